@@ -1,0 +1,6 @@
+//go:build tensorlife_invariants
+
+package invariants
+
+// Enabled reports whether the tensorlife_invariants build tag is set.
+const Enabled = true

@@ -1,0 +1,150 @@
+package tensor
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors. Every error this package and its allocators return matches
+// one of these with errors.Is; typed errors such as *OOMError and *DeviceError
+// carry the detail.
+var (
+	// ErrFreed is returned by every method of a tensor handle after Free.
+	ErrFreed = errors.New("tensor: use of freed tensor")
+	// ErrDoubleFree is returned by a second Free of the same handle. The
+	// returned *DoubleFreeError names the allocation and first free sites.
+	ErrDoubleFree = errors.New("tensor: double free")
+	// ErrOutOfMemory means a device or a memory budget could not satisfy an
+	// allocation. Allocators return an *OOMError that matches it.
+	ErrOutOfMemory = errors.New("tensor: out of memory")
+	// ErrInvalidShape means a dimension is negative or the element or byte
+	// count overflows int64.
+	ErrInvalidShape = errors.New("tensor: invalid shape")
+	// ErrInvalidDType means the dtype is not one this package knows.
+	ErrInvalidDType = errors.New("tensor: invalid dtype")
+	// ErrNilAllocator means a nil Allocator or Device was passed.
+	ErrNilAllocator = errors.New("tensor: nil allocator")
+	// ErrSizeMismatch means a host buffer's length does not match the tensor's
+	// byte size or the device range it is copied to or from.
+	ErrSizeMismatch = errors.New("tensor: size mismatch")
+	// ErrInvalidSize means a negative or otherwise unusable byte count.
+	ErrInvalidSize = errors.New("tensor: invalid size")
+	// ErrInvalidPointer means a device pointer or block that the device or
+	// allocator did not hand out, or has already taken back.
+	ErrInvalidPointer = errors.New("tensor: invalid device pointer")
+	// ErrForeignBlock means a block was released to an allocator that did not
+	// allocate it.
+	ErrForeignBlock = errors.New("tensor: block belongs to another allocator")
+	// ErrClosed means the device or allocator has been closed.
+	ErrClosed = errors.New("tensor: closed")
+	// ErrNoDevice means a device could not be opened: no driver, no GPU, or a
+	// binary built without the device's support.
+	ErrNoDevice = errors.New("tensor: device unavailable")
+)
+
+// DeviceError is a failure reported by a device driver, with the operation,
+// the size involved and the device. It unwraps to its cause, which is one of
+// this package's sentinels (ErrOutOfMemory, ErrInvalidPointer, ...) where one
+// applies, and the driver's own error otherwise.
+type DeviceError struct {
+	Op     string // "alloc", "free", "copy to device", "copy to host", "memset", "meminfo"
+	Device string // Device.Name()
+	Bytes  int64  // size of the request; 0 where it does not apply
+	Err    error  // the cause
+}
+
+func (e *DeviceError) Error() string {
+	if e.Bytes > 0 {
+		return fmt.Sprintf("tensor: %s %s of %s: %v", e.Device, e.Op, FormatBytes(e.Bytes), e.Err)
+	}
+	return fmt.Sprintf("tensor: %s %s: %v", e.Device, e.Op, e.Err)
+}
+
+func (e *DeviceError) Unwrap() error { return e.Err }
+
+// SiteSummary is one line of an out-of-memory report: a call site and the
+// live memory it holds.
+type SiteSummary struct {
+	Function string
+	File     string
+	Line     int
+	Count    int64
+	Bytes    int64
+}
+
+// OOMError reports an allocation that a device or a memory budget refused. Its
+// Error text alone tells an operator where the memory went: the request, the
+// limit, the allocator's figures and the call sites holding the most live
+// memory. It matches ErrOutOfMemory with errors.Is.
+type OOMError struct {
+	Device    string // device name
+	Requested int64  // bytes asked for (after rounding by the allocator)
+	Limit     int64  // the budget or device capacity that refused it; 0 if unknown
+	Reserved  int64  // bytes the allocator holds from the device
+	Active    int64  // bytes in blocks handed out
+	Cached    int64  // bytes held free for reuse
+	DeviceFree int64 // free bytes the device reported; -1 if unknown
+	// Reason says which limit refused: "budget" or "device".
+	Reason string
+	// TopSites are the live call sites holding the most bytes, largest first.
+	TopSites []SiteSummary
+	// Err is the underlying device error, if the device refused.
+	Err error
+}
+
+func (e *OOMError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "tensor: out of memory on %s: requested %s", e.Device, FormatBytes(e.Requested))
+	if e.Limit > 0 {
+		fmt.Fprintf(&b, ", %s limit %s", e.Reason, FormatBytes(e.Limit))
+	} else if e.Reason != "" {
+		fmt.Fprintf(&b, " (%s refused)", e.Reason)
+	}
+	fmt.Fprintf(&b, "; reserved %s, active %s, cached %s", FormatBytes(e.Reserved), FormatBytes(e.Active), FormatBytes(e.Cached))
+	if e.DeviceFree >= 0 {
+		fmt.Fprintf(&b, ", device free %s", FormatBytes(e.DeviceFree))
+	}
+	if len(e.TopSites) > 0 {
+		b.WriteString("; top live sites:")
+		for i, s := range e.TopSites {
+			fmt.Fprintf(&b, "\n  %d. %s (%s:%d) %d tensors, %s", i+1, s.Function, s.File, s.Line, s.Count, FormatBytes(s.Bytes))
+		}
+	}
+	if e.Err != nil {
+		fmt.Fprintf(&b, "\n  device: %v", e.Err)
+	}
+	return b.String()
+}
+
+// Is reports whether target is ErrOutOfMemory.
+func (e *OOMError) Is(target error) bool { return target == ErrOutOfMemory }
+
+// Unwrap returns the device error, if any.
+func (e *OOMError) Unwrap() error { return e.Err }
+
+// FormatBytes renders a byte count in binary units with up to one decimal:
+// 512 B, 4 KiB, 1.5 MiB.
+func FormatBytes(n int64) string {
+	const unit = 1024
+	if n < unit && n > -unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	neg := n < 0
+	f := float64(n)
+	if neg {
+		f = -f
+	}
+	suffixes := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	i := -1
+	for f >= unit && i < len(suffixes)-1 {
+		f /= unit
+		i++
+	}
+	s := fmt.Sprintf("%.1f %s", f, suffixes[i])
+	s = strings.Replace(s, ".0 ", " ", 1)
+	if neg {
+		return "-" + s
+	}
+	return s
+}

@@ -1,0 +1,179 @@
+package tensor
+
+import (
+	"fmt"
+	"sync"
+)
+
+// hostShift splits a host DevicePtr into a block id (high bits) and an offset
+// (low bits): blocks of up to 1 TiB, up to 2^23 blocks live at once. Ids are
+// reused after Free, so a long-running process never runs out.
+const hostShift = 40
+
+// maxHostBlocks bounds live host blocks so ids fit above hostShift.
+const maxHostBlocks = 1<<(64-hostShift-1) - 1
+
+// HostDevice is device memory made of Go memory with a fixed capacity: it
+// behaves like a GPU of that size. Copies move real bytes, allocation past
+// capacity fails with an error matching ErrOutOfMemory, and MemInfo reports
+// free and total bytes. It is the device that tests, examples and CI use.
+//
+// Pointers are opaque addresses, not Go pointers: a HostDevice checks each
+// one it is handed and refuses pointers it did not hand out. A HostDevice is
+// safe for concurrent use; copies of distinct blocks run in parallel.
+type HostDevice struct {
+	name     string
+	capacity int64
+
+	mu      sync.RWMutex
+	used    int64
+	blocks  map[uint64][]byte
+	freeIDs []uint64
+	nextID  uint64
+}
+
+// NewHostDevice returns a host device of capacityBytes (> 0).
+func NewHostDevice(capacityBytes int64) (*HostDevice, error) {
+	if capacityBytes <= 0 {
+		return nil, fmt.Errorf("%w: host device capacity %d", ErrInvalidSize, capacityBytes)
+	}
+	return &HostDevice{name: "host", capacity: capacityBytes, blocks: make(map[uint64][]byte), nextID: 1}, nil
+}
+
+// Name returns "host".
+func (d *HostDevice) Name() string { return d.name }
+
+// Alloc reserves bytes of the device's capacity.
+func (d *HostDevice) Alloc(bytes int64) (DevicePtr, error) {
+	if bytes <= 0 {
+		return 0, d.err("alloc", bytes, ErrInvalidSize)
+	}
+	d.mu.Lock()
+	if bytes > d.capacity-d.used {
+		free := d.capacity - d.used
+		d.mu.Unlock()
+		return 0, d.err("alloc", bytes, fmt.Errorf("%w: %s free of %s", ErrOutOfMemory, FormatBytes(free), FormatBytes(d.capacity)))
+	}
+	if len(d.blocks) >= maxHostBlocks {
+		d.mu.Unlock()
+		return 0, d.err("alloc", bytes, fmt.Errorf("%w: too many live blocks", ErrOutOfMemory))
+	}
+	d.used += bytes
+	var id uint64
+	if n := len(d.freeIDs); n > 0 {
+		id, d.freeIDs = d.freeIDs[n-1], d.freeIDs[:n-1]
+	} else {
+		id = d.nextID
+		d.nextID++
+	}
+	d.blocks[id] = nil // reserved; filled below, outside the lock
+	d.mu.Unlock()
+
+	mem := make([]byte, bytes) // zeroing large blocks must not hold the lock
+
+	d.mu.Lock()
+	d.blocks[id] = mem
+	d.mu.Unlock()
+	return DevicePtr(id << hostShift), nil
+}
+
+// Free returns a block from Alloc; bytes must be the size allocated.
+func (d *HostDevice) Free(p DevicePtr, bytes int64) error {
+	id, off := uint64(p)>>hostShift, uint64(p)&(1<<hostShift-1)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	mem, ok := d.blocks[id]
+	if !ok || off != 0 || mem == nil {
+		return d.err("free", bytes, fmt.Errorf("%w: %#x", ErrInvalidPointer, uintptr(p)))
+	}
+	if int64(len(mem)) != bytes {
+		return d.err("free", bytes, fmt.Errorf("%w: block %#x holds %d bytes", ErrSizeMismatch, uintptr(p), len(mem)))
+	}
+	delete(d.blocks, id)
+	d.freeIDs = append(d.freeIDs, id)
+	d.used -= bytes
+	return nil
+}
+
+// MemInfo reports free and total bytes.
+func (d *HostDevice) MemInfo() (free, total int64, err error) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.capacity - d.used, d.capacity, nil
+}
+
+// Used returns the bytes currently allocated.
+func (d *HostDevice) Used() int64 {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.used
+}
+
+// Blocks returns the number of live allocations.
+func (d *HostDevice) Blocks() int {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return len(d.blocks)
+}
+
+// CopyToDevice copies src into the block at dst.
+func (d *HostDevice) CopyToDevice(dst DevicePtr, src []byte) error {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	mem, err := d.span("copy to device", dst, int64(len(src)))
+	if err != nil {
+		return err
+	}
+	copy(mem, src)
+	return nil
+}
+
+// CopyToHost copies len(dst) bytes from the block at src.
+func (d *HostDevice) CopyToHost(dst []byte, src DevicePtr) error {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	mem, err := d.span("copy to host", src, int64(len(dst)))
+	if err != nil {
+		return err
+	}
+	copy(dst, mem)
+	return nil
+}
+
+// Memset sets bytes bytes at dst to value.
+func (d *HostDevice) Memset(dst DevicePtr, value byte, bytes int64) error {
+	if bytes < 0 {
+		return d.err("memset", bytes, ErrInvalidSize)
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	mem, err := d.span("memset", dst, bytes)
+	if err != nil {
+		return err
+	}
+	for i := range mem {
+		mem[i] = value
+	}
+	return nil
+}
+
+// span returns the n bytes at p, checking that they lie in one live block.
+// The caller holds d.mu.
+func (d *HostDevice) span(op string, p DevicePtr, n int64) ([]byte, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	id, off := uint64(p)>>hostShift, int64(uint64(p)&(1<<hostShift-1))
+	mem, ok := d.blocks[id]
+	if !ok || mem == nil {
+		return nil, d.err(op, n, fmt.Errorf("%w: %#x", ErrInvalidPointer, uintptr(p)))
+	}
+	if n > int64(len(mem))-off {
+		return nil, d.err(op, n, fmt.Errorf("%w: %d bytes at offset %d of a %d-byte block", ErrSizeMismatch, n, off, len(mem)))
+	}
+	return mem[off : off+n], nil
+}
+
+func (d *HostDevice) err(op string, bytes int64, cause error) error {
+	return &DeviceError{Op: op, Device: d.name, Bytes: bytes, Err: cause}
+}

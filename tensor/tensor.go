@@ -1,0 +1,307 @@
+package tensor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// DefaultKind is the kind of tensors made without Spec.Kind.
+const DefaultKind = "tensor"
+
+// Spec describes a tensor to make.
+type Spec struct {
+	DType DType
+	Shape Shape
+	// Kind says what the tensor is for ("mask", "kv-cache", "logits"); it is
+	// recorded with the allocation and is a metrics attribute, so keep it
+	// low-cardinality. Empty means DefaultKind.
+	Kind string
+}
+
+// Tensor is an owned handle to a block of device memory with a dtype and a
+// shape. The handle is an owner: Free gives its ownership up, and the memory
+// returns to its allocator when the last owner has freed (see Retain). After
+// Free, every operation on the handle returns ErrFreed and a second Free
+// returns a *DoubleFreeError naming the allocation and first free sites;
+// the accessors (ID, DType, Shape, Bytes, Kind, Device) keep answering, so
+// error messages can still describe it.
+//
+// A handle dropped without Free is found by the garbage collector and
+// reported as a leak by its tracker, which by default also returns the
+// memory. Do not rely on that: it is a diagnosis, not a way to free.
+//
+// A Tensor is safe for concurrent reads and copies; Free must not race with
+// other calls on the same handle. Tensors must not be copied by value.
+type Tensor struct {
+	b       *block
+	state   atomic.Uint32 // 0 live, 1 freed
+	freedAt atomic.Pointer[track.Site]
+	cleanup runtime.Cleanup
+}
+
+// block is the memory and record shared by every handle of one tensor. It
+// never points at a handle, so handles stay collectable.
+type block struct {
+	rec     track.Record // first: it is what the tracker's registry holds
+	alloc   Allocator
+	tracker *track.Tracker
+	mem     Block
+	dtype   DType
+	kind    string
+	dims    [4]int // inline storage for shapes of rank <= 4
+	shape   Shape
+	bytes   int64
+	refs    atomic.Int32
+	id      uint64
+}
+
+// untrackedIDs numbers tensors from allocators without a tracker.
+var untrackedIDs atomic.Uint64
+
+// New makes a tensor of dtype dt and shape dims from alloc. The tensor is
+// recorded in alloc's tracker with the caller's stack and ctx's labels.
+// A zero dimension makes an empty tensor that holds no device memory.
+func New(ctx context.Context, alloc Allocator, dt DType, dims ...int) (*Tensor, error) {
+	return newTensor(ctx, alloc, Spec{DType: dt, Shape: dims}, 1)
+}
+
+// Make makes a tensor as New does, from a Spec.
+func Make(ctx context.Context, alloc Allocator, spec Spec) (*Tensor, error) {
+	return newTensor(ctx, alloc, spec, 1)
+}
+
+// newTensor does the work of New; skip counts the frames between the caller
+// to record and newTensor, newTensor excluded.
+func newTensor(ctx context.Context, alloc Allocator, spec Spec, skip int) (*Tensor, error) {
+	if isNil(alloc) {
+		return nil, ErrNilAllocator
+	}
+	bytes, err := spec.Shape.Bytes(spec.DType)
+	if err != nil {
+		return nil, err
+	}
+	b := &block{alloc: alloc, tracker: alloc.Tracker(), dtype: spec.DType, kind: spec.Kind, bytes: bytes}
+	if b.kind == "" {
+		b.kind = DefaultKind
+	}
+	if len(spec.Shape) <= len(b.dims) {
+		b.shape = b.dims[:copy(b.dims[:], spec.Shape):len(spec.Shape)]
+	} else {
+		b.shape = spec.Shape.Clone()
+	}
+	if bytes > 0 {
+		b.mem, err = alloc.Allocate(bytes)
+		if err != nil {
+			if b.tracker != nil && errors.Is(err, ErrOutOfMemory) {
+				b.tracker.Note(track.EventOOM, b.tracker.Caller(skip+1, 32), bytes)
+			}
+			return nil, err
+		}
+	}
+	b.refs.Store(1)
+	if b.tracker != nil {
+		b.rec.Bytes = bytes
+		b.rec.Kind = b.kind
+		b.rec.Device = alloc.Device().Name()
+		b.rec.DType = spec.DType.String()
+		b.rec.Shape = b.shape
+		if err := b.tracker.Record(ctx, &b.rec, skip+1); err != nil {
+			if bytes > 0 {
+				err = errors.Join(err, alloc.Release(b.mem))
+			}
+			return nil, err
+		}
+		b.id = b.rec.ID()
+	} else {
+		b.id = untrackedIDs.Add(1)
+	}
+	return newHandle(b), nil
+}
+
+func newHandle(b *block) *Tensor {
+	t := &Tensor{b: b}
+	t.cleanup = runtime.AddCleanup(t, dropped, b)
+	return t
+}
+
+// isNil reports whether a is nil or an interface holding a nil pointer.
+func isNil(a Allocator) bool {
+	if a == nil {
+		return true
+	}
+	v := reflect.ValueOf(a)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// dropped runs when a handle became unreachable without Free.
+func dropped(b *block) {
+	if b.tracker != nil {
+		b.tracker.ReportLeak(&b.rec)
+		if !b.tracker.ReclaimLeaks() {
+			return
+		}
+	}
+	_ = b.unref() // nobody is left to hand an error to; the tracker counted the leak
+}
+
+// unref drops one owner, returning the memory with the last.
+func (b *block) unref() error {
+	if n := b.refs.Add(-1); n != 0 {
+		return nil
+	}
+	var err error
+	if b.tracker != nil {
+		err = b.tracker.Release(&b.rec)
+	}
+	if b.bytes > 0 {
+		err = errors.Join(err, b.alloc.Release(b.mem))
+	}
+	return err
+}
+
+// Free gives up this handle's ownership; the memory returns to its allocator
+// when the last owner frees. A second Free of the same handle returns a
+// *DoubleFreeError (matching ErrDoubleFree) and is counted by the tracker;
+// built with the tensorlife_invariants tag, it panics instead.
+func (t *Tensor) Free() error {
+	if t == nil || t.b == nil {
+		return ErrFreed
+	}
+	if !t.state.CompareAndSwap(0, 1) {
+		return t.doubleFree()
+	}
+	t.cleanup.Stop()
+	if tr := t.b.tracker; tr != nil {
+		// A shallow stack is enough to name the first free in a double-free
+		// report, and keeps Free cheap.
+		t.freedAt.Store(tr.Caller(1, 4))
+	}
+	return t.b.unref()
+}
+
+func (t *Tensor) doubleFree() error {
+	err := &DoubleFreeError{ID: t.b.id, DType: t.b.dtype, Shape: t.b.shape, Bytes: t.b.bytes,
+		FirstFree: t.freedAt.Load()}
+	if tr := t.b.tracker; tr != nil {
+		err.Allocated = t.b.rec.Site()
+		tr.Note(track.EventDoubleFree, err.Allocated, t.b.bytes)
+	}
+	if invariants.Enabled {
+		panic(err)
+	}
+	return err
+}
+
+// Retain returns a new handle that owns the same memory: the memory stays
+// until both handles are freed. A cache that keeps a tensor a request also
+// uses holds its own handle this way.
+func (t *Tensor) Retain() (*Tensor, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	t.b.refs.Add(1)
+	return newHandle(t.b), nil
+}
+
+func (t *Tensor) check() error {
+	if t == nil || t.b == nil || t.state.Load() != 0 {
+		return ErrFreed
+	}
+	return nil
+}
+
+// Freed reports whether Free has been called on this handle.
+func (t *Tensor) Freed() bool { return t.check() != nil }
+
+// ID returns the tensor's id: its record id in its tracker, or a
+// process-wide counter for untracked tensors. Handles from Retain share it.
+func (t *Tensor) ID() uint64 { return t.b.id }
+
+// DType returns the element type.
+func (t *Tensor) DType() DType { return t.b.dtype }
+
+// Shape returns a copy of the dimensions.
+func (t *Tensor) Shape() Shape { return t.b.shape.Clone() }
+
+// Rank returns the number of dimensions.
+func (t *Tensor) Rank() int { return len(t.b.shape) }
+
+// Dim returns dimension i, or -1 if i is out of range.
+func (t *Tensor) Dim(i int) int {
+	if i < 0 || i >= len(t.b.shape) {
+		return -1
+	}
+	return t.b.shape[i]
+}
+
+// Bytes returns the tensor's size in bytes (not the allocator's rounding).
+func (t *Tensor) Bytes() int64 { return t.b.bytes }
+
+// Kind returns the kind the tensor was made with.
+func (t *Tensor) Kind() string { return t.b.kind }
+
+// Device returns the device the memory is on.
+func (t *Tensor) Device() Device { return t.b.alloc.Device() }
+
+// Allocator returns the allocator the memory came from.
+func (t *Tensor) Allocator() Allocator { return t.b.alloc }
+
+// Site returns the call site that made the tensor; nil if untracked.
+func (t *Tensor) Site() *track.Site {
+	if t.b.tracker == nil {
+		return nil
+	}
+	return t.b.rec.Site()
+}
+
+// Labels returns the labels the tensor was made under.
+func (t *Tensor) Labels() track.Labels { return t.b.rec.Labels() }
+
+// Ptr returns the device address of the first byte; 0 for an empty tensor.
+func (t *Tensor) Ptr() (DevicePtr, error) {
+	if err := t.check(); err != nil {
+		return 0, err
+	}
+	return t.b.mem.Ptr, nil
+}
+
+// String describes the tensor: "tensor 7 float32[2 3] on host (24 B)".
+func (t *Tensor) String() string {
+	s := fmt.Sprintf("tensor %d %v%v on %s (%s)", t.b.id, t.b.dtype, t.b.shape, t.Device().Name(), FormatBytes(t.b.bytes))
+	if t.Freed() {
+		s += " freed"
+	}
+	return s
+}
+
+// DoubleFreeError reports a second Free of one handle.
+type DoubleFreeError struct {
+	ID        uint64
+	DType     DType
+	Shape     Shape
+	Bytes     int64
+	Allocated *track.Site // where the tensor was made; nil if untracked
+	FirstFree *track.Site // where it was first freed; nil if untracked
+}
+
+func (e *DoubleFreeError) Error() string {
+	return fmt.Sprintf("tensor: double free of tensor %d (%v%v, %s): allocated at %s; first freed at %s",
+		e.ID, e.DType, e.Shape, FormatBytes(e.Bytes), siteString(e.Allocated), siteString(e.FirstFree))
+}
+
+// Is reports whether target is ErrDoubleFree.
+func (e *DoubleFreeError) Is(target error) bool { return target == ErrDoubleFree }
+
+func siteString(s *track.Site) string {
+	if s == nil {
+		return "unknown site (untracked allocator)"
+	}
+	return s.String()
+}

@@ -1,0 +1,51 @@
+// Package track is tensorlife's live registry of device allocations: which
+// tensors are alive, how many bytes they hold, and which line of code made
+// each one.
+//
+// A Tracker records allocations (Record) and releases them (Release). It
+// knows nothing about tensors or devices: a Record carries bytes, a kind, a
+// device name, a dtype and a shape as plain values, and the tracker adds an
+// id, the time, the labels of the context the allocation was made under
+// (WithLabels, in the manner of pprof.Labels) and the call site. Package
+// tensor records every tensor it makes in the Tracker of the tensor's
+// allocator; most programs use Default.
+//
+// # Call sites
+//
+// A site is the call stack of an allocation, captured as program counters
+// with runtime.Callers (cheap) and symbolized only when a report or profile
+// asks (Site.Frames). Stacks are interned in a bounded, lock-free table:
+// identical stacks share one Site, and once MaxSites sites exist, further
+// stacks are counted under one overflow site that every report shows as
+// OverflowFunction, so lost detail is visible, never silently dropped.
+// Site.Location is the first frame outside tensorlife's own packages: the
+// caller's line that asked for memory.
+//
+// # Snapshots
+//
+// Snapshot copies the live set at one moment: per-site totals (live count
+// and bytes, allocations and bytes since start), groups of allocations that
+// share site, kind, dtype, shape and labels (what a profile sample stands
+// for), and, on request, every allocation. SnapshotOf takes a Filter (minimum
+// age, kind, labels, GC-found leaks). Diff tells what grew and what shrank
+// between two snapshots. Totals and SiteTotals read counters only, cheaply
+// enough for metrics and for a growth watcher that samples every request.
+//
+// # Leaks
+//
+// Package tensor attaches a runtime cleanup to each tensor handle; if the
+// garbage collector finds a handle unreachable before Free, the tensor
+// calls ReportLeak, which counts the leak, flags the record and reports it
+// through the OnLeak callback (default: a log/slog warning with the
+// allocation stack). ReclaimLeaks decides whether the memory is then
+// returned (default yes, so a leaking service survives while it reports).
+// Nothing in the registry points at a tensor handle, so the registry never
+// keeps a leaked handle reachable.
+//
+// # Cost
+//
+// The record and release paths take one stack capture into a fixed buffer,
+// one lock-free intern lookup, one lock of one of 64 registry shards (an
+// intrusive list insert or remove, no allocation), and a few atomics. There
+// is no global lock. A Tracker is safe for concurrent use.
+package track

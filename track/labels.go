@@ -1,0 +1,145 @@
+package track
+
+import (
+	"context"
+	"slices"
+	"strings"
+)
+
+// Labels is an immutable set of request-scoped key/value pairs, carried by a
+// context.Context in the manner of pprof.Labels and attached to every
+// allocation recorded under that context. The zero Labels is empty. Labels
+// values are cheap to copy and safe for concurrent use.
+type Labels struct {
+	set *labelSet
+}
+
+// labelSet holds keys and values interleaved, sorted by key, keys unique.
+type labelSet struct {
+	kv []string
+}
+
+type labelsKey struct{}
+
+// badKey holds the value of an unpaired trailing argument to WithLabels, as
+// log/slog does, so that a mistake is visible rather than dropped.
+const badKey = "!BADKEY"
+
+// WithLabels returns a context whose allocations carry the given labels in
+// addition to those already on ctx; a key set again takes the new value.
+// Arguments are key, value pairs: WithLabels(ctx, "request", id, "model", m).
+// An unpaired final argument is kept under the key "!BADKEY".
+//
+// Keep label values low-cardinality where they feed metrics; request ids are
+// fine in labels because profiles and reports aggregate by site, not label.
+func WithLabels(ctx context.Context, kv ...string) context.Context {
+	if len(kv) == 0 {
+		return ctx
+	}
+	merged := LabelsFrom(ctx).with(kv)
+	return context.WithValue(ctx, labelsKey{}, merged)
+}
+
+// LabelsFrom returns the labels carried by ctx.
+func LabelsFrom(ctx context.Context) Labels {
+	if ctx == nil {
+		return Labels{}
+	}
+	l, _ := ctx.Value(labelsKey{}).(Labels)
+	return l
+}
+
+// NewLabels builds a Labels value from key, value pairs, as WithLabels does.
+func NewLabels(kv ...string) Labels { return Labels{}.with(kv) }
+
+func (l Labels) with(kv []string) Labels {
+	if len(kv)%2 == 1 {
+		last := kv[len(kv)-1]
+		kv = append(kv[:len(kv)-1:len(kv)-1], badKey, last)
+	}
+	m := make(map[string]string, l.Len()+len(kv)/2)
+	l.Range(func(k, v string) bool { m[k] = v; return true })
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	set := &labelSet{kv: make([]string, 0, 2*len(keys))}
+	for _, k := range keys {
+		set.kv = append(set.kv, k, m[k])
+	}
+	return Labels{set: set}
+}
+
+// Len returns the number of labels.
+func (l Labels) Len() int {
+	if l.set == nil {
+		return 0
+	}
+	return len(l.set.kv) / 2
+}
+
+// Get returns the value of key and whether it is set.
+func (l Labels) Get(key string) (string, bool) {
+	if l.set == nil {
+		return "", false
+	}
+	for i := 0; i < len(l.set.kv); i += 2 {
+		if l.set.kv[i] == key {
+			return l.set.kv[i+1], true
+		}
+	}
+	return "", false
+}
+
+// Range calls f for each label in key order until f returns false.
+func (l Labels) Range(f func(key, value string) bool) {
+	if l.set == nil {
+		return
+	}
+	for i := 0; i < len(l.set.kv); i += 2 {
+		if !f(l.set.kv[i], l.set.kv[i+1]) {
+			return
+		}
+	}
+}
+
+// Map returns the labels as a new map.
+func (l Labels) Map() map[string]string {
+	m := make(map[string]string, l.Len())
+	l.Range(func(k, v string) bool { m[k] = v; return true })
+	return m
+}
+
+// Equal reports whether l and o hold the same pairs.
+func (l Labels) Equal(o Labels) bool {
+	if l.set == o.set {
+		return true
+	}
+	if l.Len() != o.Len() {
+		return false
+	}
+	return l.Len() == 0 || slices.Equal(l.set.kv, o.set.kv)
+}
+
+// String renders the labels as {k=v, k=v} in key order.
+func (l Labels) String() string {
+	var b strings.Builder
+	b.WriteByte('{')
+	first := true
+	l.Range(func(k, v string) bool {
+		if !first {
+			b.WriteString(", ")
+		}
+		first = false
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(v)
+		return true
+	})
+	b.WriteByte('}')
+	return b.String()
+}

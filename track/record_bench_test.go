@@ -1,0 +1,61 @@
+package track_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// benchDepth is how deep below the benchmark loop the allocation happens,
+// about the depth of a decode step inside an HTTP handler.
+const benchDepth = 10
+
+// descend calls leaf benchDepth frames down, so each stack capture walks the
+// same number of frames in the benchmark and its baseline.
+//
+//go:noinline
+func descend(n int, leaf func()) {
+	if n == 0 {
+		leaf()
+		return
+	}
+	descend(n-1, leaf)
+}
+
+func BenchmarkRecordRelease(b *testing.B) {
+	tr, err := track.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	shape := []int{32, 32}
+	leaf := func() {
+		for b.Loop() {
+			rec := &track.Record{Bytes: 4096, Kind: "tensor", Device: "host", DType: "float32", Shape: shape}
+			if err := tr.Record(ctx, rec, 0); err != nil {
+				b.Fatal(err)
+			}
+			if err := tr.Release(rec); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportAllocs()
+	descend(benchDepth, leaf)
+}
+
+func BenchmarkCallersBaseline(b *testing.B) {
+	var buf [32]uintptr
+	var sink int
+	leaf := func() {
+		for b.Loop() {
+			// Skip 1 starts at this closure, as Record's capture does.
+			sink += runtime.Callers(1, buf[:])
+		}
+	}
+	b.ReportAllocs()
+	descend(benchDepth, leaf)
+	_ = sink
+}

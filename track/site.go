@@ -1,0 +1,257 @@
+package track
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// maxDepth is the deepest call stack kept per site, as in runtime/pprof.
+const maxDepth = 32
+
+// Site is an interned call stack: every allocation made from the same stack
+// shares one Site. Its program counters are captured at the event and turned
+// into function names and lines only when Frames is called, once per site.
+//
+// A Site lives as long as its Tracker. Sites of one tracker are comparable by
+// pointer, so Sites from two snapshots of the same tracker can be matched.
+// The overflow site stands for every allocation whose stack could not be
+// kept because the stack table was full.
+type Site struct {
+	id       int
+	hash     uint64
+	pcs      []uintptr
+	overflow bool
+
+	// Live figures are derived (allocs - frees) so that recording and
+	// releasing each touch two counters.
+	allocs     atomic.Int64
+	allocBytes atomic.Int64
+	frees      atomic.Int64
+	freedBytes atomic.Int64
+	gcLeaks    atomic.Int64
+
+	symOnce sync.Once
+	frames  []Frame
+	user    int // index of the first frame outside the library
+}
+
+// Frame is one symbolized frame of a Site. Frames that share a PC come from
+// one call instruction with inlined calls, innermost first.
+type Frame struct {
+	PC       uintptr
+	Function string
+	File     string
+	Line     int
+	// Entry is the function's entry PC; 0 if unknown.
+	Entry uintptr
+}
+
+// String renders the frame as "function (file:line)".
+func (f Frame) String() string {
+	return fmt.Sprintf("%s (%s:%d)", f.Function, f.File, f.Line)
+}
+
+// OverflowFunction is the function name under which allocations whose stacks
+// did not fit in the stack table are shown, so lost detail stays visible in
+// every report and profile.
+const OverflowFunction = "tensorlife.StackTableOverflow"
+
+// UnknownFunction names frames that could not be symbolized.
+const UnknownFunction = "tensorlife.UnknownFunction"
+
+// ID is the site's index in its tracker, in order of first use.
+func (s *Site) ID() int { return s.id }
+
+// Overflow reports whether s is the overflow site.
+func (s *Site) Overflow() bool { return s.overflow }
+
+// PCs returns a copy of the site's program counters, leaf first, as
+// runtime.Callers returns them.
+func (s *Site) PCs() []uintptr { return append([]uintptr(nil), s.pcs...) }
+
+// Frames returns the symbolized stack, leaf first, inlined calls expanded. It
+// symbolizes on first use; the result is shared and must not be modified.
+func (s *Site) Frames() []Frame {
+	s.symbolize()
+	return s.frames
+}
+
+// UserFrames returns Frames without the leading frames of tensorlife's own
+// packages, so the first frame is the caller's line that asked for memory.
+// If every frame is tensorlife's, it returns all of them.
+func (s *Site) UserFrames() []Frame {
+	s.symbolize()
+	return s.frames[s.user:]
+}
+
+// Location returns the first user frame: the line that allocated.
+func (s *Site) Location() Frame {
+	f := s.UserFrames()
+	if len(f) == 0 {
+		return Frame{Function: UnknownFunction}
+	}
+	return f[0]
+}
+
+// String renders the site as its location, "function (file:line)".
+func (s *Site) String() string { return s.Location().String() }
+
+// Stack renders the user frames one per line, indented by indent.
+func (s *Site) Stack(indent string) string {
+	var b strings.Builder
+	for _, f := range s.UserFrames() {
+		fmt.Fprintf(&b, "%s%s\n%s\t%s:%d\n", indent, f.Function, indent, f.File, f.Line)
+	}
+	return b.String()
+}
+
+func (s *Site) symbolize() {
+	s.symOnce.Do(func() {
+		if s.overflow {
+			s.frames = []Frame{{Function: OverflowFunction, File: "tensorlife", Line: 0}}
+			return
+		}
+		frames := runtime.CallersFrames(s.pcs)
+		for {
+			f, more := frames.Next()
+			fr := Frame{PC: f.PC, Function: f.Function, File: f.File, Line: f.Line, Entry: f.Entry}
+			if fr.Function == "" {
+				fr.Function = UnknownFunction
+			}
+			s.frames = append(s.frames, fr)
+			if !more {
+				break
+			}
+		}
+		if len(s.frames) == 0 {
+			s.frames = []Frame{{Function: UnknownFunction}}
+		}
+		for s.user < len(s.frames) && IsLibraryFrame(s.frames[s.user]) {
+			s.user++
+		}
+		if s.user == len(s.frames) {
+			s.user = 0
+		}
+	})
+}
+
+// modulePrefix is the import path prefix of tensorlife's packages.
+const modulePrefix = "github.com/tensorlife/tensorlife/"
+
+// libraryPackages are the packages whose frames are trimmed from the leaf end
+// of a stack: they are how memory was asked for, not who asked.
+var libraryPackages = []string{"tensor", "track", "pool", "mask", "pprofexport", "internal"}
+
+// IsLibraryFrame reports whether f belongs to tensorlife's own library code
+// (not its examples and not test files), which reports trim from the leaf end.
+func IsLibraryFrame(f Frame) bool {
+	rest, ok := strings.CutPrefix(f.Function, modulePrefix)
+	if !ok || strings.HasSuffix(f.File, "_test.go") {
+		return false
+	}
+	for _, p := range libraryPackages {
+		if r, ok := strings.CutPrefix(rest, p); ok && r != "" && (r[0] == '.' || r[0] == '/') {
+			return true
+		}
+	}
+	return false
+}
+
+// stackTable interns stacks in a fixed-size open-addressed table. Lookups of
+// a known stack, the hot path, take no lock: a hash, a probe and a compare.
+// The table never grows, so a slot once filled never moves; when maxSites
+// sites exist, new stacks are attributed to the overflow site.
+type stackTable struct {
+	slots    []atomic.Pointer[Site]
+	mask     uint64
+	maxSites int64
+	count    atomic.Int64
+	overflow *Site
+
+	// order lists sites by id for snapshots; appended under mu, read as a
+	// copy of the slice header under mu.
+	mu    sync.Mutex
+	order []*Site
+}
+
+func newStackTable(maxSites int) *stackTable {
+	n := 1
+	for n < 2*maxSites {
+		n <<= 1
+	}
+	t := &stackTable{
+		slots:    make([]atomic.Pointer[Site], n),
+		mask:     uint64(n - 1),
+		maxSites: int64(maxSites),
+		overflow: &Site{id: 0, overflow: true},
+	}
+	t.order = append(t.order, t.overflow)
+	return t
+}
+
+func hashPCs(pcs []uintptr) uint64 {
+	h := uint64(14695981039346656037)
+	for _, pc := range pcs {
+		h = (h ^ uint64(pc)) * 0x9E3779B97F4A7C15
+	}
+	return h ^ h>>31
+}
+
+// intern returns the Site for pcs, creating it if the table has room.
+func (t *stackTable) intern(pcs []uintptr) *Site {
+	h := hashPCs(pcs)
+	var fresh *Site
+	for i := h & t.mask; ; i = (i + 1) & t.mask {
+		s := t.slots[i].Load()
+		if s == nil {
+			if fresh == nil {
+				if t.count.Add(1) > t.maxSites {
+					t.count.Add(-1)
+					return t.overflow
+				}
+				fresh = &Site{hash: h, pcs: append([]uintptr(nil), pcs...)}
+			}
+			// Insertion is rare (once per distinct stack), so it takes the
+			// lock: the id is assigned before the site becomes visible.
+			t.mu.Lock()
+			fresh.id = len(t.order)
+			won := t.slots[i].CompareAndSwap(nil, fresh)
+			if won {
+				t.order = append(t.order, fresh)
+			}
+			t.mu.Unlock()
+			if won {
+				return fresh
+			}
+			s = t.slots[i].Load()
+		}
+		if s.hash == h && equalPCs(s.pcs, pcs) {
+			if fresh != nil {
+				t.count.Add(-1)
+			}
+			return s
+		}
+	}
+}
+
+func equalPCs(a, b []uintptr) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// sites returns every site, the overflow site first, in id order.
+func (t *stackTable) sites() []*Site {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.order[:len(t.order):len(t.order)]
+}

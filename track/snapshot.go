@@ -1,0 +1,348 @@
+package track
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Allocation is a copy of one live record, as a snapshot holds it.
+type Allocation struct {
+	ID     uint64
+	Bytes  int64
+	Kind   string
+	Device string
+	DType  string
+	Shape  []int
+	Labels Labels
+	Time   time.Time // when it was recorded
+	Site   *Site
+	Leaked bool // the garbage collector found it without Free
+}
+
+func (r *Record) allocation() Allocation {
+	return Allocation{
+		ID: r.id, Bytes: r.Bytes, Kind: r.Kind, Device: r.Device, DType: r.DType,
+		Shape: r.Shape, Labels: r.labels, Time: r.Time(), Site: r.site, Leaked: r.leaked.Load(),
+	}
+}
+
+// SiteStats are one site's figures: live ones from the records a snapshot
+// saw, cumulative ones since the tracker started.
+type SiteStats struct {
+	Site       *Site
+	LiveCount  int64
+	LiveBytes  int64
+	AllocCount int64 // allocations made at the site since start
+	AllocBytes int64
+	GCLeaks    int64     // allocations from the site the GC found without Free
+	Oldest     time.Time // recording time of the oldest live allocation; zero if none
+}
+
+// Group aggregates live allocations that share site, kind, device, dtype,
+// shape and labels: what a profile sample stands for. Groups make a
+// profile's cost grow with sites, not with tensors.
+type Group struct {
+	Site   *Site
+	Kind   string
+	Device string
+	DType  string
+	Shape  []int
+	Labels Labels
+	Count  int64
+	Bytes  int64
+	Oldest time.Time
+	Leaked int64 // how many of Count the GC found without Free
+}
+
+// Snapshot is an immutable copy of a tracker's live set at one moment,
+// aggregated per site and per group. Its slices must not be modified.
+type Snapshot struct {
+	Tracker string    // the tracker's name
+	Time    time.Time // when the snapshot was taken
+	Totals  Totals    // the tracker's counters, unfiltered
+	Filter  Filter    // the filter the snapshot was taken with
+	// Sites are sorted by live bytes, largest first. Unfiltered, every site
+	// the tracker knows is listed; filtered, only sites with matches.
+	Sites  []SiteStats
+	Groups []Group // sorted by site id, then by bytes, largest first
+	// Allocations lists every matching live allocation by id, when the
+	// snapshot was taken with Filter.Allocations (Snapshot does).
+	Allocations []Allocation
+}
+
+// Filter selects what a snapshot holds. The zero Filter selects every live
+// allocation and lists none individually.
+type Filter struct {
+	// MinAge keeps allocations at least this old: long-lived tensors are the
+	// leak suspects.
+	MinAge time.Duration
+	// Kind keeps allocations of this kind; empty keeps all.
+	Kind string
+	// LeakedOnly keeps allocations the garbage collector found without Free.
+	LeakedOnly bool
+	// Labels keeps allocations carrying every one of these label values.
+	Labels map[string]string
+	// Allocations lists each matching allocation in Snapshot.Allocations.
+	Allocations bool
+}
+
+func (f Filter) active() bool {
+	return f.MinAge != 0 || f.Kind != "" || f.LeakedOnly || len(f.Labels) > 0
+}
+
+// Validate reports a filter that cannot be applied.
+func (f Filter) Validate() error {
+	if f.MinAge < 0 {
+		return fmt.Errorf("%w: negative MinAge %v", ErrInvalidOption, f.MinAge)
+	}
+	return nil
+}
+
+func (f Filter) match(r *Record, cutoff int64) bool {
+	if f.Kind != "" && r.Kind != f.Kind {
+		return false
+	}
+	if f.MinAge > 0 && r.born > cutoff {
+		return false
+	}
+	if f.LeakedOnly && !r.leaked.Load() {
+		return false
+	}
+	for k, v := range f.Labels {
+		if got, ok := r.labels.Get(k); !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// groupKey identifies a Group without allocating per record: shapes of up to
+// eight dimensions are compared inline, longer ones by their rendering.
+type groupKey struct {
+	site                *Site
+	kind, device, dtype string
+	labels              *labelSet
+	rank                int
+	dims                [8]int
+	long                string
+}
+
+func keyOf(r *Record) groupKey {
+	k := groupKey{site: r.site, kind: r.Kind, device: r.Device, dtype: r.DType, labels: r.labels.set, rank: len(r.Shape)}
+	if len(r.Shape) <= len(k.dims) {
+		copy(k.dims[:], r.Shape)
+	} else {
+		k.long = FormatShape(r.Shape)
+	}
+	return k
+}
+
+// Snapshot copies the whole live set, every allocation listed.
+func (t *Tracker) Snapshot() *Snapshot {
+	s, _ := t.SnapshotOf(Filter{Allocations: true}) // this filter is valid
+	return s
+}
+
+// SnapshotOf copies the live allocations that f selects. It walks each
+// registry shard under that shard's lock, aggregating as it goes, so it
+// allocates per group rather than per tensor unless f.Allocations is set;
+// sorting and the rest happen after the locks are dropped.
+func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	cutoff := int64(now.Sub(t.start) - f.MinAge)
+	groups := make(map[groupKey]*Group)
+	var allocs []Allocation
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for r := sh.head; r != nil; r = r.next {
+			if !f.match(r, cutoff) {
+				continue
+			}
+			k := keyOf(r)
+			g := groups[k]
+			if g == nil {
+				g = &Group{Site: r.site, Kind: r.Kind, Device: r.Device, DType: r.DType,
+					Shape: r.Shape, Labels: r.labels, Oldest: r.Time()}
+				groups[k] = g
+			}
+			g.Count++
+			g.Bytes += r.Bytes
+			if r.leaked.Load() {
+				g.Leaked++
+			}
+			if born := t.start.Add(time.Duration(r.born)); born.Before(g.Oldest) {
+				g.Oldest = born
+			}
+			if f.Allocations {
+				allocs = append(allocs, r.allocation())
+			}
+		}
+		sh.mu.Unlock()
+	}
+
+	snap := &Snapshot{Tracker: t.cfg.name, Time: now, Totals: t.Totals(), Filter: f, Allocations: allocs}
+	slices.SortFunc(snap.Allocations, func(a, b Allocation) int { return cmp.Compare(a.ID, b.ID) })
+
+	bySite := make(map[*Site]*SiteStats)
+	if !f.active() {
+		for _, s := range t.stacks.sites() {
+			if s.allocs.Load() > 0 {
+				bySite[s] = &SiteStats{Site: s}
+			}
+		}
+	}
+	snap.Groups = make([]Group, 0, len(groups))
+	for _, g := range groups {
+		snap.Groups = append(snap.Groups, *g)
+		st := bySite[g.Site]
+		if st == nil {
+			st = &SiteStats{Site: g.Site}
+			bySite[g.Site] = st
+		}
+		st.LiveCount += g.Count
+		st.LiveBytes += g.Bytes
+		if st.Oldest.IsZero() || g.Oldest.Before(st.Oldest) {
+			st.Oldest = g.Oldest
+		}
+	}
+	slices.SortFunc(snap.Groups, func(a, b Group) int {
+		return cmp.Or(cmp.Compare(a.Site.id, b.Site.id), cmp.Compare(b.Bytes, a.Bytes), groupOrder(a, b))
+	})
+	snap.Sites = make([]SiteStats, 0, len(bySite))
+	for s, st := range bySite {
+		st.AllocCount = s.allocs.Load()
+		st.AllocBytes = s.allocBytes.Load()
+		st.GCLeaks = s.gcLeaks.Load()
+		snap.Sites = append(snap.Sites, *st)
+	}
+	sortSites(snap.Sites)
+	return snap, nil
+}
+
+// groupOrder breaks ties between groups of one site deterministically.
+func groupOrder(a, b Group) int {
+	return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.DType, b.DType),
+		strings.Compare(a.Device, b.Device), strings.Compare(FormatShape(a.Shape), FormatShape(b.Shape)),
+		strings.Compare(a.Labels.String(), b.Labels.String()))
+}
+
+func sortSites(s []SiteStats) {
+	slices.SortFunc(s, func(a, b SiteStats) int {
+		return cmp.Or(cmp.Compare(b.LiveBytes, a.LiveBytes), cmp.Compare(b.AllocBytes, a.AllocBytes),
+			cmp.Compare(a.Site.id, b.Site.id))
+	})
+}
+
+// SiteTotals returns every site's live and cumulative figures from the
+// per-site counters, without walking the live set: its cost grows with the
+// number of sites only. Oldest is not filled. Sorted as Snapshot.Sites.
+func (t *Tracker) SiteTotals() []SiteStats {
+	sites := t.stacks.sites()
+	out := make([]SiteStats, 0, len(sites))
+	for _, s := range sites {
+		if s.allocs.Load() == 0 {
+			continue
+		}
+		// Frees are read first: a free never precedes its allocation, so
+		// live figures read this way are never negative.
+		frees, freed := s.frees.Load(), s.freedBytes.Load()
+		allocs, allocBytes := s.allocs.Load(), s.allocBytes.Load()
+		out = append(out, SiteStats{Site: s, LiveCount: allocs - frees, LiveBytes: allocBytes - freed,
+			AllocCount: allocs, AllocBytes: allocBytes, GCLeaks: s.gcLeaks.Load()})
+	}
+	sortSites(out)
+	return out
+}
+
+// Top returns up to n sites with the most live bytes, largest first,
+// skipping sites with nothing live.
+func (s *Snapshot) Top(n int) []SiteStats {
+	out := make([]SiteStats, 0, min(n, len(s.Sites)))
+	for _, st := range s.Sites {
+		if len(out) == n {
+			break
+		}
+		if st.LiveBytes > 0 || st.LiveCount > 0 {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// SiteDelta is how one site changed between two snapshots.
+type SiteDelta struct {
+	Site         *Site
+	LiveCount    int64 // change in live allocations
+	LiveBytes    int64 // change in live bytes
+	AllocCount   int64 // allocations made in between
+	AllocBytes   int64
+	OldLiveBytes int64
+	NewLiveBytes int64
+}
+
+// Delta is what changed between two snapshots of one tracker.
+type Delta struct {
+	From, To time.Time
+	// Grew lists sites whose live bytes grew, most first; Shrank those whose
+	// live bytes shrank, most first.
+	Grew, Shrank []SiteDelta
+}
+
+// Diff compares two snapshots of the same tracker, old taken first.
+func Diff(old, new *Snapshot) Delta {
+	d := Delta{From: old.Time, To: new.Time}
+	before := make(map[*Site]SiteStats, len(old.Sites))
+	for _, s := range old.Sites {
+		before[s.Site] = s
+	}
+	seen := make(map[*Site]bool, len(new.Sites))
+	add := func(o, n SiteStats, site *Site) {
+		sd := SiteDelta{Site: site, LiveCount: n.LiveCount - o.LiveCount, LiveBytes: n.LiveBytes - o.LiveBytes,
+			AllocCount: n.AllocCount - o.AllocCount, AllocBytes: n.AllocBytes - o.AllocBytes,
+			OldLiveBytes: o.LiveBytes, NewLiveBytes: n.LiveBytes}
+		switch {
+		case sd.LiveBytes > 0 || (sd.LiveBytes == 0 && sd.LiveCount > 0):
+			d.Grew = append(d.Grew, sd)
+		case sd.LiveBytes < 0 || sd.LiveCount < 0:
+			d.Shrank = append(d.Shrank, sd)
+		}
+	}
+	for _, n := range new.Sites {
+		seen[n.Site] = true
+		add(before[n.Site], n, n.Site)
+	}
+	for _, o := range old.Sites {
+		if !seen[o.Site] {
+			add(o, SiteStats{AllocCount: o.AllocCount, AllocBytes: o.AllocBytes}, o.Site)
+		}
+	}
+	slices.SortFunc(d.Grew, func(a, b SiteDelta) int {
+		return cmp.Or(cmp.Compare(b.LiveBytes, a.LiveBytes), cmp.Compare(a.Site.id, b.Site.id))
+	})
+	slices.SortFunc(d.Shrank, func(a, b SiteDelta) int {
+		return cmp.Or(cmp.Compare(a.LiveBytes, b.LiveBytes), cmp.Compare(a.Site.id, b.Site.id))
+	})
+	return d
+}
+
+// FormatShape renders dims as [2 3 4].
+func FormatShape(dims []int) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, d := range dims {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strconv.Itoa(d))
+	}
+	b.WriteByte(']')
+	return b.String()
+}
