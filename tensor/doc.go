@@ -1,0 +1,39 @@
+// Package tensor makes every device allocation an owned handle that knows
+// where it came from.
+//
+// A Tensor is a dtype, a shape and a block of device memory drawn from an
+// Allocator. New (or Make, or FromSlice) records the tensor in the
+// allocator's track.Tracker with the caller's stack and the labels of the
+// context; Free gives the handle's ownership up and, with the last owner
+// (Retain adds owners), returns the memory and releases the record. Use
+// after Free returns ErrFreed; a second Free returns a *DoubleFreeError that
+// names the allocation site and the first free site.
+//
+// # Devices and allocators
+//
+// A Device is raw memory: Alloc, Free, MemInfo, copies and memset. Two
+// exist: HostDevice, Go memory with a fixed capacity that behaves like a GPU
+// of that size (tests, examples and CI use it), and the CUDA device in
+// tensor/cuda (build tag cuda). An Allocator is what tensors are drawn
+// from: DeviceAllocator goes straight to a Device; pool.Pool caches blocks
+// and enforces a budget.
+//
+// The tracker reaches New through the allocator: an Allocator's Tracker
+// method names the tracker its tensors are recorded in (nil: untracked). It
+// is set once where the allocator is built, so the hot path carries no
+// tracker argument and no tensor can be recorded in the wrong tracker.
+//
+// # Errors
+//
+// Every error matches one of the sentinels (ErrFreed, ErrOutOfMemory,
+// ErrInvalidShape, ...) with errors.Is; *OOMError and *DeviceError carry the
+// detail. An *OOMError's text names the call sites holding the most memory.
+//
+// # Leaks the garbage collector finds
+//
+// Each handle carries a runtime cleanup. A handle that becomes unreachable
+// without Free is reported by its tracker (track.OnLeak) with its allocation
+// stack, and its memory is returned unless track.ReclaimLeaks(false) was
+// set. This is a diagnosis for bugs, not a way to free: device memory is
+// invisible to the garbage collector, which may not run for a long time.
+package tensor

@@ -1,0 +1,68 @@
+package tensor_test
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/tensor"
+)
+
+func TestHostDeviceCapacityAndPointers(t *testing.T) {
+	dev, err := tensor.NewHostDevice(1000)
+	require.NoError(t, err)
+	p, err := dev.Alloc(600)
+	require.NoError(t, err)
+	free, total, err := dev.MemInfo()
+	require.NoError(t, err)
+	assert.EqualValues(t, 400, free)
+	assert.EqualValues(t, 1000, total)
+
+	_, err = dev.Alloc(500)
+	assert.ErrorIs(t, err, tensor.ErrOutOfMemory)
+	var de *tensor.DeviceError
+	require.ErrorAs(t, err, &de)
+	assert.Equal(t, "alloc", de.Op)
+	assert.EqualValues(t, 500, de.Bytes)
+
+	assert.ErrorIs(t, dev.Free(p+1, 600), tensor.ErrInvalidPointer, "interior pointer")
+	assert.ErrorIs(t, dev.Free(p, 599), tensor.ErrSizeMismatch)
+	assert.ErrorIs(t, dev.CopyToDevice(p.Add(590), make([]byte, 20)), tensor.ErrSizeMismatch)
+	require.NoError(t, dev.Free(p, 600))
+	assert.ErrorIs(t, dev.Free(p, 600), tensor.ErrInvalidPointer, "double free")
+	assert.ErrorIs(t, dev.CopyToHost(make([]byte, 1), p), tensor.ErrInvalidPointer, "use after free")
+	_, err = dev.Alloc(-5)
+	assert.ErrorIs(t, err, tensor.ErrInvalidSize)
+	assert.ErrorIs(t, dev.Memset(p, 0, -1), tensor.ErrInvalidSize)
+	assert.EqualValues(t, 0, dev.Used())
+}
+
+func TestHostDeviceConcurrentUse(t *testing.T) {
+	dev, err := tensor.NewHostDevice(1 << 20)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 256)
+			for i := range 200 {
+				p, err := dev.Alloc(256)
+				if !assert.NoError(t, err) {
+					return
+				}
+				buf[0], buf[255] = byte(g), byte(i)
+				assert.NoError(t, dev.CopyToDevice(p, buf))
+				out := make([]byte, 256)
+				assert.NoError(t, dev.CopyToHost(out, p))
+				assert.Equal(t, buf, out)
+				assert.NoError(t, dev.Free(p, 256))
+			}
+		}()
+	}
+	wg.Wait()
+	assert.EqualValues(t, 0, dev.Used())
+	assert.Equal(t, 0, dev.Blocks())
+}

@@ -1,0 +1,316 @@
+package tensor_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// setup returns a host device, a fresh tracker and an allocator over both.
+func setup(t *testing.T, capacity int64, opts ...track.Option) (*tensor.HostDevice, *track.Tracker, *tensor.DeviceAllocator) {
+	t.Helper()
+	dev, err := tensor.NewHostDevice(capacity)
+	require.NoError(t, err)
+	tr, err := track.New(opts...)
+	require.NoError(t, err)
+	alloc, err := tensor.NewDeviceAllocator(dev, tr)
+	require.NoError(t, err)
+	return dev, tr, alloc
+}
+
+func TestNewRecordsAndFreeReleases(t *testing.T) {
+	dev, tr, alloc := setup(t, 1<<20)
+	ctx := track.WithLabels(context.Background(), "request", "r1")
+
+	x, err := tensor.New(ctx, alloc, tensor.Float32, 2, 3)
+	require.NoError(t, err)
+	assert.Equal(t, tensor.Float32, x.DType())
+	assert.Equal(t, tensor.Shape{2, 3}, x.Shape())
+	assert.EqualValues(t, 24, x.Bytes())
+	assert.Equal(t, "host", x.Device().Name())
+	assert.Equal(t, tensor.DefaultKind, x.Kind())
+	assert.EqualValues(t, 24, dev.Used())
+
+	snap := tr.Snapshot()
+	require.Len(t, snap.Allocations, 1)
+	a := snap.Allocations[0]
+	assert.Equal(t, x.ID(), a.ID)
+	assert.Equal(t, "float32", a.DType)
+	assert.Equal(t, []int{2, 3}, a.Shape)
+	assert.Equal(t, "host", a.Device)
+	v, _ := a.Labels.Get("request")
+	assert.Equal(t, "r1", v)
+	assert.Equal(t, "github.com/tensorlife/tensorlife/tensor_test.TestNewRecordsAndFreeReleases", a.Site.Location().Function)
+	assert.True(t, strings.HasSuffix(a.Site.Location().File, "tensor_test.go"))
+
+	require.NoError(t, x.Free())
+	assert.EqualValues(t, 0, dev.Used())
+	assert.EqualValues(t, 0, tr.Totals().LiveCount)
+	assert.EqualValues(t, 1, tr.Totals().Frees)
+}
+
+func TestFreedTensorAnswersErrFreed(t *testing.T) {
+	_, _, alloc := setup(t, 1<<20)
+	x, err := tensor.New(context.Background(), alloc, tensor.Int32, 4)
+	require.NoError(t, err)
+	require.NoError(t, x.Free())
+
+	assert.True(t, x.Freed())
+	_, err = x.Ptr()
+	assert.ErrorIs(t, err, tensor.ErrFreed)
+	assert.ErrorIs(t, x.CopyFromHost(make([]byte, 16)), tensor.ErrFreed)
+	assert.ErrorIs(t, x.CopyToHost(make([]byte, 16)), tensor.ErrFreed)
+	assert.ErrorIs(t, x.Fill(0), tensor.ErrFreed)
+	_, err = x.Retain()
+	assert.ErrorIs(t, err, tensor.ErrFreed)
+	_, err = tensor.ToSlice[int32](x)
+	assert.ErrorIs(t, err, tensor.ErrFreed)
+	// Metadata stays readable for error messages.
+	assert.Contains(t, x.String(), "int32[4]")
+	assert.Contains(t, x.String(), "freed")
+	var nilTensor *tensor.Tensor
+	assert.ErrorIs(t, nilTensor.Free(), tensor.ErrFreed)
+}
+
+func freeOnce(t *testing.T, x *tensor.Tensor) { require.NoError(t, x.Free()) }
+
+func TestDoubleFreeNamesBothSites(t *testing.T) {
+	_, tr, alloc := setup(t, 1<<20)
+	x, err := tensor.New(context.Background(), alloc, tensor.Uint8, 8)
+	require.NoError(t, err)
+	freeOnce(t, x)
+
+	err = x.Free()
+	require.ErrorIs(t, err, tensor.ErrDoubleFree)
+	var dfe *tensor.DoubleFreeError
+	require.ErrorAs(t, err, &dfe)
+	assert.Equal(t, x.ID(), dfe.ID)
+	assert.Equal(t, "github.com/tensorlife/tensorlife/tensor_test.TestDoubleFreeNamesBothSites", dfe.Allocated.Location().Function)
+	assert.Equal(t, "github.com/tensorlife/tensorlife/tensor_test.freeOnce", dfe.FirstFree.Location().Function)
+	assert.Contains(t, err.Error(), "TestDoubleFreeNamesBothSites")
+	assert.Contains(t, err.Error(), "freeOnce")
+	assert.EqualValues(t, 1, tr.Totals().Event(track.EventDoubleFree))
+	assert.EqualValues(t, 1, tr.Totals().Misuse)
+	assert.EqualValues(t, 0, tr.Totals().LiveCount, "a double free must not release twice")
+}
+
+func TestRetainKeepsMemoryUntilLastOwner(t *testing.T) {
+	dev, tr, alloc := setup(t, 1<<20)
+	x, err := tensor.FromSlice(context.Background(), alloc, []float32{1, 2, 3})
+	require.NoError(t, err)
+	y, err := x.Retain()
+	require.NoError(t, err)
+	assert.Equal(t, x.ID(), y.ID())
+
+	require.NoError(t, x.Free())
+	assert.EqualValues(t, 12, dev.Used(), "memory stays while an owner remains")
+	got, err := tensor.ToSlice[float32](y)
+	require.NoError(t, err)
+	assert.Equal(t, []float32{1, 2, 3}, got)
+	assert.EqualValues(t, 1, tr.Totals().LiveCount)
+
+	require.NoError(t, y.Free())
+	assert.EqualValues(t, 0, dev.Used())
+	assert.EqualValues(t, 0, tr.Totals().LiveCount)
+}
+
+func TestCopiesRoundTrip(t *testing.T) {
+	_, _, alloc := setup(t, 1<<20)
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		make func() (*tensor.Tensor, error)
+		read func(*tensor.Tensor) (any, error)
+		want any
+	}{
+		{"bool", func() (*tensor.Tensor, error) { return tensor.FromSlice(ctx, alloc, []bool{true, false, true}) },
+			func(x *tensor.Tensor) (any, error) { return tensor.ToSlice[bool](x) }, []bool{true, false, true}},
+		{"int64 2x2", func() (*tensor.Tensor, error) { return tensor.FromSlice(ctx, alloc, []int64{1, -2, 3, -4}, 2, 2) },
+			func(x *tensor.Tensor) (any, error) { return tensor.ToSlice[int64](x) }, []int64{1, -2, 3, -4}},
+		{"float64", func() (*tensor.Tensor, error) { return tensor.FromSlice(ctx, alloc, []float64{0.5, 1e300}) },
+			func(x *tensor.Tensor) (any, error) { return tensor.ToSlice[float64](x) }, []float64{0.5, 1e300}},
+		{"int8", func() (*tensor.Tensor, error) { return tensor.FromSlice(ctx, alloc, []int8{-128, 127}) },
+			func(x *tensor.Tensor) (any, error) { return tensor.ToSlice[int8](x) }, []int8{-128, 127}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x, err := tt.make()
+			require.NoError(t, err)
+			defer freeOnce(t, x)
+			got, err := tt.read(x)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+
+	t.Run("ranges and fill", func(t *testing.T) {
+		x, err := tensor.New(ctx, alloc, tensor.Uint8, 8)
+		require.NoError(t, err)
+		defer freeOnce(t, x)
+		require.NoError(t, x.Fill(7))
+		require.NoError(t, x.CopyFromHostAt(2, []byte{1, 2, 3}, false))
+		out := make([]byte, 8)
+		require.NoError(t, x.CopyToHost(out))
+		assert.Equal(t, []byte{7, 7, 1, 2, 3, 7, 7, 7}, out)
+		part := make([]byte, 2)
+		require.NoError(t, x.CopyToHostAt(3, part, false))
+		assert.Equal(t, []byte{2, 3}, part)
+	})
+}
+
+func TestBadInput(t *testing.T) {
+	_, tr, alloc := setup(t, 1024)
+	ctx := context.Background()
+	x, err := tensor.New(ctx, alloc, tensor.Float32, 4)
+	require.NoError(t, err)
+	defer freeOnce(t, x)
+
+	var nilAlloc *tensor.DeviceAllocator
+	tests := []struct {
+		name string
+		err  func() error
+		want error
+	}{
+		{"negative dim", func() error { _, err := tensor.New(ctx, alloc, tensor.Float32, 2, -1); return err }, tensor.ErrInvalidShape},
+		{"overflowing dims", func() error {
+			_, err := tensor.New(ctx, alloc, tensor.Float32, 1<<40, 1<<40)
+			return err
+		}, tensor.ErrInvalidShape},
+		{"overflowing bytes", func() error { _, err := tensor.New(ctx, alloc, tensor.Float64, 1<<61); return err }, tensor.ErrInvalidShape},
+		{"unknown dtype", func() error { _, err := tensor.New(ctx, alloc, tensor.DType(200), 2); return err }, tensor.ErrInvalidDType},
+		{"invalid dtype zero", func() error { _, err := tensor.New(ctx, alloc, tensor.InvalidDType, 2); return err }, tensor.ErrInvalidDType},
+		{"nil allocator", func() error { _, err := tensor.New(ctx, nil, tensor.Float32, 2); return err }, tensor.ErrNilAllocator},
+		{"typed nil allocator", func() error { _, err := tensor.New(ctx, nilAlloc, tensor.Float32, 2); return err }, tensor.ErrNilAllocator},
+		{"past capacity", func() error { _, err := tensor.New(ctx, alloc, tensor.Uint8, 2048); return err }, tensor.ErrOutOfMemory},
+		{"short copy", func() error { return x.CopyFromHost(make([]byte, 15)) }, tensor.ErrSizeMismatch},
+		{"long copy", func() error { return x.CopyToHost(make([]byte, 17)) }, tensor.ErrSizeMismatch},
+		{"range past end", func() error { return x.CopyFromHostAt(12, make([]byte, 8), false) }, tensor.ErrSizeMismatch},
+		{"negative offset", func() error { return x.CopyToHostAt(-1, make([]byte, 1), false) }, tensor.ErrSizeMismatch},
+		{"wrong element type", func() error { _, err := tensor.ToSlice[int32](x); return err }, tensor.ErrInvalidDType},
+		{"slice shape mismatch", func() error { _, err := tensor.FromSlice(ctx, alloc, []int32{1, 2, 3}, 2, 2); return err }, tensor.ErrSizeMismatch},
+		{"parse dtype", func() error { _, err := tensor.ParseDType("float8"); return err }, tensor.ErrInvalidDType},
+		{"nil device", func() error { _, err := tensor.NewDeviceAllocator(nil, nil); return err }, tensor.ErrNilAllocator},
+		{"zero capacity", func() error { _, err := tensor.NewHostDevice(0); return err }, tensor.ErrInvalidSize},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.ErrorIs(t, tt.err(), tt.want)
+		})
+	}
+	assert.EqualValues(t, 1, tr.Totals().LiveCount, "failed calls must not leave records")
+	assert.EqualValues(t, 1, tr.Totals().Event(track.EventOOM))
+}
+
+func TestZeroSizeTensorHoldsNoMemory(t *testing.T) {
+	dev, tr, alloc := setup(t, 1024)
+	x, err := tensor.New(context.Background(), alloc, tensor.Float32, 0, 16)
+	require.NoError(t, err)
+	assert.EqualValues(t, 0, x.Bytes())
+	assert.Equal(t, 0, dev.Blocks())
+	assert.EqualValues(t, 1, tr.Totals().LiveCount, "an empty tensor is still an owned handle")
+	require.NoError(t, x.CopyFromHost(nil))
+	require.NoError(t, x.Free())
+	assert.EqualValues(t, 0, tr.Totals().LiveCount)
+
+	s, err := tensor.New(context.Background(), alloc, tensor.Float64) // a scalar
+	require.NoError(t, err)
+	assert.EqualValues(t, 8, s.Bytes())
+	require.NoError(t, s.Free())
+}
+
+func TestForeignBlockAndTracker(t *testing.T) {
+	dev, _, a1 := setup(t, 1024)
+	a2, err := tensor.NewDeviceAllocator(dev, nil)
+	require.NoError(t, err)
+	b, err := a1.Allocate(64)
+	require.NoError(t, err)
+	assert.ErrorIs(t, a2.Release(b), tensor.ErrForeignBlock)
+	require.NoError(t, a1.Release(b))
+	_, err = a1.Allocate(0)
+	assert.ErrorIs(t, err, tensor.ErrInvalidSize)
+}
+
+func TestUntrackedAllocator(t *testing.T) {
+	dev, err := tensor.NewHostDevice(1024)
+	require.NoError(t, err)
+	alloc, err := tensor.NewDeviceAllocator(dev, nil)
+	require.NoError(t, err)
+	x, err := tensor.New(context.Background(), alloc, tensor.Int64, 2)
+	require.NoError(t, err)
+	assert.Nil(t, x.Site())
+	assert.NotZero(t, x.ID())
+	require.NoError(t, x.Free())
+	err = x.Free()
+	assert.ErrorIs(t, err, tensor.ErrDoubleFree)
+	assert.Contains(t, err.Error(), "untracked")
+}
+
+// leakOne makes a tensor and drops it without Free.
+//
+//go:noinline
+func leakOne(t *testing.T, alloc tensor.Allocator) uint64 {
+	x, err := tensor.New(context.Background(), alloc, tensor.Bool, 32, 32)
+	require.NoError(t, err)
+	return x.ID()
+}
+
+func TestGarbageCollectedTensorIsReportedAsLeak(t *testing.T) {
+	for _, reclaim := range []bool{true, false} {
+		t.Run(map[bool]string{true: "reclaim", false: "keep"}[reclaim], func(t *testing.T) {
+			reports := make(chan track.LeakReport, 1)
+			dev, tr, alloc := setup(t, 1<<20, track.OnLeak(func(l track.LeakReport) { reports <- l }), track.ReclaimLeaks(reclaim))
+			id := leakOne(t, alloc)
+
+			var got track.LeakReport
+			require.Eventually(t, func() bool {
+				runtime.GC()
+				select {
+				case got = <-reports:
+					return true
+				default:
+					return false
+				}
+			}, 5*time.Second, 10*time.Millisecond)
+
+			assert.Equal(t, id, got.ID)
+			assert.EqualValues(t, 1024, got.Bytes)
+			assert.Equal(t, reclaim, got.Reclaimed)
+			assert.Equal(t, "github.com/tensorlife/tensorlife/tensor_test.leakOne", got.Site.Location().Function)
+			assert.EqualValues(t, 1, tr.Totals().GCLeaks)
+			if reclaim {
+				require.Eventually(t, func() bool { return dev.Used() == 0 }, time.Second, time.Millisecond)
+				assert.EqualValues(t, 0, tr.Totals().LiveCount)
+			} else {
+				assert.EqualValues(t, 1024, dev.Used())
+				snap, err := tr.SnapshotOf(track.Filter{LeakedOnly: true, Allocations: true})
+				require.NoError(t, err)
+				require.Len(t, snap.Allocations, 1)
+				assert.True(t, snap.Allocations[0].Leaked)
+			}
+		})
+	}
+}
+
+func TestFormatBytes(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 512: "512 B", 4096: "4 KiB", 1536: "1.5 KiB", 3 << 30: "3 GiB", -2048: "-2 KiB"} {
+		assert.Equal(t, want, tensor.FormatBytes(n))
+	}
+}
+
+func TestOOMErrorText(t *testing.T) {
+	err := error(&tensor.OOMError{Device: "cuda:0", Requested: 1 << 20, Limit: 1 << 30, Reason: "budget",
+		Reserved: 1 << 30, Active: 1 << 29, Cached: 1 << 29, DeviceFree: -1,
+		TopSites: []tensor.SiteSummary{{Function: "main.step", File: "main.go", Line: 42, Count: 3, Bytes: 3 << 20}}})
+	assert.True(t, errors.Is(err, tensor.ErrOutOfMemory))
+	assert.Contains(t, err.Error(), "requested 1 MiB, budget limit 1 GiB")
+	assert.Contains(t, err.Error(), "1. main.step (main.go:42) 3 tensors, 3 MiB")
+}

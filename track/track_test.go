@@ -1,0 +1,257 @@
+package track_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/track"
+)
+
+func newTracker(t *testing.T, opts ...track.Option) *track.Tracker {
+	t.Helper()
+	tr, err := track.New(opts...)
+	require.NoError(t, err)
+	return tr
+}
+
+// recordAt records from a distinct line per call site so tests get distinct
+// sites on demand.
+//
+//go:noinline
+func recordA(tr *track.Tracker, ctx context.Context, bytes int64, kind string) *track.Record {
+	r := &track.Record{Bytes: bytes, Kind: kind, Device: "host", DType: "float32", Shape: []int{int(bytes / 4)}}
+	if err := tr.Record(ctx, r, 0); err != nil {
+		panic(err)
+	}
+	return r
+}
+
+//go:noinline
+func recordB(tr *track.Tracker, ctx context.Context, bytes int64) *track.Record {
+	r := &track.Record{Bytes: bytes, Kind: "mask", Device: "host", DType: "bool", Shape: []int{int(bytes)}}
+	if err := tr.Record(ctx, r, 0); err != nil {
+		panic(err)
+	}
+	return r
+}
+
+func TestSitesAreInternedPerStack(t *testing.T) {
+	tr := newTracker(t)
+	ctx := context.Background()
+	var recs []*track.Record
+	for range 3 {
+		recs = append(recs, recordA(tr, ctx, 16, "tensor"))
+	}
+	recs = append(recs, recordB(tr, ctx, 8))
+	assert.Same(t, recs[0].Site(), recs[1].Site())
+	assert.Same(t, recs[0].Site(), recs[2].Site())
+	assert.NotSame(t, recs[0].Site(), recs[3].Site())
+	assert.Equal(t, 2, tr.Totals().Sites)
+
+	loc := recs[0].Site().Location()
+	assert.Equal(t, "github.com/tensorlife/tensorlife/track_test.recordA", loc.Function)
+	assert.Contains(t, loc.File, "track_test.go")
+	assert.Greater(t, loc.Line, 0)
+	assert.Contains(t, recs[0].Site().Stack(""), "TestSitesAreInternedPerStack")
+	for _, r := range recs {
+		require.NoError(t, tr.Release(r))
+	}
+}
+
+func TestStackTableOverflowIsCounted(t *testing.T) {
+	tr := newTracker(t, track.MaxSites(1))
+	ctx := context.Background()
+	a := recordA(tr, ctx, 16, "tensor")
+	b := recordB(tr, ctx, 8)
+	c := recordB(tr, ctx, 8)
+	assert.False(t, a.Site().Overflow())
+	assert.True(t, b.Site().Overflow())
+	assert.Same(t, b.Site(), c.Site())
+	assert.Equal(t, track.OverflowFunction, b.Site().Location().Function)
+	tt := tr.Totals()
+	assert.EqualValues(t, 2, tt.Overflowed)
+	assert.Equal(t, 1, tt.Sites)
+
+	snap := tr.Snapshot()
+	require.Len(t, snap.Top(5), 2)
+	assert.True(t, snap.Top(5)[1].Site.Overflow() || snap.Top(5)[0].Site.Overflow())
+	for _, r := range []*track.Record{a, b, c} {
+		require.NoError(t, tr.Release(r))
+	}
+}
+
+func TestReleaseMisuse(t *testing.T) {
+	tr := newTracker(t, track.WithName("one"))
+	other := newTracker(t, track.WithName("two"))
+	ctx := context.Background()
+	r := recordA(tr, ctx, 16, "tensor")
+
+	err := other.Release(r)
+	assert.ErrorIs(t, err, track.ErrForeignTracker)
+	assert.Contains(t, err.Error(), `"one"`)
+	assert.ErrorIs(t, tr.Record(ctx, r, 0), track.ErrAlreadyRecorded)
+	require.NoError(t, tr.Release(r))
+	assert.ErrorIs(t, tr.Release(r), track.ErrReleased)
+	assert.ErrorIs(t, tr.Release(&track.Record{}), track.ErrNotRecorded)
+	assert.ErrorIs(t, tr.Release(nil), track.ErrNilRecord)
+	assert.ErrorIs(t, tr.Record(ctx, nil, 0), track.ErrNilRecord)
+	assert.ErrorIs(t, tr.Record(ctx, &track.Record{Bytes: -1}, 0), track.ErrInvalidBytes)
+	assert.EqualValues(t, 5, tr.Totals().Misuse)
+	assert.EqualValues(t, 1, other.Totals().Misuse)
+	assert.EqualValues(t, 0, tr.Totals().LiveCount)
+}
+
+func TestInvalidOptions(t *testing.T) {
+	for name, opt := range map[string]track.Option{
+		"zero sites": track.MaxSites(0), "empty name": track.WithName(""),
+		"nil callback": track.OnLeak(nil), "nil logger": track.WithLogger(nil), "nil option": nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := track.New(opt)
+			assert.ErrorIs(t, err, track.ErrInvalidOption)
+		})
+	}
+	_, err := newTracker(t).SnapshotOf(track.Filter{MinAge: -time.Second})
+	assert.ErrorIs(t, err, track.ErrInvalidOption)
+}
+
+func TestTotalsAndPeak(t *testing.T) {
+	tr := newTracker(t)
+	ctx := context.Background()
+	a := recordA(tr, ctx, 100, "tensor")
+	b := recordA(tr, ctx, 50, "tensor")
+	require.NoError(t, tr.Release(a))
+	c := recordB(tr, ctx, 10)
+	tt := tr.Totals()
+	assert.EqualValues(t, 2, tt.LiveCount)
+	assert.EqualValues(t, 60, tt.LiveBytes)
+	assert.EqualValues(t, 150, tt.PeakBytes)
+	assert.EqualValues(t, 3, tt.Allocs)
+	assert.EqualValues(t, 160, tt.AllocBytes)
+	assert.EqualValues(t, 1, tt.Frees)
+	require.NoError(t, tr.Release(b))
+	require.NoError(t, tr.Release(c))
+}
+
+func TestSnapshotGroupsFiltersAndDiff(t *testing.T) {
+	tr := newTracker(t)
+	r1 := track.WithLabels(context.Background(), "request", "r1")
+	r2 := track.WithLabels(context.Background(), "request", "r2")
+	old := tr.Snapshot()
+
+	var recs []*track.Record
+	for _, ctx := range []context.Context{r1, r1, r2} { // one call site: one stack
+		recs = append(recs, recordA(tr, ctx, 16, "tensor"))
+	}
+	recs = append(recs, recordB(tr, r1, 1000))
+	snap := tr.Snapshot()
+
+	require.Len(t, snap.Allocations, 4)
+	assert.Less(t, snap.Allocations[0].ID, snap.Allocations[3].ID, "allocations sorted by id")
+	require.Len(t, snap.Sites, 2)
+	assert.EqualValues(t, 1000, snap.Sites[0].LiveBytes, "largest site first")
+	assert.EqualValues(t, 3, snap.Sites[1].LiveCount)
+	assert.EqualValues(t, 48, snap.Sites[1].AllocBytes)
+	// recordA's tensors split by request label into two groups.
+	require.Len(t, snap.Groups, 3)
+	var counts []int64
+	for _, g := range snap.Groups {
+		counts = append(counts, g.Count)
+	}
+	assert.ElementsMatch(t, []int64{2, 1, 1}, counts)
+
+	masks, err := tr.SnapshotOf(track.Filter{Kind: "mask"})
+	require.NoError(t, err)
+	require.Len(t, masks.Sites, 1)
+	assert.EqualValues(t, 1000, masks.Sites[0].LiveBytes)
+	assert.Empty(t, masks.Allocations, "allocations only listed on request")
+
+	onlyR2, err := tr.SnapshotOf(track.Filter{Labels: map[string]string{"request": "r2"}, Allocations: true})
+	require.NoError(t, err)
+	require.Len(t, onlyR2.Allocations, 1)
+	assert.Equal(t, recs[2].ID(), onlyR2.Allocations[0].ID)
+
+	aged, err := tr.SnapshotOf(track.Filter{MinAge: time.Hour})
+	require.NoError(t, err)
+	assert.Empty(t, aged.Groups)
+
+	d := track.Diff(old, snap)
+	require.Len(t, d.Grew, 2)
+	assert.EqualValues(t, 1000, d.Grew[0].LiveBytes)
+	assert.Empty(t, d.Shrank)
+
+	require.NoError(t, tr.Release(recs[3]))
+	d = track.Diff(snap, tr.Snapshot())
+	require.Len(t, d.Shrank, 1)
+	assert.EqualValues(t, -1000, d.Shrank[0].LiveBytes)
+	for _, r := range recs[:3] {
+		require.NoError(t, tr.Release(r))
+	}
+	sites := tr.SiteTotals()
+	require.Len(t, sites, 2)
+	for _, s := range sites {
+		assert.Zero(t, s.LiveBytes)
+	}
+}
+
+func TestLabels(t *testing.T) {
+	ctx := track.WithLabels(context.Background(), "b", "2", "a", "1")
+	ctx = track.WithLabels(ctx, "a", "3")
+	l := track.LabelsFrom(ctx)
+	assert.Equal(t, "{a=3, b=2}", l.String())
+	assert.Equal(t, map[string]string{"a": "3", "b": "2"}, l.Map())
+	assert.True(t, l.Equal(track.NewLabels("b", "2", "a", "3")))
+	odd := track.NewLabels("a", "1", "dangling")
+	v, ok := odd.Get("!BADKEY")
+	assert.True(t, ok)
+	assert.Equal(t, "dangling", v)
+	assert.Equal(t, 0, track.LabelsFrom(context.Background()).Len())
+	assert.Same(t, ctx, track.WithLabels(ctx))
+}
+
+func TestConcurrentRecordRelease(t *testing.T) {
+	tr := newTracker(t)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := track.WithLabels(context.Background(), "worker", string(rune('a'+g)))
+			var held []*track.Record
+			for i := range 500 {
+				if i%2 == 0 {
+					held = append(held, recordA(tr, ctx, 8, "tensor"))
+				} else {
+					held = append(held, recordB(tr, ctx, 4))
+				}
+				if i%3 == 0 {
+					_ = tr.Snapshot()
+				}
+				if len(held) > 10 {
+					assert.NoError(t, tr.Release(held[0]))
+					held = held[1:]
+				}
+			}
+			for _, r := range held {
+				assert.NoError(t, tr.Release(r))
+			}
+		}()
+	}
+	wg.Wait()
+	tt := tr.Totals()
+	assert.EqualValues(t, 0, tt.LiveCount)
+	assert.EqualValues(t, 0, tt.LiveBytes)
+	assert.EqualValues(t, 4000, tt.Allocs)
+	assert.EqualValues(t, 4000, tt.Frees)
+	assert.Equal(t, 2, tt.Sites)
+}
+
+func TestDefaultTrackerIsShared(t *testing.T) {
+	assert.Same(t, track.Default(), track.Default())
+	assert.Equal(t, "default", track.Default().Name())
+}
