@@ -78,13 +78,13 @@ type SiteSummary struct {
 // limit, the allocator's figures and the call sites holding the most live
 // memory. It matches ErrOutOfMemory with errors.Is.
 type OOMError struct {
-	Device    string // device name
-	Requested int64  // bytes asked for (after rounding by the allocator)
-	Limit     int64  // the budget or device capacity that refused it; 0 if unknown
-	Reserved  int64  // bytes the allocator holds from the device
-	Active    int64  // bytes in blocks handed out
-	Cached    int64  // bytes held free for reuse
-	DeviceFree int64 // free bytes the device reported; -1 if unknown
+	Device     string // device name
+	Requested  int64  // bytes asked for (after rounding by the allocator)
+	Limit      int64  // the budget or device capacity that refused it; 0 if unknown
+	Reserved   int64  // bytes the allocator holds from the device
+	Active     int64  // bytes in blocks handed out
+	Cached     int64  // bytes held free for reuse
+	DeviceFree int64  // free bytes the device reported; -1 if unknown
 	// Reason says which limit refused: "budget" or "device".
 	Reason string
 	// TopSites are the live call sites holding the most bytes, largest first.
