@@ -27,7 +27,7 @@ func (t *Tensor) CopyFromHostAt(off int64, src []byte, whole bool) error {
 	if len(src) == 0 {
 		return nil
 	}
-	return t.Device().CopyToDevice(t.b.mem.Ptr.Add(off), src)
+	return t.Device().CopyToDevice(t.b.mem.Ptr.Add(t.off+off), src)
 }
 
 // CopyToHostAt copies len(dst) bytes starting at off into dst; whole as in
@@ -39,7 +39,7 @@ func (t *Tensor) CopyToHostAt(off int64, dst []byte, whole bool) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	return t.Device().CopyToHost(dst, t.b.mem.Ptr.Add(off))
+	return t.Device().CopyToHost(dst, t.b.mem.Ptr.Add(t.off+off))
 }
 
 // Fill sets every byte of the tensor to value.
@@ -47,20 +47,20 @@ func (t *Tensor) Fill(value byte) error {
 	if err := t.check(); err != nil {
 		return err
 	}
-	if t.b.bytes == 0 {
+	if t.bytes == 0 {
 		return nil
 	}
-	return t.Device().Memset(t.b.mem.Ptr, value, t.b.bytes)
+	return t.Device().Memset(t.b.mem.Ptr.Add(t.off), value, t.bytes)
 }
 
 func (t *Tensor) rangeCheck(off, n int64, whole bool) error {
 	if err := t.check(); err != nil {
 		return err
 	}
-	if whole && (off != 0 || n != t.b.bytes) {
+	if whole && (off != 0 || n != t.bytes) {
 		return fmt.Errorf("%w: %d bytes for %v", ErrSizeMismatch, n, t)
 	}
-	if off < 0 || n < 0 || off > t.b.bytes || n > t.b.bytes-off {
+	if off < 0 || n < 0 || off > t.bytes || n > t.bytes-off {
 		return fmt.Errorf("%w: %d bytes at offset %d of %v", ErrSizeMismatch, n, off, t)
 	}
 	return nil
@@ -135,7 +135,7 @@ func ToSlice[T Element](t *Tensor) ([]T, error) {
 	if dt := DTypeOf[T](); dt != t.b.dtype {
 		return nil, fmt.Errorf("%w: reading %v as %v", ErrInvalidDType, t.b.dtype, dt)
 	}
-	n, _ := t.b.shape.Elements() // checked when the tensor was made
+	n, _ := t.shape.Elements() // checked when the tensor or view was made
 	out := make([]T, n)
 	if err := t.CopyToHost(asBytes(out)); err != nil {
 		return nil, err

@@ -44,6 +44,10 @@ type Tensor struct {
 	state   atomic.Uint32 // 0 live, 1 freed
 	freedAt atomic.Pointer[track.Site]
 	cleanup runtime.Cleanup
+	// This handle's window on the block: the whole block, or a View.
+	off   int64
+	bytes int64
+	shape Shape
 }
 
 // block is the memory and record shared by every handle of one tensor. It
@@ -122,11 +126,11 @@ func newTensor(ctx context.Context, alloc Allocator, spec Spec, skip int) (*Tens
 	} else {
 		b.id = untrackedIDs.Add(1)
 	}
-	return newHandle(b), nil
+	return newHandle(b, 0, b.bytes, b.shape), nil
 }
 
-func newHandle(b *block) *Tensor {
-	t := &Tensor{b: b}
+func newHandle(b *block, off, bytes int64, shape Shape) *Tensor {
+	t := &Tensor{b: b, off: off, bytes: bytes, shape: shape}
 	t.cleanup = runtime.AddCleanup(t, dropped, b)
 	return t
 }
@@ -187,7 +191,7 @@ func (t *Tensor) Free() error {
 }
 
 func (t *Tensor) doubleFree() error {
-	err := &DoubleFreeError{ID: t.b.id, DType: t.b.dtype, Shape: t.b.shape, Bytes: t.b.bytes,
+	err := &DoubleFreeError{ID: t.b.id, DType: t.b.dtype, Shape: t.shape, Bytes: t.bytes,
 		FirstFree: t.freedAt.Load()}
 	if tr := t.b.tracker; tr != nil {
 		err.Allocated = t.b.rec.Site()
@@ -207,7 +211,29 @@ func (t *Tensor) Retain() (*Tensor, error) {
 		return nil, err
 	}
 	t.b.refs.Add(1)
-	return newHandle(t.b), nil
+	return newHandle(t.b, t.off, t.bytes, t.shape), nil
+}
+
+// View returns a new handle on part of this one's memory: shape dims,
+// starting offset elements in, same dtype, contiguous. Like Retain, the view
+// is an owner that must be freed, so memory a view still uses is never
+// returned. A growing mask hands out views of exactly its current length
+// this way, over one allocation.
+func (t *Tensor) View(offset int, dims ...int) (*Tensor, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	shape := Shape(dims)
+	bytes, err := shape.Bytes(t.b.dtype)
+	if err != nil {
+		return nil, err
+	}
+	off := int64(offset) * int64(t.b.dtype.Size())
+	if offset < 0 || off > t.bytes || bytes > t.bytes-off {
+		return nil, fmt.Errorf("%w: view %v at element %d of %v", ErrSizeMismatch, shape, offset, t)
+	}
+	t.b.refs.Add(1)
+	return newHandle(t.b, t.off+off, bytes, shape.Clone()), nil
 }
 
 func (t *Tensor) check() error {
@@ -228,21 +254,21 @@ func (t *Tensor) ID() uint64 { return t.b.id }
 func (t *Tensor) DType() DType { return t.b.dtype }
 
 // Shape returns a copy of the dimensions.
-func (t *Tensor) Shape() Shape { return t.b.shape.Clone() }
+func (t *Tensor) Shape() Shape { return t.shape.Clone() }
 
 // Rank returns the number of dimensions.
-func (t *Tensor) Rank() int { return len(t.b.shape) }
+func (t *Tensor) Rank() int { return len(t.shape) }
 
 // Dim returns dimension i, or -1 if i is out of range.
 func (t *Tensor) Dim(i int) int {
-	if i < 0 || i >= len(t.b.shape) {
+	if i < 0 || i >= len(t.shape) {
 		return -1
 	}
-	return t.b.shape[i]
+	return t.shape[i]
 }
 
 // Bytes returns the tensor's size in bytes (not the allocator's rounding).
-func (t *Tensor) Bytes() int64 { return t.b.bytes }
+func (t *Tensor) Bytes() int64 { return t.bytes }
 
 // Kind returns the kind the tensor was made with.
 func (t *Tensor) Kind() string { return t.b.kind }
@@ -269,12 +295,15 @@ func (t *Tensor) Ptr() (DevicePtr, error) {
 	if err := t.check(); err != nil {
 		return 0, err
 	}
-	return t.b.mem.Ptr, nil
+	if t.bytes == 0 {
+		return 0, nil
+	}
+	return t.b.mem.Ptr.Add(t.off), nil
 }
 
 // String describes the tensor: "tensor 7 float32[2 3] on host (24 B)".
 func (t *Tensor) String() string {
-	s := fmt.Sprintf("tensor %d %v%v on %s (%s)", t.b.id, t.b.dtype, t.b.shape, t.Device().Name(), FormatBytes(t.b.bytes))
+	s := fmt.Sprintf("tensor %d %v%v on %s (%s)", t.b.id, t.b.dtype, t.shape, t.Device().Name(), FormatBytes(t.bytes))
 	if t.Freed() {
 		s += " freed"
 	}

@@ -314,3 +314,37 @@ func TestOOMErrorText(t *testing.T) {
 	assert.Contains(t, err.Error(), "requested 1 MiB, budget limit 1 GiB")
 	assert.Contains(t, err.Error(), "1. main.step (main.go:42) 3 tensors, 3 MiB")
 }
+
+func TestViewSharesMemoryAndOwnership(t *testing.T) {
+	dev, tr, alloc := setup(t, 1<<20)
+	x, err := tensor.FromSlice(context.Background(), alloc, []int32{0, 1, 2, 3, 4, 5, 6, 7})
+	require.NoError(t, err)
+	v, err := x.View(2, 2, 2)
+	require.NoError(t, err)
+	assert.Equal(t, tensor.Shape{2, 2}, v.Shape())
+	assert.EqualValues(t, 16, v.Bytes())
+	got, err := tensor.ToSlice[int32](v)
+	require.NoError(t, err)
+	assert.Equal(t, []int32{2, 3, 4, 5}, got)
+	xp, _ := x.Ptr()
+	vp, _ := v.Ptr()
+	assert.Equal(t, xp.Add(8), vp)
+
+	require.NoError(t, v.CopyFromHost([]byte{9, 0, 0, 0, 9, 0, 0, 0, 9, 0, 0, 0, 9, 0, 0, 0}))
+	all, err := tensor.ToSlice[int32](x)
+	require.NoError(t, err)
+	assert.Equal(t, []int32{0, 1, 9, 9, 9, 9, 6, 7}, all)
+
+	_, err = x.View(7, 2)
+	assert.ErrorIs(t, err, tensor.ErrSizeMismatch)
+	_, err = x.View(-1, 1)
+	assert.ErrorIs(t, err, tensor.ErrSizeMismatch)
+	_, err = v.View(0, 5)
+	assert.ErrorIs(t, err, tensor.ErrSizeMismatch, "a view cannot reach past its parent view")
+
+	require.NoError(t, x.Free())
+	assert.EqualValues(t, 32, dev.Used(), "the view still owns the memory")
+	require.NoError(t, v.Free())
+	assert.EqualValues(t, 0, dev.Used())
+	assert.EqualValues(t, 0, tr.Totals().LiveCount)
+}
