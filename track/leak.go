@@ -20,6 +20,13 @@ func (t *Tracker) ReportLeak(r *Record) bool {
 	}
 	t.gcLeaks.Add(1)
 	r.site.gcLeaks.Add(1)
+	if t.cfg.historyEvents > 0 {
+		at := t.now()
+		sh := &t.shards[r.id%shardCount]
+		sh.mu.Lock()
+		sh.history.add(r.event(EventGCLeak, at))
+		sh.mu.Unlock()
+	}
 	t.cfg.onLeak(LeakReport{Allocation: r.allocation(), Reclaimed: t.cfg.reclaimLeaks})
 	return true
 }

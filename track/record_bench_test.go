@@ -24,8 +24,14 @@ func descend(n int, leaf func()) {
 	descend(n-1, leaf)
 }
 
-func BenchmarkRecordRelease(b *testing.B) {
-	tr, err := track.New()
+func BenchmarkRecordRelease(b *testing.B) { benchRecordRelease(b) }
+
+// BenchmarkRecordReleaseHistory is BenchmarkRecordRelease with the event
+// history on: two events (alloc and free) per iteration.
+func BenchmarkRecordReleaseHistory(b *testing.B) { benchRecordRelease(b, track.History(1<<16)) }
+
+func benchRecordRelease(b *testing.B, opts ...track.Option) {
+	tr, err := track.New(opts...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Errors returned by Record and Release. They mean the caller misused a
@@ -44,13 +45,20 @@ const shardCount = 64
 // them costs nothing beyond the lock the list already needs, where a global
 // atomic per counter would cost a contended read-modify-write each.
 type shard struct {
+	shardData
+	_ [cacheLine - unsafe.Sizeof(shardData{})%cacheLine]byte // no false sharing
+}
+
+const cacheLine = 64
+
+type shardData struct {
 	mu         sync.Mutex
 	head       *Record
 	allocs     int64
 	allocBytes int64
 	frees      int64
 	freedBytes int64
-	_          [64 - 48]byte // keep shards on separate cache lines
+	history    ring // empty unless the History option is set
 }
 
 // Record is one allocation in a Tracker's live registry. The caller fills the
@@ -126,6 +134,7 @@ type Tracker struct {
 	gcLeaks   atomic.Int64
 	misuse    atomic.Int64
 	events    [numEventKinds]atomic.Int64
+	noteShard atomic.Uint32 // spreads noted events over the history shards
 }
 
 // New returns an isolated Tracker. Options are validated here: an invalid
@@ -141,6 +150,11 @@ func New(opts ...Option) (*Tracker, error) {
 		}
 	}
 	t := &Tracker{cfg: cfg, start: time.Now(), stacks: newStackTable(cfg.maxSites)}
+	if cfg.historyEvents > 0 {
+		for i := range t.shards {
+			t.shards[i].history.events = make([]Event, ringSize(cfg.historyEvents))
+		}
+	}
 	if t.cfg.onLeak == nil {
 		t.cfg.onLeak = t.logLeak
 	}
@@ -188,7 +202,7 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	r.site = site
 	r.labels = LabelsFrom(ctx)
 	r.id = t.nextID.Add(1)
-	r.born = int64(time.Since(t.start))
+	r.born = t.now()
 
 	sh := &t.shards[r.id%shardCount]
 	sh.mu.Lock()
@@ -199,6 +213,9 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	sh.head = r
 	sh.allocs++
 	sh.allocBytes += r.Bytes
+	if t.cfg.historyEvents > 0 {
+		sh.history.add(r.event(EventAlloc, r.born))
+	}
 	sh.mu.Unlock()
 
 	site.allocs.Add(1)
@@ -232,6 +249,10 @@ func (t *Tracker) Release(r *Record) error {
 		t.misuse.Add(1)
 		return fmt.Errorf("%w: record %d from %s", ErrReleased, r.id, r.site)
 	}
+	var at int64
+	if t.cfg.historyEvents > 0 {
+		at = t.now()
+	}
 	sh := &t.shards[r.id%shardCount]
 	sh.mu.Lock()
 	if r.prev != nil {
@@ -245,6 +266,9 @@ func (t *Tracker) Release(r *Record) error {
 	r.prev, r.next = nil, nil
 	sh.frees++
 	sh.freedBytes += r.Bytes
+	if t.cfg.historyEvents > 0 {
+		sh.history.add(r.event(EventFree, at))
+	}
 	sh.mu.Unlock()
 
 	r.site.frees.Add(1)
@@ -277,7 +301,8 @@ type Totals struct {
 	Sites      int   // distinct call stacks kept (the overflow site excluded)
 	// Overflowed counts allocations attributed to the overflow site.
 	Overflowed int64
-	// Events counts events by kind (Note).
+	// Events counts events by kind: allocations, frees and GC leaks as
+	// above, the rest as reported with Note.
 	Events [numEventKinds]int64
 }
 
@@ -321,6 +346,9 @@ func (t *Tracker) Totals() Totals {
 	for i := range tt.Events {
 		tt.Events[i] = t.events[i].Load()
 	}
+	tt.Events[EventAlloc] = tt.Allocs
+	tt.Events[EventFree] = tt.Frees
+	tt.Events[EventGCLeak] = tt.GCLeaks
 	return tt
 }
 
@@ -337,4 +365,8 @@ func (t *Tracker) logLeak(l LeakReport) {
 		slog.String("site", l.Site.String()),
 		slog.Bool("reclaimed", l.Reclaimed),
 		slog.String("stack", l.Site.Stack("")))
+}
+
+func (r *Record) event(k EventKind, at int64) Event {
+	return Event{Kind: k, Time: at, ID: r.id, Bytes: r.Bytes, Site: r.site, Alloc: r.Kind, Labels: r.labels}
 }

@@ -1,0 +1,109 @@
+package track
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// ErrHistoryOff means the event history was read from a tracker made
+// without the History option.
+var ErrHistoryOff = errors.New("track: event history is off (enable it with track.History)")
+
+// Event is one entry of the event history.
+type Event struct {
+	Kind  EventKind
+	Time  int64 // nanoseconds since the tracker started (Tracker.Start)
+	ID    uint64
+	Bytes int64
+	Site  *Site  // nil if unknown
+	Alloc string // allocation kind ("mask"); empty for events without one
+	// Labels of the allocation (alloc, free, GC leak events).
+	Labels Labels
+}
+
+// At returns the event's wall-clock time, given the tracker's start.
+func (e Event) At(start time.Time) time.Time { return start.Add(time.Duration(e.Time)) }
+
+// History records the last n events (allocations, frees, GC-found leaks and
+// noted events) in a bounded ring. It is off by default. Each of the
+// tracker's 64 registry shards keeps n/64 events (at least 16), written
+// under the shard lock that recording already holds, so the history adds
+// no lock and no allocation; when a shard's ring wraps, the overwritten
+// events are counted as dropped, never silently lost.
+func History(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: History(%d): want a positive number of events", ErrInvalidOption, n)
+		}
+		c.historyEvents = n
+		return nil
+	})
+}
+
+// ring is one shard's part of the history. Guarded by the shard's mutex.
+type ring struct {
+	events  []Event
+	next    int   // where the next event goes
+	total   int64 // events ever added
+	dropped int64 // events overwritten
+}
+
+func (r *ring) add(e Event) {
+	if len(r.events) == 0 {
+		return
+	}
+	if r.total >= int64(len(r.events)) {
+		r.dropped++
+	}
+	r.events[r.next] = e
+	r.next++
+	if r.next == len(r.events) {
+		r.next = 0
+	}
+	r.total++
+}
+
+// snapshot appends the ring's events, oldest first.
+func (r *ring) snapshot(dst []Event) []Event {
+	if r.total < int64(len(r.events)) {
+		return append(dst, r.events[:r.next]...)
+	}
+	dst = append(dst, r.events[r.next:]...)
+	return append(dst, r.events[:r.next]...)
+}
+
+// HistoryLog is a copy of the event history.
+type HistoryLog struct {
+	Start   time.Time // the tracker's start; Event.Time counts from it
+	Events  []Event   // oldest first
+	Dropped int64     // events the bounded history overwrote
+	// Capacity is the number of events the history keeps.
+	Capacity int
+}
+
+// History returns a copy of the event history, oldest event first, with the
+// number of events it dropped. It returns ErrHistoryOff unless the tracker
+// was made with the History option.
+func (t *Tracker) History() (*HistoryLog, error) {
+	if t.cfg.historyEvents <= 0 {
+		return nil, ErrHistoryOff
+	}
+	log := &HistoryLog{Start: t.start, Capacity: shardCount * ringSize(t.cfg.historyEvents)}
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		log.Events = sh.history.snapshot(log.Events)
+		log.Dropped += sh.history.dropped
+		sh.mu.Unlock()
+	}
+	slices.SortStableFunc(log.Events, func(a, b Event) int { return cmp.Compare(a.Time, b.Time) })
+	return log, nil
+}
+
+func ringSize(total int) int { return max(16, (total+shardCount-1)/shardCount) }
+
+// now returns nanoseconds since the tracker started, monotonic.
+func (t *Tracker) now() int64 { return int64(time.Since(t.start)) }
