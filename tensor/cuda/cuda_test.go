@@ -96,6 +96,32 @@ func TestCUDAKeepsCallersContext(t *testing.T) {
 	require.NoError(t, <-done)
 }
 
+// Closing the last holder of the primary context destroys it, while OS
+// threads may still have it current; a Device opened afterwards must work
+// from any goroutine all the same.
+func TestCUDAReopen(t *testing.T) {
+	for round := range 3 {
+		d, err := cuda.Open(0)
+		if err != nil {
+			t.Skipf("no CUDA device: %v", err)
+		}
+		errs := make(chan error, 8)
+		for range cap(errs) {
+			go func() {
+				p, err := d.Alloc(4096)
+				if err == nil {
+					err = errors.Join(d.Memset(p, byte(round), 4096), d.Free(p, 4096))
+				}
+				errs <- err
+			}()
+		}
+		for range cap(errs) {
+			assert.NoError(t, <-errs, "round %d", round)
+		}
+		require.NoError(t, d.Close())
+	}
+}
+
 // BenchmarkDeviceAllocFree measures a raw cuMemAlloc+cuMemFree pair through a
 // Device, the cost a caching pool saves.
 func BenchmarkDeviceAllocFree(b *testing.B) {

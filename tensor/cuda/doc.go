@@ -2,8 +2,10 @@
 // driver API through gorgonia.org/cu.
 //
 //	dev, err := cuda.Open(0)
-//	if errors.Is(err, tensor.ErrNoDevice) {
-//		// no GPU, or a binary built without CUDA: fall back to the host device
+//	if err != nil {
+//		// errors.Is(err, tensor.ErrNoDevice): no such GPU, or a binary built
+//		// without CUDA. Fall back to tensor.NewHostDevice, or give up.
+//		return err
 //	}
 //	defer dev.Close()
 //
@@ -37,9 +39,10 @@
 // # Running
 //
 // A binary built with -tags cuda needs a GPU and its driver when it starts,
-// not only when it calls Open: the init function of gorgonia.org/cu calls
-// cuInit and, if that fails (no driver, no device), prints a message and
-// exits the process with status 1. So Open can report a missing ordinal but
+// not only when it calls Open: without libcuda.so.1 the dynamic loader
+// refuses to start it, and the init function of gorgonia.org/cu calls cuInit
+// and, if that fails (no device, a driver that does not match the kernel
+// module), prints a message and exits the process with status 1. So Open can report a missing ordinal but
 // never a missing driver, and a test binary built with the tag cannot skip
 // its tests on a machine without a GPU: it exits before they run. Build
 // CUDA binaries for GPU machines only; elsewhere build without the tag.
