@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/tensorlife/tensorlife/track"
 )
 
 // Sentinel errors. Every error this package and its allocators return matches
@@ -124,27 +126,5 @@ func (e *OOMError) Is(target error) bool { return target == ErrOutOfMemory }
 func (e *OOMError) Unwrap() error { return e.Err }
 
 // FormatBytes renders a byte count in binary units with up to one decimal:
-// 512 B, 4 KiB, 1.5 MiB.
-func FormatBytes(n int64) string {
-	const unit = 1024
-	if n < unit && n > -unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	neg := n < 0
-	f := float64(n)
-	if neg {
-		f = -f
-	}
-	suffixes := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	i := -1
-	for f >= unit && i < len(suffixes)-1 {
-		f /= unit
-		i++
-	}
-	s := fmt.Sprintf("%.1f %s", f, suffixes[i])
-	s = strings.Replace(s, ".0 ", " ", 1)
-	if neg {
-		return "-" + s
-	}
-	return s
-}
+// 512 B, 4 KiB, 1.5 MiB. It is track.FormatBytes, here for convenience.
+func FormatBytes(n int64) string { return track.FormatBytes(n) }

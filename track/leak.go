@@ -1,5 +1,10 @@
 package track
 
+import (
+	"sync"
+	"sync/atomic"
+)
+
 // LeakReport describes a tensor that the garbage collector found unreachable
 // while it was still live: it was dropped without Free.
 type LeakReport struct {
@@ -27,6 +32,65 @@ func (t *Tracker) ReportLeak(r *Record) bool {
 		sh.history.add(r.event(EventGCLeak, at))
 		sh.mu.Unlock()
 	}
-	t.cfg.onLeak(LeakReport{Allocation: r.allocation(), Reclaimed: t.cfg.reclaimLeaks})
+	report := LeakReport{Allocation: r.allocation(), Reclaimed: t.cfg.reclaimLeaks}
+	t.cfg.onLeak(report)
+	if ws := t.leakWatchers.Load(); ws != nil {
+		for _, w := range *ws {
+			w.f(report)
+		}
+	}
 	return true
 }
+
+// leakWatcher is one WatchLeaks subscription.
+type leakWatcher struct {
+	f func(LeakReport)
+}
+
+// watchers is the tracker's subscription list: copied on write under mu and
+// read without a lock by ReportLeak.
+type watchers struct {
+	mu   sync.Mutex
+	list atomic.Pointer[[]*leakWatcher]
+}
+
+// WatchLeaks calls f, in addition to the OnLeak callback, for every leak the
+// garbage collector finds from now until stop is called. Like OnLeak, f runs
+// on the runtime's cleanup goroutine and must not block. Test helpers use
+// it to see tensors dropped and reclaimed before their check runs. stop may
+// be called more than once.
+func (t *Tracker) WatchLeaks(f func(LeakReport)) (stop func()) {
+	if f == nil {
+		return func() {}
+	}
+	w := &leakWatcher{f: f}
+	t.leakWatchers.update(func(list []*leakWatcher) []*leakWatcher { return append(list, w) })
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			t.leakWatchers.update(func(list []*leakWatcher) []*leakWatcher {
+				out := make([]*leakWatcher, 0, len(list))
+				for _, x := range list {
+					if x != w {
+						out = append(out, x)
+					}
+				}
+				return out
+			})
+		})
+	}
+}
+
+func (ws *watchers) update(f func([]*leakWatcher) []*leakWatcher) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	var cur []*leakWatcher
+	if p := ws.list.Load(); p != nil {
+		cur = *p
+	}
+	next := f(append([]*leakWatcher(nil), cur...))
+	ws.list.Store(&next)
+}
+
+// Load returns the current subscriptions; nil if there never were any.
+func (ws *watchers) Load() *[]*leakWatcher { return ws.list.Load() }

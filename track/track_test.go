@@ -255,3 +255,27 @@ func TestDefaultTrackerIsShared(t *testing.T) {
 	assert.Same(t, track.Default(), track.Default())
 	assert.Equal(t, "default", track.Default().Name())
 }
+
+func TestWatchLeaksSubscribes(t *testing.T) {
+	tr := newTracker(t, track.OnLeak(func(track.LeakReport) {}))
+	var got []uint64
+	stop := tr.WatchLeaks(func(l track.LeakReport) { got = append(got, l.ID) })
+	a := recordA(tr, context.Background(), 8, "tensor")
+	b := recordA(tr, context.Background(), 8, "tensor")
+	assert.True(t, tr.ReportLeak(a))
+	assert.False(t, tr.ReportLeak(a), "each record is reported once")
+	stop()
+	stop()
+	assert.True(t, tr.ReportLeak(b))
+	assert.Equal(t, []uint64{a.ID()}, got)
+	assert.EqualValues(t, 2, tr.Totals().GCLeaks)
+	require.NoError(t, tr.Release(a))
+	require.NoError(t, tr.Release(b))
+}
+
+func TestFormatBytes(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1 KiB", 1536: "1.5 KiB",
+		5 << 20: "5 MiB", 3 << 40: "3 TiB", -2048: "-2 KiB"} {
+		assert.Equal(t, want, track.FormatBytes(n))
+	}
+}

@@ -135,6 +135,8 @@ type Tracker struct {
 	misuse    atomic.Int64
 	events    [numEventKinds]atomic.Int64
 	noteShard atomic.Uint32 // spreads noted events over the history shards
+
+	leakWatchers watchers
 }
 
 // New returns an isolated Tracker. Options are validated here: an invalid

@@ -1,0 +1,241 @@
+package tracktest
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// ErrLeaked means a check found tensors leaked. The error is a *LeakError
+// that lists them.
+var ErrLeaked = errors.New("tracktest: tensors leaked")
+
+// LeakState says how a check found a tensor leaked.
+type LeakState uint8
+
+const (
+	// Live: the tensor was still live when the check ended.
+	Live LeakState = iota
+	// Dropped: the garbage collector found the tensor's handle unreachable
+	// before Free. The tensor may still be live (a tracker that keeps
+	// leaked tensors) or may have been reclaimed during the check.
+	Dropped
+	// MaybeDropped: the tensor left the live set during the check from a
+	// site where the garbage collector found fewer dropped tensors than
+	// left it: it was either freed in time or dropped without Free.
+	MaybeDropped
+)
+
+// String returns the state as the report words it.
+func (s LeakState) String() string {
+	switch s {
+	case Live:
+		return "live"
+	case Dropped:
+		return "dropped without Free (found by the garbage collector)"
+	case MaybeDropped:
+		return "maybe dropped without Free (gone during the check; " +
+			"the garbage collector found some of this site's tensors dropped)"
+	default:
+		return fmt.Sprintf("LeakState(%d)", uint8(s))
+	}
+}
+
+// Leak is one leaked tensor: its allocation as the tracker recorded it, how
+// it was found leaked, and its age when the check ended.
+type Leak struct {
+	track.Allocation
+	State LeakState
+	Age   time.Duration
+}
+
+// LeakError is the report of a check that found leaked tensors. Its Error
+// text lists every leak grouped by allocation site, sites ordered by
+// function, file and line, tensors by id, so two runs of the same test print
+// the same text (ages aside). It matches ErrLeaked with errors.Is.
+//
+// A LeakError is not modified after a check returns it; it is safe to read
+// from several goroutines.
+type LeakError struct {
+	// Tracker is the name of the tracker checked.
+	Tracker string
+	// Scope is the ScopeLabel value of the test scope checked (Context), or
+	// empty for a check of the whole tracker.
+	Scope string
+	// Checked is when the check took its last look.
+	Checked time.Time
+	// Leaks are sorted as the report prints them.
+	Leaks []Leak
+	// Bytes is the total of the leaked tensors' bytes.
+	Bytes int64
+}
+
+func (e *LeakError) add(a track.Allocation, s LeakState) {
+	e.Leaks = append(e.Leaks, Leak{Allocation: a, State: s, Age: max(0, e.Checked.Sub(a.Time))})
+	e.Bytes += a.Bytes
+}
+
+// Is reports whether target is ErrLeaked.
+func (e *LeakError) Is(target error) bool { return target == ErrLeaked }
+
+// Count returns the number of leaks in state s.
+func (e *LeakError) Count(s LeakState) int {
+	n := 0
+	for i := range e.Leaks {
+		if e.Leaks[i].State == s {
+			n++
+		}
+	}
+	return n
+}
+
+// siteKey orders sites for the report. Frames are symbolized once per site.
+type siteKey struct {
+	loc   track.Frame
+	stack string
+	id    int
+}
+
+// keyOf reads a site's key. Every recorded allocation has a site.
+func keyOf(s *track.Site) siteKey {
+	return siteKey{loc: s.Location(), stack: s.Stack(""), id: s.ID()}
+}
+
+func (k siteKey) compare(o siteKey) int {
+	return cmp.Or(strings.Compare(k.loc.Function, o.loc.Function), strings.Compare(k.loc.File, o.loc.File),
+		cmp.Compare(k.loc.Line, o.loc.Line), strings.Compare(k.stack, o.stack), cmp.Compare(k.id, o.id))
+}
+
+// sort orders leaks by site, then by id.
+func (e *LeakError) sort() {
+	keys := make(map[*track.Site]siteKey)
+	for i := range e.Leaks {
+		s := e.Leaks[i].Site
+		if _, ok := keys[s]; !ok {
+			keys[s] = keyOf(s)
+		}
+	}
+	slices.SortFunc(e.Leaks, func(a, b Leak) int {
+		if a.Site != b.Site {
+			return keys[a.Site].compare(keys[b.Site])
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+}
+
+// Error renders the report, for instance:
+//
+//	tracktest: 2 tensors leaked (8 KiB) in tracker "test":
+//
+//	site github.com/acme/infer.buildMask (mask.go:42): 2 tensors, 8 KiB
+//	    tensor 7: bool[64 64], 4 KiB, kind mask, device host, age 12ms, labels {request=r1}
+//	    tensor 8: bool[64 64], 4 KiB, kind mask, device host, age 11ms, labels {request=r2}
+//	  stack:
+//	    github.com/acme/infer.buildMask
+//	    	/src/infer/mask.go:42
+//	    ...
+func (e *LeakError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "tracktest: %s leaked (%s) in tracker %q",
+		plural(len(e.Leaks), "tensor"), formatBytes(e.Bytes), e.Tracker)
+	if e.Scope != "" {
+		fmt.Fprintf(&b, ", scope %s=%s", ScopeLabel, e.Scope)
+	}
+	live, dropped, maybe := e.Count(Live), e.Count(Dropped), e.Count(MaybeDropped)
+	if dropped+maybe > 0 {
+		fmt.Fprintf(&b, " (%d live, %d dropped without Free", live, dropped)
+		if maybe > 0 {
+			fmt.Fprintf(&b, ", %d maybe dropped", maybe)
+		}
+		b.WriteByte(')')
+	}
+	b.WriteString(":\n")
+	for i := 0; i < len(e.Leaks); {
+		j := i + 1
+		for j < len(e.Leaks) && e.Leaks[j].Site == e.Leaks[i].Site {
+			j++
+		}
+		writeSite(&b, e.Leaks[i:j])
+		i = j
+	}
+	if live > 0 {
+		b.WriteString("\nFree live tensors before the check (defer their Free), or ignore those " +
+			"meant to outlive it (IgnoreSite, IgnoreKind, IgnoreLabel, IgnoreCurrent).")
+	}
+	if dropped+maybe > 0 {
+		b.WriteString("\nA dropped tensor's handle became unreachable before Free: " +
+			"free it on every path, errors included.")
+	}
+	return b.String()
+}
+
+// writeSite renders one site's leaks, which share s.
+func writeSite(b *strings.Builder, leaks []Leak) {
+	site := leaks[0].Site
+	var bytes int64
+	for i := range leaks {
+		bytes += leaks[i].Bytes
+	}
+	loc := keyOf(site).loc
+	fmt.Fprintf(b, "\nsite %s (%s:%d): %s, %s\n", loc.Function, filepath.Base(loc.File), loc.Line,
+		plural(len(leaks), "tensor"), formatBytes(bytes))
+	for i := range leaks {
+		l := &leaks[i]
+		fmt.Fprintf(b, "    tensor %d: %s%s, %s, kind %s, device %s, age %s", l.ID, l.DType,
+			track.FormatShape(l.Shape), formatBytes(l.Bytes), l.Kind, l.Device, formatAge(l.Age))
+		if l.Labels.Len() > 0 {
+			fmt.Fprintf(b, ", labels %s", l.Labels)
+		}
+		if l.State != Live {
+			fmt.Fprintf(b, ", %s", l.State)
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString("  stack:\n")
+	b.WriteString(site.Stack("    "))
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// formatAge rounds an age so a report stays readable: milliseconds under a
+// second, tenths of a second under a minute, seconds above.
+func formatAge(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return "<1ms"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	default:
+		return d.Round(time.Second).String()
+	}
+}
+
+// formatBytes renders n in binary units, "4 KiB", "1.5 MiB", as package
+// tensor does; tracktest does not import tensor, whose own tests use it.
+func formatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f := float64(n)
+	suffixes := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	i := -1
+	for f >= unit && i < len(suffixes)-1 {
+		f /= unit
+		i++
+	}
+	return strings.Replace(fmt.Sprintf("%.1f %s", f, suffixes[i]), ".0 ", " ", 1)
+}

@@ -1,0 +1,82 @@
+package tracktest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// ScopeLabel is the label key that Context tags tensors with. Its value
+// names the test and the scope: "TestDecode/short#12".
+const ScopeLabel = "test"
+
+// ScopeT is what Context needs of a test: Error to fail it and Cleanup to
+// check when it ends. *testing.T and *testing.B satisfy it. When the value
+// also has Name() string, the name goes into the scope label; when it has
+// Context() context.Context (testing.T since Go 1.24), the scope's context
+// derives from it; Helper() is called when present.
+type ScopeT interface {
+	TestingT
+	Cleanup(func())
+}
+
+// scopeIDs makes scope labels unique within the process, so two scopes of
+// one test, or one test name run twice, never share tensors.
+var scopeIDs atomic.Uint64
+
+// Context returns a context for the test t that tags every tensor made
+// under it (or under a context derived from it) with the label
+// ScopeLabel="<t.Name()>#<n>", and registers a cleanup that checks, when
+// the test ends, that no tensor carrying that label is live in tr (nil
+// means track.Default()). Only the scope's tensors are checked, so tests
+// running in parallel on one tracker do not see each other's tensors; the
+// check settles and reports as VerifyNone does.
+//
+// The returned context derives from t.Context() when t has it, which the
+// testing package cancels just before cleanups run, so code under test
+// sees the test's end; otherwise from context.Background().
+//
+// Cleanups run last registered, first run: call Context before registering
+// cleanups that free tensors made under it, so that they run before the
+// check. An invalid option, or one that cannot apply to a scope
+// (IgnoreCurrent), fails t at once with an error matching ErrInvalidOption;
+// the context is still returned, untracked by any check, so the test can
+// run on.
+func Context(t ScopeT, tr *track.Tracker, opts ...Option) context.Context {
+	if t == nil {
+		// No test to fail and no cleanup to check in: say so where a
+		// person will see it, and let the caller run on.
+		fmt.Fprintln(stderr, "tracktest: Context called with a nil ScopeT: nothing will be checked")
+		return context.Background()
+	}
+	markHelper(t)
+	parent := context.Background()
+	if c, ok := t.(interface{ Context() context.Context }); ok {
+		if ctx := c.Context(); ctx != nil {
+			parent = ctx
+		}
+	}
+	name := "scope"
+	if n, ok := t.(interface{ Name() string }); ok && n.Name() != "" {
+		name = n.Name()
+	}
+	scope := name + "#" + strconv.FormatUint(scopeIDs.Add(1), 10)
+	ctx := track.WithLabels(parent, ScopeLabel, scope)
+
+	cfg, err := newConfig(entryContext, opts)
+	if err != nil {
+		t.Error(err)
+		return ctx
+	}
+	tr = tracker(tr)
+	t.Cleanup(func() {
+		markHelper(t)
+		if le := cfg.check(tr, scope); le != nil {
+			t.Error(le)
+		}
+	})
+	return ctx
+}

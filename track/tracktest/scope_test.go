@@ -1,0 +1,206 @@
+package tracktest_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/tracktest"
+)
+
+func TestContextChecksOnlyItsScope(t *testing.T) {
+	e := newEnv(t, "shared")
+	outside := e.newTensor(t, context.Background(), 4) // live all along, in no scope
+
+	leaker := newFakeT("TestLeaker")
+	leakCtx := tracktest.Context(leaker, e.tr, fast...)
+	leaked := e.newTensor(t, leakCtx, 2, 3)
+
+	clean := newFakeT("TestClean")
+	cleanCtx := tracktest.Context(clean, e.tr, fast...)
+	x := e.newTensor(t, track.WithLabels(cleanCtx, "request", "r9"), 5)
+	require.NoError(t, x.Free())
+
+	clean.finish()
+	assert.Empty(t, clean.Errors(), "another scope's live tensors are not this scope's leaks")
+
+	leaker.finish()
+	errs := leaker.Errors()
+	require.Len(t, errs, 1)
+	assert.Regexp(t, `^tracktest: 1 tensor leaked \(24 B\) in tracker "shared", scope test=TestLeaker#\d+:\n`, errs[0])
+	assert.Regexp(t, fmt.Sprintf(`tensor %d: float32\[2 3\], 24 B, kind tensor, device host, age [^,]+, labels \{test=TestLeaker#\d+\}\n`, leaked.ID()), errs[0])
+	assert.NotContains(t, errs[0], fmt.Sprintf("tensor %d:", outside.ID()))
+
+	require.NoError(t, leaked.Free())
+	require.NoError(t, outside.Free())
+}
+
+func TestContextScopesParallelTests(t *testing.T) {
+	e := newEnv(t, "parallel")
+	// A leaking test's tensor stays live while the parallel tests below run
+	// and check: none of them may see it.
+	leaker := newFakeT("TestLeaker")
+	leaked := e.newTensor(t, tracktest.Context(leaker, e.tr, fast...), 1024)
+
+	t.Run("group", func(t *testing.T) {
+		for i := range 8 {
+			t.Run(fmt.Sprintf("clean-%d", i), func(t *testing.T) {
+				t.Parallel()
+				ft := newFakeT(t.Name())
+				ctx := tracktest.Context(ft, e.tr, fast...)
+				var xs []*tensor.Tensor
+				for range 10 {
+					xs = append(xs, e.newTensor(t, ctx, 16))
+				}
+				for _, x := range xs {
+					require.NoError(t, x.Free())
+				}
+				ft.finish()
+				assert.Empty(t, ft.Errors())
+			})
+		}
+		for i := range 4 {
+			// Real tests with real scopes pass too, beside the leak.
+			t.Run(fmt.Sprintf("real-%d", i), func(t *testing.T) {
+				t.Parallel()
+				ctx := tracktest.Context(t, e.tr, fast...)
+				x := e.newTensor(t, ctx, 8)
+				t.Cleanup(func() { require.NoError(t, x.Free()) }) // runs before the check
+			})
+		}
+	})
+
+	leaker.finish()
+	require.Len(t, leaker.Errors(), 1)
+	assert.Contains(t, leaker.Errors()[0], "1 tensor leaked (4 KiB)")
+	require.NoError(t, leaked.Free())
+}
+
+func TestContextScopesAreUnique(t *testing.T) {
+	e := newEnv(t, "unique")
+	ft := newFakeT("TestSame")
+	a := tracktest.Context(ft, e.tr, fast...)
+	b := tracktest.Context(ft, e.tr, fast...)
+	la, _ := track.LabelsFrom(a).Get(tracktest.ScopeLabel)
+	lb, _ := track.LabelsFrom(b).Get(tracktest.ScopeLabel)
+	assert.Regexp(t, `^TestSame#\d+$`, la)
+	assert.NotEqual(t, la, lb)
+
+	unnamed := &scopeOnlyT{}
+	c := tracktest.Context(unnamed, e.tr)
+	lc, _ := track.LabelsFrom(c).Get(tracktest.ScopeLabel)
+	assert.Regexp(t, `^scope#\d+$`, lc, "a T without Name gets a generic scope name")
+	unnamed.finish()
+	assert.Empty(t, unnamed.errors)
+}
+
+func TestContextDerivesFromTestContext(t *testing.T) {
+	type key struct{}
+	e := newEnv(t, "derive")
+	ct := contextT{newFakeT("TestDerive")}
+	ct.ctx = track.WithLabels(context.WithValue(context.Background(), key{}, "v"), "model", "m1")
+	ctx := tracktest.Context(ct, e.tr, fast...)
+	assert.Equal(t, "v", ctx.Value(key{}))
+	labels := track.LabelsFrom(ctx)
+	model, _ := labels.Get("model")
+	assert.Equal(t, "m1", model, "the test context's labels are kept")
+
+	x := e.newTensor(t, ctx, 1)
+	ct.finish()
+	require.Len(t, ct.Errors(), 1)
+	assert.Regexp(t, `labels \{model=m1, test=TestDerive#\d+\}`, ct.Errors()[0])
+	require.NoError(t, x.Free())
+}
+
+func TestContextWithRealTestContext(t *testing.T) {
+	e := newEnv(t, "real")
+	ctx := tracktest.Context(t, e.tr, fast...)
+	require.NoError(t, ctx.Err(), "live while the test runs")
+	x := e.newTensor(t, ctx, 3)
+	require.NoError(t, x.Free())
+}
+
+func TestContextReportsDroppedHandles(t *testing.T) {
+	noAutoGC(t)
+	e := newEnv(t, "scope-dropped", track.ReclaimLeaks(false))
+	ft := newFakeT("TestDrops")
+	dropTensor(t, e, tracktest.Context(ft, e.tr))
+	runtime.GC()
+	ft.finish()
+	require.Len(t, ft.Errors(), 1)
+	assert.Contains(t, ft.Errors()[0], "dropped without Free (found by the garbage collector)")
+}
+
+func TestContextRejectsOptionsThatCannotApply(t *testing.T) {
+	tests := []struct {
+		name string
+		opt  tracktest.Option
+		msg  string
+	}{
+		{"IgnoreCurrent", tracktest.IgnoreCurrent(), "IgnoreCurrent cannot be used with Context"},
+		{"IgnoreLabel of the scope label", tracktest.IgnoreLabel(tracktest.ScopeLabel, "x"), `IgnoreLabel("test", "x") cannot be used with Context`},
+		{"invalid value", tracktest.MaxRetries(-3), "MaxRetries(-3)"},
+		{"nil", nil, "nil option passed to Context"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, "bad")
+			ft := newFakeT(t.Name())
+			ctx := tracktest.Context(ft, e.tr, tt.opt)
+			require.Len(t, ft.Errors(), 1, "the test fails at once")
+			assert.Contains(t, ft.Errors()[0], "tracktest: invalid option")
+			assert.Contains(t, ft.Errors()[0], tt.msg)
+			assert.Empty(t, ft.cleanups, "no check is registered")
+			_, tagged := track.LabelsFrom(ctx).Get(tracktest.ScopeLabel)
+			assert.True(t, tagged, "the context is still usable")
+		})
+	}
+}
+
+func TestContextWithNilT(t *testing.T) {
+	var out syncBuffer
+	defer tracktest.SwapProcess(func(int) { t.Error("Context must not exit") }, &out)()
+	ctx := tracktest.Context(nil, nil)
+	require.NotNil(t, ctx)
+	assert.Contains(t, out.String(), "Context called with a nil ScopeT")
+}
+
+// scopeOnlyT has Error and Cleanup only: the smallest ScopeT.
+type scopeOnlyT struct {
+	errors   []string
+	cleanups []func()
+}
+
+func (s *scopeOnlyT) Error(args ...any) { s.errors = append(s.errors, fmt.Sprint(args...)) }
+func (s *scopeOnlyT) Cleanup(fn func()) { s.cleanups = append(s.cleanups, fn) }
+func (s *scopeOnlyT) finish() {
+	for i := len(s.cleanups) - 1; i >= 0; i-- {
+		s.cleanups[i]()
+	}
+}
+
+// syncBuffer is a strings.Builder safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b = append(s.b, p...)
+	return len(p), nil
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return string(s.b)
+}
