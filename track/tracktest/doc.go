@@ -53,20 +53,26 @@
 //
 // A tensor handle that becomes unreachable before Free is found by the
 // garbage collector and reported by its tracker (track.OnLeak). Such a tensor
-// is a leak too, and the check reports it as "dropped without Free" when:
+// is a leak too, reported as "dropped without Free" with its allocation site
+// and stack, whenever the check sees the collector find it:
 //
-//   - the tracker keeps leaked tensors live (track.ReclaimLeaks(false)): the
-//     tensor stays in the live set, flagged, and is reported exactly. This is
-//     the setting to use for test trackers;
-//   - or the collector finds the handle while the check settles: the check
-//     sees the tensor live, then sees it reclaimed while the site's leak
-//     counter rose. Attribution is by site counts; when tensors from one site
-//     were both freed and dropped during the same check, each gone tensor of
-//     that site is reported as "maybe dropped".
+//   - Context watches the tracker from the scope's creation to its check,
+//     so every dropped tensor of the scope is reported, even one the
+//     tracker reclaimed long before the test ended;
+//   - VerifyTestMain watches while the tests run and during its check;
+//   - VerifyNone and Find watch during their check, which runs the
+//     collector while it settles.
 //
-// A handle that was reclaimed before the check began has left the live set
-// of a reclaiming tracker and cannot be attributed to a check; the tracker's
-// OnLeak callback has reported it.
+// A tracker with track.ReclaimLeaks(false) keeps a dropped tensor in its live
+// set, flagged, so every check reports it whenever it was found; that is the
+// setting to use for test trackers. On a tracker that reclaims leaked
+// tensors (the default), a handle found and reclaimed before a VerifyNone or
+// Find began has left the tracker and is not seen: the OnLeak callback has
+// reported it, and Context is the way to fail the test for it.
+//
+// A check lists at most 1000 tensors found dropped while it watched and
+// counts the rest (LeakError.MoreDropped), so a test that drops handles in
+// a loop cannot make its own check run out of memory.
 //
 // # Options
 //

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"runtime"
 	"strings"
+	"time"
 
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
@@ -68,6 +70,25 @@ func ExampleContext() {
 	_ = logits.Free()
 	// Output:
 	// tracktest: 1 tensor leaked (64 B) in tracker "shared", scope test=TestDecode#N:
+}
+
+func ExampleContext_droppedHandle() {
+	// A tracker that reclaims dropped tensors at once (the default), quiet.
+	tr, _ := track.New(track.WithName("shared"), track.OnLeak(func(track.LeakReport) {}))
+	dev, _ := tensor.NewHostDevice(1 << 20)
+	alloc, _ := tensor.NewDeviceAllocator(dev, tr)
+	t := &exampleT{name: "TestDrop"}
+	ctx := tracktest.Context(t, tr)
+
+	_, _ = tensor.New(ctx, alloc, tensor.Float32, 4) // the handle is dropped without Free
+	for tr.Totals().LiveCount > 0 {
+		runtime.GC() // the collector finds it and the tracker reclaims it
+		time.Sleep(time.Millisecond)
+	}
+
+	t.end() // the scope still reports it, with its site
+	// Output:
+	// tracktest: 1 tensor leaked (16 B) in tracker "shared", scope test=TestDrop#N (0 live, 1 dropped without Free):
 }
 
 func ExampleFind() {

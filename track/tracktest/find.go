@@ -17,7 +17,8 @@ func Find(tr *track.Tracker, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	if le := cfg.check(tracker(tr), ""); le != nil {
+	tr = tracker(tr)
+	if le := cfg.check(tr, "", cfg.watchDrops(tr, "")); le != nil {
 		return le
 	}
 	return nil
@@ -30,59 +31,41 @@ func tracker(tr *track.Tracker) *track.Tracker {
 	return tr
 }
 
-// observed is what a check learned about one allocation over its attempts.
-type observed struct {
-	alloc track.Allocation
-	// flaggedLate: the first look saw the tensor unflagged, a later one saw
-	// it flagged, so the site's leak counter rose for it during the check.
-	flaggedLate bool
-}
-
-// check looks for live tensors in tr, within the scope when scope is not
-// empty, and returns nil when none remains after settling.
+// check looks for leaked tensors in tr, within the scope when scope is not
+// empty, and returns nil when none is left after settling. drops is the
+// watch that began with the scope, the tests or the check; check stops it.
 //
 // The first look costs one filtered snapshot; a clean test stops there. When
 // tensors are live, the check runs the garbage collector and looks again
 // with a doubling wait, until nothing is live, only tensors the collector
-// already flagged are left (they never go away), or the retry and time
-// budgets are spent. Every allocation seen on the way is remembered, so a
-// tensor that the collector found dropped and reclaimed in between is
-// reported although it left the live set: it is told apart from one freed
-// in time by its site's leak counter, read before the first look and after
-// the last.
-func (c *config) check(tr *track.Tracker, scope string) *LeakError {
+// already flagged are left, or the retry and time budgets are spent. A
+// tensor that leaves the live set in between was freed in time unless the
+// collector found it dropped: then drops logged it, before the tracker
+// reclaimed it, or a look saw it flagged.
+func (c *config) check(tr *track.Tracker, scope string, drops *dropLog) *LeakError {
 	filter := track.Filter{Allocations: true}
 	if scope != "" {
 		filter.Labels = map[string]string{ScopeLabel: scope}
 	}
-	// The site counters are read before the first look, so that they count
-	// every tensor the collector reclaims from then on.
-	baseline := siteGCLeaks(tr)
-	seen := make(map[uint64]*observed)
+	var snap *track.Snapshot
 	var live []track.Allocation
-	var last time.Time
+	// found holds each leak once, by id: a tensor seen flagged is kept
+	// although the tracker may reclaim it before the last look.
+	found := make(map[uint64]track.Allocation)
 	sleep, slept := firstSleep, time.Duration(0)
 	for attempt := 0; ; attempt++ {
-		snap, _ := tr.SnapshotOf(filter) // the filter is valid: no MinAge
-		last = snap.Time
-		live = live[:0]
+		snap, _ = tr.SnapshotOf(filter) // the filter is valid: no MinAge
+		live = snap.Allocations[:0]
 		allFlagged := true
-		for i := range snap.Allocations {
-			a := &snap.Allocations[i]
-			if c.ignored(a) {
+		for _, a := range snap.Allocations {
+			if c.ignored(&a) {
 				continue
 			}
-			live = append(live, *a)
-			allFlagged = allFlagged && a.Leaked
-			if o := seen[a.ID]; o != nil {
-				o.flaggedLate = o.flaggedLate || (a.Leaked && !o.alloc.Leaked)
-				o.alloc = *a
-			} else {
-				seen[a.ID] = &observed{alloc: *a}
+			live = append(live, a)
+			if a.Leaked {
+				found[a.ID] = a
 			}
-		}
-		if len(live) == 0 && attempt == 0 {
-			return nil
+			allFlagged = allFlagged && a.Leaked
 		}
 		if allFlagged || attempt >= c.retries {
 			break
@@ -97,76 +80,21 @@ func (c *config) check(tr *track.Tracker, scope string) *LeakError {
 		}
 		sleep *= 2
 	}
-	return collect(tr, scope, seen, live, baseline, last)
-}
+	dropped, more := drops.stop()
 
-// collect turns what check saw into the report: every tensor still live,
-// and every tensor that left the live set dropped without Free.
-func collect(tr *track.Tracker, scope string, seen map[uint64]*observed,
-	live []track.Allocation, baseline map[*track.Site]int64, at time.Time) *LeakError {
-	le := &LeakError{Tracker: tr.Name(), Scope: scope, Checked: at}
-	stillLive := make(map[uint64]bool, len(live))
+	le := &LeakError{Tracker: tr.Name(), Scope: scope, Checked: snap.Time, MoreDropped: more}
 	for _, a := range live {
-		stillLive[a.ID] = true
-		state := Live
-		if a.Leaked {
-			state = Dropped
-		}
-		le.add(a, state)
+		found[a.ID] = a
 	}
-
-	// Tensors that left the live set: flagged ones were dropped for sure;
-	// the others were freed or dropped, as the site counters tell.
-	gone := make(map[*track.Site][]*observed)
-	for id, o := range seen {
-		if stillLive[id] {
-			continue
-		}
-		if o.alloc.Leaked {
-			le.add(o.alloc, Dropped)
-			continue
-		}
-		gone[o.alloc.Site] = append(gone[o.alloc.Site], o)
+	for _, a := range dropped {
+		found[a.ID] = a
 	}
-	if len(gone) > 0 {
-		after := siteGCLeaks(tr)
-		counted := make(map[*track.Site]int64)
-		for _, o := range seen {
-			if o.flaggedLate {
-				counted[o.alloc.Site]++
-			}
-		}
-		for site, obs := range gone {
-			// Tensors flagged during the check raised the counter already.
-			found := after[site] - baseline[site] - counted[site]
-			var state LeakState
-			switch {
-			case found <= 0:
-				continue // freed in time
-			case found >= int64(len(obs)):
-				state = Dropped
-			default:
-				state = MaybeDropped
-			}
-			for _, o := range obs {
-				le.add(o.alloc, state)
-			}
-		}
+	for _, a := range found {
+		le.add(a)
 	}
-	if len(le.Leaks) == 0 {
+	if len(le.Leaks) == 0 && more == 0 {
 		return nil
 	}
 	le.sort()
 	return le
-}
-
-// siteGCLeaks reads every site's count of tensors the garbage collector
-// found without Free.
-func siteGCLeaks(tr *track.Tracker) map[*track.Site]int64 {
-	st := tr.SiteTotals()
-	m := make(map[*track.Site]int64, len(st))
-	for _, s := range st {
-		m[s.Site] = s.GCLeaks
-	}
-	return m
 }

@@ -128,13 +128,26 @@ func callerLine() int {
 	return line
 }
 
-// dropTensor makes a tensor and drops its handle without Free.
+// dropTensor makes a 64-byte tensor, drops its handle without Free and
+// returns its id.
 //
 //go:noinline
-func dropTensor(t testing.TB, e *env, ctx context.Context) {
+func dropTensor(t testing.TB, e *env, ctx context.Context) uint64 {
 	x, err := tensor.New(ctx, e.alloc, tensor.Int32, 4, 4)
 	require.NoError(t, err)
-	_ = x
+	return x.ID()
+}
+
+// collectDropped runs the collector until tr has found n dropped tensors
+// and holds live tensors live, so that a reclaiming tracker has taken the
+// dropped ones out of its live set before the test goes on.
+func collectDropped(t testing.TB, tr *track.Tracker, n, live int64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		runtime.GC()
+		tot := tr.Totals()
+		return tot.GCLeaks == n && tot.LiveCount == live
+	}, 5*time.Second, time.Millisecond)
 }
 
 // noAutoGC turns automatic collection off for the test, so the collector

@@ -72,6 +72,37 @@ func TestIgnoreOptions(t *testing.T) {
 	}
 }
 
+func TestIgnoreOptionsApplyToDroppedTensors(t *testing.T) {
+	tests := []struct {
+		name    string
+		opt     tracktest.Option
+		ignored bool
+	}{
+		{"IgnoreSite", tracktest.IgnoreSite(thisPackage + ".dropTensor"), true},
+		{"IgnoreKind", tracktest.IgnoreKind("tensor"), true},
+		{"IgnoreLabel", tracktest.IgnoreLabel("cache", "global"), true},
+		{"IgnoreKind of another kind", tracktest.IgnoreKind("mask"), false},
+		{"IgnoreLabel of another value", tracktest.IgnoreLabel("cache", "request"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			noAutoGC(t)
+			e := newEnv(t, "ignore-dropped")
+			ft := newFakeT(t.Name())
+			ctx := track.WithLabels(tracktest.Context(ft, e.tr, opts(tt.opt)...), "cache", "global")
+			dropTensor(t, e, ctx)
+			collectDropped(t, e.tr, 1, 0) // reclaimed: only the scope's watch saw it
+			ft.finish()
+			if tt.ignored {
+				assert.Empty(t, ft.Errors())
+				return
+			}
+			require.Len(t, ft.Errors(), 1)
+			assert.Contains(t, ft.Errors()[0], "(0 live, 1 dropped without Free)")
+		})
+	}
+}
+
 func TestIgnoreCurrentBoundaryIsExact(t *testing.T) {
 	e := newEnv(t, "boundary")
 	// Allocations straddle the option as closely as code can place them.

@@ -24,12 +24,9 @@ const (
 	Live LeakState = iota
 	// Dropped: the garbage collector found the tensor's handle unreachable
 	// before Free. The tensor may still be live (a tracker that keeps
-	// leaked tensors) or may have been reclaimed during the check.
+	// leaked tensors) or may have been reclaimed already; the package doc
+	// says when a check sees such a tensor.
 	Dropped
-	// MaybeDropped: the tensor left the live set during the check from a
-	// site where the garbage collector found fewer dropped tensors than
-	// left it: it was either freed in time or dropped without Free.
-	MaybeDropped
 )
 
 // String returns the state as the report words it.
@@ -39,9 +36,6 @@ func (s LeakState) String() string {
 		return "live"
 	case Dropped:
 		return "dropped without Free (found by the garbage collector)"
-	case MaybeDropped:
-		return "maybe dropped without Free (gone during the check; " +
-			"the garbage collector found some of this site's tensors dropped)"
 	default:
 		return fmt.Sprintf("LeakState(%d)", uint8(s))
 	}
@@ -72,12 +66,21 @@ type LeakError struct {
 	Checked time.Time
 	// Leaks are sorted as the report prints them.
 	Leaks []Leak
-	// Bytes is the total of the leaked tensors' bytes.
+	// Bytes is the total of the listed tensors' bytes.
 	Bytes int64
+	// MoreDropped counts tensors found dropped beyond those listed: a
+	// check keeps at most 1000 of them, so that a test dropping handles in
+	// a loop cannot grow the report without bound.
+	MoreDropped int
 }
 
-func (e *LeakError) add(a track.Allocation, s LeakState) {
-	e.Leaks = append(e.Leaks, Leak{Allocation: a, State: s, Age: max(0, e.Checked.Sub(a.Time))})
+// add lists a: dropped when the collector flagged it, else live.
+func (e *LeakError) add(a track.Allocation) {
+	state := Live
+	if a.Leaked {
+		state = Dropped
+	}
+	e.Leaks = append(e.Leaks, Leak{Allocation: a, State: state, Age: max(0, e.Checked.Sub(a.Time))})
 	e.Bytes += a.Bytes
 }
 
@@ -143,15 +146,15 @@ func (e *LeakError) sort() {
 func (e *LeakError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "tracktest: %s leaked (%s) in tracker %q",
-		plural(len(e.Leaks), "tensor"), formatBytes(e.Bytes), e.Tracker)
+		plural(len(e.Leaks), "tensor"), track.FormatBytes(e.Bytes), e.Tracker)
 	if e.Scope != "" {
 		fmt.Fprintf(&b, ", scope %s=%s", ScopeLabel, e.Scope)
 	}
-	live, dropped, maybe := e.Count(Live), e.Count(Dropped), e.Count(MaybeDropped)
-	if dropped+maybe > 0 {
+	live, dropped := e.Count(Live), e.Count(Dropped)
+	if dropped+e.MoreDropped > 0 {
 		fmt.Fprintf(&b, " (%d live, %d dropped without Free", live, dropped)
-		if maybe > 0 {
-			fmt.Fprintf(&b, ", %d maybe dropped", maybe)
+		if e.MoreDropped > 0 {
+			fmt.Fprintf(&b, ", %d more dropped, not listed", e.MoreDropped)
 		}
 		b.WriteByte(')')
 	}
@@ -168,7 +171,7 @@ func (e *LeakError) Error() string {
 		b.WriteString("\nFree live tensors before the check (defer their Free), or ignore those " +
 			"meant to outlive it (IgnoreSite, IgnoreKind, IgnoreLabel, IgnoreCurrent).")
 	}
-	if dropped+maybe > 0 {
+	if dropped+e.MoreDropped > 0 {
 		b.WriteString("\nA dropped tensor's handle became unreachable before Free: " +
 			"free it on every path, errors included.")
 	}
@@ -184,11 +187,11 @@ func writeSite(b *strings.Builder, leaks []Leak) {
 	}
 	loc := keyOf(site).loc
 	fmt.Fprintf(b, "\nsite %s (%s:%d): %s, %s\n", loc.Function, filepath.Base(loc.File), loc.Line,
-		plural(len(leaks), "tensor"), formatBytes(bytes))
+		plural(len(leaks), "tensor"), track.FormatBytes(bytes))
 	for i := range leaks {
 		l := &leaks[i]
 		fmt.Fprintf(b, "    tensor %d: %s%s, %s, kind %s, device %s, age %s", l.ID, l.DType,
-			track.FormatShape(l.Shape), formatBytes(l.Bytes), l.Kind, l.Device, formatAge(l.Age))
+			track.FormatShape(l.Shape), track.FormatBytes(l.Bytes), l.Kind, l.Device, formatAge(l.Age))
 		if l.Labels.Len() > 0 {
 			fmt.Fprintf(b, ", labels %s", l.Labels)
 		}
@@ -221,21 +224,4 @@ func formatAge(d time.Duration) string {
 	default:
 		return d.Round(time.Second).String()
 	}
-}
-
-// formatBytes renders n in binary units, "4 KiB", "1.5 MiB", as package
-// tensor does; tracktest does not import tensor, whose own tests use it.
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	f := float64(n)
-	suffixes := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	i := -1
-	for f >= unit && i < len(suffixes)-1 {
-		f /= unit
-		i++
-	}
-	return strings.Replace(fmt.Sprintf("%.1f %s", f, suffixes[i]), ".0 ", " ", 1)
 }

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -90,7 +89,6 @@ func TestReportGolden(t *testing.T) {
 	want, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Equal(t, string(want), got)
-	assert.False(t, strings.Contains(got, "maybe"), "a tracker that keeps leaked tensors leaves no doubt")
 
 	for _, m := range masks {
 		require.NoError(t, m.Free())

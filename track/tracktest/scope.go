@@ -33,7 +33,10 @@ var scopeIDs atomic.Uint64
 // the test ends, that no tensor carrying that label is live in tr (nil
 // means track.Default()). Only the scope's tensors are checked, so tests
 // running in parallel on one tracker do not see each other's tensors; the
-// check settles and reports as VerifyNone does.
+// check settles and reports as VerifyNone does. From the call to the
+// check, the scope also watches tr for tensors whose handles the garbage
+// collector finds dropped without Free, and reports each one with its
+// site, even after the tracker has reclaimed it.
 //
 // The returned context derives from t.Context() when t has it, which the
 // testing package cancels just before cleanups run, so code under test
@@ -72,9 +75,10 @@ func Context(t ScopeT, tr *track.Tracker, opts ...Option) context.Context {
 		return ctx
 	}
 	tr = tracker(tr)
+	drops := cfg.watchDrops(tr, scope)
 	t.Cleanup(func() {
 		markHelper(t)
-		if le := cfg.check(tr, scope); le != nil {
+		if le := cfg.check(tr, scope, drops); le != nil {
 			t.Error(le)
 		}
 	})

@@ -3,7 +3,7 @@ package tracktest_test
 import (
 	"context"
 	"fmt"
-	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -128,14 +128,57 @@ func TestContextWithRealTestContext(t *testing.T) {
 }
 
 func TestContextReportsDroppedHandles(t *testing.T) {
-	noAutoGC(t)
-	e := newEnv(t, "scope-dropped", track.ReclaimLeaks(false))
-	ft := newFakeT("TestDrops")
-	dropTensor(t, e, tracktest.Context(ft, e.tr))
-	runtime.GC()
+	for _, reclaim := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ReclaimLeaks(%v)", reclaim), func(t *testing.T) {
+			noAutoGC(t)
+			e := newEnv(t, "scope-dropped", track.ReclaimLeaks(reclaim))
+			ft := newFakeT("TestDrops")
+			id := dropTensor(t, e, tracktest.Context(ft, e.tr, fast...))
+			other := newFakeT("TestOther")
+			tracktest.Context(other, e.tr, fast...)
+			dropTensor(t, e, context.Background()) // in no scope
+
+			// Both are found, and reclaimed by a reclaiming tracker, long
+			// before the scopes' checks begin.
+			live := int64(2)
+			if reclaim {
+				live = 0
+			}
+			collectDropped(t, e.tr, 2, live)
+			if reclaim {
+				assert.NoError(t, tracktest.Find(e.tr, fast...), "a whole-tracker check began too late to see them")
+			}
+
+			other.finish()
+			assert.Empty(t, other.Errors(), "tensors dropped in another scope, or in none, are not this scope's")
+			ft.finish()
+			errs := ft.Errors()
+			require.Len(t, errs, 1)
+			assert.Regexp(t, `^tracktest: 1 tensor leaked \(64 B\) in tracker "scope-dropped", scope test=TestDrops#\d+ `+
+				`\(0 live, 1 dropped without Free\):\n`, errs[0])
+			assert.Regexp(t, fmt.Sprintf(`\n    tensor %d: int32\[4 4\], 64 B, kind tensor, device host, age [^,]+, `+
+				`labels \{test=TestDrops#\d+\}, dropped without Free \(found by the garbage collector\)\n`, id), errs[0])
+			assert.Contains(t, errs[0], "\nsite "+thisPackage+".dropTensor (helpers_test.go:")
+			assert.Contains(t, errs[0], "  stack:\n    "+thisPackage+".dropTensor\n")
+			assert.Contains(t, errs[0], "free it on every path")
+		})
+	}
+}
+
+func TestContextBoundsDroppedTensors(t *testing.T) {
+	e := newEnv(t, "many-dropped")
+	ft := newFakeT("TestDropsInALoop")
+	ctx := tracktest.Context(ft, e.tr, fast...)
+	const n, listed = 1003, 1000 // a check lists at most 1000, as documented
+	for range n {
+		dropTensor(t, e, ctx)
+	}
+	collectDropped(t, e.tr, n, 0)
 	ft.finish()
 	require.Len(t, ft.Errors(), 1)
-	assert.Contains(t, ft.Errors()[0], "dropped without Free (found by the garbage collector)")
+	assert.Regexp(t, `^tracktest: 1000 tensors leaked \(62\.5 KiB\) in tracker "many-dropped", scope test=TestDropsInALoop#\d+ `+
+		`\(0 live, 1000 dropped without Free, 3 more dropped, not listed\):\n`, ft.Errors()[0])
+	assert.Equal(t, listed, strings.Count(ft.Errors()[0], "\n    tensor "))
 }
 
 func TestContextRejectsOptionsThatCannotApply(t *testing.T) {

@@ -55,16 +55,18 @@ func TestVerifyTestMain(t *testing.T) {
 	tests := []struct {
 		name     string
 		testCode int
-		leak     bool
+		leak     bool // a tensor left live
+		drop     bool // a tensor dropped and reclaimed while the tests run
 		opts     []tracktest.Option
 		wantCode int
 		wantRuns int
 		stderr   string // "" means nothing printed
 	}{
-		{"clean run", 0, false, fast, 0, 1, ""},
-		{"leak after passing tests", 0, true, fast, 1, 1, `tracktest: 1 tensor leaked (40 B) in tracker "main":`},
-		{"failing tests are not checked", 3, true, fast, 3, 1, ""},
-		{"invalid option stops before running", 0, false, []tracktest.Option{tracktest.IgnoreKind("")}, 1, 0, "tracktest: invalid option: IgnoreKind with an empty kind"},
+		{"clean run", 0, false, false, fast, 0, 1, ""},
+		{"leak after passing tests", 0, true, false, fast, 1, 1, `tracktest: 1 tensor leaked (40 B) in tracker "main":`},
+		{"tensor dropped during the tests", 0, false, true, fast, 1, 1, `tracktest: 1 tensor leaked (64 B) in tracker "main" (0 live, 1 dropped without Free):`},
+		{"failing tests are not checked", 3, true, true, fast, 3, 1, ""},
+		{"invalid option stops before running", 0, false, false, []tracktest.Option{tracktest.IgnoreKind("")}, 1, 0, "tracktest: invalid option: IgnoreKind with an empty kind"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,6 +75,10 @@ func TestVerifyTestMain(t *testing.T) {
 			code, stderr, runs := verifyTestMainOutput(t, e.tr, func() int {
 				if tt.leak {
 					leaked = append(leaked, e.newTensor(t, context.Background(), 10))
+				}
+				if tt.drop {
+					dropTensor(t, e, context.Background())
+					collectDropped(t, e.tr, 1, int64(len(leaked)))
 				}
 				return tt.testCode
 			}, tt.opts...)

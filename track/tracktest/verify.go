@@ -41,6 +41,12 @@ func markHelper(t TestingT) {
 // VerifyNone checks the whole tracker. Tests that run in parallel and share
 // a tracker see each other's tensors; give each its own tracker, or scope
 // the check with Context.
+//
+// A tensor whose handle was dropped without Free is reported when the
+// garbage collector finds it during the check, or earlier on a tracker
+// with track.ReclaimLeaks(false), which keeps it live. One found and
+// reclaimed before VerifyNone began has left the tracker and is not seen:
+// on trackers that reclaim, use Context to catch those.
 func VerifyNone(t TestingT, tr *track.Tracker, opts ...Option) {
 	if t == nil {
 		// Nowhere to fail: say so where a person will see it.
@@ -53,7 +59,8 @@ func VerifyNone(t TestingT, tr *track.Tracker, opts ...Option) {
 		t.Error(err)
 		return
 	}
-	if le := cfg.check(tracker(tr), ""); le != nil {
+	tr = tracker(tr)
+	if le := cfg.check(tr, "", cfg.watchDrops(tr, "")); le != nil {
 		t.Error(le)
 	}
 }
@@ -74,7 +81,9 @@ var (
 // VerifyTestMain runs a package's tests and, when they pass, checks tr (nil
 // means track.Default()) as VerifyNone does. On leaks it prints the report
 // to stderr and exits with status 1; otherwise it exits with the tests'
-// status. Use it in TestMain, where it must be the last call:
+// status. The check includes every tensor the garbage collector found
+// dropped without Free while the tests ran, reclaimed or not. Use it in
+// TestMain, where it must be the last call:
 //
 //	func TestMain(m *testing.M) {
 //		tracktest.VerifyTestMain(m, nil)
@@ -93,12 +102,14 @@ func VerifyTestMain(m TestingM, tr *track.Tracker, opts ...Option) {
 		exit(1)
 		return
 	}
+	tr = tracker(tr)
+	drops := cfg.watchDrops(tr, "")
 	code := m.Run()
-	if code == 0 {
-		if le := cfg.check(tracker(tr), ""); le != nil {
-			fmt.Fprintf(stderr, "%v\n", le)
-			code = 1
-		}
+	if code != 0 {
+		drops.stop()
+	} else if le := cfg.check(tr, "", drops); le != nil {
+		fmt.Fprintf(stderr, "%v\n", le)
+		code = 1
 	}
 	exit(code)
 }

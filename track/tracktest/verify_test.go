@@ -206,12 +206,13 @@ func TestVerifyNoneReportsDroppedHandles(t *testing.T) {
 	}
 }
 
-func TestVerifyNoneCannotTellFreedFromDroppedAtOneSite(t *testing.T) {
+func TestVerifyNoneTellsFreedFromDroppedAtOneSite(t *testing.T) {
 	noAutoGC(t)
-	e := newEnv(t, "maybe")
+	e := newEnv(t, "one-site")
 	// Two tensors from one line: one handle dropped, the other freed by an
-	// owner's cleanup. Both leave during the check's collection, and the
-	// site's counter rose by one: either could be the dropped one.
+	// owner's cleanup. Both leave the live set during the check's
+	// collection; only the dropped one is a leak.
+	var droppedID uint64
 	func() {
 		owner := new([64]byte)
 		var xs []*tensor.Tensor
@@ -220,20 +221,16 @@ func TestVerifyNoneCannotTellFreedFromDroppedAtOneSite(t *testing.T) {
 			require.NoError(t, err)
 			xs = append(xs, x)
 		}
+		droppedID = xs[0].ID()
 		runtime.AddCleanup(owner, func(x *tensor.Tensor) { _ = x.Free() }, xs[1])
 	}()
 	err := tracktest.Find(e.tr, tracktest.MaxRetries(10))
 	var le *tracktest.LeakError
 	require.ErrorAs(t, err, &le)
-	if le.Count(tracktest.Dropped) == 1 {
-		// The check looked in the instant between the collector flagging
-		// the dropped tensor and reclaiming it: then it knows which one.
-		assert.Len(t, le.Leaks, 1)
-		return
-	}
-	assert.Equal(t, 2, le.Count(tracktest.MaybeDropped))
-	assert.Contains(t, err.Error(), "(0 live, 0 dropped without Free, 2 maybe dropped):")
-	assert.Contains(t, err.Error(), "maybe dropped without Free")
+	require.Len(t, le.Leaks, 1)
+	assert.Equal(t, droppedID, le.Leaks[0].ID)
+	assert.Equal(t, tracktest.Dropped, le.Leaks[0].State)
+	assert.Contains(t, err.Error(), `in tracker "one-site" (0 live, 1 dropped without Free):`)
 }
 
 func TestVerifyNoneWorksWithTheSmallestT(t *testing.T) {

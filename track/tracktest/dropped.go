@@ -1,0 +1,73 @@
+package tracktest
+
+import (
+	"sync"
+
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// maxDropped bounds the tensors one watch keeps; the rest are only counted,
+// so a test that drops handles in a loop cannot grow memory without bound.
+const maxDropped = 1000
+
+// dropLog keeps the tensors that the garbage collector finds dropped
+// without Free while a scope or a check watches a tracker. A tracker that
+// reclaims leaked tensors (track.ReclaimLeaks(true), the default) takes them
+// out of its live set at once, so the live set alone cannot show them; the
+// tracker reports each one to its watchers before it does, which makes the
+// log exact.
+type dropLog struct {
+	scope string // the ScopeLabel value to keep; empty keeps every tensor
+	cfg   *config
+	stopW func()
+
+	mu      sync.Mutex
+	stopped bool
+	leaks   []track.Allocation
+	more    int
+}
+
+// watchDrops starts logging the tensors that tr finds dropped, within scope
+// when it is not empty and less those c ignores. The caller must call stop.
+func (c *config) watchDrops(tr *track.Tracker, scope string) *dropLog {
+	d := &dropLog{scope: scope, cfg: c}
+	d.stopW = tr.WatchLeaks(d.add)
+	return d
+}
+
+// add runs on the runtime's cleanup goroutine: it filters and appends,
+// holding the lock only for the append.
+func (d *dropLog) add(r track.LeakReport) {
+	if d.scope != "" {
+		if v, _ := r.Labels.Get(ScopeLabel); v != d.scope {
+			return
+		}
+	}
+	if d.cfg.ignored(&r.Allocation) {
+		return
+	}
+	a := r.Allocation
+	a.Leaked = true // what a report means, whenever the tracker flags it
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.stopped:
+	case len(d.leaks) < maxDropped:
+		d.leaks = append(d.leaks, a)
+	default:
+		d.more++
+	}
+}
+
+// stop ends the watch and returns the tensors logged, and how many more
+// were found beyond maxDropped. A report that the tracker had begun to
+// deliver before stop may reach add after it and is left out: the tracker
+// reclaims a tensor only once its report is delivered, so that tensor was
+// live at the check's last look and is reported from there.
+func (d *dropLog) stop() (leaks []track.Allocation, more int) {
+	d.stopW()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stopped = true
+	return d.leaks, d.more
+}
