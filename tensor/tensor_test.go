@@ -13,10 +13,20 @@ import (
 
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
-// setup returns a host device, a fresh tracker and an allocator over both.
+// setup returns a host device, a fresh tracker and an allocator over both,
+// and checks when the test ends that every tensor was freed.
 func setup(t *testing.T, capacity int64, opts ...track.Option) (*tensor.HostDevice, *track.Tracker, *tensor.DeviceAllocator) {
+	t.Helper()
+	dev, tr, alloc := setupUnchecked(t, capacity, opts...)
+	t.Cleanup(func() { tracktest.VerifyNone(t, tr) })
+	return dev, tr, alloc
+}
+
+// setupUnchecked is setup for tests that leak on purpose.
+func setupUnchecked(t *testing.T, capacity int64, opts ...track.Option) (*tensor.HostDevice, *track.Tracker, *tensor.DeviceAllocator) {
 	t.Helper()
 	dev, err := tensor.NewHostDevice(capacity)
 	require.NoError(t, err)
@@ -267,7 +277,7 @@ func TestGarbageCollectedTensorIsReportedAsLeak(t *testing.T) {
 	for _, reclaim := range []bool{true, false} {
 		t.Run(map[bool]string{true: "reclaim", false: "keep"}[reclaim], func(t *testing.T) {
 			reports := make(chan track.LeakReport, 1)
-			dev, tr, alloc := setup(t, 1<<20, track.OnLeak(func(l track.LeakReport) { reports <- l }), track.ReclaimLeaks(reclaim))
+			dev, tr, alloc := setupUnchecked(t, 1<<20, track.OnLeak(func(l track.LeakReport) { reports <- l }), track.ReclaimLeaks(reclaim))
 			id := leakOne(t, alloc)
 
 			var got track.LeakReport

@@ -42,6 +42,24 @@
 // Nothing in the registry points at a tensor handle, so the registry never
 // keeps a leaked handle reachable.
 //
+// # Watching a live service
+//
+// RegisterMetrics exports the tracker's figures (live tensors and bytes by
+// device and kind, allocations, frees, GC-found leaks, double frees, OOMs,
+// mask rebuilds, leak suspects) through OpenTelemetry, with pool, cache and
+// device figures when passed as sources; every instrument is read at
+// collection, nothing on the allocation path. A Watcher samples live bytes
+// per site at the end of each window (a number of Tick calls, one per
+// request, or a time interval) and names the sites that keep growing: leak
+// suspects, reported through a callback, counted, and listed by
+// WriteSummary, a text report in the manner of torch.cuda.memory_summary.
+//
+// # History
+//
+// With the History option the tracker also keeps a bounded ring of recent
+// events (allocations, frees, GC-found leaks, OOMs, rebuilt masks, leak
+// suspects); package timeline turns it into a trace and a picture.
+//
 // # Cost
 //
 // The record and release paths take one stack capture into a fixed buffer,

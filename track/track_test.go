@@ -10,12 +10,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
+// newTracker returns a fresh tracker and checks, when the test ends, that
+// every record made in it was released.
 func newTracker(t *testing.T, opts ...track.Option) *track.Tracker {
 	t.Helper()
 	tr, err := track.New(opts...)
 	require.NoError(t, err)
+	t.Cleanup(func() { tracktest.VerifyNone(t, tr) })
 	return tr
 }
 

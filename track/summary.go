@@ -1,0 +1,268 @@
+package track
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrNilWriter means WriteSummary was given a nil io.Writer.
+var ErrNilWriter = errors.New("track: nil writer")
+
+// SummaryOption configures WriteSummary: TopSites, or a source option
+// (WithPools, WithCaches, WithDevices, WithWatcher).
+type SummaryOption interface {
+	applySummary(*summaryConfig) error
+}
+
+type summaryConfig struct {
+	top int
+	now func() time.Time
+	sources
+}
+
+type summaryOption func(*summaryConfig) error
+
+func (f summaryOption) applySummary(c *summaryConfig) error { return f(c) }
+
+// DefaultTopSites is how many sites a summary lists unless TopSites says.
+const DefaultTopSites = 10
+
+// TopSites sets how many call sites the summary lists, most live bytes
+// first (default DefaultTopSites, at most 1000).
+func TopSites(n int) SummaryOption {
+	return summaryOption(func(c *summaryConfig) error {
+		if n <= 0 || n > 1000 {
+			return fmt.Errorf("%w: TopSites(%d): want 1..1000", ErrInvalidOption, n)
+		}
+		c.top = n
+		return nil
+	})
+}
+
+// summaryWidth is the widest line a summary writes.
+const summaryWidth = 100
+
+// WriteSummary writes a text report of tr's memory in the manner of
+// torch.cuda.memory_summary: totals and peak, the figures of the pools,
+// caches and devices passed as options, the top call sites by live bytes
+// with the age of their oldest tensor, and a watcher's current suspects.
+// Lines fit in 100 columns; the site lines name the function and file:line
+// that allocated. A tracker with nothing live gets a report saying so.
+//
+// It walks the live set once (SnapshotOf) for the sites' ages, so its cost
+// grows with live tensors: for a report, not for a scrape. It may be
+// called concurrently with allocation.
+func WriteSummary(w io.Writer, tr *Tracker, opts ...SummaryOption) error {
+	if isNil(w) {
+		return ErrNilWriter
+	}
+	if tr == nil {
+		return ErrNilTracker
+	}
+	cfg := summaryConfig{top: DefaultTopSites, now: time.Now}
+	for _, o := range opts {
+		if isNil(o) {
+			return fmt.Errorf("%w: nil summary option", ErrInvalidOption)
+		}
+		if err := o.applySummary(&cfg); err != nil {
+			return err
+		}
+	}
+	if err := cfg.check(tr); err != nil {
+		return err
+	}
+	snap, err := tr.SnapshotOf(Filter{})
+	if err != nil {
+		return err // the zero Filter is valid; kept for the contract
+	}
+	now := cfg.now()
+	var b strings.Builder
+	writeHeader(&b, tr, now)
+	writeTotals(&b, snap.Totals)
+	writePools(&b, cfg.pools)
+	writeCaches(&b, cfg.caches)
+	writeDevices(&b, cfg.devices)
+	writeSites(&b, snap, cfg.top, now)
+	if cfg.watcher != nil {
+		writeSuspects(&b, cfg.watcher, now)
+	}
+	_, err = io.WriteString(w, b.String())
+	return err
+}
+
+func writeHeader(b *strings.Builder, tr *Tracker, now time.Time) {
+	fmt.Fprintf(b, "tensorlife memory summary: tracker %q\n", tr.Name())
+	fmt.Fprintf(b, "taken %s, tracker up %s\n", now.UTC().Format("2006-01-02 15:04:05 MST"),
+		formatAge(now.Sub(tr.Start())))
+	b.WriteString(strings.Repeat("=", summaryWidth))
+	b.WriteByte('\n')
+}
+
+func writeTotals(b *strings.Builder, t Totals) {
+	row := func(name, value string) { fmt.Fprintf(b, "  %-26s%s\n", name, value) }
+	b.WriteString("Totals\n")
+	row("live tensors", strconv.FormatInt(t.LiveCount, 10))
+	row("live bytes", FormatBytes(t.LiveBytes))
+	row("peak live bytes", FormatBytes(t.PeakBytes))
+	row("allocations", fmt.Sprintf("%d (%s)", t.Allocs, FormatBytes(t.AllocBytes)))
+	row("frees", fmt.Sprintf("%d (%s)", t.Frees, FormatBytes(t.AllocBytes-t.LiveBytes)))
+	row("GC-detected leaks", strconv.FormatInt(t.GCLeaks, 10))
+	row("misuse", fmt.Sprintf("%d (double frees: %d)", t.Misuse, t.Event(EventDoubleFree)))
+	row("out-of-memory errors", strconv.FormatInt(t.Event(EventOOM), 10))
+	row("mask rebuilds", strconv.FormatInt(t.Event(EventMaskRebuilt), 10))
+	row("leak suspects flagged", strconv.FormatInt(t.Event(EventLeakSuspect), 10))
+	row("call sites", fmt.Sprintf("%d (allocations past the site limit: %d)", t.Sites, t.Overflowed))
+}
+
+func writePools(b *strings.Builder, pools []PoolSource) {
+	if len(pools) == 0 {
+		return
+	}
+	b.WriteString("\nPools\n")
+	fmt.Fprintf(b, "  %-12s%14s%14s%14s%14s%14s%14s\n",
+		"device", "reserved", "active", "cached", "peak reserved", "peak active", "limit")
+	for _, p := range pools {
+		s := p.PoolStats()
+		limit := "none"
+		if s.Limit > 0 {
+			limit = FormatBytes(s.Limit)
+		}
+		fmt.Fprintf(b, "  %-12s%14s%14s%14s%14s%14s%14s\n", clip(s.Device, 12),
+			FormatBytes(s.Reserved), FormatBytes(s.Active), FormatBytes(s.Cached),
+			FormatBytes(s.PeakReserved), FormatBytes(s.PeakActive), limit)
+		fmt.Fprintf(b, "  %-12shits %d, misses %d, evictions %d, OOMs %d, device allocs %d, device frees %d\n",
+			"", s.Hits, s.Misses, s.Evictions, s.OOMs, s.DeviceAllocs, s.DeviceFrees)
+	}
+}
+
+func writeCaches(b *strings.Builder, caches []CacheSource) {
+	if len(caches) == 0 {
+		return
+	}
+	b.WriteString("\nCaches\n")
+	fmt.Fprintf(b, "  %-16s%13s%13s%10s%12s%12s%12s\n",
+		"name", "bytes", "budget", "entries", "hits", "misses", "evictions")
+	for _, c := range caches {
+		s := c.CacheStats()
+		budget := "none"
+		if s.BudgetBytes > 0 {
+			budget = FormatBytes(s.BudgetBytes)
+		}
+		fmt.Fprintf(b, "  %-16s%13s%13s%10d%12d%12d%12d\n", clip(s.Name, 16),
+			FormatBytes(s.Bytes), budget, s.Entries, s.Hits, s.Misses, s.Evictions)
+	}
+}
+
+func writeDevices(b *strings.Builder, devices []DeviceSource) {
+	if len(devices) == 0 {
+		return
+	}
+	b.WriteString("\nDevices\n")
+	fmt.Fprintf(b, "  %-16s%13s%13s%13s\n", "name", "used", "total", "free")
+	for _, d := range devices {
+		free, total, err := d.MemInfo()
+		if err != nil {
+			msg := "memory unknown: " + err.Error()
+			fmt.Fprintf(b, "  %-16s%s\n", clip(d.Name(), 16), clip(msg, summaryWidth-18))
+			continue
+		}
+		fmt.Fprintf(b, "  %-16s%13s%13s%13s\n", clip(d.Name(), 16),
+			FormatBytes(total-free), FormatBytes(total), FormatBytes(free))
+	}
+}
+
+func writeSites(b *strings.Builder, snap *Snapshot, top int, now time.Time) {
+	live := snap.Top(len(snap.Sites))
+	fmt.Fprintf(b, "\nTop sites by live bytes (%d of %d sites with live tensors)\n", min(top, len(live)), len(live))
+	if len(live) == 0 {
+		b.WriteString("  nothing is live\n")
+		return
+	}
+	const head = "  %4s %12s %9s %9s  "
+	fmt.Fprintf(b, head+"%s\n", "rank", "live bytes", "count", "oldest", "site")
+	room := summaryWidth - len(fmt.Sprintf(head, "", "", "", ""))
+	for i, s := range live[:min(top, len(live))] {
+		age := "-"
+		if !s.Oldest.IsZero() {
+			age = formatAge(now.Sub(s.Oldest))
+		}
+		fmt.Fprintf(b, head+"%s\n", strconv.Itoa(i+1), FormatBytes(s.LiveBytes),
+			strconv.FormatInt(s.LiveCount, 10), age, siteLine(s.Site, room))
+	}
+}
+
+func writeSuspects(b *strings.Builder, w *Watcher, now time.Time) {
+	window := "1 tick"
+	if w.cfg.interval > 0 {
+		window = w.cfg.interval.String()
+	} else if w.cfg.ticks > 1 {
+		window = strconv.Itoa(w.cfg.ticks) + " ticks"
+	}
+	fmt.Fprintf(b, "\nLeak suspects (window %s; grew in %d of %d windows by over %s; %d windows ended)\n",
+		window, w.cfg.mostOf, w.cfg.windows, FormatBytes(w.cfg.minGrowth), w.Windows())
+	suspects := w.Suspects()
+	if len(suspects) == 0 {
+		b.WriteString("  none\n")
+		return
+	}
+	const head = "  %12s %14s %5s %9s  "
+	fmt.Fprintf(b, head+"%s\n", "live bytes", "growth/window", "grew", "since", "site")
+	room := summaryWidth - len(fmt.Sprintf(head, "", "", "", ""))
+	for _, s := range suspects {
+		fmt.Fprintf(b, head+"%s\n", FormatBytes(s.LiveBytes), FormatBytes(s.GrowthPerWindow),
+			fmt.Sprintf("%d/%d", s.Grew, s.Windows), formatAge(now.Sub(s.Since)), siteLine(s.Site, room))
+	}
+}
+
+// siteLine renders a site as "pkg.Function (file.go:line)" in at most room
+// columns, cutting the function's left end first: its last element and the
+// file name are what a reader looks for.
+func siteLine(s *Site, room int) string {
+	f := s.Location()
+	fn := f.Function
+	if i := strings.LastIndexByte(fn, '/'); i >= 0 {
+		fn = fn[i+1:]
+	}
+	file := f.File
+	if i := strings.LastIndexByte(file, '/'); i >= 0 {
+		file = file[i+1:]
+	}
+	where := fmt.Sprintf(" (%s:%d)", file, f.Line)
+	if len(fn)+len(where) > room {
+		keep := max(room-len(where)-3, 0)
+		fn = "..." + fn[len(fn)-min(keep, len(fn)):]
+	}
+	return clip(fn+where, room)
+}
+
+// clip cuts s to n bytes, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	if n <= 3 {
+		return s[:n]
+	}
+	return s[:n-3] + "..."
+}
+
+// formatAge renders a duration coarsely enough to read at a glance and to
+// stay put between two summaries: milliseconds under a second, tenths under
+// a minute, whole seconds past that.
+func formatAge(d time.Duration) string {
+	switch {
+	case d < 0:
+		d = 0
+	case d < time.Second:
+		d = d.Round(time.Millisecond)
+	case d < time.Minute:
+		d = d.Round(100 * time.Millisecond)
+	default:
+		d = d.Round(time.Second)
+	}
+	return d.String()
+}

@@ -1,0 +1,219 @@
+package track
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite the summary golden files")
+
+// summaryAt fixes the summary's clock, so ages print the same every run.
+func summaryAt(now time.Time) SummaryOption {
+	return summaryOption(func(c *summaryConfig) error {
+		c.now = func() time.Time { return now }
+		return nil
+	})
+}
+
+type summaryPool PoolStats
+
+func (p summaryPool) PoolStats() PoolStats { return PoolStats(p) }
+
+type summaryCache CacheStats
+
+func (c summaryCache) CacheStats() CacheStats { return CacheStats(c) }
+
+type summaryDevice struct {
+	name        string
+	free, total int64
+	err         error
+}
+
+func (d summaryDevice) Name() string                   { return d.name }
+func (d summaryDevice) MemInfo() (int64, int64, error) { return d.free, d.total, d.err }
+
+// The helpers below allocate from their own lines: each is one site.
+
+//go:noinline
+func summaryKVCache(t *testing.T, tr *Tracker, n int, bytes int64) []*Record {
+	var out []*Record
+	for range n {
+		r := &Record{Bytes: bytes, Kind: "kv-cache", Device: "cuda:0", DType: "float16"}
+		require.NoError(t, tr.Record(context.Background(), r, 0))
+		out = append(out, r)
+	}
+	return out
+}
+
+//go:noinline
+func summaryMasks(t *testing.T, tr *Tracker, n int, bytes int64) []*Record {
+	var out []*Record
+	for range n {
+		r := &Record{Bytes: bytes, Kind: "mask", Device: "cuda:0", DType: "bool"}
+		require.NoError(t, tr.Record(context.Background(), r, 0))
+		out = append(out, r)
+	}
+	return out
+}
+
+//go:noinline
+func summaryAllocationsFromAFunctionWhoseNameIsFarTooLongToFitOnOneLineOfTheSummaryReport(
+	t *testing.T, tr *Tracker, bytes int64) *Record {
+	r := &Record{Bytes: bytes, Kind: "logits", Device: "cuda:0", DType: "float32"}
+	require.NoError(t, tr.Record(context.Background(), r, 0))
+	return r
+}
+
+func goldenSummary(t *testing.T, name string, got string) {
+	t.Helper()
+	// The wall-clock time of the report is the one thing that changes.
+	got = regexp.MustCompile(`(?m)^taken [^,]+,`).ReplaceAllString(got, "taken <time>,")
+	path := filepath.Join("testdata", name)
+	if *updateGolden {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test -run %s -update to write it", t.Name())
+	assert.Equal(t, string(want), got)
+}
+
+func assertFits(t *testing.T, report string) {
+	t.Helper()
+	for i, line := range strings.Split(report, "\n") {
+		assert.LessOrEqual(t, len(line), summaryWidth, "line %d is too wide: %q", i+1, line)
+	}
+}
+
+func TestSummaryGolden(t *testing.T) {
+	tr, err := New(WithName("summary"), OnLeak(func(LeakReport) {}))
+	require.NoError(t, err)
+	w, err := NewWatcher(tr, OnSuspect(func(Suspect) {}))
+	require.NoError(t, err)
+
+	kv := summaryKVCache(t, tr, 4, 1<<20)
+	var masks []*Record
+	for range 6 { // one window per request, each keeping two more masks
+		masks = append(masks, summaryMasks(t, tr, 2, 64<<10)...)
+		require.NoError(t, w.Tick())
+	}
+	long := summaryAllocationsFromAFunctionWhoseNameIsFarTooLongToFitOnOneLineOfTheSummaryReport(t, tr, 1000)
+	require.NoError(t, tr.Release(kv[3]))
+	require.True(t, tr.ReportLeak(kv[0]))
+	tr.Note(EventDoubleFree, nil, 64)
+	tr.Note(EventOOM, nil, 1<<30)
+	tr.Note(EventMaskRebuilt, nil, 64<<10)
+	require.Len(t, w.Suspects(), 1)
+
+	opts := []SummaryOption{
+		summaryAt(tr.Start().Add(time.Hour)),
+		WithPools(
+			summaryPool{Device: "cuda:0", Reserved: 8 << 20, Active: 4<<20 + 768<<10 + 1000, Cached: 3<<20 + 256<<10 - 1000,
+				PeakReserved: 10 << 20, PeakActive: 6 << 20, Limit: 16 << 20, DeviceAllocs: 9, DeviceFrees: 2,
+				Hits: 120, Misses: 9, Evictions: 2, OOMs: 1},
+			summaryPool{Device: "cuda:1-with-a-long-name", Reserved: 512},
+		),
+		WithCaches(summaryCache{Name: "attention-masks", Bytes: 768 << 10, Entries: 12, BudgetBytes: 4 << 20,
+			Hits: 30, Misses: 12, Evictions: 0}),
+		WithDevices(summaryDevice{name: "cuda:0", free: 70 << 30, total: 80 << 30},
+			summaryDevice{name: "cuda:1", err: errors.New("driver not loaded")}),
+		WithWatcher(w),
+		TopSites(3),
+	}
+	var buf bytes.Buffer
+	require.NoError(t, WriteSummary(&buf, tr, opts...))
+	report := buf.String()
+	assertFits(t, report)
+	goldenSummary(t, "summary.golden", report)
+
+	for _, r := range append(kv[:3], append(masks, long)...) {
+		require.NoError(t, tr.Release(r))
+	}
+}
+
+func TestSummaryEmptyTracker(t *testing.T) {
+	tr, err := New(WithName("empty"))
+	require.NoError(t, err)
+	w, err := NewWatcher(tr)
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, WriteSummary(&buf, tr, summaryAt(tr.Start().Add(90*time.Second)), WithWatcher(w)))
+	report := buf.String()
+	assertFits(t, report)
+	goldenSummary(t, "summary_empty.golden", report)
+	assert.Contains(t, report, "nothing is live")
+}
+
+// failingWriter fails every write.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+func TestSummaryRejectsBadInput(t *testing.T) {
+	tr, err := New()
+	require.NoError(t, err)
+	other, err := New(WithName("other"))
+	require.NoError(t, err)
+	otherWatcher, err := NewWatcher(other)
+	require.NoError(t, err)
+
+	tests := []struct {
+		name string
+		w    *bytes.Buffer
+		tr   *Tracker
+		opts []SummaryOption
+		want error
+	}{
+		{"nil writer", nil, tr, nil, ErrNilWriter},
+		{"nil tracker", &bytes.Buffer{}, nil, nil, ErrNilTracker},
+		{"zero top sites", &bytes.Buffer{}, tr, []SummaryOption{TopSites(0)}, ErrInvalidOption},
+		{"too many top sites", &bytes.Buffer{}, tr, []SummaryOption{TopSites(1001)}, ErrInvalidOption},
+		{"nil option", &bytes.Buffer{}, tr, []SummaryOption{nil}, ErrInvalidOption},
+		{"nil pool", &bytes.Buffer{}, tr, []SummaryOption{WithPools(nil)}, ErrInvalidOption},
+		{"watcher of another tracker", &bytes.Buffer{}, tr, []SummaryOption{WithWatcher(otherWatcher)}, ErrInvalidOption},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var err error
+			if tt.w == nil {
+				err = WriteSummary(nil, tt.tr, tt.opts...)
+			} else {
+				err = WriteSummary(tt.w, tt.tr, tt.opts...)
+				assert.Zero(t, tt.w.Len(), "nothing written on bad input")
+			}
+			assert.ErrorIs(t, err, tt.want)
+		})
+	}
+	t.Run("write error", func(t *testing.T) {
+		assert.ErrorContains(t, WriteSummary(failingWriter{}, tr), "disk full")
+	})
+}
+
+func TestFormatAge(t *testing.T) {
+	tests := []struct {
+		in   time.Duration
+		want string
+	}{
+		{-time.Second, "0s"},
+		{1234567 * time.Nanosecond, "1ms"},
+		{12345 * time.Millisecond, "12.3s"},
+		{time.Hour - time.Millisecond, "1h0m0s"},
+		{90*time.Minute + 400*time.Millisecond, "1h30m0s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			assert.Equal(t, tt.want, formatAge(tt.in))
+		})
+	}
+}

@@ -1,0 +1,551 @@
+package track
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Errors of the growth watcher.
+var (
+	// ErrWatcherStopped means the watcher was stopped: a second Stop, or a
+	// Tick, Start or Run after Stop.
+	ErrWatcherStopped = errors.New("track: watcher stopped")
+	// ErrWatcherRunning means Start or Run was called while the watcher's
+	// loop was already running.
+	ErrWatcherRunning = errors.New("track: watcher already running")
+	// ErrWindowKind means a call that does not fit how the watcher's windows
+	// end: Tick on a watcher with timed windows (Every), Start or Run on one
+	// with counted windows (EveryTicks).
+	ErrWindowKind = errors.New("track: call does not fit the watcher's kind of window")
+)
+
+// Watcher defaults. With one window per request, a site that keeps memory
+// on every request is flagged after 6 requests (MostOf defaults to three
+// quarters of the windows).
+const (
+	DefaultWindows      = 8    // K: windows judged at once
+	DefaultWatchHistory = 32   // windows remembered per site
+	DefaultMinGrowth    = 4096 // bytes a suspect must grow by over K windows
+)
+
+// maxHistory bounds the per-site memory of a watcher: 8 bytes per window
+// per site, 8 MiB at 1024 windows and 1024 sites.
+const maxHistory = 1024
+
+// WatcherOption configures NewWatcher.
+type WatcherOption interface {
+	applyWatcher(*watcherConfig) error
+}
+
+type watcherOption func(*watcherConfig) error
+
+func (f watcherOption) applyWatcher(c *watcherConfig) error { return f(c) }
+
+type watcherConfig struct {
+	ticks     int           // a window is this many Tick calls; 0 if timed
+	interval  time.Duration // a window is this long; 0 if counted
+	windows   int
+	history   int
+	mostOf    int
+	minGrowth int64
+	growthSet bool // MinGrowth was given: 0 is a valid threshold
+	onSuspect func(Suspect)
+}
+
+// EveryTicks ends a window every n calls of Watcher.Tick (default 1): with
+// one Tick per request, windows are requests and tests are deterministic.
+func EveryTicks(n int) WatcherOption {
+	return watcherOption(func(c *watcherConfig) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: EveryTicks(%d): want at least 1", ErrInvalidOption, n)
+		}
+		c.ticks = n
+		return nil
+	})
+}
+
+// Every ends a window every d, on the goroutine Run or Start runs: for
+// services that cannot tell where a request ends. It excludes EveryTicks.
+func Every(d time.Duration) WatcherOption {
+	return watcherOption(func(c *watcherConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: Every(%v): want a positive interval", ErrInvalidOption, d)
+		}
+		c.interval = d
+		return nil
+	})
+}
+
+// Windows sets K, how many of the latest windows are judged together
+// (default DefaultWindows). K must not exceed WatchHistory.
+func Windows(k int) WatcherOption {
+	return watcherOption(func(c *watcherConfig) error {
+		if k <= 0 {
+			return fmt.Errorf("%w: Windows(%d): want at least 1", ErrInvalidOption, k)
+		}
+		c.windows = k
+		return nil
+	})
+}
+
+// WatchHistory sets how many windows the watcher remembers per site
+// (default DefaultWatchHistory, at most 1024). What a site gave back over
+// that history is what its growth must beat to be flagged.
+func WatchHistory(h int) WatcherOption {
+	return watcherOption(func(c *watcherConfig) error {
+		if h <= 0 || h > maxHistory {
+			return fmt.Errorf("%w: WatchHistory(%d): want 1..%d", ErrInvalidOption, h, maxHistory)
+		}
+		c.history = h
+		return nil
+	})
+}
+
+// MostOf sets in how many of the last K windows a site's live bytes must
+// have grown (default three quarters of K, rounded up). It must not exceed K.
+func MostOf(m int) WatcherOption {
+	return watcherOption(func(c *watcherConfig) error {
+		if m <= 0 {
+			return fmt.Errorf("%w: MostOf(%d): want at least 1", ErrInvalidOption, m)
+		}
+		c.mostOf = m
+		return nil
+	})
+}
+
+// MinGrowth sets how many bytes a site's live bytes must have grown by over
+// the last K windows, strictly more than this, to be flagged (default
+// DefaultMinGrowth).
+func MinGrowth(bytes int64) WatcherOption {
+	return watcherOption(func(c *watcherConfig) error {
+		if bytes < 0 {
+			return fmt.Errorf("%w: MinGrowth(%d): want 0 or more", ErrInvalidOption, bytes)
+		}
+		c.minGrowth, c.growthSet = bytes, true
+		return nil
+	})
+}
+
+// OnSuspect sets the function called once each time a site becomes a leak
+// suspect. It runs on the goroutine that ended the window (a Tick caller or
+// the Run loop), after the watcher's lock is released; it must not block.
+// The default logs a warning through the tracker's logger.
+func OnSuspect(f func(Suspect)) WatcherOption {
+	return watcherOption(func(c *watcherConfig) error {
+		if f == nil {
+			return fmt.Errorf("%w: OnSuspect(nil)", ErrInvalidOption)
+		}
+		c.onSuspect = f
+		return nil
+	})
+}
+
+// Suspect is a call site whose live bytes keep growing: a likely leak.
+type Suspect struct {
+	Site      *Site
+	LiveBytes int64 // at the end of the latest window
+	LiveCount int64
+	// BaselineBytes were live when the growth that flagged the site began;
+	// the site stops being a suspect when it falls back to them.
+	BaselineBytes int64
+	// GrowthPerWindow is the average growth over the last K windows.
+	GrowthPerWindow int64
+	Grew            int // of the last Windows windows, how many grew
+	Windows         int // K
+	Since           time.Time
+	SinceWindow     uint64 // the window that flagged it, counted from 1
+}
+
+// Watcher watches a tracker's live bytes per call site over windows of
+// requests or time and names the sites that keep growing: leak suspects.
+//
+// At the end of each window it samples every site's live bytes (cost:
+// O(sites), no walk of the live set). A site becomes a suspect when, over
+// the last K windows, its live bytes grew in at least MostOf of them, and
+// its net growth over the K windows is more than MinGrowth and more than
+// everything it gave back (the sum of its one-window drops) over the
+// history the watcher remembers (WatchHistory windows; while that history
+// fills, what it gave back so far, scaled up to a full history).
+//
+// A leak takes and never gives back. A site that swings up and down around
+// a level, even slowly, gives back about as much as it takes, so its net
+// growth does not beat its drops; a bounded random walk with steps as large
+// as its drift is the one kind of noise that still gets flagged now and
+// then (in tests, about once in 1500 windows). A leak hidden in swings
+// several times its growth per window needs more windows (Windows,
+// WatchHistory). Windows before the watcher started count as not grown, so
+// a leak is flagged after MostOf windows at the earliest.
+//
+// A suspect stops being one when its live bytes fall back to its baseline
+// (what was live when its growth began), or when it has not grown over the
+// last K windows (a plateau: whatever it holds is no longer growing).
+//
+// A Watcher is safe for concurrent use. It starts no goroutine except the
+// one Start starts, which Stop ends.
+type Watcher struct {
+	tr  *Tracker
+	cfg watcherConfig
+
+	ticks        atomic.Uint64
+	windows      atomic.Uint64
+	suspectCount atomic.Int64
+
+	// mu guards the per-site histories; a window end holds it while
+	// sampling, so windows are judged in the order they end.
+	mu       sync.Mutex
+	sites    []*siteHistory // by Site.ID; nil for sites not seen yet
+	suspects int
+
+	// lifeMu guards stopping and the loop's state.
+	lifeMu     sync.Mutex
+	stopped    atomic.Bool
+	done       chan struct{}
+	running    bool
+	loopExited chan struct{} // closed when the running loop returns
+	inCallback atomic.Bool   // the loop is calling OnSuspect
+}
+
+// siteHistory is one site's live bytes at the end of recent windows, in a
+// ring indexed by window number modulo its length: WatchHistory+1 samples
+// bound WatchHistory windows.
+type siteHistory struct {
+	site       *Site
+	suspect    *Suspect // nil unless the site is a suspect now
+	ring       []int64
+	liveCount  int64
+	lastChange uint64 // the last window in which its live bytes changed
+}
+
+// NewWatcher returns a watcher of tr. It samples the sites once as the
+// baseline of the first window and starts nothing: with counted windows,
+// call Tick; with timed windows, call Run or Start. Options are validated
+// here; an invalid one returns an error matching ErrInvalidOption.
+func NewWatcher(tr *Tracker, opts ...WatcherOption) (*Watcher, error) {
+	if tr == nil {
+		return nil, ErrNilTracker
+	}
+	cfg := watcherConfig{}
+	for _, o := range opts {
+		if isNil(o) {
+			return nil, fmt.Errorf("%w: nil watcher option", ErrInvalidOption)
+		}
+		if err := o.applyWatcher(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.finish(tr); err != nil {
+		return nil, err
+	}
+	w := &Watcher{tr: tr, cfg: cfg, done: make(chan struct{})}
+	tr.eachSiteLive(func(s *Site, liveCount, liveBytes int64) {
+		h := w.history(s)
+		h.ring[0] = liveBytes
+		h.liveCount = liveCount
+	})
+	return w, nil
+}
+
+// finish fills defaults and checks the options against each other.
+func (c *watcherConfig) finish(tr *Tracker) error {
+	if c.ticks > 0 && c.interval > 0 {
+		return fmt.Errorf("%w: EveryTicks and Every both given: a window is counted or timed", ErrInvalidOption)
+	}
+	if c.ticks == 0 && c.interval == 0 {
+		c.ticks = 1
+	}
+	if c.windows == 0 {
+		c.windows = DefaultWindows
+	}
+	if c.history == 0 {
+		c.history = DefaultWatchHistory
+	}
+	if c.windows > c.history {
+		return fmt.Errorf("%w: Windows(%d) exceeds the %d windows of WatchHistory kept", ErrInvalidOption, c.windows, c.history)
+	}
+	if c.mostOf == 0 {
+		c.mostOf = (3*c.windows + 3) / 4
+	}
+	if c.mostOf > c.windows {
+		return fmt.Errorf("%w: MostOf(%d) exceeds Windows(%d)", ErrInvalidOption, c.mostOf, c.windows)
+	}
+	if !c.growthSet {
+		c.minGrowth = DefaultMinGrowth
+	}
+	if c.onSuspect == nil {
+		logger := tr.cfg.logger
+		name := tr.Name()
+		c.onSuspect = func(s Suspect) { logSuspect(logger, name, s) }
+	}
+	return nil
+}
+
+// logSuspect is the default OnSuspect.
+func logSuspect(l *slog.Logger, tracker string, s Suspect) {
+	l.Warn("tensorlife: leak suspect: live bytes keep growing at one call site",
+		slog.String("tracker", tracker),
+		slog.String("site", s.Site.String()),
+		slog.Int64("growth_per_window", s.GrowthPerWindow),
+		slog.Int("grew", s.Grew),
+		slog.Int("windows", s.Windows),
+		slog.Int64("live_bytes", s.LiveBytes),
+		slog.Int64("live_count", s.LiveCount),
+		slog.String("stack", s.Site.Stack("")))
+}
+
+// history returns the site's history, making it on first sight. A site first
+// seen now had nothing live before, so its ring starts at zero. Called with
+// w.mu held or before w is shared.
+func (w *Watcher) history(s *Site) *siteHistory {
+	for s.id >= len(w.sites) {
+		w.sites = append(w.sites, nil)
+	}
+	h := w.sites[s.id]
+	if h == nil {
+		h = &siteHistory{site: s, ring: make([]int64, w.cfg.history+1)}
+		w.sites[s.id] = h
+	}
+	return h
+}
+
+// eachSiteLive calls f with every site's live figures, read from the
+// per-site counters as SiteTotals reads them, without sorting or
+// allocating: a watcher samples once per window, often once per request.
+func (t *Tracker) eachSiteLive(f func(s *Site, liveCount, liveBytes int64)) {
+	for _, s := range t.stacks.sites() {
+		if s.allocs.Load() == 0 {
+			continue
+		}
+		// Frees first, as in SiteTotals: live figures are never negative.
+		frees, freed := s.frees.Load(), s.freedBytes.Load()
+		allocs, allocBytes := s.allocs.Load(), s.allocBytes.Load()
+		f(s, allocs-frees, allocBytes-freed)
+	}
+}
+
+// Tick counts one request; every EveryTicks calls it ends a window, which
+// samples every site (O(sites)) and may call OnSuspect before returning.
+// After Stop it does nothing and returns ErrWatcherStopped; on a watcher
+// with timed windows it returns ErrWindowKind.
+func (w *Watcher) Tick() error {
+	if w.stopped.Load() {
+		return ErrWatcherStopped
+	}
+	if w.cfg.ticks == 0 {
+		return ErrWindowKind
+	}
+	if w.ticks.Add(1)%uint64(w.cfg.ticks) == 0 {
+		w.endWindow(false)
+	}
+	return nil
+}
+
+// Run ends a window every Every interval until ctx is done (it returns
+// ctx.Err()) or Stop is called (it returns nil). The caller owns the
+// goroutine Run runs on. On a watcher with counted windows it returns
+// ErrWindowKind.
+func (w *Watcher) Run(ctx context.Context) error {
+	exited, err := w.claimLoop()
+	if err != nil {
+		return err
+	}
+	defer close(exited)
+	return w.loop(ctx)
+}
+
+// Start runs the timed windows on a goroutine of the watcher's own, which
+// Stop ends. It returns ErrWindowKind on a watcher with counted windows.
+func (w *Watcher) Start() error {
+	exited, err := w.claimLoop()
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer close(exited)
+		_ = w.loop(context.Background()) // ends only by Stop, which reports
+	}()
+	return nil
+}
+
+// claimLoop marks the loop running, so that only one runs and Stop knows
+// what to wait for.
+func (w *Watcher) claimLoop() (chan struct{}, error) {
+	if w.cfg.interval == 0 {
+		return nil, ErrWindowKind
+	}
+	w.lifeMu.Lock()
+	defer w.lifeMu.Unlock()
+	if w.stopped.Load() {
+		return nil, ErrWatcherStopped
+	}
+	if w.running {
+		return nil, ErrWatcherRunning
+	}
+	w.running = true
+	w.loopExited = make(chan struct{})
+	exited := w.loopExited
+	return exited, nil
+}
+
+func (w *Watcher) loop(ctx context.Context) error {
+	defer func() {
+		w.lifeMu.Lock()
+		w.running = false
+		w.lifeMu.Unlock()
+	}()
+	ticker := time.NewTicker(w.cfg.interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.done:
+			return nil
+		case <-ticker.C:
+			// A stop racing the tick wins: no window ends after Stop
+			// returns.
+			select {
+			case <-w.done:
+				return nil
+			default:
+			}
+			w.endWindow(true)
+		}
+	}
+}
+
+// Stop stops the watcher: later Ticks do nothing and the loop of Run or
+// Start returns. It waits for that loop to return, except while the loop
+// is calling OnSuspect (which may be what called Stop); the loop then
+// returns as soon as the callback does. A window that a concurrent Tick is
+// ending may still complete. Suspects stay readable. A second call returns
+// ErrWatcherStopped.
+func (w *Watcher) Stop() error {
+	w.lifeMu.Lock()
+	if w.stopped.Load() {
+		w.lifeMu.Unlock()
+		return ErrWatcherStopped
+	}
+	w.stopped.Store(true)
+	close(w.done)
+	running, exited := w.running, w.loopExited
+	w.lifeMu.Unlock()
+	if running && !w.inCallback.Load() {
+		<-exited
+	}
+	return nil
+}
+
+// Suspects returns the current leak suspects, most live bytes first.
+func (w *Watcher) Suspects() []Suspect {
+	w.mu.Lock()
+	out := make([]Suspect, 0, w.suspects)
+	for _, h := range w.sites {
+		if h != nil && h.suspect != nil {
+			out = append(out, *h.suspect)
+		}
+	}
+	w.mu.Unlock()
+	sortSuspects(out)
+	return out
+}
+
+// Windows returns how many windows have ended.
+func (w *Watcher) Windows() uint64 { return w.windows.Load() }
+
+func sortSuspects(s []Suspect) {
+	slices.SortFunc(s, func(a, b Suspect) int {
+		return cmp.Or(cmp.Compare(b.LiveBytes, a.LiveBytes), cmp.Compare(a.Site.id, b.Site.id))
+	})
+}
+
+// endWindow samples the sites, judges those that changed lately, and
+// reports the newly flagged ones after releasing the lock.
+func (w *Watcher) endWindow(fromLoop bool) {
+	now := time.Now()
+	w.mu.Lock()
+	n := w.windows.Add(1)
+	var flagged []Suspect
+	w.tr.eachSiteLive(func(site *Site, liveCount, liveBytes int64) {
+		h := w.history(site)
+		prev := h.ring[(n-1)%uint64(len(h.ring))]
+		h.ring[n%uint64(len(h.ring))] = liveBytes
+		h.liveCount = liveCount
+		if liveBytes != prev {
+			h.lastChange = n
+		}
+		// A site unchanged for K windows has not grown in them: it cannot
+		// be flagged, and a suspect among them clears on the plateau rule.
+		if h.suspect == nil && n-h.lastChange >= uint64(w.cfg.windows) {
+			return
+		}
+		if s, ok := w.judge(h, n, now); ok {
+			flagged = append(flagged, s)
+		}
+	})
+	w.suspectCount.Store(int64(w.suspects))
+	w.mu.Unlock()
+
+	if len(flagged) == 0 {
+		return
+	}
+	sortSuspects(flagged)
+	if fromLoop {
+		w.inCallback.Store(true)
+		defer w.inCallback.Store(false)
+	}
+	for _, s := range flagged {
+		w.tr.Note(EventLeakSuspect, s.Site, s.LiveBytes)
+		w.cfg.onSuspect(s)
+	}
+}
+
+// judge applies the suspect rules to one site at window n and reports
+// whether the site became a suspect now. Called with w.mu held.
+func (w *Watcher) judge(h *siteHistory, n uint64, now time.Time) (Suspect, bool) {
+	size := uint64(len(h.ring))
+	at := func(i uint64) int64 { return h.ring[i%size] }
+	span := min(uint64(w.cfg.windows), n)
+	grew := 0
+	for i := n - span + 1; i <= n; i++ {
+		if at(i) > at(i-1) {
+			grew++
+		}
+	}
+	// What the site gave back over the history it has; while the history
+	// fills, scaled up to a full one, so that a few early windows of a
+	// swinging site do not pass for a leak.
+	seen := min(uint64(w.cfg.history), n)
+	var gaveBack int64
+	for i := n - seen + 1; i <= n; i++ {
+		gaveBack += max(at(i-1)-at(i), 0)
+	}
+	bar := float64(gaveBack) * float64(w.cfg.history) / float64(seen)
+	live, start := at(n), at(n-span)
+	net := live - start
+
+	if s := h.suspect; s != nil {
+		if live <= s.BaselineBytes || net <= 0 {
+			h.suspect = nil
+			w.suspects--
+			return Suspect{}, false
+		}
+		s.LiveBytes, s.LiveCount = live, h.liveCount
+		s.Grew, s.GrowthPerWindow = grew, net/int64(span)
+		return Suspect{}, false
+	}
+	if grew < w.cfg.mostOf || net <= w.cfg.minGrowth || float64(net) <= bar {
+		return Suspect{}, false
+	}
+	s := &Suspect{Site: h.site, LiveBytes: live, LiveCount: h.liveCount, BaselineBytes: start,
+		GrowthPerWindow: net / int64(span), Grew: grew, Windows: w.cfg.windows, Since: now, SinceWindow: n}
+	h.suspect = s
+	w.suspects++
+	return *s, true
+}

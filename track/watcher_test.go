@@ -1,0 +1,507 @@
+package track_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// siteDriver holds allocations made at one call site and sets how many are
+// live. Its records take their site from the line that calls setLive, so
+// each driver must be set from one line only.
+type siteDriver struct {
+	tr    *track.Tracker
+	bytes int64
+	recs  []*track.Record
+}
+
+//go:noinline
+func (d *siteDriver) setLive(t testing.TB, n int) {
+	t.Helper()
+	for len(d.recs) < n {
+		r := &track.Record{Bytes: d.bytes, Kind: "mask", Device: "host", DType: "bool", Shape: []int{int(d.bytes)}}
+		require.NoError(t, d.tr.Record(context.Background(), r, 1))
+		d.recs = append(d.recs, r)
+	}
+	for len(d.recs) > n {
+		require.NoError(t, d.tr.Release(d.recs[len(d.recs)-1]))
+		d.recs = d.recs[:len(d.recs)-1]
+	}
+}
+
+// suspectLog collects what OnSuspect reports, safe for concurrent use.
+type suspectLog struct {
+	mu  sync.Mutex
+	got []track.Suspect
+}
+
+func (l *suspectLog) add(s track.Suspect) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got = append(l.got, s)
+}
+
+func (l *suspectLog) all() []track.Suspect {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]track.Suspect(nil), l.got...)
+}
+
+func newWatchedTracker(t *testing.T, opts ...track.WatcherOption) (*track.Tracker, *track.Watcher, *suspectLog) {
+	t.Helper()
+	tr, err := track.New(track.WithName("watched"))
+	require.NoError(t, err)
+	log := &suspectLog{}
+	w, err := track.NewWatcher(tr, append([]track.WatcherOption{track.OnSuspect(log.add)}, opts...)...)
+	require.NoError(t, err)
+	return tr, w, log
+}
+
+func TestWatcherRejectsBadInput(t *testing.T) {
+	tr, err := track.New()
+	require.NoError(t, err)
+	tests := []struct {
+		name string
+		opts []track.WatcherOption
+	}{
+		{"zero ticks", []track.WatcherOption{track.EveryTicks(0)}},
+		{"negative ticks", []track.WatcherOption{track.EveryTicks(-1)}},
+		{"zero interval", []track.WatcherOption{track.Every(0)}},
+		{"negative interval", []track.WatcherOption{track.Every(-time.Second)}},
+		{"ticks and interval", []track.WatcherOption{track.EveryTicks(2), track.Every(time.Second)}},
+		{"zero windows", []track.WatcherOption{track.Windows(0)}},
+		{"negative windows", []track.WatcherOption{track.Windows(-3)}},
+		{"windows over default history", []track.WatcherOption{track.Windows(track.DefaultWatchHistory + 1)}},
+		{"windows over history", []track.WatcherOption{track.Windows(10), track.WatchHistory(9)}},
+		{"zero history", []track.WatcherOption{track.WatchHistory(0)}},
+		{"huge history", []track.WatcherOption{track.WatchHistory(1 << 20)}},
+		{"zero most-of", []track.WatcherOption{track.MostOf(0)}},
+		{"most-of over windows", []track.WatcherOption{track.Windows(4), track.MostOf(5)}},
+		{"negative growth", []track.WatcherOption{track.MinGrowth(-1)}},
+		{"nil callback", []track.WatcherOption{track.OnSuspect(nil)}},
+		{"nil option", []track.WatcherOption{nil}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := track.NewWatcher(tr, tt.opts...)
+			assert.ErrorIs(t, err, track.ErrInvalidOption)
+			assert.Nil(t, w)
+		})
+	}
+	t.Run("nil tracker", func(t *testing.T) {
+		_, err := track.NewWatcher(nil)
+		assert.ErrorIs(t, err, track.ErrNilTracker)
+	})
+	t.Run("windows equal to history", func(t *testing.T) {
+		_, err := track.NewWatcher(tr, track.Windows(12), track.WatchHistory(12))
+		assert.NoError(t, err)
+	})
+}
+
+func TestWatcherFlagsGrowth(t *testing.T) {
+	tr, w, log := newWatchedTracker(t)
+	leak := &siteDriver{tr: tr, bytes: 4096}
+	steady := &siteDriver{tr: tr, bytes: 1 << 20}
+	for req := 1; req <= 20; req++ {
+		steady.setLive(t, 3) // a request's working set, freed at its end
+		leak.setLive(t, req)
+		steady.setLive(t, 0)
+		require.NoError(t, w.Tick())
+		if req < 6 {
+			assert.Empty(t, log.all(), "flagged after %d requests", req)
+		}
+	}
+
+	got := log.all()
+	require.Len(t, got, 1, "reported once, not every window")
+	s := got[0]
+	assert.Equal(t, uint64(6), s.SinceWindow, "6 of 8 windows grew")
+	assert.Equal(t, 6, s.Grew)
+	assert.Equal(t, track.DefaultWindows, s.Windows)
+	assert.Equal(t, int64(4096), s.GrowthPerWindow)
+	assert.Equal(t, int64(6*4096), s.LiveBytes)
+	assert.Equal(t, int64(6), s.LiveCount)
+	assert.Zero(t, s.BaselineBytes)
+	assert.Contains(t, s.Site.Location().Function, "TestWatcherFlagsGrowth")
+	assert.False(t, s.Since.IsZero())
+
+	now := w.Suspects()
+	require.Len(t, now, 1)
+	assert.Same(t, s.Site, now[0].Site)
+	assert.Equal(t, int64(20*4096), now[0].LiveBytes, "suspects follow the site's growth")
+	assert.Equal(t, 8, now[0].Grew)
+	assert.Equal(t, int64(4096), now[0].GrowthPerWindow)
+	assert.Equal(t, int64(1), tr.Totals().Event(track.EventLeakSuspect))
+	assert.Equal(t, uint64(20), w.Windows())
+}
+
+func TestWatcherPlateau(t *testing.T) {
+	tests := []struct {
+		name        string
+		growFor     int    // windows of growth before the plateau
+		wantFlag    uint64 // window that flags it; 0 for never
+		wantCleared uint64 // first window it is no longer a suspect
+	}{
+		{"warm-up shorter than most-of", 5, 0, 0},
+		{"growth then plateau", 10, 6, 18},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, w, log := newWatchedTracker(t)
+			site := &siteDriver{tr: tr, bytes: 8192}
+			var cleared uint64
+			for win := 1; win <= 40; win++ {
+				site.setLive(t, min(win, tt.growFor))
+				require.NoError(t, w.Tick())
+				if len(log.all()) > 0 && cleared == 0 && len(w.Suspects()) == 0 {
+					cleared = uint64(win)
+				}
+			}
+			if tt.wantFlag == 0 {
+				assert.Empty(t, log.all())
+				return
+			}
+			require.Len(t, log.all(), 1)
+			assert.Equal(t, tt.wantFlag, log.all()[0].SinceWindow)
+			assert.Equal(t, tt.wantCleared, cleared, "cleared K windows into the plateau")
+		})
+	}
+}
+
+func TestWatcherShrink(t *testing.T) {
+	tests := []struct {
+		name      string
+		after     []int // live records in the windows after 8 windows of growth
+		suspected []bool
+	}{
+		{"back to baseline", []int{0, 0}, []bool{false, false}},
+		{"partly back, still growing over K", []int{7, 9}, []bool{true, true}},
+		{"back to where the growth began", []int{2}, []bool{false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, err := track.New()
+			require.NoError(t, err)
+			log := &suspectLog{}
+			site := &siteDriver{tr: tr, bytes: 4096}
+			var w *track.Watcher
+			for win := 0; win <= 8+len(tt.after); win++ {
+				live := 2 + win // 2 live before the watcher starts, then growth
+				if win > 8 {
+					live = tt.after[win-9]
+				}
+				site.setLive(t, live)
+				if win == 0 {
+					w, err = track.NewWatcher(tr, track.OnSuspect(log.add))
+					require.NoError(t, err)
+					continue
+				}
+				require.NoError(t, w.Tick())
+				if win == 8 {
+					require.Len(t, w.Suspects(), 1)
+					require.Equal(t, int64(2*4096), log.all()[0].BaselineBytes)
+				}
+				if win > 8 {
+					assert.Equal(t, tt.suspected[win-9], len(w.Suspects()) == 1, "window %d after growth", win-8)
+				}
+			}
+			assert.Len(t, log.all(), 1)
+		})
+	}
+}
+
+func TestWatcherIgnoresNoise(t *testing.T) {
+	tests := []struct {
+		name string
+		next func(rng *rand.Rand, live int) int
+	}{
+		{"uniform around a level", func(rng *rand.Rand, _ int) int { return 20 + rng.IntN(10) }},
+		{"sessions opening and closing", func(rng *rand.Rand, live int) int {
+			stay := 0
+			for range live {
+				if rng.IntN(5) != 0 {
+					stay++
+				}
+			}
+			return stay + rng.IntN(9) // about 4 new sessions a window: a level of 20
+		}},
+		{"rare spikes", func(rng *rand.Rand, _ int) int {
+			if rng.IntN(4) == 0 {
+				return 5 + rng.IntN(20)
+			}
+			return 5
+		}},
+	}
+	for _, tt := range tests {
+		for seed := uint64(1); seed <= 3; seed++ {
+			t.Run(fmt.Sprintf("%s/seed %d", tt.name, seed), func(t *testing.T) {
+				tr, err := track.New()
+				require.NoError(t, err)
+				rng := rand.New(rand.NewPCG(seed, 0x7e))
+				site := &siteDriver{tr: tr, bytes: 64 << 10}
+				log := &suspectLog{}
+				var w *track.Watcher
+				live := 20
+				for win := range 1001 {
+					if win > 0 {
+						live = tt.next(rng, live)
+					}
+					site.setLive(t, live)
+					if win == 0 { // the level is live before the watcher starts
+						w, err = track.NewWatcher(tr, track.OnSuspect(log.add))
+						require.NoError(t, err)
+						continue
+					}
+					require.NoError(t, w.Tick())
+				}
+				assert.Empty(t, log.all())
+				assert.Zero(t, tr.Totals().Event(track.EventLeakSuspect))
+			})
+		}
+	}
+}
+
+func TestWatcherMinGrowth(t *testing.T) {
+	tests := []struct {
+		name     string
+		opts     []track.WatcherOption
+		wantFlag bool
+	}{
+		{"default threshold ignores 100 bytes a window", nil, false},
+		{"zero threshold flags it", []track.WatcherOption{track.MinGrowth(0)}, true},
+		{"threshold just under the growth", []track.WatcherOption{track.MinGrowth(8*100 - 1)}, true},
+		{"threshold equal to the growth", []track.WatcherOption{track.MinGrowth(8 * 100)}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, w, log := newWatchedTracker(t, append(tt.opts, track.MostOf(8))...)
+			site := &siteDriver{tr: tr, bytes: 100}
+			for win := 1; win <= 8; win++ {
+				site.setLive(t, win)
+				require.NoError(t, w.Tick())
+			}
+			assert.Equal(t, tt.wantFlag, len(log.all()) == 1)
+		})
+	}
+}
+
+func TestWatcherCountsTicksPerWindow(t *testing.T) {
+	tr, w, log := newWatchedTracker(t, track.EveryTicks(3), track.Windows(4), track.MostOf(4), track.MinGrowth(0))
+	site := &siteDriver{tr: tr, bytes: 512}
+	for tick := 1; tick <= 12; tick++ {
+		site.setLive(t, tick)
+		require.NoError(t, w.Tick())
+		assert.Equal(t, uint64(tick/3), w.Windows())
+	}
+	require.Len(t, log.all(), 1)
+	assert.Equal(t, uint64(4), log.all()[0].SinceWindow)
+	assert.Equal(t, int64(3*512), log.all()[0].GrowthPerWindow)
+}
+
+func TestWatcherStop(t *testing.T) {
+	tr, w, log := newWatchedTracker(t, track.MinGrowth(0))
+	site := &siteDriver{tr: tr, bytes: 512}
+	for win := 1; win <= 6; win++ {
+		site.setLive(t, win)
+		require.NoError(t, w.Tick())
+	}
+	require.Len(t, log.all(), 1)
+
+	require.NoError(t, w.Stop())
+	assert.ErrorIs(t, w.Stop(), track.ErrWatcherStopped)
+	assert.ErrorIs(t, w.Tick(), track.ErrWatcherStopped)
+	assert.Equal(t, uint64(6), w.Windows(), "a tick after Stop ends no window")
+	assert.Len(t, w.Suspects(), 1, "suspects stay readable")
+	assert.ErrorIs(t, w.Start(), track.ErrWindowKind)
+}
+
+func TestWatcherTimedWindows(t *testing.T) {
+	t.Run("start and stop", func(t *testing.T) {
+		_, w, _ := newWatchedTracker(t, track.Every(time.Millisecond))
+		assert.ErrorIs(t, w.Tick(), track.ErrWindowKind)
+		require.NoError(t, w.Start())
+		assert.ErrorIs(t, w.Start(), track.ErrWatcherRunning)
+		assert.ErrorIs(t, w.Run(context.Background()), track.ErrWatcherRunning)
+		require.Eventually(t, func() bool { return w.Windows() >= 2 }, 10*time.Second, time.Millisecond)
+		require.NoError(t, w.Stop())
+		ended := w.Windows()
+		time.Sleep(5 * time.Millisecond)
+		assert.Equal(t, ended, w.Windows(), "no window ends after Stop returns")
+		assert.ErrorIs(t, w.Stop(), track.ErrWatcherStopped)
+		assert.ErrorIs(t, w.Start(), track.ErrWatcherStopped)
+	})
+	t.Run("run until the context ends", func(t *testing.T) {
+		_, w, _ := newWatchedTracker(t, track.Every(time.Millisecond))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		require.Eventually(t, func() bool { return w.Windows() >= 1 }, 10*time.Second, time.Millisecond)
+		cancel()
+		assert.ErrorIs(t, <-done, context.Canceled)
+		require.NoError(t, w.Stop())
+	})
+	t.Run("run until stopped", func(t *testing.T) {
+		_, w, _ := newWatchedTracker(t, track.Every(time.Millisecond))
+		done := make(chan error, 1)
+		go func() { done <- w.Run(context.Background()) }()
+		require.Eventually(t, func() bool { return w.Windows() >= 1 }, 10*time.Second, time.Millisecond)
+		require.NoError(t, w.Stop())
+		assert.NoError(t, <-done)
+	})
+	t.Run("stop from the callback", func(t *testing.T) {
+		tr, err := track.New()
+		require.NoError(t, err)
+		stopped := make(chan error, 1)
+		var w *track.Watcher
+		w, err = track.NewWatcher(tr, track.Every(time.Millisecond), track.Windows(1), track.MostOf(1),
+			track.MinGrowth(0), track.OnSuspect(func(track.Suspect) { stopped <- w.Stop() }))
+		require.NoError(t, err)
+		site := &siteDriver{tr: tr, bytes: 512}
+		site.setLive(t, 1)
+		require.NoError(t, w.Start())
+		select {
+		case err := <-stopped:
+			assert.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the watcher never reported the growing site")
+		}
+		assert.ErrorIs(t, w.Stop(), track.ErrWatcherStopped)
+	})
+	t.Run("counted windows cannot run", func(t *testing.T) {
+		_, w, _ := newWatchedTracker(t)
+		assert.ErrorIs(t, w.Run(context.Background()), track.ErrWindowKind)
+	})
+}
+
+func TestWatcherDefaultReportLogs(t *testing.T) {
+	var buf bytes.Buffer
+	tr, err := track.New(track.WithName("logged"), track.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	require.NoError(t, err)
+	w, err := track.NewWatcher(tr)
+	require.NoError(t, err)
+	site := &siteDriver{tr: tr, bytes: 4096}
+	for win := 1; win <= 6; win++ {
+		site.setLive(t, win)
+		require.NoError(t, w.Tick())
+	}
+	out := buf.String()
+	assert.Contains(t, out, "level=WARN")
+	assert.Contains(t, out, "leak suspect")
+	assert.Contains(t, out, "tracker=logged")
+	assert.Contains(t, out, "TestWatcherDefaultReportLogs")
+	assert.Contains(t, out, "growth_per_window=4096")
+	assert.Contains(t, out, "live_bytes=24576")
+}
+
+func TestWatcherConcurrentTicks(t *testing.T) {
+	tr, w, log := newWatchedTracker(t, track.MinGrowth(0), track.MostOf(1))
+	var wg sync.WaitGroup
+	var leakMu sync.Mutex
+	leak := &siteDriver{tr: tr, bytes: 256}
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				r := &track.Record{Bytes: 128, Kind: "tensor", Device: "host"}
+				if err := tr.Record(context.Background(), r, 0); err != nil {
+					t.Error(err)
+					return
+				}
+				if g == 0 {
+					leakMu.Lock()
+					leak.setLive(t, i+1)
+					leakMu.Unlock()
+				}
+				if err := tr.Release(r); err != nil {
+					t.Error(err)
+				}
+				if err := w.Tick(); err != nil && !errors.Is(err, track.ErrWatcherStopped) {
+					t.Error(err)
+				}
+				_ = w.Suspects()
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, uint64(800), w.Windows())
+	assert.NotEmpty(t, log.all(), "the growing site is flagged under concurrent ticks")
+}
+
+// agentRequest is one request of an agent loop: tokens decode steps, each
+// building a mask of tokens×tokens bytes at one site. keep decides what
+// happens to the mask after its step.
+//
+//go:noinline
+func agentRequest(t *testing.T, tr *track.Tracker, tokens int, keep func(step int, mask *track.Record) bool) {
+	for step := 1; step <= tokens; step++ {
+		n := 128 + step
+		mask := &track.Record{Bytes: int64(n * n), Kind: "mask", Device: "cuda:0", DType: "bool", Shape: []int{n, n}}
+		require.NoError(t, tr.Record(context.Background(), mask, 0))
+		if !keep(step, mask) {
+			require.NoError(t, tr.Release(mask))
+		}
+	}
+}
+
+func TestWatcherAgentLoop(t *testing.T) {
+	tests := []struct {
+		name     string
+		requests int
+		// keep returns a per-run keep function for agentRequest.
+		keep func() func(step int, mask *track.Record) bool
+		// wantBy is the request by which the mask site must be flagged; 0
+		// means never.
+		wantBy int
+	}{
+		{"leaky: every mask kept", 64, func() func(int, *track.Record) bool {
+			return func(int, *track.Record) bool { return true }
+		}, 64},
+		{"fixed: every mask freed", 10000, func() func(int, *track.Record) bool {
+			return func(int, *track.Record) bool { return false }
+		}, 0},
+		{"fixed with a bounded cache of the longest mask per length bucket", 2000, func() func(int, *track.Record) bool {
+			longest := map[int]int{}
+			return func(step int, _ *track.Record) bool {
+				bucket := step / 8
+				if step <= longest[bucket] {
+					return false
+				}
+				longest[bucket] = step // kept for good, as a cache would
+				return true
+			}
+		}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, w, log := newWatchedTracker(t)
+			rng := rand.New(rand.NewPCG(1, 2))
+			keep := tt.keep()
+			flaggedAt := 0
+			for req := 1; req <= tt.requests; req++ {
+				agentRequest(t, tr, 16+rng.IntN(17), keep)
+				require.NoError(t, w.Tick())
+				if flaggedAt == 0 && len(log.all()) > 0 {
+					flaggedAt = req
+				}
+			}
+			if tt.wantBy == 0 {
+				assert.Empty(t, log.all())
+				return
+			}
+			require.NotZero(t, flaggedAt, "never flagged")
+			assert.LessOrEqual(t, flaggedAt, tt.wantBy)
+			assert.Contains(t, log.all()[0].Site.Location().Function, "agentRequest")
+			t.Logf("flagged after %d requests", flaggedAt)
+		})
+	}
+}
