@@ -1,0 +1,105 @@
+// Package pool is tensorlife's caching device allocator: a *Pool implements
+// tensor.Allocator over any tensor.Device, keeps released blocks and hands
+// them out again instead of asking the device (a device allocation costs
+// tens of microseconds and synchronizes the device), holds no more than its
+// budget, and when memory runs out returns an error that names the lines of
+// code holding it.
+//
+//	host, _ := tensor.NewHostDevice(4 << 30)
+//	p, err := pool.New(host, pool.BudgetFraction(0.9), pool.MaxCachedBytes(1<<30))
+//	...
+//	t, err := tensor.New(ctx, p, tensor.Float32, 8, 4096) // recorded in track.Default()
+//	defer t.Free()
+//
+// # Size classes
+//
+// Every request is rounded up to a size class, and released blocks are kept
+// on one free list per class:
+//
+//	request             class step               classes   rounding waste
+//	1 B – 64 KiB        512 B                    128       < 512 B
+//	64 KiB – 1 MiB      1/8 of the power of two  32        < 12.5%
+//	                    (8 KiB … 64 KiB)
+//	1 MiB – 64 GiB      1/4 of the power of two  64        < 20%
+//	                    (256 KiB … 8 GiB)
+//	over 64 GiB         no class: rounded up to  —         < 2 MiB
+//	                    2 MiB, never cached
+//
+// Small tensors (masks, logits, per-request scratch) come in many sizes and
+// round tightly; large ones (KV caches, activations) come in few sizes that
+// recur, and coarser steps let a block freed by one request serve the next
+// request's slightly different length, as PyTorch's power-of-two divisions
+// do. Blocks are never split or merged, so a block serves only its class.
+// Requests above 64 GiB are rare enough that caching them would only pin
+// memory; they go to the device and back each time.
+//
+// # Cache bound and budget
+//
+// Reserved bytes are what the pool holds from the device: Active (handed
+// out) plus Cached (idle, kept for reuse). MaxCachedBytes caps Cached: a
+// block released when the cache is full goes back to the device (an
+// eviction). Budget and BudgetFraction cap Reserved, and the cap is checked,
+// by reserving the bytes atomically, before the device is asked, so no
+// allocation ever takes the pool past its budget, whatever the concurrency.
+//
+// When the budget or the device refuses a new block, the pool returns every
+// cached block to the device and tries once more; only if that fails does
+// Allocate return a *tensor.OOMError (matching tensor.ErrOutOfMemory). The
+// cache is kept, and the error returned at once, when emptying it cannot
+// help: the request is larger than the device, or the budget would refuse
+// it with nothing cached (active bytes plus the request exceed it). Its
+// Error text holds the request, the limit that refused it ("budget" or
+// "device"), the pool's reserved, active and cached bytes, the device's free
+// bytes, and the call sites of the tracker with the most live bytes, each
+// with function, file:line, tensor count and bytes: what an operator needs
+// to see where the memory went. The sites come from the tracker's per-site
+// counters, which cost nothing to keep and little to read.
+//
+// # Blocks and release checks
+//
+// A Block's Tag carries the pool's identity (tensor.NewAllocatorID) in its
+// high 32 bits and, in its low 32, the index of the pool's descriptor for
+// the block and a generation that advances each time the block is
+// released. Release refuses:
+//
+//   - a block from another allocator (tensor.ErrForeignBlock), by one
+//     compare;
+//   - a block whose pointer or size does not match the descriptor, or whose
+//     descriptor holds no device block any more: forged, corrupted, or a
+//     stale copy of a block returned to the device (tensor.ErrInvalidPointer);
+//   - a block that is not handed out: a double release
+//     (tensor.ErrInvalidPointer);
+//   - a stale copy of a block that has been handed out again since: its
+//     generation is behind (tensor.ErrInvalidPointer).
+//
+// A descriptor belongs to one size class for life and is guarded by that
+// class's lock, which Release takes anyway, so the checks cost a lookup
+// (two loads) and a few compares: no map, no global lock, no extra atomic
+// operation. What is not caught: a stale copy of a block that was released
+// a multiple of 256 times since the copy was made (the tag keeps 8 bits of
+// the generation), and a block forged with the exact tag, pointer and size
+// that its current holder has. Refused releases are counted
+// (Stats.BadReleases); with the tensorlife_invariants build tag they panic.
+// Tensors reach Release only through their last Free, so code that uses
+// tensor handles never double-releases.
+//
+// # Closing
+//
+// Close returns the cache to the device. Blocks still handed out stay
+// allocated (tensors may still use them) and Close reports them in an
+// *ActiveBlocksError (matching ErrActiveBlocks) that lists the live sites
+// holding them; when those tensors are freed later, their blocks go straight
+// back to the device. After Close, Allocate returns tensor.ErrClosed.
+//
+// # Concurrency and cost
+//
+// A Pool is safe for concurrent use. An allocation the cache serves takes
+// its class's lock (held for a slice pop and a few field reads) and one
+// atomic add for the active bytes; a release takes the class lock (the
+// checks above and a slice push) and one atomic add. Allocations of
+// different classes share no lock; the active-bytes counter is the one
+// word every hit writes, as the tracker's live-bytes counter is, because
+// PeakActive must see every high point. The pool-wide lock is taken only when a
+// miss needs a new descriptor. The hit path allocates no Go memory. Stats
+// reads atomics and each class's lock in turn.
+package pool

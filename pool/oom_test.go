@@ -1,0 +1,105 @@
+package pool_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/pool"
+	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// keepSmall allocates a few tensors from a second site, so the report has to
+// rank sites rather than name the only one.
+func keepSmall(ctx context.Context, p *pool.Pool, n int) ([]*tensor.Tensor, error) {
+	var out []*tensor.Tensor
+	for range n {
+		x, err := tensor.New(ctx, p, tensor.Float32, 128)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
+
+// TestOOMNamesLeakingSite leaks on purpose, as the agent service did: it
+// keeps every step's mask alive until the budget runs out. The error text
+// alone must name this function and the line that allocates.
+func TestOOMNamesLeakingSite(t *testing.T) {
+	dev := newFault(t, 4<<20)
+	tr := newTracker(t)
+	p, err := pool.New(dev, pool.WithTracker(tr), pool.Budget(1<<20), pool.TopSites(2))
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	small, err := keepSmall(ctx, p, 4)
+	require.NoError(t, err)
+	var leaked []*tensor.Tensor
+	var oomErr error
+	_, file, line, _ := runtime.Caller(0)
+	for step := 0; step < 1000 && oomErr == nil; step++ {
+		mask, err := tensor.New(ctx, p, tensor.Float32, 16, 256) // the leaking line: line+2
+		if err != nil {
+			oomErr = err
+			break
+		}
+		leaked = append(leaked, mask)
+	}
+	leakLine := line + 2
+	require.Error(t, oomErr, "the leak never ran out of budget")
+	require.ErrorIs(t, oomErr, tensor.ErrOutOfMemory)
+
+	var oom *tensor.OOMError
+	require.ErrorAs(t, oomErr, &oom)
+	require.Len(t, oom.TopSites, 2)
+	top := oom.TopSites[0]
+	assert.Equal(t, "github.com/tensorlife/tensorlife/pool_test.TestOOMNamesLeakingSite", top.Function)
+	assert.Equal(t, file, top.File)
+	assert.Equal(t, leakLine, top.Line)
+	assert.Equal(t, int64(len(leaked)), top.Count)
+	assert.Equal(t, int64(len(leaked))*16*256*4, top.Bytes)
+	assert.Equal(t, "github.com/tensorlife/tensorlife/pool_test.keepSmall", oom.TopSites[1].Function)
+	assert.Equal(t, int64(4), oom.TopSites[1].Count)
+
+	text := oomErr.Error()
+	t.Log(text)
+	// The text alone names the function and the file:line of the leak, and
+	// how much it holds; the layout is tensor.OOMError's.
+	assert.Contains(t, text, "pool_test.TestOOMNamesLeakingSite")
+	assert.Contains(t, text, fmt.Sprintf("%s:%d", file, leakLine))
+	assert.Contains(t, text, fmt.Sprintf("%d tensors", len(leaked)))
+	assert.Contains(t, text, "pool_test.keepSmall")
+	assert.Contains(t, text, "budget limit 1 MiB")
+	assert.Contains(t, text, "requested 16 KiB")
+	assert.Less(t, strings.Index(text, "TestOOMNamesLeakingSite"), strings.Index(text, "keepSmall"), "the largest site comes first")
+
+	assert.Equal(t, int64(1), p.Stats().OOMs)
+	assert.Equal(t, int64(1), tr.Totals().Event(track.EventOOM), "the OOM is noted in the tracker once")
+
+	for _, x := range append(leaked, small...) {
+		require.NoError(t, x.Free())
+	}
+	require.NoError(t, p.Close())
+	bytes, _ := dev.Outstanding()
+	assert.Zero(t, bytes)
+}
+
+func TestOOMWithoutTrackingNamesNoSites(t *testing.T) {
+	dev := newFault(t, 1<<20)
+	p, err := pool.New(dev, pool.WithoutTracking())
+	require.NoError(t, err)
+	_, err = p.Allocate(2 << 20)
+	var oom *tensor.OOMError
+	require.ErrorAs(t, err, &oom)
+	assert.Equal(t, "device", oom.Reason)
+	assert.Empty(t, oom.TopSites)
+	assert.Equal(t, int64(1<<20), oom.DeviceFree)
+	require.NoError(t, p.Close())
+}

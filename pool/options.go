@@ -1,0 +1,149 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// ErrInvalidOption means an option's value cannot be used, or the option
+// conflicts with another one passed to New (Budget with BudgetFraction,
+// WithTracker with WithoutTracking), or a budget exceeds the device.
+var ErrInvalidOption = errors.New("pool: invalid option")
+
+// Option configures a Pool in New. Options are validated together in New; an
+// invalid one makes New return an error matching ErrInvalidOption.
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+// defaultTopSites is how many live sites an out-of-memory report names.
+const defaultTopSites = 5
+
+// maxTopSites bounds TopSites: a report longer than this is no longer read.
+const maxTopSites = 100
+
+type config struct {
+	tracker        *track.Tracker
+	trackerSet     bool
+	untracked      bool
+	maxCached      int64 // < 0: no cap
+	budget         int64 // 0: none
+	budgetFraction float64
+	topSites       int
+}
+
+func defaultConfig() config {
+	return config{maxCached: -1, topSites: defaultTopSites}
+}
+
+// WithTracker records every tensor made from the pool in t (default
+// track.Default()). Its live sites are what out-of-memory errors and Close
+// name.
+func WithTracker(t *track.Tracker) Option {
+	return optionFunc(func(c *config) error {
+		if t == nil {
+			return fmt.Errorf("%w: WithTracker(nil): use WithoutTracking", ErrInvalidOption)
+		}
+		c.tracker, c.trackerSet = t, true
+		return nil
+	})
+}
+
+// WithoutTracking leaves tensors made from the pool untracked: Tracker
+// returns nil, tensor.New skips the stack capture and registry, and
+// out-of-memory errors name no sites. It is for hot paths that are measured
+// and trusted; leaks from it are invisible.
+func WithoutTracking() Option {
+	return optionFunc(func(c *config) error {
+		c.untracked = true
+		return nil
+	})
+}
+
+// MaxCachedBytes caps the bytes the pool keeps in free blocks for reuse. A
+// block released when the cache holds n bytes or more goes back to the
+// device. 0 caches nothing; without the option the cache is bounded only by
+// the budget and the device (an allocation that does not fit releases the
+// cache first).
+func MaxCachedBytes(n int64) Option {
+	return optionFunc(func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("%w: MaxCachedBytes(%d): want n >= 0", ErrInvalidOption, n)
+		}
+		c.maxCached = n
+		return nil
+	})
+}
+
+// Budget caps the bytes the pool may hold from the device (reserved: active
+// and cached blocks, after rounding) at bytes, which must be positive and at
+// most the device's total memory. The cap is checked before the device is
+// asked.
+func Budget(bytes int64) Option {
+	return optionFunc(func(c *config) error {
+		if bytes <= 0 {
+			return fmt.Errorf("%w: Budget(%d): want bytes > 0", ErrInvalidOption, bytes)
+		}
+		c.budget = bytes
+		return nil
+	})
+}
+
+// BudgetFraction caps the pool's reserved bytes at f of the device's total
+// memory, as MemInfo reports it when New runs; f must be in (0, 1].
+func BudgetFraction(f float64) Option {
+	return optionFunc(func(c *config) error {
+		if math.IsNaN(f) || f <= 0 || f > 1 {
+			return fmt.Errorf("%w: BudgetFraction(%v): want 0 < f <= 1", ErrInvalidOption, f)
+		}
+		c.budgetFraction = f
+		return nil
+	})
+}
+
+// TopSites sets how many live call sites an out-of-memory error names
+// (default 5; 0 names none; at most 100).
+func TopSites(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 0 || n > maxTopSites {
+			return fmt.Errorf("%w: TopSites(%d): want 0..%d", ErrInvalidOption, n, maxTopSites)
+		}
+		c.topSites = n
+		return nil
+	})
+}
+
+// resolve checks the options against each other and against the device's
+// total memory (0 if unknown), and returns the budget in bytes.
+func (c *config) resolve(total int64, memErr error) (int64, error) {
+	if c.untracked && c.trackerSet {
+		return 0, fmt.Errorf("%w: WithTracker and WithoutTracking together", ErrInvalidOption)
+	}
+	if !c.untracked && !c.trackerSet {
+		c.tracker = track.Default()
+	}
+	if c.budget > 0 && c.budgetFraction > 0 {
+		return 0, fmt.Errorf("%w: Budget and BudgetFraction together", ErrInvalidOption)
+	}
+	if (c.budget > 0 || c.budgetFraction > 0) && memErr != nil {
+		return 0, fmt.Errorf("%w: a budget needs the device's total memory: %w", ErrInvalidOption, memErr)
+	}
+	switch {
+	case c.budgetFraction > 0:
+		b := int64(c.budgetFraction * float64(total))
+		if b <= 0 {
+			return 0, fmt.Errorf("%w: BudgetFraction(%v) of %d bytes is no memory", ErrInvalidOption, c.budgetFraction, total)
+		}
+		return min(b, total), nil
+	case c.budget > total:
+		return 0, fmt.Errorf("%w: Budget(%d) exceeds the device's %d bytes", ErrInvalidOption, c.budget, total)
+	}
+	return c.budget, nil
+}
