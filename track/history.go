@@ -45,10 +45,11 @@ func History(n int) Option {
 
 // ring is one shard's part of the history. Guarded by the shard's mutex.
 type ring struct {
-	events  []Event
-	next    int   // where the next event goes
-	total   int64 // events ever added
-	dropped int64 // events overwritten
+	events       []Event
+	next         int   // where the next event goes
+	total        int64 // events ever added
+	dropped      int64 // events overwritten
+	droppedUntil int64 // the latest Time of an overwritten event
 }
 
 func (r *ring) add(e Event) {
@@ -57,6 +58,7 @@ func (r *ring) add(e Event) {
 	}
 	if r.total >= int64(len(r.events)) {
 		r.dropped++
+		r.droppedUntil = max(r.droppedUntil, r.events[r.next].Time)
 	}
 	r.events[r.next] = e
 	r.next++
@@ -65,6 +67,9 @@ func (r *ring) add(e Event) {
 	}
 	r.total++
 }
+
+// kept returns how many events the ring holds.
+func (r *ring) kept() int { return int(min(r.total, int64(len(r.events)))) }
 
 // snapshot appends the ring's events, oldest first.
 func (r *ring) snapshot(dst []Event) []Event {
@@ -80,6 +85,10 @@ type HistoryLog struct {
 	Start   time.Time // the tracker's start; Event.Time counts from it
 	Events  []Event   // oldest first
 	Dropped int64     // events the bounded history overwrote
+	// DroppedUntil is the latest Time of any dropped event (0 if none):
+	// every event later than it is in Events, so the history is complete
+	// from then on.
+	DroppedUntil int64
 	// Capacity is the number of events the history keeps.
 	Capacity int
 }
@@ -92,14 +101,27 @@ func (t *Tracker) History() (*HistoryLog, error) {
 		return nil, ErrHistoryOff
 	}
 	log := &HistoryLog{Start: t.start, Capacity: shardCount * ringSize(t.cfg.historyEvents)}
+	// Size the copy first, so that no shard lock is held while a large
+	// slice regrows.
+	kept := 0
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		kept += sh.history.kept()
+		sh.mu.Unlock()
+	}
+	log.Events = make([]Event, 0, kept+kept/8)
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		log.Events = sh.history.snapshot(log.Events)
 		log.Dropped += sh.history.dropped
+		log.DroppedUntil = max(log.DroppedUntil, sh.history.droppedUntil)
 		sh.mu.Unlock()
 	}
-	slices.SortStableFunc(log.Events, func(a, b Event) int { return cmp.Compare(a.Time, b.Time) })
+	slices.SortFunc(log.Events, func(a, b Event) int {
+		return cmp.Or(cmp.Compare(a.Time, b.Time), cmp.Compare(a.ID, b.ID), cmp.Compare(a.Kind, b.Kind))
+	})
 	return log, nil
 }
 

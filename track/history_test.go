@@ -64,4 +64,20 @@ func TestHistoryCountsWhatItDrops(t *testing.T) {
 	assert.EqualValues(t, 10000-len(log.Events), log.Dropped, "every overwritten event is counted")
 	last := log.Events[len(log.Events)-1]
 	assert.Equal(t, track.EventFree, last.Kind, "the newest events are kept")
+	assert.Positive(t, log.DroppedUntil)
+	assert.Less(t, log.DroppedUntil, last.Time)
+	// Every event after DroppedUntil is kept: none of the last allocations
+	// (recorded after every dropped one) is missing its free.
+	allocs, frees := 0, 0
+	for _, e := range log.Events {
+		if e.Time > log.DroppedUntil {
+			switch e.Kind {
+			case track.EventAlloc:
+				allocs++
+			case track.EventFree:
+				frees++
+			}
+		}
+	}
+	assert.InDelta(t, allocs, frees, 1)
 }

@@ -1,0 +1,123 @@
+package timeline
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by this package. Every error it returns matches one of
+// these or track.ErrHistoryOff with errors.Is, or wraps an I/O error from the
+// writer or the file system.
+var (
+	// ErrInvalidOption means an option's value cannot be used.
+	ErrInvalidOption = errors.New("timeline: invalid option")
+	// ErrNilTracker means Build was given a nil *track.Tracker.
+	ErrNilTracker = errors.New("timeline: nil tracker")
+	// ErrNilHistory means FromHistory was given a nil *track.HistoryLog.
+	ErrNilHistory = errors.New("timeline: nil history")
+	// ErrLiveNeeded means FromHistory was given a history that dropped
+	// events but no live site totals to rebuild the series from: without
+	// them the bytes held before the oldest kept event are unknown.
+	ErrLiveNeeded = errors.New("timeline: history dropped events; live site totals are needed")
+	// ErrEmptyPath means a file writer was given an empty path.
+	ErrEmptyPath = errors.New("timeline: empty path")
+)
+
+// Defaults of the options.
+const (
+	DefaultTopSites = 8
+	DefaultSamples  = 1000
+	// MaxTopSites bounds TopSites: a legend of more bands than this is no
+	// longer readable, and the palette would repeat.
+	MaxTopSites = 24
+	// MaxSamples bounds Samples: at each sample the trace writes one counter
+	// event and the picture two path commands per series.
+	MaxSamples = 1 << 22
+	// MaxTitle bounds the length of a Title in bytes.
+	MaxTitle = 200
+)
+
+// Option configures Build and FromHistory. Options are validated there: an
+// invalid value is an error matching ErrInvalidOption. Option values are
+// immutable and may be shared between goroutines.
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+type config struct {
+	topSites int
+	samples  int
+	budget   int64
+	title    string
+}
+
+func newConfig(opts []Option) (config, error) {
+	c := config{topSites: DefaultTopSites, samples: DefaultSamples}
+	for _, o := range opts {
+		if o == nil {
+			return c, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := o.apply(&c); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// TopSites sets how many sites get their own series (default 8); the live
+// bytes of every other site are summed into one series named "other".
+// Sites are ranked by the most live bytes they held at once in the window.
+func TopSites(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 1 || n > MaxTopSites {
+			return fmt.Errorf("%w: TopSites(%d): want 1..%d", ErrInvalidOption, n, MaxTopSites)
+		}
+		c.topSites = n
+		return nil
+	})
+}
+
+// Samples bounds the number of sample points (default 1000). When the
+// window holds fewer distinct event times than that, the series are sampled
+// after every event and are exact; otherwise they are sampled at n evenly
+// spaced instants, each the exact live bytes at that instant, so a spike
+// between two instants may not show. The picture and the trace's counters
+// both use these samples; the trace lists every event regardless.
+func Samples(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 2 || n > MaxSamples {
+			return fmt.Errorf("%w: Samples(%d): want 2..%d", ErrInvalidOption, n, MaxSamples)
+		}
+		c.samples = n
+		return nil
+	})
+}
+
+// Budget sets the memory budget in bytes (a pool's limit or the device's
+// capacity), drawn as a dashed line in the picture and written as a counter
+// in the trace.
+func Budget(bytes int64) Option {
+	return optionFunc(func(c *config) error {
+		if bytes <= 0 {
+			return fmt.Errorf("%w: Budget(%d): want a positive number of bytes", ErrInvalidOption, bytes)
+		}
+		c.budget = bytes
+		return nil
+	})
+}
+
+// Title sets the picture's title and the trace's process name (default
+// "Live memory by site" and the tracker's name).
+func Title(title string) Option {
+	return optionFunc(func(c *config) error {
+		if title == "" || len(title) > MaxTitle {
+			return fmt.Errorf("%w: Title of %d bytes: want 1..%d", ErrInvalidOption, len(title), MaxTitle)
+		}
+		c.title = title
+		return nil
+	})
+}

@@ -1,0 +1,516 @@
+package timeline
+
+import (
+	"fmt"
+	"hash/fnv"
+	"io"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// Picture layout, in pixels.
+const (
+	svgWidth     = 960
+	plotLeft     = 92
+	plotRight    = 40
+	plotTop      = 72
+	plotHeight   = 360
+	legendRow    = 20
+	legendGap    = 58 // from the plot's bottom to the first legend row
+	maxLegendLen = 60 // runes of a site's name shown in the legend
+	// maxMarks bounds the markers drawn, so a run that hit thousands of
+	// OOMs still gives a picture a browser opens; the trace lists them all.
+	maxMarks = 500
+	// budgetScale is how far above the highest total the budget may be and
+	// still set the scale; a budget further away would flatten the bands
+	// into a line, so it is written above the chart instead.
+	budgetScale = 4
+)
+
+// palette holds the series colours. A site's colour comes from a hash of
+// its location, so one line keeps its colour across runs and pictures (the
+// leaky and the fixed run side by side); a clash moves to the next free
+// colour. Reds and oranges are left to the markers.
+var palette = []string{
+	"#4e79a7", "#59a14f", "#76b7b2", "#b07aa1", "#9c755f", "#edc948", "#a0cbe8", "#8cd17d",
+	"#d4a6c8", "#499894", "#86bcb6", "#f1ce63", "#79706e", "#d7b5a6", "#fabfd2", "#b6992d",
+}
+
+const otherColor = "#cfcfcf"
+
+// markStyle is how a marker kind is drawn; kinds without one are counted in
+// the picture but not drawn (a rebuilt mask happens at every step of a
+// leaking loop and would cover the picture).
+var markStyle = map[track.EventKind]struct{ color, label string }{
+	track.EventOOM:         {"#d62728", "OOM"},
+	track.EventLeakSuspect: {"#ff7f0e", "leak suspect"},
+	track.EventGCLeak:      {"#9467bd", "GC-found leak"},
+	track.EventDoubleFree:  {"#8c564b", "double free"},
+}
+
+// WriteSVG writes the timeline as a self-contained SVG picture: live bytes
+// over time stacked by series (largest at the bottom, "other" on top), the
+// budget as a dashed line, OOMs, leak suspects, GC-found leaks and double
+// frees as vertical marks, axes in human units (B to GiB, µs to min) and a
+// legend naming each series by function and file:line. Every series,
+// legend entry and mark carries a <title>, which viewers show as a tooltip,
+// with the full name; long names are shortened in the legend only. Series
+// paths carry class "series", the attribute data-series with the series
+// name and data-peak with its peak in bytes.
+//
+// An empty timeline gives a valid picture that says so. w is not closed.
+func (tl *Timeline) WriteSVG(w io.Writer) error {
+	if err := tl.writeSVG(w); err != nil {
+		return fmt.Errorf("timeline: write svg: %w", err)
+	}
+	return nil
+}
+
+func (tl *Timeline) writeSVG(w io.Writer) error {
+	sw := &svgWriter{tl: tl}
+	sw.write()
+	_, err := w.Write(sw.buf)
+	return err
+}
+
+type svgWriter struct {
+	tl  *Timeline
+	buf []byte
+	x   axis // time
+	y   axis // bytes
+	// budgetOff: the budget is too far above the data to set the scale.
+	budgetOff bool
+	maxTotal  int64
+}
+
+func (sw *svgWriter) s(parts ...string) {
+	for _, p := range parts {
+		sw.buf = append(sw.buf, p...)
+	}
+}
+
+// text appends s escaped for XML text and attribute values.
+func (sw *svgWriter) text(s string) { sw.buf = appendXML(sw.buf, s) }
+
+func (sw *svgWriter) num(v float64) {
+	sw.buf = strconv.AppendFloat(sw.buf, float64(int64(v*10+0.5*sign(v)))/10, 'f', -1, 64)
+}
+
+func sign(v float64) float64 {
+	if v < 0 {
+		return -1
+	}
+	return 1
+}
+
+func (sw *svgWriter) px(t int64) float64 {
+	return plotLeft + float64(t-sw.tl.From)/sw.x.top*plotWidth
+}
+
+func (sw *svgWriter) py(bytes int64) float64 {
+	return plotTop + plotHeight - float64(bytes)/sw.y.top*plotHeight
+}
+
+const plotWidth = svgWidth - plotLeft - plotRight
+
+func (sw *svgWriter) write() {
+	tl := sw.tl
+	for _, v := range tl.Total {
+		sw.maxTotal = max(sw.maxTotal, v)
+	}
+	sw.x = timeAxis(tl.From, tl.To)
+	sw.budgetOff = tl.Budget > 0 && sw.maxTotal > 0 && tl.Budget/budgetScale > sw.maxTotal
+	if sw.budgetOff {
+		sw.y = bytesAxis(sw.maxTotal)
+	} else {
+		sw.y = bytesAxis(max(sw.maxTotal, tl.Budget))
+	}
+	marks, skipped := sw.marksToDraw()
+	kinds := markKinds(marks)
+	rows := len(tl.Series) + len(kinds)
+	if skipped > 0 {
+		rows++
+	}
+	height := plotTop + plotHeight + legendGap + rows*legendRow + 12
+
+	sw.s(`<?xml version="1.0" encoding="UTF-8"?>`, "\n")
+	sw.s(`<svg xmlns="http://www.w3.org/2000/svg" width="`, strconv.Itoa(svgWidth), `" height="`, strconv.Itoa(height),
+		`" viewBox="0 0 `, strconv.Itoa(svgWidth), " ", strconv.Itoa(height), `" font-family="sans-serif" font-size="12">`, "\n")
+	sw.s(`<title>`)
+	sw.text(tl.Title)
+	sw.s("</title>\n", `<rect width="100%" height="100%" fill="#ffffff"/>`, "\n")
+	sw.s(`<text x="`, strconv.Itoa(plotLeft), `" y="26" font-size="18" font-weight="bold">`)
+	sw.text(tl.Title)
+	sw.s("</text>\n", `<text x="`, strconv.Itoa(plotLeft), `" y="48" fill="#555555">`)
+	sw.text(sw.summary())
+	sw.s("</text>\n")
+
+	sw.grid()
+	sw.series()
+	sw.budget()
+	for _, m := range marks {
+		sw.mark(m)
+	}
+	sw.axes()
+	sw.legend(kinds, skipped)
+	sw.s("</svg>\n")
+}
+
+// summary is the line under the title: the window and what is missing.
+func (sw *svgWriter) summary() string {
+	tl := sw.tl
+	s := fmt.Sprintf("%s to %s · %s events · peak %s", formatDuration(tl.From), formatDuration(tl.To),
+		formatCount(int64(tl.Events)), formatBytes(tl.Peak))
+	if tl.Budget > 0 {
+		s += " · budget " + formatBytes(tl.Budget)
+	}
+	if tl.Dropped > 0 {
+		s += fmt.Sprintf(" · history full: %s older events dropped", formatCount(tl.Dropped+int64(tl.Omitted)))
+	} else {
+		s += " · no events dropped"
+	}
+	return s
+}
+
+func (sw *svgWriter) grid() {
+	sw.s(`<g class="grid" stroke="#e6e6e6" stroke-width="1">`, "\n")
+	for _, v := range sw.y.ticks() {
+		y := sw.py(int64(v))
+		sw.s(`<line x1="`, strconv.Itoa(plotLeft), `" x2="`, strconv.Itoa(plotLeft+plotWidth), `" y1="`)
+		sw.num(y)
+		sw.s(`" y2="`)
+		sw.num(y)
+		sw.s(`"/>`, "\n")
+	}
+	sw.s("</g>\n")
+}
+
+// series draws each band as a step area: a value holds from its sample to
+// the next, as live bytes do between events.
+func (sw *svgWriter) series() {
+	tl := sw.tl
+	if len(tl.Series) == 0 {
+		sw.s(`<text class="empty" x="`)
+		sw.num(plotLeft + plotWidth/2)
+		sw.s(`" y="`)
+		sw.num(plotTop + plotHeight/2)
+		sw.s(`" text-anchor="middle" fill="#777777">no live memory recorded in this window</text>`, "\n")
+		return
+	}
+	colors := seriesColors(tl.Series)
+	n := len(tl.Times)
+	lower := make([]int64, n)
+	upper := make([]int64, n)
+	xs := make([]float64, n)
+	for k, t := range tl.Times {
+		xs[k] = sw.px(t)
+	}
+	sw.s(`<g class="bands" stroke="none">`, "\n")
+	for i := range tl.Series {
+		ser := &tl.Series[i]
+		for k := range n {
+			upper[k] = lower[k] + ser.Values[k]
+		}
+		sw.s(`<path class="series" id="series-`, strconv.Itoa(i), `" data-series="`)
+		sw.text(ser.Name)
+		sw.s(`" data-peak="`, strconv.FormatInt(ser.Peak, 10), `" fill="`, colors[i], `" d="`)
+		sw.area(xs, lower, upper)
+		sw.s(`"><title>`)
+		sw.text(fullName(ser))
+		sw.text(fmt.Sprintf("\npeak %s, at the end %s", formatBytes(ser.Peak), formatBytes(ser.Values[n-1])))
+		sw.s("</title></path>\n")
+		lower, upper = upper, lower
+	}
+	sw.s("</g>\n")
+}
+
+// area appends the path of the band between lower and upper, upper edge
+// forwards and lower edge back, skipping steps too small to see.
+func (sw *svgWriter) area(xs []float64, lower, upper []int64) {
+	n := len(xs)
+	sw.s("M")
+	sw.num(xs[0])
+	sw.s(",")
+	y := round1(sw.py(upper[0]))
+	sw.num(y)
+	for k := 1; k < n; k++ {
+		if ny := round1(sw.py(upper[k])); ny != y {
+			sw.s("H")
+			sw.num(xs[k])
+			sw.s("V")
+			sw.num(ny)
+			y = ny
+		}
+	}
+	sw.s("H")
+	sw.num(xs[n-1])
+	y = round1(sw.py(lower[n-1]))
+	sw.s("V")
+	sw.num(y)
+	for k := n - 1; k > 0; k-- {
+		if ny := round1(sw.py(lower[k-1])); ny != y {
+			sw.s("H")
+			sw.num(xs[k])
+			sw.s("V")
+			sw.num(ny)
+			y = ny
+		}
+	}
+	sw.s("H")
+	sw.num(xs[0])
+	sw.s("Z")
+}
+
+func round1(v float64) float64 { return float64(int64(v*10+0.5*sign(v))) / 10 }
+
+func (sw *svgWriter) budget() {
+	tl := sw.tl
+	if tl.Budget <= 0 {
+		return
+	}
+	if sw.budgetOff {
+		sw.s(`<g class="budget off-scale"><title>budget `, formatBytes(tl.Budget), `</title><text x="`,
+			strconv.Itoa(plotLeft+plotWidth-4), `" y="`, strconv.Itoa(plotTop-8), `" text-anchor="end" fill="#222222">`)
+		sw.text(fmt.Sprintf("↑ budget %s, %s× the peak, is above the chart", formatBytes(tl.Budget),
+			formatNumber(float64(tl.Budget)/float64(sw.maxTotal), 0)))
+		sw.s("</text></g>\n")
+		return
+	}
+	y := sw.py(tl.Budget)
+	sw.s(`<g class="budget"><title>budget `, formatBytes(tl.Budget), `</title><line x1="`, strconv.Itoa(plotLeft),
+		`" x2="`, strconv.Itoa(plotLeft+plotWidth), `" y1="`)
+	sw.num(y)
+	sw.s(`" y2="`)
+	sw.num(y)
+	sw.s(`" stroke="#222222" stroke-width="1.5" stroke-dasharray="6 4"/><text x="`, strconv.Itoa(plotLeft+plotWidth-4), `" y="`)
+	sw.num(y - 5)
+	sw.s(`" text-anchor="end" fill="#222222">budget `, formatBytes(tl.Budget), "</text></g>\n")
+}
+
+// marksToDraw returns the markers the picture draws and how many drawable
+// ones it leaves out.
+func (sw *svgWriter) marksToDraw() ([]Marker, int) {
+	var out []Marker
+	skipped := 0
+	for _, m := range sw.tl.Markers {
+		if _, ok := markStyle[m.Kind]; !ok {
+			continue
+		}
+		if len(out) == maxMarks {
+			skipped++
+			continue
+		}
+		out = append(out, m)
+	}
+	return out, skipped
+}
+
+// markKinds returns the drawn kinds in a fixed order, with their counts.
+func markKinds(marks []Marker) []kindCount {
+	var counts [8]int
+	for _, m := range marks {
+		if int(m.Kind) < len(counts) {
+			counts[m.Kind]++
+		}
+	}
+	var out []kindCount
+	for _, k := range []track.EventKind{track.EventOOM, track.EventLeakSuspect, track.EventGCLeak, track.EventDoubleFree} {
+		if counts[k] > 0 {
+			out = append(out, kindCount{k, counts[k]})
+		}
+	}
+	return out
+}
+
+type kindCount struct {
+	kind  track.EventKind
+	count int
+}
+
+func (sw *svgWriter) mark(m Marker) {
+	st := markStyle[m.Kind]
+	x := sw.px(m.Time)
+	sw.s(`<g class="marker `, m.Kind.String(), `"><title>`)
+	desc := fmt.Sprintf("%s at %s: %s", st.label, formatDuration(m.Time), formatBytes(m.Bytes))
+	if m.Name != "" {
+		desc += "\n" + markerSite(m)
+	}
+	sw.text(desc)
+	sw.s(`</title><line x1="`)
+	sw.num(x)
+	sw.s(`" x2="`)
+	sw.num(x)
+	sw.s(`" y1="`, strconv.Itoa(plotTop), `" y2="`, strconv.Itoa(plotTop+plotHeight), `" stroke="`, st.color,
+		`" stroke-width="1.5" stroke-opacity="0.8"/><circle cx="`)
+	sw.num(x)
+	sw.s(`" cy="`, strconv.Itoa(plotTop-5), `" r="4" fill="`, st.color, `"/></g>`, "\n")
+}
+
+func markerSite(m Marker) string {
+	if m.Site == nil {
+		return m.Name
+	}
+	f := m.Site.Location()
+	return fmt.Sprintf("%s\n%s:%d", f.Function, f.File, f.Line)
+}
+
+func (sw *svgWriter) axes() {
+	bottom := plotTop + plotHeight
+	sw.s(`<g class="axes" fill="#333333">`, "\n")
+	sw.s(`<line x1="`, strconv.Itoa(plotLeft), `" x2="`, strconv.Itoa(plotLeft), `" y1="`, strconv.Itoa(plotTop),
+		`" y2="`, strconv.Itoa(bottom), `" stroke="#333333"/>`, "\n")
+	sw.s(`<line x1="`, strconv.Itoa(plotLeft), `" x2="`, strconv.Itoa(plotLeft+plotWidth), `" y1="`, strconv.Itoa(bottom),
+		`" y2="`, strconv.Itoa(bottom), `" stroke="#333333"/>`, "\n")
+	for _, v := range sw.y.ticks() {
+		sw.s(`<text class="ytick" x="`, strconv.Itoa(plotLeft-6), `" y="`)
+		sw.num(sw.py(int64(v)) + 4)
+		sw.s(`" text-anchor="end">`, sw.y.label(v), "</text>\n")
+	}
+	for _, v := range sw.x.ticks() {
+		x := plotLeft + (v-sw.x.lo)/sw.x.top*plotWidth
+		sw.s(`<text class="xtick" x="`)
+		sw.num(x)
+		sw.s(`" y="`, strconv.Itoa(bottom+18), `" text-anchor="middle">`)
+		sw.text(sw.x.label(v))
+		sw.s("</text>\n")
+	}
+	sw.s(`<text x="`, strconv.Itoa(plotLeft+plotWidth/2), `" y="`, strconv.Itoa(bottom+38),
+		`" text-anchor="middle">time since the tracker started</text>`, "\n")
+	sw.s(`<text transform="translate(18 `, strconv.Itoa(plotTop+plotHeight/2), `) rotate(-90)" text-anchor="middle">live bytes</text>`, "\n")
+	sw.s("</g>\n")
+}
+
+func (sw *svgWriter) legend(kinds []kindCount, skipped int) {
+	tl := sw.tl
+	colors := seriesColors(tl.Series)
+	y := plotTop + plotHeight + legendGap
+	sw.s(`<g class="legend">`, "\n")
+	for i := len(tl.Series) - 1; i >= 0; i-- { // top band first, as stacked
+		ser := &tl.Series[i]
+		sw.s(`<g class="legend-entry" data-series="`)
+		sw.text(ser.Name)
+		sw.s(`"><title>`)
+		sw.text(fullName(ser))
+		sw.s(`</title><rect x="`, strconv.Itoa(plotLeft), `" y="`, strconv.Itoa(y-10), `" width="12" height="12" fill="`,
+			colors[i], `"/><text x="`, strconv.Itoa(plotLeft+18), `" y="`, strconv.Itoa(y), `">`)
+		sw.text(truncate(ser.Name, maxLegendLen))
+		sw.s(`<tspan dx="10" fill="#777777">`)
+		sw.text("peak " + formatBytes(ser.Peak))
+		sw.s("</tspan></text></g>\n")
+		y += legendRow
+	}
+	for _, kc := range kinds {
+		st := markStyle[kc.kind]
+		sw.s(`<g class="legend-marker"><line x1="`, strconv.Itoa(plotLeft+6), `" x2="`, strconv.Itoa(plotLeft+6), `" y1="`,
+			strconv.Itoa(y-11), `" y2="`, strconv.Itoa(y+3), `" stroke="`, st.color, `" stroke-width="2"/><text x="`,
+			strconv.Itoa(plotLeft+18), `" y="`, strconv.Itoa(y), `">`)
+		sw.text(fmt.Sprintf("%s (%d)", st.label, kc.count))
+		sw.s("</text></g>\n")
+		y += legendRow
+	}
+	if skipped > 0 {
+		sw.s(`<text x="`, strconv.Itoa(plotLeft+18), `" y="`, strconv.Itoa(y), `" fill="#777777">`)
+		sw.text(fmt.Sprintf("%d more marks not drawn (the trace lists them all)", skipped))
+		sw.s("</text>\n")
+	}
+	sw.s("</g>\n")
+}
+
+// fullName is a series' tooltip: the function, the file and line in full,
+// and the first call stack behind it.
+func fullName(s *Series) string {
+	if s.Other() {
+		return fmt.Sprintf("other: the %d sites not shown on their own", s.Sites)
+	}
+	name := fmt.Sprintf("%s\n%s:%d", s.Function, s.File, s.Line)
+	if s.Sites > 1 {
+		name += fmt.Sprintf("\n(%d call stacks)", s.Sites)
+	}
+	return name
+}
+
+// truncate shortens s to n runes, ending in an ellipsis when cut.
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	i, runes := 0, 0
+	for i < len(s) && runes < n-1 {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		runes++
+	}
+	return s[:i] + "…"
+}
+
+// seriesColors gives each series its colour (see palette).
+func seriesColors(series []Series) []string {
+	out := make([]string, len(series))
+	used := make([]bool, len(palette))
+	free := len(palette)
+	for i := range series {
+		s := &series[i]
+		if s.Other() {
+			out[i] = otherColor
+			continue
+		}
+		h := fnv.New32a()
+		fmt.Fprintf(h, "%s\x00%s\x00%d", s.Function, s.File, s.Line)
+		c := int(h.Sum32() % uint32(len(palette)))
+		if free == 0 { // more series than colours: colours repeat
+			clear(used)
+			free = len(palette)
+		}
+		for used[c] {
+			c = (c + 1) % len(palette)
+		}
+		used[c] = true
+		free--
+		out[i] = palette[c]
+	}
+	return out
+}
+
+// appendXML appends s escaped for XML text and attribute values. Runes XML
+// 1.0 does not allow, and invalid UTF-8, become U+FFFD.
+func appendXML(b []byte, s string) []byte {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '&':
+				b = append(b, "&amp;"...)
+			case c == '<':
+				b = append(b, "&lt;"...)
+			case c == '>':
+				b = append(b, "&gt;"...)
+			case c == '"':
+				b = append(b, "&quot;"...)
+			case c == '\'':
+				b = append(b, "&apos;"...)
+			case c == '\n':
+				b = append(b, "&#10;"...)
+			case c == '\t' || c == '\r':
+				b = append(b, "&#"...)
+				b = strconv.AppendInt(b, int64(c), 10)
+				b = append(b, ';')
+			case c < 0x20:
+				b = append(b, "\uFFFD"...)
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || r == 0xFFFE || r == 0xFFFF {
+			b = append(b, "\uFFFD"...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return b
+}
