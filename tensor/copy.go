@@ -117,7 +117,7 @@ func FromSlice[T Element](ctx context.Context, alloc Allocator, data []T, dims .
 	if n != int64(len(data)) {
 		return nil, fmt.Errorf("%w: %d elements for shape %v", ErrSizeMismatch, len(data), Shape(dims))
 	}
-	t, err := newTensor(ctx, alloc, Spec{DType: dt, Shape: dims}, 1)
+	t, err := newTensor(ctx, alloc, dt, dims, "", 1)
 	if err != nil {
 		return nil, err
 	}

@@ -74,11 +74,11 @@ func (s Shape) Elements() (int64, error) {
 	n := uint64(1)
 	for i, d := range s {
 		if d < 0 {
-			return 0, fmt.Errorf("%w: dimension %d of %v is negative", ErrInvalidShape, i, s)
+			return 0, fmt.Errorf("%w: dimension %d of %s is negative", ErrInvalidShape, i, s.String())
 		}
 		hi, lo := bits.Mul64(n, uint64(d))
 		if hi != 0 || lo > 1<<63-1 {
-			return 0, fmt.Errorf("%w: %v has more than 2^63-1 elements", ErrInvalidShape, s)
+			return 0, fmt.Errorf("%w: %s has more than 2^63-1 elements", ErrInvalidShape, s.String())
 		}
 		n = lo
 	}
@@ -97,7 +97,7 @@ func (s Shape) Bytes(dt DType) (int64, error) {
 	}
 	hi, lo := bits.Mul64(uint64(n), uint64(dt.Size()))
 	if hi != 0 || lo > 1<<63-1 {
-		return 0, fmt.Errorf("%w: %v of %v overflows int64 bytes", ErrInvalidShape, s, dt)
+		return 0, fmt.Errorf("%w: %s of %v overflows int64 bytes", ErrInvalidShape, s.String(), dt)
 	}
 	return int64(lo), nil
 }

@@ -103,14 +103,14 @@ func (e *OOMError) Error() string {
 	} else if e.Reason != "" {
 		fmt.Fprintf(&b, " (%s refused)", e.Reason)
 	}
-	fmt.Fprintf(&b, "; reserved %s, active %s, cached %s", FormatBytes(e.Reserved), FormatBytes(e.Active), FormatBytes(e.Cached))
+	fmt.Fprintf(&b, "\n  reserved %s, active %s, cached %s", FormatBytes(e.Reserved), FormatBytes(e.Active), FormatBytes(e.Cached))
 	if e.DeviceFree >= 0 {
-		fmt.Fprintf(&b, ", device free %s", FormatBytes(e.DeviceFree))
+		fmt.Fprintf(&b, "; device free %s", FormatBytes(e.DeviceFree))
 	}
 	if len(e.TopSites) > 0 {
-		b.WriteString("; top live sites:")
+		b.WriteString("\n  top live sites:")
 		for i, s := range e.TopSites {
-			fmt.Fprintf(&b, "\n  %d. %s (%s:%d) %d tensors, %s", i+1, s.Function, s.File, s.Line, s.Count, FormatBytes(s.Bytes))
+			fmt.Fprintf(&b, "\n  %d. %s in %d tensors: %s\n       %s:%d", i+1, FormatBytes(s.Bytes), s.Count, s.Function, s.File, s.Line)
 		}
 	}
 	if e.Err != nil {

@@ -73,32 +73,34 @@ var untrackedIDs atomic.Uint64
 // recorded in alloc's tracker with the caller's stack and ctx's labels.
 // A zero dimension makes an empty tensor that holds no device memory.
 func New(ctx context.Context, alloc Allocator, dt DType, dims ...int) (*Tensor, error) {
-	return newTensor(ctx, alloc, Spec{DType: dt, Shape: dims}, 1)
+	return newTensor(ctx, alloc, dt, dims, "", 1)
 }
 
 // Make makes a tensor as New does, from a Spec.
 func Make(ctx context.Context, alloc Allocator, spec Spec) (*Tensor, error) {
-	return newTensor(ctx, alloc, spec, 1)
+	return newTensor(ctx, alloc, spec.DType, spec.Shape, spec.Kind, 1)
 }
 
 // newTensor does the work of New; skip counts the frames between the caller
-// to record and newTensor, newTensor excluded.
-func newTensor(ctx context.Context, alloc Allocator, spec Spec, skip int) (*Tensor, error) {
+// to record and newTensor, newTensor excluded. The spec comes in as separate
+// arguments so that escape analysis sees that shape is only copied: a
+// variadic dims slice then stays on the caller's stack.
+func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind string, skip int) (*Tensor, error) {
 	if isNil(alloc) {
 		return nil, ErrNilAllocator
 	}
-	bytes, err := spec.Shape.Bytes(spec.DType)
+	bytes, err := shape.Bytes(dt)
 	if err != nil {
 		return nil, err
 	}
-	b := &block{alloc: alloc, tracker: alloc.Tracker(), dtype: spec.DType, kind: spec.Kind, bytes: bytes}
+	b := &block{alloc: alloc, tracker: alloc.Tracker(), dtype: dt, kind: kind, bytes: bytes}
 	if b.kind == "" {
 		b.kind = DefaultKind
 	}
-	if len(spec.Shape) <= len(b.dims) {
-		b.shape = b.dims[:copy(b.dims[:], spec.Shape):len(spec.Shape)]
+	if len(shape) <= len(b.dims) {
+		b.shape = b.dims[:copy(b.dims[:], shape):len(shape)]
 	} else {
-		b.shape = spec.Shape.Clone()
+		b.shape = shape.Clone()
 	}
 	if bytes > 0 {
 		b.mem, err = alloc.Allocate(bytes)
@@ -114,7 +116,7 @@ func newTensor(ctx context.Context, alloc Allocator, spec Spec, skip int) (*Tens
 		b.rec.Bytes = bytes
 		b.rec.Kind = b.kind
 		b.rec.Device = alloc.Device().Name()
-		b.rec.DType = spec.DType.String()
+		b.rec.DType = dt.String()
 		b.rec.Shape = b.shape
 		if err := b.tracker.Record(ctx, &b.rec, skip+1); err != nil {
 			if bytes > 0 {

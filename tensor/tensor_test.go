@@ -322,7 +322,10 @@ func TestOOMErrorText(t *testing.T) {
 		TopSites: []tensor.SiteSummary{{Function: "main.step", File: "main.go", Line: 42, Count: 3, Bytes: 3 << 20}}})
 	assert.True(t, errors.Is(err, tensor.ErrOutOfMemory))
 	assert.Contains(t, err.Error(), "requested 1 MiB, budget limit 1 GiB")
-	assert.Contains(t, err.Error(), "1. main.step (main.go:42) 3 tensors, 3 MiB")
+	assert.Contains(t, err.Error(), "1. 3 MiB in 3 tensors: main.step\n       main.go:42")
+	for _, line := range strings.Split(err.Error(), "\n") {
+		assert.LessOrEqual(t, len(line), 100, "an OOM report fits a terminal: %q", line)
+	}
 }
 
 func TestViewSharesMemoryAndOwnership(t *testing.T) {
