@@ -5,125 +5,126 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
 
-// config is one run of the agent loop.
-type config struct {
-	requests int  // requests to serve
-	tokens   int  // tokens generated per request
-	batch    int  // sequences per request
-	fixed    bool // build the mask once per request instead of every step
-	seed     uint64
+// workload is what the agent serves.
+type workload struct {
+	requests int    // requests to serve
+	tokens   int    // tokens generated per request
+	batch    int    // sequences decoded together per request
+	fixed    bool   // the fix: one growable mask per request
+	seed     uint64 // prompt choice
 }
 
 // agent is a toy decode loop with the memory behaviour of a real one: each
 // request holds a KV cache for its lifetime, each step makes a logits tensor
-// and an attention mask for the sequence so far.
+// and needs an attention mask for the sequence so far.
 type agent struct {
-	cfg   config
-	alloc tensor.Allocator
-	rng   *rand.Rand
-	// maskCache is the seed's bug: an unbounded global cache that keeps every
-	// mask ever built, keyed by request and step, and never evicts.
+	w       workload
+	alloc   tensor.Allocator
+	masks   *mask.Builder
+	prompts *mask.Cache // the fix's bounded cache of prompt masks
+	rng     *rand.Rand
+	// maskCache is the seed's bug: a global cache keyed by request and step
+	// that keeps every mask ever built and never evicts.
 	maskCache map[string]*tensor.Tensor
 }
 
-func newAgent(cfg config, alloc tensor.Allocator) *agent {
-	return &agent{cfg: cfg, alloc: alloc, rng: rand.New(rand.NewPCG(cfg.seed, 1)), maskCache: map[string]*tensor.Tensor{}}
+// promptLengths are the agent's system prompts: requests repeat them, so
+// their masks are worth sharing.
+var promptLengths = []int{48, 64, 96, 128, 64, 48}
+
+func newAgent(w workload, alloc tensor.Allocator, masks *mask.Builder, prompts *mask.Cache) *agent {
+	return &agent{w: w, alloc: alloc, masks: masks, prompts: prompts,
+		rng: rand.New(rand.NewPCG(w.seed, 1)), maskCache: map[string]*tensor.Tensor{}}
 }
 
-// prompts are the agent's repeated system prompts: requests reuse them.
-var promptLengths = []int{48, 64, 96, 64, 48, 128}
-
-// serve runs one request: prefill, then tokens decode steps.
+// serve runs one request: prefill, then w.tokens decode steps.
 func (a *agent) serve(ctx context.Context, id int) error {
 	ctx = track.WithLabels(ctx, "request", fmt.Sprintf("r%d", id))
 	promptLen := promptLengths[a.rng.IntN(len(promptLengths))]
-	maxLen := promptLen + a.cfg.tokens
+	maxLen := promptLen + a.w.tokens
 
-	kv, err := tensor.Make(ctx, a.alloc, tensor.Spec{DType: tensor.Float16, Shape: tensor.Shape{a.cfg.batch, maxLen, 64}, Kind: "kv-cache"})
+	kv, err := tensor.Make(ctx, a.alloc, tensor.Spec{DType: tensor.Float16, Shape: tensor.Shape{a.w.batch, maxLen, 64}, Kind: "kv-cache"})
 	if err != nil {
 		return err
 	}
 	defer kv.Free()
 
-	var step func(ctx context.Context, pos int) error
-	if a.cfg.fixed {
-		mask, err := a.newRequestMask(ctx, promptLen, maxLen)
-		if err != nil {
-			return err
-		}
-		defer mask.Free()
-		step = func(ctx context.Context, pos int) error { return a.extendMask(mask, pos) }
-	} else {
-		// The seed's attention mask lives in a Go slice that grows by one
-		// token per step...
-		valid := make([]float32, 0, maxLen*a.cfg.batch)
-		for range promptLen * a.cfg.batch {
-			valid = append(valid, 0)
-		}
-		step = func(ctx context.Context, pos int) error {
-			for range a.cfg.batch {
-				valid = append(valid, 0)
-			}
-			return a.rebuildMask(ctx, id, pos, valid)
-		}
+	if a.w.fixed {
+		return a.decodeFixed(ctx, promptLen, maxLen)
 	}
+	return a.decodeLeaky(ctx, id, promptLen, maxLen)
+}
 
+// decodeLeaky is the seed's loop: the valid positions live in a Go slice
+// that grows by one token per step, and every step turns the whole slice
+// into a new mask tensor, kept forever in the global cache.
+func (a *agent) decodeLeaky(ctx context.Context, id, promptLen, maxLen int) error {
+	lengths := make([]int, a.w.batch)
 	for pos := promptLen; pos < maxLen; pos++ {
-		if err := step(ctx, pos); err != nil {
-			return fmt.Errorf("request %d step %d: %w", id, pos-promptLen, err)
+		for i := range lengths {
+			lengths[i] = pos + 1
 		}
-		logits, err := tensor.Make(ctx, a.alloc, tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{a.cfg.batch, 512}, Kind: "logits"})
+		m, err := a.masks.Padding(ctx, lengths, pos+1) // the leaking line: a new mask every step
 		if err != nil {
-			return err
+			return fmt.Errorf("step %d: %w", pos-promptLen, err)
 		}
-		if err := logits.Free(); err != nil {
+		a.maskCache[fmt.Sprintf("r%d/%d", id, pos)] = m
+		if err := a.logits(ctx); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// rebuildMask is the leak: a new device tensor from the whole growing slice
-// at every step, kept forever in the global cache.
-func (a *agent) rebuildMask(ctx context.Context, id, pos int, valid []float32) error {
-	mask, err := tensor.FromSlice(ctx, a.alloc, valid, a.cfg.batch, pos+1)
+// decodeFixed builds the request's mask once, grows it by one token per
+// step (a few bytes copied, nothing allocated), and shares prompt masks
+// between requests through the bounded cache.
+func (a *agent) decodeFixed(ctx context.Context, promptLen, maxLen int) error {
+	prompt, err := a.prompts.GetOrBuild(ctx, fmt.Sprintf("prompt/%d", promptLen), func(ctx context.Context) (*tensor.Tensor, error) {
+		return a.masks.Causal(ctx, promptLen)
+	})
 	if err != nil {
 		return err
 	}
-	a.maskCache[fmt.Sprintf("r%d/%d", id, pos)] = mask
-	return nil
-}
+	// Prefill would run attention over prompt here.
+	if err := prompt.Free(); err != nil {
+		return err
+	}
 
-// newRequestMask builds the request's mask once, at its full length, with
-// only the prompt marked valid.
-func (a *agent) newRequestMask(ctx context.Context, promptLen, maxLen int) (*tensor.Tensor, error) {
-	mask, err := tensor.Make(ctx, a.alloc, tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{a.cfg.batch, maxLen}, Kind: "mask"})
+	m, err := a.masks.NewGrowable(ctx, a.w.batch, maxLen)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := mask.Fill(0); err != nil {
-		return nil, joinFree(err, mask)
+	defer m.Free()
+	if err := m.Append(promptLen); err != nil {
+		return err
 	}
-	return mask, nil
-}
-
-// extendMask marks position pos valid: a few bytes copied, nothing allocated.
-func (a *agent) extendMask(mask *tensor.Tensor, pos int) error {
-	var zero [4]byte // additive mask: 0 keeps the position
-	rowBytes := int64(mask.Dim(1)) * 4
-	for b := range a.cfg.batch {
-		if err := mask.CopyFromHostAt(int64(b)*rowBytes+int64(pos)*4, zero[:], false); err != nil {
+	for pos := promptLen; pos < maxLen; pos++ {
+		if err := m.Append(1); err != nil {
+			return fmt.Errorf("step %d: %w", pos-promptLen, err)
+		}
+		if err := a.logits(ctx); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// close frees what the global cache holds, as a shutdown would.
+// logits stands for the step's model output: made and freed every step.
+func (a *agent) logits(ctx context.Context) error {
+	t, err := tensor.Make(ctx, a.alloc, tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{a.w.batch, 512}, Kind: "logits"})
+	if err != nil {
+		return err
+	}
+	return t.Free()
+}
+
+// close frees what the global map holds, as a shutdown would.
 func (a *agent) close() error {
 	var first error
 	for k, m := range a.maskCache {
@@ -133,11 +134,4 @@ func (a *agent) close() error {
 		delete(a.maskCache, k)
 	}
 	return first
-}
-
-func joinFree(err error, t *tensor.Tensor) error {
-	if ferr := t.Free(); ferr != nil {
-		return fmt.Errorf("%w (freeing: %w)", err, ferr)
-	}
-	return err
 }

@@ -1,12 +1,13 @@
 // Command agentleak replays a GPU memory leak from an agent service and
 // shows how tensorlife finds it.
 //
-// The service rebuilt an attention-mask tensor from a growing slice at
+// The service rebuilt its attention-mask tensor from a growing slice at
 // every generation step and kept each one in an unbounded global cache. It
-// took eight hours to crash. Run it:
+// took eight hours to crash, and days to find. Run it:
 //
-//	go run ./examples/agentleak           # the leak
-//	go run ./examples/agentleak -fixed    # the fix
+//	go run ./examples/agentleak                  # the leak, found four ways
+//	go run ./examples/agentleak -requests 2000   # ... until the budget runs out
+//	go run ./examples/agentleak -fixed           # the fix: nothing left live
 //
 // It runs on the host device, which behaves like a GPU of fixed capacity,
 // so it needs no GPU.
@@ -19,113 +20,78 @@ import (
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/tensorlife/tensorlife/tensor"
-	"github.com/tensorlife/tensorlife/track"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "agentleak:", err)
-		os.Exit(1)
+	if err := run(context.Background(), os.Args[1:], os.Stdout, isTerminal(os.Stdout)); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "agentleak:", err)
+		}
+		os.Exit(2)
 	}
 }
 
 // options are the command line.
 type options struct {
-	config
-	capacity int64
+	workload
+	capacity int64  // host device bytes
+	budget   int64  // pool budget bytes
+	profile  string // where to write the live-tensor profile
+	timeline string // where to write the SVG picture; empty: none
+	trace    string // where to write the Perfetto trace; empty: none
 }
 
 func parseFlags(args []string, out io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("agentleak", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.BoolVar(&o.fixed, "fixed", false, "build each request's mask once and free it (the fix); default is the leak")
-	fs.IntVar(&o.requests, "requests", 64, "number of requests to serve")
+	fs.Usage = func() {
+		fmt.Fprintf(out, "usage: agentleak [flags]\n\nReplays an agent's attention-mask leak on a host device "+
+			"that behaves like a GPU,\nand shows how tensorlife finds the line that leaks.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	fs.BoolVar(&o.fixed, "fixed", false, "run the fix: one growable mask per request, a bounded prompt-mask cache")
+	fs.IntVar(&o.requests, "requests", 64, "requests to serve (the leak exhausts the budget near 700)")
 	fs.IntVar(&o.tokens, "tokens", 24, "tokens generated per request")
-	fs.IntVar(&o.batch, "batch", 4, "sequences per request")
-	fs.Uint64Var(&o.seed, "seed", 1, "random seed for prompt lengths")
-	fs.Int64Var(&o.capacity, "capacity", 256<<20, "host device capacity in bytes")
+	fs.IntVar(&o.batch, "batch", 4, "sequences decoded together per request")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed for the choice of prompts")
+	fs.Int64Var(&o.capacity, "capacity", 64<<20, "host device capacity in bytes")
+	fs.Int64Var(&o.budget, "budget", 16<<20, "pool memory budget in bytes, checked before the device is asked")
+	fs.StringVar(&o.profile, "profile", "tensors.pb.gz", "write the live-tensor profile here (empty: skip)")
+	fs.StringVar(&o.timeline, "timeline", "", "write an SVG picture of live memory by site over time here")
+	fs.StringVar(&o.trace, "trace", "", "write a Perfetto/Chrome trace of the run here")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	if o.requests < 1 || o.tokens < 1 || o.batch < 1 || o.capacity < 1 {
-		return o, errors.New("-requests, -tokens, -batch and -capacity must be positive")
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if o.requests < 1 || o.tokens < 1 || o.batch < 1 || o.capacity < 1 || o.budget < 1 {
+		return o, errors.New("-requests, -tokens, -batch, -capacity and -budget must be positive")
+	}
+	if o.budget > o.capacity {
+		return o, fmt.Errorf("-budget %d is above the device -capacity %d", o.budget, o.capacity)
 	}
 	return o, nil
 }
 
-func run(args []string, out io.Writer) error {
+func run(ctx context.Context, args []string, out io.Writer, tty bool) error {
 	o, err := parseFlags(args, out)
 	if err != nil {
 		return err
 	}
-	res, err := simulate(context.Background(), o)
+	s, err := newSession(o)
 	if err != nil {
 		return err
 	}
-	printReport(out, o, res)
-	return nil
+	res := s.serve(ctx, newProgress(out, tty, o.requests))
+	reportErr := s.report(out, res)
+	return errors.Join(reportErr, s.close())
 }
 
-// result is what a run leaves behind.
-type result struct {
-	served int
-	snap   *track.Snapshot // the live set after the last request
-	err    error           // the error that stopped the run, if any
-}
-
-func simulate(ctx context.Context, o options) (*result, error) {
-	dev, err := tensor.NewHostDevice(o.capacity)
-	if err != nil {
-		return nil, err
-	}
-	tr, err := track.New(track.WithName("agentleak"))
-	if err != nil {
-		return nil, err
-	}
-	alloc, err := tensor.NewDeviceAllocator(dev, tr)
-	if err != nil {
-		return nil, err
-	}
-	a := newAgent(o.config, alloc)
-	res := &result{}
-	for id := range o.requests {
-		if err := a.serve(ctx, id); err != nil {
-			res.err = err
-			break
-		}
-		res.served++
-	}
-	res.snap = tr.Snapshot()
-	if err := a.close(); err != nil {
-		return nil, err
-	}
-	return res, nil
-}
-
-func printReport(w io.Writer, o options, res *result) {
-	variant := "leaky"
-	if o.fixed {
-		variant = "fixed"
-	}
-	fmt.Fprintf(w, "agentleak (%s): served %d of %d requests, %d tokens each\n", variant, res.served, o.requests, o.tokens)
-	if res.err != nil {
-		fmt.Fprintf(w, "\nstopped by: %v\n", res.err)
-	}
-	t := res.snap.Totals
-	fmt.Fprintf(w, "\nlive after the run: %d tensors, %s (peak %s)\n", t.LiveCount, tensor.FormatBytes(t.LiveBytes), tensor.FormatBytes(t.PeakBytes))
-	top := res.snap.Top(5)
-	if len(top) == 0 {
-		fmt.Fprintln(w, "no tensor is live: nothing leaked")
-		return
-	}
-	fmt.Fprintln(w, "\ntop sites by live bytes:")
-	fmt.Fprintf(w, "  %10s  %7s  %s\n", "live", "tensors", "site")
-	for _, s := range top {
-		loc := s.Site.Location()
-		fmt.Fprintf(w, "  %10s  %7d  %s\n  %10s  %7s  %s\n", tensor.FormatBytes(s.LiveBytes), s.LiveCount,
-			loc.Function, "", "", fmt.Sprintf("%s:%d", loc.File, loc.Line))
-	}
+// isTerminal reports whether f is a character device, so progress can
+// update one line in place.
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -3,43 +3,212 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/google/pprof/profile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/timeline"
+	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
-func TestLeakyRunNamesTheMaskLine(t *testing.T) {
-	o, err := parseFlags([]string{"-requests", "8"}, &bytes.Buffer{})
-	require.NoError(t, err)
-	res, err := simulate(context.Background(), o)
-	require.NoError(t, err)
-	top := res.snap.Top(1)
-	require.Len(t, top, 1)
-	assert.True(t, strings.HasSuffix(top[0].Site.Location().Function, ".(*agent).rebuildMask"), top[0].Site.String())
-	assert.EqualValues(t, 8*24, top[0].LiveCount, "one mask per step is kept")
+// maskLine is the leaking line, as frames name it. Under go test the
+// package is not main, so frames end with this suffix.
+const maskFunc = ".(*agent).decodeLeaky"
 
-	var out bytes.Buffer
-	printReport(&out, o, res)
-	table := out.String()[strings.Index(out.String(), "top sites by live bytes"):]
-	firstRow := strings.SplitN(table, "\n", 5)[2:4]
-	assert.Contains(t, firstRow[0], ".(*agent).rebuildMask")
-	assert.Contains(t, firstRow[1], "agent.go:")
+func newTestSession(t *testing.T, args ...string) *session {
+	t.Helper()
+	o, err := parseFlags(append([]string{"-profile", ""}, args...), &bytes.Buffer{})
+	require.NoError(t, err)
+	s, err := newSession(o)
+	require.NoError(t, err)
+	return s
 }
 
-func TestFixedRunEndsWithNothingLive(t *testing.T) {
-	o, err := parseFlags([]string{"-fixed", "-requests", "16"}, &bytes.Buffer{})
-	require.NoError(t, err)
-	res, err := simulate(context.Background(), o)
-	require.NoError(t, err)
+// fakeT stands in for a *testing.T to catch what tracktest reports.
+type fakeT struct {
+	mu     sync.Mutex
+	errors []string
+}
+
+func (f *fakeT) Error(args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.errors = append(f.errors, fmt.Sprint(args...))
+}
+
+func TestLeakyVariantFailsVerifyNoneNamingTheMaskLine(t *testing.T) {
+	s := newTestSession(t, "-requests", "4")
+	res := s.serve(context.Background(), newProgress(&bytes.Buffer{}, false, 4))
 	require.NoError(t, res.err)
-	assert.Equal(t, 16, res.served)
-	assert.Zero(t, res.snap.Totals.LiveCount)
-	assert.Zero(t, res.snap.Totals.LiveBytes)
+
+	ft := &fakeT{}
+	tracktest.VerifyNone(ft, s.tr, tracktest.MaxRetries(0))
+	require.Len(t, ft.errors, 1, "the leak fails the test")
+	report := ft.errors[0]
+	assert.Contains(t, report, maskFunc)
+	assert.Contains(t, report, "agent.go:")
+	assert.Contains(t, report, "request=r0")
+	require.NoError(t, s.close())
+}
+
+func TestFixedVariantLeaksNothing(t *testing.T) {
+	s := newTestSession(t, "-fixed", "-requests", "32")
+	res := s.serve(context.Background(), newProgress(&bytes.Buffer{}, false, 32))
+	require.NoError(t, res.err)
+	assert.Empty(t, s.watcher.Suspects())
+	assert.Zero(t, s.masks.Rebuilds())
+	st := s.prompts.Stats()
+	assert.LessOrEqual(t, st.Bytes, st.MaxBytes, "the prompt cache stays within its budget")
+	assert.Positive(t, st.Hits, "repeated prompts hit the cache")
+	require.NoError(t, s.close())
+	tracktest.VerifyNone(t, s.tr)
+}
+
+func TestWatcherNamesTheMaskSiteWithin64Requests(t *testing.T) {
+	s := newTestSession(t, "-requests", "64")
+	res := s.serve(context.Background(), newProgress(&bytes.Buffer{}, false, 64))
+	require.NoError(t, res.err)
+	require.NotNil(t, s.firstSuspect, "the watcher names a suspect")
+	assert.True(t, strings.HasSuffix(s.firstSuspect.Site.Location().Function, maskFunc), s.firstSuspect.Site.String())
+	assert.LessOrEqual(t, s.suspectAt, 64)
+	t.Logf("the watcher named the mask site after %d requests", s.suspectAt)
+	require.NotNil(t, s.firstRebuild, "the mask builder reports the rebuild")
+	assert.True(t, strings.HasSuffix(s.firstRebuild.Location.Function, maskFunc))
+	require.NoError(t, s.close())
+}
+
+func TestFixedVariantHasNoSuspectsOver10000Requests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 requests")
+	}
+	n := 10000
+	if raceEnabled {
+		n = 1000 // the race detector makes each request ten times slower
+	}
+	s := newTestSession(t, "-fixed", "-requests", fmt.Sprint(n), "-tokens", "4", "-batch", "1")
+	res := s.serve(context.Background(), newProgress(&bytes.Buffer{}, false, n))
+	require.NoError(t, res.err)
+	assert.Equal(t, n, res.served)
+	assert.Empty(t, s.watcher.Suspects())
+	assert.Nil(t, s.firstSuspect)
+	require.NoError(t, s.close())
+	tracktest.VerifyNone(t, s.tr)
+}
+
+func TestLeakEndsInAnOOMNamingTheMaskLine(t *testing.T) {
+	s := newTestSession(t, "-requests", "2000", "-budget", "2097152")
+	res := s.serve(context.Background(), newProgress(&bytes.Buffer{}, false, 2000))
+	require.Error(t, res.err)
+	var oom *tensor.OOMError
+	require.ErrorAs(t, res.err, &oom)
+	require.NotEmpty(t, oom.TopSites)
+	assert.True(t, strings.HasSuffix(oom.TopSites[0].Function, maskFunc), oom.TopSites[0].Function)
+	assert.Contains(t, res.err.Error(), "agent.go:")
+	require.NoError(t, s.close())
+}
+
+func TestOutputAndFiles(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "tensors.pb.gz")
+	svg := filepath.Join(dir, "leaky.svg")
+	trace := filepath.Join(dir, "leaky.json")
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"-requests", "32", "-profile", prof, "-timeline", svg, "-trace", trace}, &out, false))
+	text := out.String()
+
+	// In order: the rebuilt mask, the watcher's suspect, the summary, the profile.
+	order := []string{"mask rebuilt", "leak suspect after", "tensorlife memory summary", "go tool pprof -top " + prof}
+	last := -1
+	for _, s := range order {
+		i := strings.Index(text, s)
+		require.GreaterOrEqual(t, i, 0, "output lacks %q", s)
+		assert.Greater(t, i, last, "%q is out of order", s)
+		last = i
+	}
+	for _, line := range strings.Split(text, "\n") {
+		assert.LessOrEqual(t, len([]rune(line)), 100, "line wider than 100 columns: %q", line)
+	}
+
+	// The profile names the mask line first by inuse_space.
+	f, err := os.Open(prof)
+	require.NoError(t, err)
+	defer f.Close()
+	p, err := profile.Parse(f)
+	require.NoError(t, err)
+	assert.True(t, strings.HasSuffix(topFunction(t, p, "inuse_space"), maskFunc))
+	for _, path := range []string{svg, trace} {
+		st, err := os.Stat(path)
+		require.NoError(t, err)
+		assert.Positive(t, st.Size())
+	}
+}
+
+// topFunction returns the leaf function holding the most of sample type st.
+func topFunction(t *testing.T, p *profile.Profile, st string) string {
+	idx := -1
+	for i, s := range p.SampleType {
+		if s.Type == st {
+			idx = i
+		}
+	}
+	require.GreaterOrEqual(t, idx, 0)
+	byFunc := map[string]int64{}
+	for _, s := range p.Sample {
+		if len(s.Location) > 0 && len(s.Location[0].Line) > 0 {
+			byFunc[s.Location[0].Line[0].Function.Name] += s.Value[idx]
+		}
+	}
+	best, top := int64(-1), ""
+	for f, v := range byFunc {
+		if v > best {
+			best, top = v, f
+		}
+	}
+	return top
+}
+
+func TestTimelineShowsTheMaskBandGrowingOnlyWhenLeaky(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		growing bool
+	}{{[]string{"-requests", "24", "-trace", "x"}, true}, {[]string{"-fixed", "-requests", "24", "-trace", "x"}, false}} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			s := newTestSession(t, tc.args...)
+			require.NoError(t, s.serve(context.Background(), newProgress(&bytes.Buffer{}, false, 24)).err)
+			tl, err := timeline.Build(s.tr)
+			require.NoError(t, err)
+			var maskSeries *timeline.Series
+			for i := range tl.Series {
+				if strings.HasSuffix(tl.Series[i].Function, ".(*agent).decodeLeaky") || strings.Contains(tl.Series[i].Function, "(*Growable)") ||
+					strings.HasSuffix(tl.Series[i].Function, ".(*agent).decodeFixed") {
+					maskSeries = &tl.Series[i]
+					break
+				}
+			}
+			require.NotNil(t, maskSeries, "a mask series is drawn")
+			v := maskSeries.Values
+			half, end := v[len(v)/2], v[len(v)-1]
+			if tc.growing {
+				assert.Greater(t, end, half, "the leaky mask band keeps widening")
+				assert.Greater(t, half, v[0])
+			} else {
+				assert.LessOrEqual(t, maskSeries.Peak, int64(8<<10), "the fixed mask band stays small: one mask per request")
+			}
+			require.NoError(t, s.close())
+		})
+	}
 }
 
 func TestBadFlags(t *testing.T) {
-	assert.Error(t, run([]string{"-requests", "0"}, &bytes.Buffer{}))
-	assert.Error(t, run([]string{"-nope"}, &bytes.Buffer{}))
+	for _, args := range [][]string{{"-requests", "0"}, {"-nope"}, {"-budget", "10", "-capacity", "5"}, {"extra"}} {
+		assert.Error(t, run(context.Background(), args, &bytes.Buffer{}, false), "%v", args)
+	}
 }

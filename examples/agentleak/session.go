@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/tensorlife/tensorlife/mask"
+	"github.com/tensorlife/tensorlife/pool"
+	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// session is one run: a device, a tracker, a pool with a budget, the mask
+// builder and cache, the growth watcher, and the agent.
+type session struct {
+	o       options
+	dev     *tensor.HostDevice
+	tr      *track.Tracker
+	pool    *pool.Pool
+	masks   *mask.Builder
+	prompts *mask.Cache
+	watcher *track.Watcher
+	agent   *agent
+
+	mu           sync.Mutex
+	firstRebuild *mask.Rebuild
+	firstSuspect *track.Suspect
+	suspectAt    int // requests served when the first suspect was named
+	served       int
+}
+
+func newSession(o options) (*session, error) {
+	s := &session{o: o}
+	var err error
+	if s.dev, err = tensor.NewHostDevice(o.capacity); err != nil {
+		return nil, err
+	}
+	topts := []track.Option{track.WithName("agentleak"), track.OnLeak(func(track.LeakReport) {})}
+	if o.timeline != "" || o.trace != "" {
+		topts = append(topts, track.History(1<<20))
+	}
+	if s.tr, err = track.New(topts...); err != nil {
+		return nil, err
+	}
+	if s.pool, err = pool.New(s.dev, pool.WithTracker(s.tr), pool.Budget(o.budget)); err != nil {
+		return nil, err
+	}
+	s.masks, err = mask.NewBuilder(s.pool, mask.WithDType(tensor.Float32), mask.OnRebuild(func(r mask.Rebuild) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.firstRebuild == nil {
+			s.firstRebuild = &r
+		}
+	}))
+	if err != nil {
+		return nil, err
+	}
+	if s.prompts, err = mask.NewCache(mask.CacheName("prompt-masks"), mask.MaxBytes(1<<20), mask.MaxEntries(16)); err != nil {
+		return nil, err
+	}
+	s.watcher, err = track.NewWatcher(s.tr, track.OnSuspect(func(sus track.Suspect) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.firstSuspect == nil {
+			s.firstSuspect, s.suspectAt = &sus, s.served
+		}
+	}))
+	if err != nil {
+		return nil, err
+	}
+	s.agent = newAgent(o.workload, s.pool, s.masks, s.prompts)
+	return s, nil
+}
+
+// result is how the run ended.
+type result struct {
+	served int
+	err    error // what stopped the run early, if anything (an OOM)
+}
+
+// serve runs the requests, ticking the watcher after each.
+func (s *session) serve(ctx context.Context, p *progress) result {
+	var res result
+	for id := range s.o.requests {
+		if err := s.agent.serve(ctx, id); err != nil {
+			res.err = fmt.Errorf("request %d: %w", id, err)
+			break
+		}
+		s.mu.Lock()
+		s.served++
+		s.mu.Unlock()
+		res.served++
+		if err := s.watcher.Tick(); err != nil {
+			res.err = err
+			break
+		}
+		p.update(res.served, s.tr.Totals().LiveBytes)
+	}
+	p.done()
+	return res
+}
+
+// report prints, in order: what the mask builder saw, what the watcher
+// saw, how the run ended, the memory summary, and the files written.
+func (s *session) report(w io.Writer, res result) error {
+	variant := "leaky: a new mask every step, kept in an unbounded map"
+	if s.o.fixed {
+		variant = "fixed: one growable mask per request, a bounded prompt-mask cache"
+	}
+	fmt.Fprintf(w, "agentleak (%s)\n", variant)
+	fmt.Fprintf(w, "served %d of %d requests, %d tokens each, pool budget %s\n\n",
+		res.served, s.o.requests, s.o.tokens, tensor.FormatBytes(s.o.budget))
+
+	s.mu.Lock()
+	rebuild, suspect, suspectAt := s.firstRebuild, s.firstSuspect, s.suspectAt
+	s.mu.Unlock()
+	if rebuild != nil {
+		fmt.Fprintf(w, "mask rebuilt %d times, first in request %s, at\n%s\n  %s\n\n",
+			s.masks.Rebuilds(), rebuild.Labels, where(rebuild.Location), mask.Advice)
+	}
+	if suspect != nil {
+		fmt.Fprintf(w, "leak suspect after %d requests: growing %s per request, %s live in %d tensors, at\n%s\n\n",
+			suspectAt, tensor.FormatBytes(suspect.GrowthPerWindow), tensor.FormatBytes(suspect.LiveBytes),
+			suspect.LiveCount, where(suspect.Site.Location()))
+	} else {
+		fmt.Fprintf(w, "no leak suspect: no call site kept growing\n\n")
+	}
+	if res.err != nil {
+		fmt.Fprintf(w, "the run stopped:\n%s\n\n", indent(res.err.Error()))
+	}
+
+	err := track.WriteSummary(w, s.tr, track.WithPools(s.pool), track.WithCaches(s.prompts),
+		track.WithWatcher(s.watcher), track.TopSites(5))
+	fmt.Fprintln(w)
+	return errors.Join(err, s.writeFiles(w))
+}
+
+// close frees everything: the leaked masks (as a shutdown would), the
+// cache, and the pool, which reports any block still in use.
+func (s *session) close() error {
+	return errors.Join(s.agent.close(), s.prompts.Close(), s.watcher.Stop(), s.pool.Close())
+}
+
+// where renders a frame on two indented lines, the file relative to the
+// working directory when it is below it, so lines stay short.
+func where(f track.Frame) string {
+	file := f.File
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, file); err == nil && !strings.HasPrefix(rel, "..") {
+			file = rel
+		}
+	}
+	return fmt.Sprintf("  %s\n    %s:%d", f.Function, file, f.Line)
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
