@@ -214,7 +214,10 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 		}
 	}
 	slices.SortFunc(snap.Groups, func(a, b Group) int {
-		return cmp.Or(cmp.Compare(a.Site.id, b.Site.id), cmp.Compare(b.Bytes, a.Bytes), groupOrder(a, b))
+		if c := cmp.Or(cmp.Compare(a.Site.id, b.Site.id), cmp.Compare(b.Bytes, a.Bytes)); c != 0 {
+			return c
+		}
+		return groupOrder(a, b) // formats shapes and labels: only on ties
 	})
 	snap.Sites = make([]SiteStats, 0, len(bySite))
 	for s, st := range bySite {

@@ -1,0 +1,163 @@
+package pprofexport_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+
+	"github.com/google/pprof/profile"
+	"github.com/tensorlife/tensorlife/pprofexport"
+	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// exampleAllocator returns an allocator on a 1 MiB host device that records
+// in tr.
+func exampleAllocator(tr *track.Tracker) *tensor.DeviceAllocator {
+	dev, err := tensor.NewHostDevice(1 << 20)
+	if err != nil {
+		panic(err)
+	}
+	alloc, err := tensor.NewDeviceAllocator(dev, tr)
+	if err != nil {
+		panic(err)
+	}
+	return alloc
+}
+
+func Example() {
+	tr, err := track.New(track.WithName("agent"))
+	if err != nil {
+		panic(err)
+	}
+	alloc := exampleAllocator(tr)
+
+	// The leak: a mask per generation step, kept in a cache forever.
+	ctx := track.WithLabels(context.Background(), "request", "r-1")
+	var cache []*tensor.Tensor
+	for range 3 {
+		mask, err := tensor.New(ctx, alloc, tensor.Bool, 64, 64)
+		if err != nil {
+			panic(err)
+		}
+		cache = append(cache, mask)
+	}
+
+	snap, err := tr.SnapshotOf(track.Filter{})
+	if err != nil {
+		panic(err)
+	}
+	p, err := pprofexport.Profile(snap)
+	if err != nil {
+		panic(err)
+	}
+	for _, s := range p.Sample {
+		const inuseObjects, inuseSpace = 2, 3
+		if s.Value[inuseSpace] == 0 {
+			continue // the per-site sample of cumulative allocations
+		}
+		fmt.Printf("%s: %d tensors, %d bytes, request=%s shape=%s\n", s.Location[0].Line[0].Function.Name,
+			s.Value[inuseObjects], s.Value[inuseSpace], s.Label["request"][0], s.Label["shape"][0])
+	}
+	// pprofexport.WriteFile("tensors.pb.gz", snap) writes the same profile
+	// for go tool pprof -top tensors.pb.gz.
+
+	for _, t := range cache {
+		if err := t.Free(); err != nil {
+			panic(err)
+		}
+	}
+	// Output:
+	// github.com/tensorlife/tensorlife/pprofexport_test.Example: 3 tensors, 12288 bytes, request=r-1 shape=[64 64]
+}
+
+func ExampleHandler() {
+	tr, err := track.New()
+	if err != nil {
+		panic(err)
+	}
+	mask, err := tensor.Make(context.Background(), exampleAllocator(tr),
+		tensor.Spec{DType: tensor.Bool, Shape: tensor.Shape{64, 64}, Kind: "mask"})
+	if err != nil {
+		panic(err)
+	}
+	defer mask.Free()
+
+	// Mount it yourself, next to net/http/pprof if you serve that.
+	mux := http.NewServeMux()
+	mux.Handle("/debug/pprof/tensors", pprofexport.Handler(tr))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	for _, query := range []string{"", "?kind=kv-cache", "?min_age=forever"} {
+		resp, err := http.Get(srv.URL + "/debug/pprof/tensors" + query)
+		if err != nil {
+			panic(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			msg, _ := io.ReadAll(resp.Body)
+			fmt.Printf("%q: %s: %s", query, resp.Status, msg)
+			resp.Body.Close()
+			continue
+		}
+		p, err := profile.Parse(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			panic(err)
+		}
+		var inuse int64
+		for _, s := range p.Sample {
+			inuse += s.Value[3]
+		}
+		fmt.Printf("%q: %s: %d bytes in use\n", query, resp.Status, inuse)
+	}
+	// Output:
+	// "": 200 OK: 4096 bytes in use
+	// "?kind=kv-cache": 200 OK: 0 bytes in use
+	// "?min_age=forever": 400 Bad Request: pprofexport: invalid value for "min_age": "forever", want a duration such as 30s or 5m
+}
+
+func ExampleWriteFile() {
+	tr, err := track.New()
+	if err != nil {
+		panic(err)
+	}
+	kv, err := tensor.Make(context.Background(), exampleAllocator(tr),
+		tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{8, 128}, Kind: "kv-cache"})
+	if err != nil {
+		panic(err)
+	}
+	defer kv.Free()
+
+	dir, err := os.MkdirTemp("", "tensors")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "tensors.pb.gz")
+
+	snap, err := tr.SnapshotOf(track.Filter{Kind: "kv-cache"})
+	if err != nil {
+		panic(err)
+	}
+	// Complete or absent, never torn: written aside, then renamed.
+	if err := pprofexport.WriteFile(path, snap); err != nil {
+		panic(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(p.DefaultSampleType, len(p.Sample), "samples")
+	// Output:
+	// inuse_space 2 samples
+}

@@ -1,0 +1,356 @@
+package pprofexport_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tensorlife/tensorlife/pprofexport"
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// Sample value indexes, in the order the package documents.
+const (
+	allocObjects = iota
+	allocSpace
+	inuseObjects
+	inuseSpace
+)
+
+const (
+	fnMasks = "github.com/tensorlife/tensorlife/pprofexport_test.buildMasks"
+	fnKV    = "github.com/tensorlife/tensorlife/pprofexport_test.buildKV"
+)
+
+// leaf returns the innermost function of a sample's stack.
+func leaf(s *profile.Sample) string {
+	if len(s.Location) == 0 || len(s.Location[0].Line) == 0 {
+		return ""
+	}
+	return s.Location[0].Line[0].Function.Name
+}
+
+// byLeaf sums each sample value per leaf function.
+func byLeaf(p *profile.Profile) map[string][4]int64 {
+	out := make(map[string][4]int64)
+	for _, s := range p.Sample {
+		v := out[leaf(s)]
+		for i := range v {
+			v[i] += s.Value[i]
+		}
+		out[leaf(s)] = v
+	}
+	return out
+}
+
+func buildProfile(t *testing.T, snap *track.Snapshot, opts ...pprofexport.Option) *profile.Profile {
+	t.Helper()
+	p, err := pprofexport.Profile(snap, opts...)
+	require.NoError(t, err)
+	require.NoError(t, p.CheckValid())
+	return p
+}
+
+func TestProfileHeapVocabulary(t *testing.T) {
+	prog := newProgram(t)
+	prog.masks("r1", 1)
+	p := buildProfile(t, prog.snapshot())
+
+	var types []string
+	for _, st := range p.SampleType {
+		types = append(types, st.Type+"/"+st.Unit)
+	}
+	assert.Equal(t, []string{"alloc_objects/count", "alloc_space/bytes", "inuse_objects/count", "inuse_space/bytes"}, types)
+	assert.Equal(t, "inuse_space", p.DefaultSampleType)
+	require.NotNil(t, p.PeriodType)
+	assert.Equal(t, "space", p.PeriodType.Type)
+	assert.Equal(t, "bytes", p.PeriodType.Unit)
+	require.Len(t, p.Mapping, 1)
+	m := p.Mapping[0]
+	assert.True(t, m.HasFunctions && m.HasFilenames && m.HasLineNumbers && m.HasInlineFrames,
+		"the mapping must say it is symbolized, or pprof looks for the binary")
+	assert.NotZero(t, p.TimeNanos)
+	assert.Contains(t, strings.Join(p.Comments, "\n"), `tracker "pprofexport-test"`)
+}
+
+func TestProfileValuesPerSite(t *testing.T) {
+	prog := newProgram(t)
+	prog.masks("r1", 3)
+	prog.kv("r2", 2)
+	prog.churn("r3", 2)
+	p := buildProfile(t, prog.snapshot())
+
+	got := byLeaf(p)
+	assert.Equal(t, [4]int64{5, 5 * maskBytes, 3, 3 * maskBytes}, got[fnMasks])
+	assert.Equal(t, [4]int64{2, 2 * kvBytes, 2, 2 * kvBytes}, got[fnKV])
+	assert.Len(t, got, 2, "every sample's leaf is one of the program's allocating functions: %v", got)
+}
+
+func TestProfileStacksAreSymbolized(t *testing.T) {
+	prog := newProgram(t)
+	prog.masks("r1", 1)
+	line := int64(markerLine(t, "line:mask"))
+
+	p := buildProfile(t, prog.snapshot())
+	require.NotEmpty(t, p.Sample)
+	for _, s := range p.Sample {
+		ln := s.Location[0].Line[0]
+		assert.Equal(t, fnMasks, ln.Function.Name)
+		assert.Equal(t, line, ln.Line)
+		assert.True(t, strings.HasSuffix(ln.Function.Filename, "program_test.go"), ln.Function.Filename)
+		for _, l := range s.Location {
+			assert.NotEqual(t, "runtime.goexit", l.Line[len(l.Line)-1].Function.Name)
+		}
+	}
+}
+
+func TestKeepLibraryFrames(t *testing.T) {
+	// Package tensor records from the caller's frame, so its stacks hold no
+	// library frame. A record made from the OnLeak callback has one: the
+	// tracker's ReportLeak, which calls the callback.
+	var tr *track.Tracker
+	fromLibrary := &track.Record{Bytes: 64, Kind: "tensor", DType: "int8", Shape: []int{64}}
+	tr, err := track.New(track.OnLeak(func(track.LeakReport) {
+		require.NoError(t, tr.Record(context.Background(), fromLibrary, 1))
+	}))
+	require.NoError(t, err)
+	leaked := &track.Record{Bytes: 1, Kind: "tensor"}
+	require.NoError(t, tr.Record(context.Background(), leaked, 0))
+	require.True(t, tr.ReportLeak(leaked))
+	t.Cleanup(func() {
+		assert.NoError(t, tr.Release(leaked))
+		assert.NoError(t, tr.Release(fromLibrary))
+	})
+	snap, err := tr.SnapshotOf(track.Filter{Kind: "tensor"})
+	require.NoError(t, err)
+
+	const reportLeak = "github.com/tensorlife/tensorlife/track.(*Tracker).ReportLeak"
+	const self = "github.com/tensorlife/tensorlife/pprofexport_test.TestKeepLibraryFrames"
+	tests := []struct {
+		name string
+		opts []pprofexport.Option
+		want string
+	}{
+		{"trimmed by default", nil, self},
+		{"trimmed", []pprofexport.Option{pprofexport.KeepLibraryFrames(false)}, self},
+		{"kept", []pprofexport.Option{pprofexport.KeepLibraryFrames(true)}, reportLeak},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := buildProfile(t, snap, tt.opts...)
+			var found bool
+			for _, s := range p.Sample {
+				if s.Value[inuseSpace] == 64 {
+					found = true
+					assert.Equal(t, tt.want, leaf(s))
+				}
+			}
+			assert.True(t, found, "the record made from the callback is in the profile")
+		})
+	}
+}
+
+func TestProfileLabels(t *testing.T) {
+	prog := newProgram(t)
+	prog.masks("r1", 2)
+	ctx := track.WithLabels(context.Background(), "request", "r9", "kind", "user-kind", "model", "m")
+	ms, err := buildMasks(ctx, prog.alloc, 1)
+	prog.live = append(prog.live, ms...)
+	require.NoError(t, err)
+	p := buildProfile(t, prog.snapshot())
+
+	var live []*profile.Sample
+	for _, s := range p.Sample {
+		if s.Value[inuseObjects] == 0 {
+			assert.Empty(t, s.Label, "alloc samples carry no labels: allocations are counted per site")
+			assert.Empty(t, s.NumLabel)
+			continue
+		}
+		live = append(live, s)
+	}
+	require.Len(t, live, 2)
+	byRequest := map[string]*profile.Sample{}
+	for _, s := range live {
+		require.Len(t, s.Label["request"], 1)
+		byRequest[s.Label["request"][0]] = s
+	}
+	r1 := byRequest["r1"]
+	require.NotNil(t, r1)
+	assert.Equal(t, map[string][]string{
+		"dtype": {"bool"}, "device": {"host"}, "kind": {"tensor"}, "shape": {"[64 64]"}, "request": {"r1"},
+	}, r1.Label)
+	assert.Equal(t, map[string][]int64{"bytes": {maskBytes}}, r1.NumLabel)
+	assert.Equal(t, map[string][]string{"bytes": {"bytes"}}, r1.NumUnit)
+	assert.Equal(t, [4]int64{0, 0, 2, 2 * maskBytes}, [4]int64(r1.Value))
+
+	r9 := byRequest["r9"]
+	require.NotNil(t, r9)
+	assert.Equal(t, []string{"tensor"}, r9.Label["kind"], "the tensor's own kind wins")
+	assert.Equal(t, []string{"user-kind"}, r9.Label[pprofexport.LabelPrefix+"kind"], "a colliding request label is renamed, not lost")
+	assert.Equal(t, []string{"m"}, r9.Label["model"])
+}
+
+func TestProfileFilters(t *testing.T) {
+	prog := newProgram(t, track.ReclaimLeaks(false))
+	prog.masks("old", 2)
+	time.Sleep(60 * time.Millisecond) // age the old masks past MinAge below
+	prog.masks("new", 1)
+	prog.kv("new", 1)
+
+	// A leak is what package tensor reports from a cleanup; report one by
+	// hand on a record of our own.
+	leaked := &track.Record{Bytes: 512, Kind: "mask", Device: "host", DType: "bool", Shape: []int{512}}
+	require.NoError(t, prog.tracker.Record(context.Background(), leaked, 0))
+	t.Cleanup(func() { require.NoError(t, prog.tracker.Release(leaked)) })
+	require.True(t, prog.tracker.ReportLeak(leaked))
+
+	inuse := func(p *profile.Profile) map[string]int64 {
+		out := map[string]int64{}
+		for _, s := range p.Sample {
+			if s.Value[inuseObjects] != 0 {
+				out[s.Label["kind"][0]+"/"+strings.Join(s.Label["request"], "")] += s.Value[inuseObjects]
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		name   string
+		filter track.Filter
+		want   map[string]int64
+	}{
+		{"all", track.Filter{}, map[string]int64{"tensor/old": 2, "tensor/new": 1, "kv-cache/new": 1, "mask/": 1}},
+		{"min age keeps the long-lived", track.Filter{MinAge: 30 * time.Millisecond}, map[string]int64{"tensor/old": 2}},
+		{"one kind", track.Filter{Kind: "kv-cache"}, map[string]int64{"kv-cache/new": 1}},
+		{"leaked only", track.Filter{LeakedOnly: true}, map[string]int64{"mask/": 1}},
+		{"labels", track.Filter{Labels: map[string]string{"request": "new"}}, map[string]int64{"tensor/new": 1, "kv-cache/new": 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			snap, err := prog.tracker.SnapshotOf(tt.filter)
+			require.NoError(t, err)
+			p := buildProfile(t, snap)
+			assert.Equal(t, tt.want, inuse(p))
+			if tt.filter.LeakedOnly {
+				for _, s := range p.Sample {
+					if s.Value[inuseObjects] != 0 {
+						assert.Equal(t, []int64{1}, s.NumLabel[pprofexport.LabelLeaked])
+					}
+				}
+			}
+			if tt.filter.Kind != "" {
+				assert.Contains(t, strings.Join(p.Comments, "\n"), "kind="+tt.filter.Kind, "the filter is recorded in the profile")
+			}
+		})
+	}
+}
+
+func TestProfileEmptySnapshot(t *testing.T) {
+	prog := newProgram(t)
+	p := buildProfile(t, prog.snapshot())
+	assert.Empty(t, p.Sample)
+
+	var buf bytes.Buffer
+	require.NoError(t, pprofexport.Write(&buf, prog.snapshot()))
+	back, err := profile.Parse(&buf)
+	require.NoError(t, err)
+	assert.Empty(t, back.Sample)
+	assert.Len(t, back.SampleType, 4)
+}
+
+func TestProfileOverflowSiteIsVisible(t *testing.T) {
+	prog := newProgram(t, track.MaxSites(1))
+	prog.masks("r1", 1) // the one site the table keeps
+	prog.kv("r2", 2)    // no room: attributed to the overflow site
+	got := byLeaf(buildProfile(t, prog.snapshot()))
+	assert.Equal(t, int64(2*kvBytes), got[track.OverflowFunction][inuseSpace], "%v", got)
+	assert.Equal(t, int64(maskBytes), got[fnMasks][inuseSpace])
+}
+
+func TestDiffProfile(t *testing.T) {
+	prog := newProgram(t)
+	prog.masks("r1", 3)
+	prog.kv("r2", 2)
+	old := prog.snapshot()
+	prog.masks("r4", 4)
+	for _, kv := range prog.live[3:5] {
+		require.NoError(t, kv.Free())
+	}
+	prog.live = append(prog.live[:3], prog.live[5:]...)
+	now := prog.snapshot()
+
+	p, err := pprofexport.DiffProfile(old, now)
+	require.NoError(t, err)
+	require.NoError(t, p.CheckValid())
+	got := byLeaf(p)
+	assert.Equal(t, [4]int64{4, 4 * maskBytes, 4, 4 * maskBytes}, got[fnMasks], "the masks grew")
+	assert.Equal(t, [4]int64{0, 0, -2, -2 * kvBytes}, got[fnKV], "the KV blocks shrank")
+	assert.Equal(t, now.Time.Sub(old.Time).Nanoseconds(), p.DurationNanos)
+
+	var buf bytes.Buffer
+	require.NoError(t, pprofexport.WriteDiff(&buf, old, now))
+	back, err := profile.Parse(&buf)
+	require.NoError(t, err)
+	assert.Equal(t, got, byLeaf(back))
+}
+
+func TestDeltaProfile(t *testing.T) {
+	prog := newProgram(t)
+	prog.masks("r1", 3)
+	start := prog.snapshot()
+	prog.churn("r2", 2)
+	prog.kv("r3", 1)
+	end := prog.snapshot()
+
+	p, err := pprofexport.DeltaProfile(start, end)
+	require.NoError(t, err)
+	require.NoError(t, p.CheckValid())
+	got := byLeaf(p)
+	assert.Equal(t, [4]int64{2, 2 * maskBytes, 3, 3 * maskBytes}, got[fnMasks],
+		"alloc over the window, in use at its end")
+	assert.Equal(t, [4]int64{1, kvBytes, 1, kvBytes}, got[fnKV])
+	assert.Equal(t, start.Time.UnixNano(), p.TimeNanos, "a delta is stamped with its window's start")
+}
+
+func TestProfileErrors(t *testing.T) {
+	prog := newProgram(t)
+	snap := prog.snapshot()
+	later := *snap
+	later.Time = snap.Time.Add(time.Second)
+	tests := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"nil snapshot", func() error { _, err := pprofexport.Profile(nil); return err }(), pprofexport.ErrNilSnapshot},
+		{"nil option", func() error { _, err := pprofexport.Profile(snap, nil); return err }(), pprofexport.ErrInvalidOption},
+		{"handler option to a writer", pprofexport.Write(&bytes.Buffer{}, snap, pprofexport.WithFilter(track.Filter{})), pprofexport.ErrInvalidOption},
+		{"diff of nil", func() error { _, err := pprofexport.DiffProfile(snap, nil); return err }(), pprofexport.ErrNilSnapshot},
+		{"diff newest first", func() error { _, err := pprofexport.DiffProfile(&later, snap); return err }(), pprofexport.ErrSnapshotOrder},
+		{"delta newest first", func() error { _, err := pprofexport.DeltaProfile(&later, snap); return err }(), pprofexport.ErrSnapshotOrder},
+		{"text of nil", pprofexport.WriteText(&bytes.Buffer{}, nil), pprofexport.ErrNilSnapshot},
+		{"file of nil", pprofexport.WriteFile(t.TempDir()+"/x.pb.gz", nil), pprofexport.ErrNilSnapshot},
+		{"empty path", pprofexport.WriteFile("", snap), pprofexport.ErrEmptyPath},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Error(t, tt.err)
+			assert.ErrorIs(t, tt.err, tt.want)
+		})
+	}
+	t.Run("writer failure", func(t *testing.T) {
+		err := pprofexport.Write(failingWriter{}, snap)
+		assert.ErrorIs(t, err, errDiskFull)
+	})
+}
+
+var errDiskFull = errors.New("disk full")
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errDiskFull }
