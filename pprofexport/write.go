@@ -1,15 +1,14 @@
 package pprofexport
 
 import (
-	"bufio"
 	"compress/gzip"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/tensorlife/tensorlife/internal/atomicfile"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -71,58 +70,12 @@ func encode(w io.Writer, p *profile.Profile) error {
 }
 
 // writeFile writes p to path atomically (see WriteFile).
-func writeFile(path string, p *profile.Profile) (err error) {
+func writeFile(path string, p *profile.Profile) error {
 	if path == "" {
 		return ErrEmptyPath
 	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
+	if err := atomicfile.Write(path, func(w io.Writer) error { return encode(w, p) }); err != nil {
+		return fmt.Errorf("pprofexport: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+base+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("pprofexport: write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tmp.Close() // the write already failed; report that
-			_ = os.Remove(tmp.Name())
-			err = fmt.Errorf("pprofexport: write %s: %w", path, err)
-		}
-	}()
-	bw := bufio.NewWriter(tmp)
-	if err = encode(bw, p); err != nil {
-		return err
-	}
-	if err = bw.Flush(); err != nil {
-		return err
-	}
-	// Sync before rename: otherwise a crash can leave the new name pointing
-	// at a file whose data never reached the disk.
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	syncDir(dir)
 	return nil
-}
-
-// syncDir makes a rename in dir durable where the system allows it. The
-// profile is already complete under its name, so a failure here only means
-// that a crash in the next moments could bring the old file back.
-func syncDir(dir string) {
-	d, err := os.Open(dir)
-	if err != nil {
-		return
-	}
-	_ = d.Sync()
-	_ = d.Close()
 }

@@ -1,0 +1,60 @@
+package atomicfile_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/internal/atomicfile"
+)
+
+func TestWriteReplacesWhole(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.txt")
+	require.NoError(t, os.WriteFile(path, []byte("old"), 0o600))
+	require.NoError(t, atomicfile.Write(path, func(w io.Writer) error {
+		_, err := io.WriteString(w, "new")
+		return err
+	}))
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "new", string(got))
+}
+
+func TestFailedWriteLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.txt")
+	require.NoError(t, os.WriteFile(path, []byte("old"), 0o600))
+	boom := errors.New("boom")
+	err := atomicfile.Write(path, func(w io.Writer) error {
+		_, _ = io.WriteString(w, "partial")
+		return boom
+	})
+	assert.ErrorIs(t, err, boom)
+	got, _ := os.ReadFile(path)
+	assert.Equal(t, "old", string(got), "the old file is untouched")
+	entries, _ := os.ReadDir(dir)
+	assert.Len(t, entries, 1, "no temporary file is left")
+
+	assert.ErrorIs(t, atomicfile.Write("", nil), atomicfile.ErrEmptyPath)
+	assert.Error(t, atomicfile.Write(filepath.Join(dir, "missing", "x"), func(io.Writer) error { return nil }))
+}
+
+func Example() {
+	path := filepath.Join(os.TempDir(), "atomicfile-example.txt")
+	defer os.Remove(path)
+	err := atomicfile.Write(path, func(w io.Writer) error {
+		_, err := fmt.Fprintln(w, "complete or not at all")
+		return err
+	})
+	data, _ := os.ReadFile(path)
+	fmt.Print(string(data), err)
+	// Output:
+	// complete or not at all
+	// <nil>
+}
