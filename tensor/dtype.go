@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"math/bits"
 	"strconv"
-	"strings"
+
+	"github.com/tensorlife/tensorlife/track"
 )
 
 // DType is a tensor's element type.
@@ -119,15 +120,4 @@ func (s Shape) Equal(o Shape) bool {
 }
 
 // String renders the shape as [2 3 4].
-func (s Shape) String() string {
-	var b strings.Builder
-	b.WriteByte('[')
-	for i, d := range s {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(strconv.Itoa(d))
-	}
-	b.WriteByte(']')
-	return b.String()
-}
+func (s Shape) String() string { return track.FormatShape(s) }
