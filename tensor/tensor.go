@@ -42,7 +42,9 @@ type Spec struct {
 type Tensor struct {
 	b       *block
 	state   atomic.Uint32 // 0 live, 1 freed
-	freedAt atomic.Pointer[track.Site]
+	// freedAt holds the first Free's caller and its caller, as raw program
+	// counters: interned into a Site only if a double free needs them.
+	freedAt [freeDepth]atomic.Uintptr
 	cleanup runtime.Cleanup
 	// This handle's window on the block: the whole block, or a View.
 	off   int64
@@ -184,19 +186,34 @@ func (t *Tensor) Free() error {
 		return t.doubleFree()
 	}
 	t.cleanup.Stop()
-	if tr := t.b.tracker; tr != nil {
-		// A shallow stack is enough to name the first free in a double-free
-		// report, and keeps Free cheap.
-		t.freedAt.Store(tr.Caller(1, 4))
+	if t.b.tracker != nil {
+		// Two frames name the first free in a double-free report; a short
+		// capture with no interning keeps Free cheap.
+		var pc [freeDepth]uintptr
+		n := runtime.Callers(2, pc[:])
+		for i := range n {
+			t.freedAt[i].Store(pc[i])
+		}
 	}
 	return t.b.unref()
 }
 
+// freeDepth is how many frames Free keeps of its caller's stack.
+const freeDepth = 2
+
 func (t *Tensor) doubleFree() error {
-	err := &DoubleFreeError{ID: t.b.id, DType: t.b.dtype, Shape: t.shape, Bytes: t.bytes,
-		FirstFree: t.freedAt.Load()}
+	err := &DoubleFreeError{ID: t.b.id, DType: t.b.dtype, Shape: t.shape, Bytes: t.bytes}
 	if tr := t.b.tracker; tr != nil {
 		err.Allocated = t.b.rec.Site()
+		var pcs []uintptr
+		for i := range t.freedAt {
+			if pc := t.freedAt[i].Load(); pc != 0 {
+				pcs = append(pcs, pc)
+			}
+		}
+		if len(pcs) > 0 {
+			err.FirstFree = tr.Intern(pcs)
+		}
 		tr.Note(track.EventDoubleFree, err.Allocated, t.b.bytes)
 	}
 	if invariants.Enabled {

@@ -290,6 +290,16 @@ func (t *Tracker) Caller(skip, depth int) *Site {
 	return t.stacks.intern(buf[:n])
 }
 
+// Intern returns the Site for program counters captured by the caller with
+// runtime.Callers (leaf first). Packages that capture a cheap partial stack
+// on a hot path (tensor's Free) intern it only when a report needs it.
+func (t *Tracker) Intern(pcs []uintptr) *Site {
+	if len(pcs) > maxDepth {
+		pcs = pcs[:maxDepth]
+	}
+	return t.stacks.intern(pcs)
+}
+
 // Totals are a tracker's counters at one moment.
 type Totals struct {
 	LiveCount  int64 // tensors recorded and not released
