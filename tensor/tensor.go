@@ -40,8 +40,8 @@ type Spec struct {
 // A Tensor is safe for concurrent reads and copies; Free must not race with
 // other calls on the same handle. Tensors must not be copied by value.
 type Tensor struct {
-	b       *block
-	state   atomic.Uint32 // 0 live, 1 freed
+	b     *block
+	state atomic.Uint32 // 0 live, 1 freed
 	// freedAt holds the first Free's caller and its caller, as raw program
 	// counters: interned into a Site only if a double free needs them.
 	freedAt [freeDepth]atomic.Uintptr
