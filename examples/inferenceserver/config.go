@@ -1,0 +1,105 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+)
+
+// errBadConfig means a flag value the server cannot run with.
+var errBadConfig = errors.New("invalid configuration")
+
+// config is what the server is built from: the command line, or a test's
+// choice. parseFlags fills it and validate checks it, in one place.
+type config struct {
+	addr     string        // listen address
+	leak     bool          // inject the seed's bug: a new mask per step, kept forever
+	capacity int64         // host device bytes: the GPU the server pretends to have
+	budget   int64         // pool budget bytes, checked before the device is asked
+	cache    int64         // prompt-mask cache budget bytes
+	drain    time.Duration // how long shutdown waits for requests in flight
+	// watchAfter is how many requests complete before the growth watcher
+	// starts counting them: see server.tick.
+	watchAfter int
+
+	// Bounds on one request's parameters: what the model serves.
+	maxPrompt int
+	maxTokens int
+	maxBatch  int
+}
+
+// Defaults of the request parameters that a request leaves out.
+const (
+	defaultPrompt = 64
+	defaultTokens = 16
+	defaultBatch  = 1
+)
+
+// defaultConfig is the configuration without flags.
+func defaultConfig() config {
+	return config{
+		addr:       "localhost:8080",
+		capacity:   256 << 20,
+		budget:     64 << 20,
+		cache:      8 << 20,
+		drain:      15 * time.Second,
+		watchAfter: 32,
+		maxPrompt:  2048,
+		maxTokens:  1024,
+		maxBatch:   8,
+	}
+}
+
+// parseFlags reads the command line into a validated config. Usage and
+// flag errors go to out.
+func parseFlags(args []string, out io.Writer) (config, error) {
+	c := defaultConfig()
+	fs := flag.NewFlagSet("inferenceserver", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprintf(out, "usage: inferenceserver [flags]\n\n"+
+			"Serves a toy decode loop on pooled tensors over HTTP, with the tensor profile at\n"+
+			"/debug/pprof/tensors and OpenTelemetry metrics at /metrics.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.addr, "addr", c.addr, "listen address; keep debug endpoints off public interfaces")
+	fs.BoolVar(&c.leak, "leak", c.leak, "inject the leak: a new mask every decode step, kept in an unbounded map")
+	fs.Int64Var(&c.capacity, "capacity", c.capacity, "host device capacity in bytes (the GPU it stands for)")
+	fs.Int64Var(&c.budget, "budget", c.budget, "pool memory budget in bytes")
+	fs.Int64Var(&c.cache, "cache", c.cache, "prompt-mask cache budget in bytes")
+	fs.DurationVar(&c.drain, "drain", c.drain, "how long shutdown waits for requests in flight")
+	fs.IntVar(&c.watchAfter, "watch-after", c.watchAfter, "requests served before the growth watcher starts, so warm-up is not taken for a leak")
+	fs.IntVar(&c.maxPrompt, "max-prompt", c.maxPrompt, "longest prompt a request may send, in tokens")
+	fs.IntVar(&c.maxTokens, "max-tokens", c.maxTokens, "most tokens a request may generate")
+	fs.IntVar(&c.maxBatch, "max-batch", c.maxBatch, "most sequences a request may decode together")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("%w: unexpected arguments %q", errBadConfig, fs.Args())
+	}
+	return c, c.validate()
+}
+
+// validate checks the config as a whole.
+func (c config) validate() error {
+	switch {
+	case c.addr == "":
+		return fmt.Errorf("%w: empty -addr", errBadConfig)
+	case c.capacity <= 0 || c.budget <= 0 || c.cache < 0:
+		return fmt.Errorf("%w: -capacity and -budget must be positive, -cache at least 0", errBadConfig)
+	case c.budget > c.capacity:
+		return fmt.Errorf("%w: -budget %d exceeds the device -capacity %d", errBadConfig, c.budget, c.capacity)
+	case c.drain <= 0:
+		return fmt.Errorf("%w: -drain must be positive", errBadConfig)
+	case c.watchAfter < 0:
+		return fmt.Errorf("%w: -watch-after must be at least 0", errBadConfig)
+	case c.maxPrompt < 1 || c.maxTokens < 1 || c.maxBatch < 1:
+		return fmt.Errorf("%w: -max-prompt, -max-tokens and -max-batch must be at least 1", errBadConfig)
+	case c.maxPrompt+c.maxTokens > 1<<20:
+		return fmt.Errorf("%w: -max-prompt plus -max-tokens exceeds %d tokens", errBadConfig, 1<<20)
+	}
+	return nil
+}

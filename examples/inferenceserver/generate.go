@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// The toy model's sizes: what one decode step allocates.
+const (
+	kvWidth   = 64  // KV-cache elements per token and sequence
+	vocabSize = 512 // logits per sequence and step
+)
+
+// errBadRequest means /generate parameters the server cannot serve.
+var errBadRequest = errors.New("bad request")
+
+// generateRequest is what a /generate request asks for. As JSON (a POST
+// body) and as query parameters the names are the same.
+type generateRequest struct {
+	Prompt int `json:"prompt"` // prompt length in tokens
+	Tokens int `json:"tokens"` // tokens to generate
+	Batch  int `json:"batch"`  // sequences decoded together
+}
+
+// generateResponse is the answer of a served request.
+type generateResponse struct {
+	Request string `json:"request"`
+	Mode    string `json:"mode"` // "fixed" or "leak"
+	generateRequest
+	// LiveBytes are the bytes of every live tensor once the request is done:
+	// flat on the fixed server, growing with every request under -leak.
+	LiveBytes int64 `json:"live_bytes"`
+}
+
+// maxBody bounds a /generate JSON body: three small numbers.
+const maxBody = 4 << 10
+
+// parseGenerate reads a request's parameters: query parameters prompt,
+// tokens and batch, or a POST body {"prompt": 64, "tokens": 16, "batch": 1}
+// with Content-Type application/json, whose fields take precedence. Each is
+// optional (defaults: 64, 16, 1, lowered to the configured bounds) and
+// must lie within those bounds. An unknown or repeated parameter, a
+// malformed number or body, or a value out of bounds is an error matching
+// errBadRequest.
+func parseGenerate(r *http.Request, cfg config) (generateRequest, error) {
+	req := generateRequest{
+		Prompt: min(defaultPrompt, cfg.maxPrompt),
+		Tokens: min(defaultTokens, cfg.maxTokens),
+		Batch:  min(defaultBatch, cfg.maxBatch),
+	}
+	fields := map[string]*int{"prompt": &req.Prompt, "tokens": &req.Tokens, "batch": &req.Batch}
+	for name, values := range r.URL.Query() {
+		dst, ok := fields[name]
+		switch {
+		case !ok:
+			return req, fmt.Errorf("%w: unknown parameter %q; want prompt, tokens, batch", errBadRequest, name)
+		case len(values) != 1:
+			return req, fmt.Errorf("%w: parameter %q given %d times", errBadRequest, name, len(values))
+		}
+		n, err := strconv.Atoi(values[0])
+		if err != nil {
+			return req, fmt.Errorf("%w: %s=%q is not an integer", errBadRequest, name, values[0])
+		}
+		*dst = n
+	}
+	if r.Method == http.MethodPost && r.ContentLength != 0 {
+		if err := decodeBody(r, &req); err != nil {
+			return req, err
+		}
+	}
+	bounds := []struct {
+		name string
+		v    int
+		max  int
+	}{{"prompt", req.Prompt, cfg.maxPrompt}, {"tokens", req.Tokens, cfg.maxTokens}, {"batch", req.Batch, cfg.maxBatch}}
+	for _, b := range bounds {
+		if b.v < 1 || b.v > b.max {
+			return req, fmt.Errorf("%w: %s=%d, want 1..%d", errBadRequest, b.name, b.v, b.max)
+		}
+	}
+	return req, nil
+}
+
+// decodeBody reads a JSON body onto req: fields present replace req's.
+func decodeBody(r *http.Request, req *generateRequest) error {
+	ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || ct != "application/json" {
+		return fmt.Errorf("%w: a POST body must be application/json", errBadRequest)
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody+1))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req); err != nil {
+		return fmt.Errorf("%w: body: %v", errBadRequest, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: body holds more than one JSON value", errBadRequest)
+	}
+	return nil
+}
+
+// serveGenerate answers /generate: 200 with a generateResponse, 400 for bad
+// parameters, 503 when the pool is out of memory (the body is the error's
+// text, which names the call sites holding the memory) or the server is
+// shutting down, 500 otherwise.
+func (s *server) serveGenerate(w http.ResponseWriter, r *http.Request) {
+	if !s.inflight.enter() {
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	defer s.inflight.leave()
+	req, err := parseGenerate(r, s.cfg)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	id := "r" + strconv.FormatUint(s.requests.Add(1), 10)
+	w.Header().Set("X-Request-Id", id)
+	ctx := track.WithLabels(r.Context(), "request", id, "route", "/generate")
+	err = s.generate(ctx, id, req)
+	s.tick()
+
+	switch {
+	case err == nil:
+		resp := generateResponse{Request: id, Mode: s.mode(), generateRequest: req, LiveBytes: s.tr.Totals().LiveBytes}
+		w.Header().Set("Content-Type", "application/json")
+		if err := json.NewEncoder(w).Encode(resp); err != nil {
+			s.log.Debug("writing response", slog.String("request", id), slog.Any("err", err))
+		}
+	case errors.Is(err, tensor.ErrOutOfMemory):
+		s.log.Warn("out of memory", slog.String("request", id), slog.Any("err", err))
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	case r.Context().Err() != nil:
+		// The client left or the drain ran out: nobody reads the answer.
+		s.log.Debug("request canceled", slog.String("request", id), slog.Any("err", err))
+		http.Error(w, "request canceled", http.StatusServiceUnavailable)
+	default:
+		s.log.Error("generate", slog.String("request", id), slog.Any("err", err))
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+func (s *server) mode() string {
+	if s.leaked != nil {
+		return "leak"
+	}
+	return "fixed"
+}
+
+// generate runs one request: a KV cache for its lifetime, the prompt's
+// causal mask from the shared cache, then one step per token. Every tensor
+// it makes carries ctx's labels and is freed before it returns, except, with
+// -leak, the step masks.
+func (s *server) generate(ctx context.Context, id string, req generateRequest) (err error) {
+	kv, err := tensor.Make(ctx, s.pool, tensor.Spec{DType: tensor.Float16,
+		Shape: tensor.Shape{req.Batch, req.Prompt + req.Tokens, kvWidth}, Kind: "kv-cache"})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, kv.Free()) }()
+	if err := s.prefill(ctx, req.Prompt); err != nil {
+		return err
+	}
+	if s.leaked != nil {
+		return s.decodeLeaky(ctx, id, req)
+	}
+	return s.decodeFixed(ctx, req)
+}
+
+// prefill takes the prompt's causal mask from the cache, building it on a
+// miss: requests repeat prompt lengths, so the mask is worth sharing, and
+// the cache's byte budget bounds what sharing costs.
+func (s *server) prefill(ctx context.Context, prompt int) error {
+	m, err := s.prompts.GetOrBuild(ctx, "causal/"+strconv.Itoa(prompt), func(ctx context.Context) (*tensor.Tensor, error) {
+		return s.buildPromptMask(ctx, prompt)
+	})
+	if err != nil {
+		return err
+	}
+	// Attention over the prompt would read m here; the cache keeps its own
+	// handle.
+	return m.Free()
+}
+
+// buildPromptMask makes a prompt's causal mask; profiles show cached
+// prompt masks under this name.
+func (s *server) buildPromptMask(ctx context.Context, prompt int) (*tensor.Tensor, error) {
+	return s.masks.Causal(ctx, prompt)
+}
+
+// decodeFixed builds the request's mask once and grows it one token per
+// step: a few bytes copied per step, nothing allocated, one mask freed at
+// the end.
+func (s *server) decodeFixed(ctx context.Context, req generateRequest) (err error) {
+	m, err := s.masks.NewGrowable(ctx, req.Batch, req.Prompt+req.Tokens)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, m.Free()) }()
+	if err := m.Append(req.Prompt); err != nil {
+		return err
+	}
+	for step := range req.Tokens {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := m.Append(1); err != nil {
+			return fmt.Errorf("step %d: %w", step, err)
+		}
+		view, err := m.View() // [tokens so far, batch], what the kernel reads
+		if err != nil {
+			return fmt.Errorf("step %d: %w", step, err)
+		}
+		if err := errors.Join(s.step(ctx, req.Batch), view.Free()); err != nil {
+			return fmt.Errorf("step %d: %w", step, err)
+		}
+	}
+	return nil
+}
+
+// decodeLeaky is the seed's bug, served with -leak: the valid positions
+// grow by one token per step, and every step turns them into a new mask
+// tensor, kept forever in a map that nothing evicts.
+func (s *server) decodeLeaky(ctx context.Context, id string, req generateRequest) error {
+	lengths := make([]int, req.Batch)
+	for pos := req.Prompt; pos < req.Prompt+req.Tokens; pos++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		for i := range lengths {
+			lengths[i] = pos + 1
+		}
+		m, err := s.masks.Padding(ctx, lengths, pos+1) // the leak: a new mask every step
+		if err != nil {
+			return fmt.Errorf("step %d: %w", pos-req.Prompt, err)
+		}
+		s.leaked.put(id+"/"+strconv.Itoa(pos), m)
+		if err := s.step(ctx, req.Batch); err != nil {
+			return fmt.Errorf("step %d: %w", pos-req.Prompt, err)
+		}
+	}
+	return nil
+}
+
+// step stands for one forward pass: its logits are made and freed.
+func (s *server) step(ctx context.Context, batch int) error {
+	logits, err := tensor.Make(ctx, s.pool, tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{batch, vocabSize}, Kind: "logits"})
+	if err != nil {
+		return err
+	}
+	return logits.Free()
+}
+
+// leakMap is the seed's global mask cache: keyed by request and step, so no
+// entry is ever looked up again or removed. It is safe for concurrent use.
+type leakMap struct {
+	mu    sync.Mutex
+	masks map[string]*tensor.Tensor
+}
+
+func (l *leakMap) put(key string, m *tensor.Tensor) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.masks[key] = m
+}
+
+// freeAll frees every mask, as a shutdown would; the map is empty after.
+func (l *leakMap) freeAll() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var errs []error
+	for k, m := range l.masks {
+		errs = append(errs, m.Free())
+		delete(l.masks, k)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// newQuietServer builds a server that is not listening, for handler tests
+// through httptest; the test's cleanup shuts it down and checks that
+// nothing was left live.
+func newQuietServer(t testing.TB, edit func(*config)) *server {
+	t.Helper()
+	cfg := defaultConfig()
+	if edit != nil {
+		edit(&cfg)
+	}
+	s, err := newServer(cfg, slog.New(slog.DiscardHandler), io.Discard)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		err := s.Shutdown(context.Background())
+		if !cfg.leak && !errors.Is(err, errShutDown) {
+			assert.NoError(t, err, "nothing is left live")
+		}
+	})
+	return s
+}
+
+func TestGenerateParameters(t *testing.T) {
+	s := newQuietServer(t, func(c *config) { c.maxPrompt, c.maxTokens, c.maxBatch = 256, 64, 4 })
+	h := s.Handler()
+	for _, tc := range []struct {
+		name        string
+		method      string
+		target      string
+		contentType string
+		body        string
+		status      int
+		want        string // in the body
+	}{
+		{name: "defaults", method: "GET", target: "/generate", status: 200, want: `"prompt":64,"tokens":16,"batch":1`},
+		{name: "query", method: "GET", target: "/generate?prompt=8&tokens=2&batch=3", status: 200, want: `"prompt":8,"tokens":2,"batch":3`},
+		{name: "post query", method: "POST", target: "/generate?tokens=3", status: 200, want: `"tokens":3`},
+		{name: "post json", method: "POST", target: "/generate?tokens=3", contentType: "application/json",
+			body: `{"prompt":16,"tokens":4}`, status: 200, want: `"prompt":16,"tokens":4,"batch":1`},
+		{name: "json charset", method: "POST", target: "/generate", contentType: "application/json; charset=utf-8",
+			body: `{"batch":2}`, status: 200, want: `"batch":2`},
+		{name: "not a number", method: "GET", target: "/generate?tokens=x", status: 400, want: `tokens="x" is not an integer`},
+		{name: "zero tokens", method: "GET", target: "/generate?tokens=0", status: 400, want: "tokens=0, want 1..64"},
+		{name: "prompt too long", method: "GET", target: "/generate?prompt=257", status: 400, want: "prompt=257, want 1..256"},
+		{name: "negative batch", method: "GET", target: "/generate?batch=-1", status: 400, want: "batch=-1"},
+		{name: "batch too large", method: "GET", target: "/generate?batch=5", status: 400, want: "batch=5, want 1..4"},
+		{name: "unknown parameter", method: "GET", target: "/generate?temperature=1", status: 400, want: `unknown parameter "temperature"`},
+		{name: "repeated parameter", method: "GET", target: "/generate?tokens=1&tokens=2", status: 400, want: "given 2 times"},
+		{name: "unknown field", method: "POST", target: "/generate", contentType: "application/json",
+			body: `{"temperature":1}`, status: 400, want: "unknown field"},
+		{name: "bad json", method: "POST", target: "/generate", contentType: "application/json", body: `{"tokens":`, status: 400, want: "body:"},
+		{name: "two values", method: "POST", target: "/generate", contentType: "application/json",
+			body: `{"tokens":1} {"tokens":2}`, status: 400, want: "more than one JSON value"},
+		{name: "form body", method: "POST", target: "/generate", contentType: "application/x-www-form-urlencoded",
+			body: "tokens=2", status: 400, want: "must be application/json"},
+		{name: "json out of bounds", method: "POST", target: "/generate", contentType: "application/json",
+			body: `{"tokens":65}`, status: 400, want: "tokens=65"},
+		{name: "method", method: "PUT", target: "/generate", status: 405, want: "Method Not Allowed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var body io.Reader
+			if tc.body != "" {
+				body = strings.NewReader(tc.body)
+			}
+			r := httptest.NewRequest(tc.method, tc.target, body)
+			if tc.contentType != "" {
+				r.Header.Set("Content-Type", tc.contentType)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			assert.Equal(t, tc.status, w.Code, w.Body.String())
+			assert.Contains(t, w.Body.String(), tc.want)
+			if tc.status == http.StatusOK {
+				var resp generateResponse
+				require.NoError(t, json.Unmarshal(w.Body.Bytes(), &resp))
+				assert.Equal(t, resp.Request, w.Header().Get("X-Request-Id"))
+				assert.Equal(t, "fixed", resp.Mode)
+			}
+		})
+	}
+	assert.Zero(t, s.masks.Rebuilds(), "the fixed loop never rebuilds a mask")
+}
+
+// TestOutOfMemoryNamesTheLeak lets the leak run into a small budget: the
+// request that does not fit gets 503, and the error text names the line
+// that holds the memory.
+func TestOutOfMemoryNamesTheLeak(t *testing.T) {
+	s := newQuietServer(t, func(c *config) { c.leak, c.capacity, c.budget = true, 1<<20, 256<<10 })
+	h := s.Handler()
+	var w *httptest.ResponseRecorder
+	for range 500 { // the budget runs out near request 50
+		w = httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/generate?prompt=32&tokens=8", nil))
+		if w.Code != http.StatusOK {
+			break
+		}
+	}
+	require.Equal(t, http.StatusServiceUnavailable, w.Code, w.Body.String())
+	assert.Equal(t, "1", w.Header().Get("Retry-After"))
+	body := w.Body.String()
+	assert.Contains(t, body, "out of memory")
+	assert.Contains(t, body, "budget limit 256 KiB")
+	_, sites, ok := strings.Cut(body, "top live sites:")
+	require.True(t, ok, body)
+	first, _, _ := strings.Cut(strings.TrimSpace(sites), "\n")
+	assert.True(t, strings.HasSuffix(first, leakFunc), "the top site is the leak: %q", first)
+	assert.Positive(t, s.pool.Stats().OOMs)
+}
+
+func TestShutdownTwice(t *testing.T) {
+	s := newQuietServer(t, nil)
+	require.NoError(t, s.Shutdown(context.Background()))
+	assert.ErrorIs(t, s.Shutdown(context.Background()), errShutDown)
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/generate", nil))
+	assert.Equal(t, http.StatusServiceUnavailable, w.Code, "no request is served after shutdown")
+}
+
+func TestSummaryEndpoint(t *testing.T) {
+	s := newQuietServer(t, func(c *config) { c.leak, c.watchAfter = true, 0 })
+	h := s.Handler()
+	for range 12 {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/generate?tokens=8", nil))
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/debug/tensors/summary", nil))
+	require.Equal(t, http.StatusOK, w.Code)
+	summary := w.Body.String()
+	assert.Contains(t, summary, `tensorlife memory summary: tracker "inferenceserver"`)
+	assert.Contains(t, summary, "prompt-masks")
+	_, suspects, ok := strings.Cut(summary, "Leak suspects")
+	require.True(t, ok, summary)
+	assert.Contains(t, suspects, "decodeLeaky (generate.go:")
+}

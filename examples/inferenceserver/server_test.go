@@ -1,0 +1,159 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// leakFunc and promptFunc end the names of the leaking function and of the
+// prompt-mask builder as frames give them. Under go test the package is
+// not named main, so only the suffix is stable.
+const (
+	leakFunc   = ".(*server).decodeLeaky"
+	promptFunc = ".(*server).buildPromptMask"
+)
+
+// The end-to-end load: a few hundred requests, many at once, over four
+// prompt lengths (so four prompt masks are cached) and two batch sizes.
+const (
+	loadRequests = 300
+	loadWorkers  = 16
+	loadTokens   = 8
+)
+
+var loadPrompts = []int{32, 48, 64, 96}
+
+func loadQuery(i int) string {
+	return fmt.Sprintf("prompt=%d&tokens=%d&batch=%d", loadPrompts[i%len(loadPrompts)], loadTokens, 1+i%2)
+}
+
+// TestEndToEnd runs the fixed and the leaky server through the same load
+// and reads them as an operator would: /metrics, go tool pprof on the
+// profile URL, the watcher's log, and the shutdown report.
+func TestEndToEnd(t *testing.T) {
+	for _, leak := range []bool{false, true} {
+		name := "fixed"
+		if leak {
+			name = "leak"
+		}
+		t.Run(name, func(t *testing.T) {
+			ts := startServer(t, func(c *config) { c.leak = leak })
+
+			outcomes := ts.load(loadRequests, loadWorkers, loadQuery)
+			ids := map[string]bool{}
+			for i, o := range outcomes {
+				require.NoError(t, o.err, "request %d", i)
+				require.Equal(t, http.StatusOK, o.status, "request %d: %s", i, o.body)
+				assert.Equal(t, name, o.resp.Mode)
+				assert.Equal(t, loadTokens, o.resp.Tokens)
+				ids[o.resp.Request] = true
+			}
+			assert.Len(t, ids, loadRequests, "every request has its own id")
+
+			checkMetrics(t, ts, leak)
+			checkProfile(t, ts, leak)
+			checkShutdown(t, ts, leak)
+		})
+	}
+}
+
+// leakedMasks is how many masks the leaky server keeps: one per step.
+const leakedMasks = loadRequests * loadTokens
+
+func checkMetrics(t *testing.T, ts *testServer, leak bool) {
+	status, m := ts.get(t, "/metrics")
+	require.Equal(t, http.StatusOK, status)
+	value := func(name string, labels ...string) float64 {
+		v, ok := metric(m, name, labels...)
+		require.True(t, ok, "/metrics has no %s%v", name, labels)
+		return v
+	}
+	cached := float64(len(loadPrompts))
+	assert.Equal(t, float64(loadRequests-ts.cfg.watchAfter), value("tensorlife_watcher_windows_total"),
+		"one window per request after the warm-up")
+	assert.Equal(t, cached, value("tensorlife_mask_cache_entries", `cache="prompt-masks"`))
+	assert.GreaterOrEqual(t, value("tensorlife_allocations_total"), float64(loadRequests*(1+loadTokens)),
+		"a KV cache and a logits tensor per step, at least")
+	assert.Equal(t, float64(ts.cfg.budget), value("tensorlife_pool_memory_limit_bytes", `device="host"`))
+	reserved := value("tensorlife_pool_memory_reserved_bytes", `device="host"`)
+	assert.Positive(t, reserved)
+	assert.LessOrEqual(t, reserved, float64(ts.cfg.budget))
+	assert.Equal(t, float64(ts.cfg.capacity), value("hw_gpu_memory_limit_bytes", `hw_id="host"`))
+	assert.Equal(t, reserved, value("hw_gpu_memory_usage_bytes", `hw_id="host"`), "the pool is the device's only user")
+	assert.Zero(t, value("tensorlife_ooms_total"))
+	assert.Zero(t, value("tensorlife_leaks_gc_total"))
+	// No request is running: nothing but masks is live.
+	assert.Equal(t, value("tensorlife_tensors_live"), value("tensorlife_tensors_live", `kind="mask"`))
+
+	masks := value("tensorlife_tensors_live", `kind="mask"`)
+	// The count of sites ever flagged: a suspect stops being one when its
+	// growth stops, as the leak's does when the load ends.
+	flagged := value("tensorlife_leak_suspects_total")
+	rebuilds := value("tensorlife_mask_rebuilds_total")
+	if leak {
+		assert.Equal(t, cached+leakedMasks, masks, "the cached prompt masks and every step's mask")
+		assert.Equal(t, float64(loadRequests*(loadTokens-1)), rebuilds, "every step after the first rebuilds")
+		assert.GreaterOrEqual(t, flagged, 1.0)
+	} else {
+		assert.Equal(t, cached, masks, "only the cached prompt masks")
+		assert.Zero(t, rebuilds)
+		assert.Zero(t, flagged)
+		assert.Zero(t, value("tensorlife_watcher_suspects"))
+		assert.Equal(t, value("tensorlife_mask_cache_memory_bytes"), value("tensorlife_memory_live_bytes"),
+			"every live byte is in the prompt-mask cache")
+	}
+}
+
+func checkProfile(t *testing.T, ts *testServer, leak bool) {
+	rows := flatRows(pprofTop(t, ts.base+"/debug/pprof/tensors", "-sample_index=inuse_space"))
+	require.NotEmpty(t, rows)
+	if leak {
+		assert.True(t, strings.HasSuffix(rows[0], leakFunc), "the leaking function tops the profile: %q", rows)
+		return
+	}
+	// What is live after the requests is the bounded prompt-mask cache.
+	for _, r := range rows {
+		assert.True(t, strings.HasSuffix(r, promptFunc) || strings.HasSuffix(r, promptFunc+" (inline)"),
+			"only cached prompt masks are live: %q", r)
+	}
+}
+
+func checkShutdown(t *testing.T, ts *testServer, leak bool) {
+	err := ts.shutdown(t)
+	report := ts.report.String()
+	logs := ts.logs.String()
+	if leak {
+		require.ErrorIs(t, err, errLiveAtShutdown)
+		var live *liveTensorsError
+		require.True(t, errors.As(err, &live))
+		assert.Equal(t, int64(leakedMasks), live.count, "the shutdown report counts every leaked mask")
+		require.NotEmpty(t, live.sites)
+		assert.True(t, strings.HasSuffix(live.sites[0].Site.Location().Function, leakFunc), err.Error())
+		assert.Contains(t, err.Error(), "generate.go:")
+
+		sus := ts.suspect()
+		require.NotNil(t, sus, "the watcher named a suspect")
+		assert.True(t, strings.HasSuffix(sus.Site.Location().Function, leakFunc), sus.Site.String())
+		t.Logf("the watcher named the leak after %d requests", int(sus.SinceWindow)+ts.cfg.watchAfter)
+		assert.Contains(t, logs, "leak suspect")
+		assert.Contains(t, logs, "tensors still live at shutdown")
+		_, sites, _ := strings.Cut(report, "Top sites by live bytes")
+		sites, _, _ = strings.Cut(sites, "Leak suspects")
+		assert.Regexp(t, `\n\s+1 .*decodeLeaky \(generate\.go:\d+\)\n`, sites, "the leak is the top site")
+	} else {
+		require.NoError(t, err)
+		assert.Nil(t, ts.suspect(), "no site kept growing")
+		assert.NotContains(t, logs, "leak suspect")
+		assert.Contains(t, report, "nothing is live")
+	}
+	// Either way, shutdown freed everything and gave the device back.
+	assert.Zero(t, ts.tr.Totals().LiveCount)
+	assert.Zero(t, ts.dev.Used())
+	assert.Zero(t, ts.dev.Blocks())
+}
