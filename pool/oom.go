@@ -112,7 +112,7 @@ func (p *Pool) Close() error {
 	err := p.EmptyCache()
 	if blocks := p.deviceBlocks.Load(); blocks > 0 {
 		err = errors.Join(err, &ActiveBlocksError{Device: p.dev.Name(), Blocks: blocks,
-			Bytes: p.active.Load(), Sites: p.liveSitesOnDevice()})
+			Bytes: p.active.load(), Sites: p.liveSitesOnDevice()})
 	}
 	return err
 }

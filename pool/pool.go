@@ -62,9 +62,9 @@ type Pool struct {
 	mu    sync.Mutex
 	slots slotTable
 
-	reserved     atomic.Int64 // bytes held from the device, including allocations in flight
-	active       atomic.Int64 // bytes in blocks handed out
-	deviceBlocks atomic.Int64 // blocks held from the device
+	reserved     atomic.Int64   // bytes held from the device, including allocations in flight
+	active       stripedCounter // bytes in blocks handed out
+	deviceBlocks atomic.Int64   // blocks held from the device
 	peakReserved atomic.Int64
 	peakActive   atomic.Int64
 	deviceAllocs atomic.Int64
@@ -148,7 +148,7 @@ func (p *Pool) Allocate(bytes int64) (tensor.Block, error) {
 		fl.hits++
 		b := p.slots.get(i).handOut(p.id, i)
 		fl.mu.Unlock()
-		p.addActive(size)
+		p.active.add(c, size)
 		return b, nil
 	}
 	fl.mu.Unlock()
@@ -187,7 +187,11 @@ func (p *Pool) allocateNew(c int, size int64) (tensor.Block, error) {
 	s.ptr, s.size = ptr, size
 	b := s.handOut(p.id, i)
 	fl.mu.Unlock()
-	p.addActive(size)
+	p.active.add(c, size)
+	// Active bytes peak only when every cached block of a class is out and
+	// one more is needed, that is at a miss, or between Stats samples; so
+	// the peak is sampled here, off the hit path.
+	raise(&p.peakActive, p.active.load())
 	return b, nil
 }
 
@@ -225,7 +229,7 @@ func (p *Pool) emptySlot(c int) (uint32, *slot, error) {
 // shared with whatever else runs on it.
 func (p *Pool) cacheCouldHelp(size int64, refused string) bool {
 	if refused == "budget" {
-		return size <= p.budget-p.active.Load()
+		return size <= p.budget-p.active.load()
 	}
 	return p.total <= 0 || size <= p.total
 }
@@ -296,7 +300,7 @@ func (p *Pool) Release(b tensor.Block) error {
 	}
 	s.out = false
 	s.gen++
-	p.active.Add(-b.Size)
+	p.active.add(c, -b.Size)
 	// Close sets closed before it empties each class under its lock, so a
 	// block is either cached before Close empties its class or not at all.
 	if c < numClasses && !p.closed.Load() && p.cacheHasRoom() {
@@ -316,7 +320,7 @@ func (p *Pool) Release(b tensor.Block) error {
 // bytes from above (allocations in flight count as reserved), so the cap
 // is never exceeded; at worst a block that would have fit is freed.
 func (p *Pool) cacheHasRoom() bool {
-	return p.maxCached < 0 || p.reserved.Load()-p.active.Load() <= p.maxCached
+	return p.maxCached < 0 || p.reserved.Load()-p.active.load() <= p.maxCached
 }
 
 // badRelease reports a release of a block this pool did not hand out.
@@ -397,9 +401,26 @@ func (p *Pool) drain() (int64, error) {
 	return n, errors.Join(errs...)
 }
 
-// addActive counts size bytes handed out.
-func (p *Pool) addActive(size int64) {
-	raise(&p.peakActive, p.active.Add(size))
+// stripedCounter is a sum spread over cache lines, one stripe per size
+// class modulo 16: goroutines working on different classes update
+// different lines, where a single counter would bounce one line between
+// every core on every hit (it tripled the cost of a hit on two cores).
+// Reading sums 16 words.
+type stripedCounter struct {
+	stripes [16]struct {
+		v atomic.Int64
+		_ [120]byte
+	}
+}
+
+func (c *stripedCounter) add(class int, delta int64) { c.stripes[class&15].v.Add(delta) }
+
+func (c *stripedCounter) load() int64 {
+	var sum int64
+	for i := range c.stripes {
+		sum += c.stripes[i].v.Load()
+	}
+	return sum
 }
 
 // raise lifts peak to v if v is higher. The load alone is the common case.

@@ -61,7 +61,8 @@ func (p *Pool) Stats() Stats {
 		s.Cached += n * classSizes[c]
 		s.Hits += hits
 	}
-	s.Active = p.active.Load()
+	s.Active = p.active.load()
+	raise(&p.peakActive, s.Active)
 	s.Reserved = p.reserved.Load()
 	s.ActiveBlocks = max(0, p.deviceBlocks.Load()-s.CachedBlocks)
 	s.PeakActive = max(p.peakActive.Load(), s.Active)
