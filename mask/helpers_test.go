@@ -10,6 +10,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
 var maskDTypes = []tensor.DType{tensor.Bool, tensor.Uint8, tensor.Float32, tensor.Float16, tensor.BFloat16}
@@ -78,9 +79,7 @@ func newEnv(t testing.TB) *env {
 		if t.Failed() {
 			return
 		}
-		if n := tr.Totals().LiveCount; n != 0 {
-			t.Errorf("%d tensors still live at the end of the test", n)
-		}
+		tracktest.VerifyNone(t, tr)
 		if n := dev.live(); n != 0 {
 			t.Errorf("%d device blocks still allocated at the end of the test", n)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
 // newFault returns a fault device over a host device of capacity bytes.
@@ -25,11 +26,13 @@ func newFault(t testing.TB, capacity int64, opts ...faultdev.Option) *faultdev.D
 	return d
 }
 
-// newTracker returns an isolated tracker, so tests see only their own sites.
+// newTracker returns an isolated tracker, so tests see only their own
+// sites, and checks when the test ends that every tensor was freed.
 func newTracker(t testing.TB) *track.Tracker {
 	t.Helper()
 	tr, err := track.New(track.WithName(t.Name()))
 	require.NoError(t, err)
+	t.Cleanup(func() { tracktest.VerifyNone(t, tr) })
 	return tr
 }
 

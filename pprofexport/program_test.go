@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
 // This file is the known program the tests profile: an agent loop that
@@ -73,7 +74,7 @@ func newProgram(t testing.TB, opts ...track.Option) *program {
 	t.Cleanup(func() {
 		p.freeAll()
 		require.Zero(t, dev.Used(), "device memory left after the test")
-		require.Zero(t, tr.Totals().LiveCount, "tensors left live after the test")
+		tracktest.VerifyNone(t, tr)
 	})
 	return p
 }

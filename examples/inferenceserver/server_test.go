@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
 // leakFunc and promptFunc end the names of the leaking function and of the
@@ -153,7 +155,7 @@ func checkShutdown(t *testing.T, ts *testServer, leak bool) {
 		assert.Contains(t, report, "nothing is live")
 	}
 	// Either way, shutdown freed everything and gave the device back.
-	assert.Zero(t, ts.tr.Totals().LiveCount)
+	tracktest.VerifyNone(t, ts.tr)
 	assert.Zero(t, ts.dev.Used())
 	assert.Zero(t, ts.dev.Blocks())
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
 // TestShutdownDrainsRequestsInFlight shuts the server down under load:
@@ -43,6 +45,6 @@ func TestShutdownDrainsRequestsInFlight(t *testing.T) {
 	t.Logf("%d requests served, %d refused", served, refused)
 	assert.Equal(t, int(ts.requests.Load()), served, "every admitted request completed")
 	assert.GreaterOrEqual(t, served, 40)
-	assert.Zero(t, ts.tr.Totals().LiveCount)
+	tracktest.VerifyNone(t, ts.tr)
 	assert.Zero(t, ts.dev.Used())
 }
