@@ -54,6 +54,7 @@ type watcherConfig struct {
 	windows   int
 	history   int
 	mostOf    int
+	warmUp    uint64 // windows that only set the baseline
 	minGrowth int64
 	growthSet bool // MinGrowth was given: 0 is a valid threshold
 	onSuspect func(Suspect)
@@ -129,6 +130,21 @@ func MinGrowth(bytes int64) WatcherOption {
 			return fmt.Errorf("%w: MinGrowth(%d): want 0 or more", ErrInvalidOption, bytes)
 		}
 		c.minGrowth, c.growthSet = bytes, true
+		return nil
+	})
+}
+
+// WarmUp makes the first n windows set the baseline without judging: a
+// starting service ramps up to its concurrency, and the memory of work in
+// flight (KV caches of running requests) grows window after window as a
+// leak does. The watcher judges growth from the end of the warm-up, so a
+// suspect's growth is measured from there, not from an empty process.
+func WarmUp(n int) WatcherOption {
+	return watcherOption(func(c *watcherConfig) error {
+		if n < 0 {
+			return fmt.Errorf("%w: WarmUp(%d): want 0 or more windows", ErrInvalidOption, n)
+		}
+		c.warmUp = uint64(n)
 		return nil
 	})
 }
@@ -474,6 +490,14 @@ func (w *Watcher) endWindow(fromLoop bool) {
 	var flagged []Suspect
 	w.tr.eachSiteLive(func(site *Site, liveCount, liveBytes int64) {
 		h := w.history(site)
+		if n <= w.cfg.warmUp {
+			// Still warming up: the whole history is the latest sample.
+			for i := range h.ring {
+				h.ring[i] = liveBytes
+			}
+			h.liveCount, h.lastChange = liveCount, n
+			return
+		}
 		prev := h.ring[(n-1)%uint64(len(h.ring))]
 		h.ring[n%uint64(len(h.ring))] = liveBytes
 		h.liveCount = liveCount
@@ -511,7 +535,8 @@ func (w *Watcher) endWindow(fromLoop bool) {
 func (w *Watcher) judge(h *siteHistory, n uint64, now time.Time) (Suspect, bool) {
 	size := uint64(len(h.ring))
 	at := func(i uint64) int64 { return h.ring[i%size] }
-	span := min(uint64(w.cfg.windows), n)
+	judged := n - w.cfg.warmUp // windows since the warm-up
+	span := min(uint64(w.cfg.windows), judged)
 	grew := 0
 	for i := n - span + 1; i <= n; i++ {
 		if at(i) > at(i-1) {
@@ -521,7 +546,7 @@ func (w *Watcher) judge(h *siteHistory, n uint64, now time.Time) (Suspect, bool)
 	// What the site gave back over the history it has; while the history
 	// fills, scaled up to a full one, so that a few early windows of a
 	// swinging site do not pass for a leak.
-	seen := min(uint64(w.cfg.history), n)
+	seen := min(uint64(w.cfg.history), judged)
 	var gaveBack int64
 	for i := n - seen + 1; i <= n; i++ {
 		gaveBack += max(at(i-1)-at(i), 0)

@@ -89,6 +89,7 @@ func TestWatcherRejectsBadInput(t *testing.T) {
 		{"zero most-of", []track.WatcherOption{track.MostOf(0)}},
 		{"most-of over windows", []track.WatcherOption{track.Windows(4), track.MostOf(5)}},
 		{"negative growth", []track.WatcherOption{track.MinGrowth(-1)}},
+		{"negative warm-up", []track.WatcherOption{track.WarmUp(-1)}},
 		{"nil callback", []track.WatcherOption{track.OnSuspect(nil)}},
 		{"nil option", []track.WatcherOption{nil}},
 	}
@@ -144,6 +145,39 @@ func TestWatcherFlagsGrowth(t *testing.T) {
 	assert.Equal(t, int64(4096), now[0].GrowthPerWindow)
 	assert.Equal(t, int64(1), tr.Totals().Event(track.EventLeakSuspect))
 	assert.Equal(t, uint64(20), w.Windows())
+}
+
+// A ramp during the warm-up (work in flight growing with load) is not a
+// leak; growth after it is judged from where the warm-up ended.
+func TestWatcherWarmUp(t *testing.T) {
+	tr, w, log := newWatchedTracker(t, track.WarmUp(10))
+	inFlight := &siteDriver{tr: tr, bytes: 64 << 10}
+	leak := &siteDriver{tr: tr, bytes: 4096}
+	for req := 1; req <= 10; req++ {
+		inFlight.setLive(t, req) // the ramp: more requests in flight each window
+		require.NoError(t, w.Tick())
+	}
+	for req := 11; req <= 40; req++ {
+		leak.setLive(t, req-10)
+		require.NoError(t, w.Tick())
+	}
+	got := log.all()
+	require.Len(t, got, 1, "the ramp is not flagged, the leak is")
+	assert.Same(t, leak.recs[0].Site(), got[0].Site)
+	assert.Equal(t, uint64(16), got[0].SinceWindow, "flagged 6 windows after the warm-up")
+	assert.Equal(t, int64(4096), got[0].GrowthPerWindow, "growth measured from the warm-up's end")
+	inFlight.setLive(t, 0)
+	leak.setLive(t, 0)
+
+	// Without the warm-up the same ramp is taken for a leak.
+	tr2, w2, log2 := newWatchedTracker(t)
+	ramp := &siteDriver{tr: tr2, bytes: 64 << 10}
+	for req := 1; req <= 10; req++ {
+		ramp.setLive(t, req)
+		require.NoError(t, w2.Tick())
+	}
+	assert.NotEmpty(t, log2.all())
+	ramp.setLive(t, 0)
 }
 
 func TestWatcherPlateau(t *testing.T) {

@@ -20,7 +20,7 @@ type config struct {
 	budget   int64         // pool budget bytes, checked before the device is asked
 	cache    int64         // prompt-mask cache budget bytes
 	drain    time.Duration // how long shutdown waits for requests in flight
-	// watchAfter is how many requests complete before the growth watcher
+	// watchAfter is how many requests are the growth watcher's warm-up
 	// starts counting them: see server.tick.
 	watchAfter int
 

@@ -52,9 +52,8 @@ type server struct {
 	// step's mask, kept under a key no one ever deletes.
 	leaked *leakMap
 
-	requests  atomic.Uint64 // numbers request ids
-	completed atomic.Int64  // requests done, for the watcher's warm-up
-	inflight  gate          // /generate handlers running, so Shutdown can wait for them
+	requests atomic.Uint64 // numbers request ids
+	inflight gate          // /generate handlers running, so Shutdown can wait for them
 
 	mu           sync.Mutex
 	firstSuspect *track.Suspect // the first site the watcher flagged
@@ -94,7 +93,8 @@ func newServer(cfg config, logger *slog.Logger, report io.Writer) (*server, erro
 	// the requests in flight: their memory climbs whenever the load does,
 	// for as many requests as the climb lasts, but what they give back over
 	// 256 requests outweighs any climb, while a leak gives nothing back.
-	s.watcher, err = track.NewWatcher(s.tr, track.WatchHistory(watchHistory), track.OnSuspect(s.onSuspect))
+	s.watcher, err = track.NewWatcher(s.tr, track.WarmUp(cfg.watchAfter), track.WatchHistory(watchHistory),
+		track.OnSuspect(s.onSuspect))
 	if err != nil {
 		return nil, err
 	}
@@ -215,15 +215,12 @@ func (s *server) serveSummary(w http.ResponseWriter, _ *http.Request) {
 // request's own tensors are freed: what still grows from one request to the
 // next is kept past them.
 //
-// The first cfg.watchAfter requests are not counted. A site whose memory
-// follows the requests in flight (the KV cache, the logits) grows while a
-// starting server ramps up to its concurrency, window after window, just as
-// a leak does; the watcher starts once the ramp is over, and judges what
-// grows from there. A leak is still named a few requests after that.
+// The first cfg.watchAfter windows are the watcher's warm-up
+// (track.WarmUp). A site whose memory follows the requests in flight (the
+// KV cache, the logits) grows while a starting server ramps up to its
+// concurrency, window after window, just as a leak does; the watcher judges
+// what grows after the ramp, and still names a leak a few requests later.
 func (s *server) tick() {
-	if s.completed.Add(1) <= int64(s.cfg.watchAfter) {
-		return
-	}
 	// Tick fails only after Stop, which waits for every handler to leave.
 	_ = s.watcher.Tick()
 }
