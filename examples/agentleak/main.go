@@ -51,7 +51,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 		fs.PrintDefaults()
 	}
 	fs.BoolVar(&o.fixed, "fixed", false, "run the fix: one growable mask per request, a bounded prompt-mask cache")
-	fs.IntVar(&o.requests, "requests", 64, "requests to serve (the leak exhausts the budget near 700)")
+	fs.IntVar(&o.requests, "requests", 64, "requests to serve (the leak exhausts the default budget near 420)")
 	fs.IntVar(&o.tokens, "tokens", 24, "tokens generated per request")
 	fs.IntVar(&o.batch, "batch", 4, "sequences decoded together per request")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed for the choice of prompts")
