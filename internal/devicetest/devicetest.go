@@ -69,6 +69,33 @@ func WithoutPointerChecks() Option {
 	return optionFunc(func(c *config) { c.pointerChecks = false })
 }
 
+// checks are the suite's subtests, in the order Run runs them.
+var checks = []struct {
+	name string
+	run  func(t *testing.T, s *suite)
+}{
+	{"AllocFree", testAllocFree},
+	{"CopyRoundTrip", testCopyRoundTrip},
+	{"CopyWithOffsets", testCopyWithOffsets},
+	{"Memset", testMemset},
+	{"MemInfo", testMemInfo},
+	{"OutOfMemory", testOutOfMemory},
+	{"InvalidSize", testInvalidSize},
+	{"InvalidPointer", testInvalidPointer},
+	{"CopyOutOfRange", testCopyOutOfRange},
+	{"Concurrent", testConcurrent},
+}
+
+// Checks returns the names of the suite's subtests, in the order Run runs
+// them: what `go test -run 'Conformance/NAME'` selects.
+func Checks() []string {
+	names := make([]string, len(checks))
+	for i, c := range checks {
+		names[i] = c.name
+	}
+	return names
+}
+
 // Run runs the suite as subtests of t, each on a device of its own.
 func Run(t *testing.T, newDevice NewDeviceFunc, opts ...Option) {
 	t.Helper()
@@ -78,22 +105,7 @@ func Run(t *testing.T, newDevice NewDeviceFunc, opts ...Option) {
 	}
 	require.GreaterOrEqual(t, cfg.capacity, int64(1<<20), "devicetest: capacity below 1 MiB")
 
-	tests := []struct {
-		name string
-		run  func(t *testing.T, s *suite)
-	}{
-		{"AllocFree", testAllocFree},
-		{"CopyRoundTrip", testCopyRoundTrip},
-		{"CopyWithOffsets", testCopyWithOffsets},
-		{"Memset", testMemset},
-		{"MemInfo", testMemInfo},
-		{"OutOfMemory", testOutOfMemory},
-		{"InvalidSize", testInvalidSize},
-		{"InvalidPointer", testInvalidPointer},
-		{"CopyOutOfRange", testCopyOutOfRange},
-		{"Concurrent", testConcurrent},
-	}
-	for _, tc := range tests {
+	for _, tc := range checks {
 		t.Run(tc.name, func(t *testing.T) {
 			dev := newDevice(t, cfg.capacity)
 			require.NotNil(t, dev, "devicetest: NewDeviceFunc returned nil")
