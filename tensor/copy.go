@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"runtime"
 	"unsafe"
 )
 
@@ -27,7 +28,12 @@ func (t *Tensor) CopyFromHostAt(off int64, src []byte, whole bool) error {
 	if len(src) == 0 {
 		return nil
 	}
-	return t.Device().CopyToDevice(t.b.mem.Ptr.Add(t.off+off), src)
+	err := t.Device().CopyToDevice(t.b.mem.Ptr.Add(t.off+off), src)
+	// t must stay reachable until the copy is done: otherwise a handle the
+	// caller drops right after this call could be found leaked mid-copy and
+	// its memory handed to another tensor.
+	runtime.KeepAlive(t)
+	return err
 }
 
 // CopyToHostAt copies len(dst) bytes starting at off into dst; whole as in
@@ -39,7 +45,9 @@ func (t *Tensor) CopyToHostAt(off int64, dst []byte, whole bool) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	return t.Device().CopyToHost(dst, t.b.mem.Ptr.Add(t.off+off))
+	err := t.Device().CopyToHost(dst, t.b.mem.Ptr.Add(t.off+off))
+	runtime.KeepAlive(t) // see CopyFromHostAt
+	return err
 }
 
 // Fill sets every byte of the tensor to value.
@@ -50,7 +58,9 @@ func (t *Tensor) Fill(value byte) error {
 	if t.bytes == 0 {
 		return nil
 	}
-	return t.Device().Memset(t.b.mem.Ptr.Add(t.off), value, t.bytes)
+	err := t.Device().Memset(t.b.mem.Ptr.Add(t.off), value, t.bytes)
+	runtime.KeepAlive(t) // see CopyFromHostAt
+	return err
 }
 
 func (t *Tensor) rangeCheck(off, n int64, whole bool) error {

@@ -25,9 +25,12 @@ type HostDevice struct {
 	name     string
 	capacity int64
 
-	mu      sync.RWMutex
-	used    int64
-	blocks  map[uint64][]byte
+	mu     sync.RWMutex
+	used   int64
+	blocks map[uint64][]byte
+	// freeIDs are reused first in, first out, so that a stale pointer to a
+	// freed block points at nothing for as long as possible and is refused
+	// as invalid, rather than landing in the next block allocated.
 	freeIDs []uint64
 	nextID  uint64
 }
@@ -48,6 +51,9 @@ func (d *HostDevice) Alloc(bytes int64) (DevicePtr, error) {
 	if bytes <= 0 {
 		return 0, d.err("alloc", bytes, ErrInvalidSize)
 	}
+	if bytes > 1<<hostShift {
+		return 0, d.err("alloc", bytes, fmt.Errorf("%w: a host block holds at most 1 TiB", ErrOutOfMemory))
+	}
 	d.mu.Lock()
 	if bytes > d.capacity-d.used {
 		free := d.capacity - d.used
@@ -60,8 +66,9 @@ func (d *HostDevice) Alloc(bytes int64) (DevicePtr, error) {
 	}
 	d.used += bytes
 	var id uint64
-	if n := len(d.freeIDs); n > 0 {
-		id, d.freeIDs = d.freeIDs[n-1], d.freeIDs[:n-1]
+	if len(d.freeIDs) > 0 && (len(d.freeIDs) > 1024 || d.nextID > maxHostBlocks) {
+		// Reuse only once many ids wait: stale pointers stay invalid long.
+		id, d.freeIDs = d.freeIDs[0], d.freeIDs[1:]
 	} else {
 		id = d.nextID
 		d.nextID++

@@ -247,12 +247,13 @@ func (t *Tensor) View(offset int, dims ...int) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	off := int64(offset) * int64(t.b.dtype.Size())
-	if offset < 0 || off > t.bytes || bytes > t.bytes-off {
+	size := int64(t.b.dtype.Size())
+	// Check the offset before multiplying, so that no offset wraps around.
+	if offset < 0 || int64(offset) > t.bytes/size || bytes > t.bytes-int64(offset)*size {
 		return nil, fmt.Errorf("%w: view %v at element %d of %v", ErrSizeMismatch, shape, offset, t)
 	}
 	t.b.refs.Add(1)
-	return newHandle(t.b, t.off+off, bytes, shape.Clone()), nil
+	return newHandle(t.b, t.off+int64(offset)*size, bytes, shape.Clone()), nil
 }
 
 func (t *Tensor) check() error {
@@ -310,6 +311,9 @@ func (t *Tensor) Site() *track.Site {
 func (t *Tensor) Labels() track.Labels { return t.b.rec.Labels() }
 
 // Ptr returns the device address of the first byte; 0 for an empty tensor.
+// The address is valid while the handle is owned and reachable: keep t
+// alive (runtime.KeepAlive) until a kernel using it is done, or a handle
+// dropped meanwhile may be reclaimed as a leak.
 func (t *Tensor) Ptr() (DevicePtr, error) {
 	if err := t.check(); err != nil {
 		return 0, err

@@ -361,3 +361,53 @@ func TestViewSharesMemoryAndOwnership(t *testing.T) {
 	assert.EqualValues(t, 0, dev.Used())
 	assert.EqualValues(t, 0, tr.Totals().LiveCount)
 }
+
+func TestViewOffsetsCannotWrap(t *testing.T) {
+	_, _, alloc := setup(t, 1<<20)
+	x, err := tensor.FromSlice(context.Background(), alloc, []float64{10, 11, 12, 13})
+	require.NoError(t, err)
+	defer freeOnce(t, x)
+	v, err := x.View(2, 2)
+	require.NoError(t, err)
+	defer freeOnce(t, v)
+	for _, off := range []int{1<<61 - 1, 1 << 61, 1<<63 - 1} {
+		_, err := v.View(off, 2)
+		assert.ErrorIs(t, err, tensor.ErrSizeMismatch, "offset %d", off)
+		_, err = x.View(off, 1)
+		assert.ErrorIs(t, err, tensor.ErrSizeMismatch, "offset %d", off)
+	}
+}
+
+// gcDevice runs the garbage collector inside every copy, as a busy process
+// may at any moment.
+type gcDevice struct{ *tensor.HostDevice }
+
+func (d gcDevice) CopyToDevice(dst tensor.DevicePtr, src []byte) error {
+	runtime.GC()
+	runtime.GC()
+	return d.HostDevice.CopyToDevice(dst, src)
+}
+
+// copyAndDrop writes to a tensor and drops it: the handle is unreachable
+// once the copy starts.
+//
+//go:noinline
+func copyAndDrop(alloc tensor.Allocator) error {
+	x, err := tensor.New(context.Background(), alloc, tensor.Uint8, 4096)
+	if err != nil {
+		return err
+	}
+	return x.CopyFromHost(make([]byte, 4096))
+}
+
+func TestHandleStaysAliveDuringCopy(t *testing.T) {
+	host, err := tensor.NewHostDevice(1 << 20)
+	require.NoError(t, err)
+	tr, err := track.New(track.OnLeak(func(track.LeakReport) {}))
+	require.NoError(t, err)
+	alloc, err := tensor.NewDeviceAllocator(gcDevice{host}, tr)
+	require.NoError(t, err)
+	for range 20 {
+		require.NoError(t, copyAndDrop(alloc), "a dropped handle's memory must not go while its copy runs")
+	}
+}
