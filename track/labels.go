@@ -2,6 +2,7 @@ package track
 
 import (
 	"context"
+	"hash/maphash"
 	"slices"
 	"strings"
 )
@@ -14,9 +15,12 @@ type Labels struct {
 	set *labelSet
 }
 
-// labelSet holds keys and values interleaved, sorted by key, keys unique.
+// labelSet holds keys and values interleaved, sorted by key, keys unique,
+// and a hash of them: equal sets made by separate WithLabels calls are
+// different pointers with one hash, which is how snapshots group them.
 type labelSet struct {
-	kv []string
+	kv   []string
+	hash uint64
 }
 
 type labelsKey struct{}
@@ -35,6 +39,9 @@ const badKey = "!BADKEY"
 func WithLabels(ctx context.Context, kv ...string) context.Context {
 	if len(kv) == 0 {
 		return ctx
+	}
+	if ctx == nil {
+		ctx = context.Background() // as LabelsFrom reads a nil ctx
 	}
 	merged := LabelsFrom(ctx).with(kv)
 	return context.WithValue(ctx, labelsKey{}, merged)
@@ -68,10 +75,28 @@ func (l Labels) with(kv []string) Labels {
 	}
 	slices.Sort(keys)
 	set := &labelSet{kv: make([]string, 0, 2*len(keys))}
+	h := maphash.Hash{}
+	h.SetSeed(labelSeed)
 	for _, k := range keys {
 		set.kv = append(set.kv, k, m[k])
+		h.WriteString(k)
+		h.WriteByte(0)
+		h.WriteString(m[k])
+		h.WriteByte(0)
 	}
+	set.hash = h.Sum64()
 	return Labels{set: set}
+}
+
+// labelSeed seeds every label hash of the process.
+var labelSeed = maphash.MakeSeed()
+
+// hash returns a hash of the labels' content; 0 for no labels.
+func (l Labels) hash() uint64 {
+	if l.set == nil {
+		return 0
+	}
+	return l.set.hash
 }
 
 // Len returns the number of labels.

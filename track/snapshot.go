@@ -121,18 +121,22 @@ func (f Filter) match(r *Record, cutoff int64) bool {
 }
 
 // groupKey identifies a Group without allocating per record: shapes of up to
-// eight dimensions are compared inline, longer ones by their rendering.
+// eight dimensions are compared inline, longer ones by their rendering, and
+// labels by the hash of their content (equal labels from separate
+// WithLabels calls group together; a hash collision is told apart by
+// collide, see SnapshotOf).
 type groupKey struct {
 	site                *Site
 	kind, device, dtype string
-	labels              *labelSet
+	labels              uint64
+	collide             *labelSet
 	rank                int
 	dims                [8]int
 	long                string
 }
 
 func keyOf(r *Record) groupKey {
-	k := groupKey{site: r.site, kind: r.Kind, device: r.Device, dtype: r.DType, labels: r.labels.set, rank: len(r.Shape)}
+	k := groupKey{site: r.site, kind: r.Kind, device: r.Device, dtype: r.DType, labels: r.labels.hash(), rank: len(r.Shape)}
 	if len(r.Shape) <= len(k.dims) {
 		copy(k.dims[:], r.Shape)
 	} else {
@@ -168,6 +172,11 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 			}
 			k := keyOf(r)
 			g := groups[k]
+			if g != nil && !g.Labels.Equal(r.labels) {
+				// Two label sets with one hash: keep them apart by pointer.
+				k.collide = r.labels.set
+				g = groups[k]
+			}
 			if g == nil {
 				g = &Group{Site: r.site, Kind: r.Kind, Device: r.Device, DType: r.DType,
 					Shape: r.Shape, Labels: r.labels, Oldest: r.Time()}
@@ -268,6 +277,9 @@ func (t *Tracker) SiteTotals() []SiteStats {
 // Top returns up to n sites with the most live bytes, largest first,
 // skipping sites with nothing live.
 func (s *Snapshot) Top(n int) []SiteStats {
+	if n <= 0 {
+		return nil
+	}
 	out := make([]SiteStats, 0, min(n, len(s.Sites)))
 	for _, st := range s.Sites {
 		if len(out) == n {

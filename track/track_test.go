@@ -105,7 +105,7 @@ func TestReleaseMisuse(t *testing.T) {
 	assert.ErrorIs(t, tr.Release(nil), track.ErrNilRecord)
 	assert.ErrorIs(t, tr.Record(ctx, nil, 0), track.ErrNilRecord)
 	assert.ErrorIs(t, tr.Record(ctx, &track.Record{Bytes: -1}, 0), track.ErrInvalidBytes)
-	assert.EqualValues(t, 5, tr.Totals().Misuse)
+	assert.EqualValues(t, 6, tr.Totals().Misuse)
 	assert.EqualValues(t, 1, other.Totals().Misuse)
 	assert.EqualValues(t, 0, tr.Totals().LiveCount)
 }
@@ -282,4 +282,23 @@ func TestFormatBytes(t *testing.T) {
 		5 << 20: "5 MiB", 3 << 40: "3 TiB", -2048: "-2 KiB"} {
 		assert.Equal(t, want, track.FormatBytes(n))
 	}
+}
+
+func TestGroupsByLabelContent(t *testing.T) {
+	tr := newTracker(t)
+	var recs []*track.Record
+	for range 3 { // equal labels from separate WithLabels calls
+		ctx := track.WithLabels(context.Background(), "model", "m")
+		recs = append(recs, recordA(tr, ctx, 8, "tensor"))
+	}
+	recs = append(recs, recordA(tr, track.WithLabels(context.Background(), "model", "other"), 8, "tensor"))
+	snap := tr.Snapshot()
+	require.Len(t, snap.Groups, 2, "one group per distinct label content")
+	assert.ElementsMatch(t, []int64{3, 1}, []int64{snap.Groups[0].Count, snap.Groups[1].Count})
+	assert.Nil(t, snap.Top(-1))
+	assert.Nil(t, snap.Top(0))
+	for _, r := range recs {
+		require.NoError(t, tr.Release(r))
+	}
+	assert.Equal(t, "{a=1}", track.LabelsFrom(track.WithLabels(nil, "a", "1")).String())
 }

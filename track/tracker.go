@@ -190,6 +190,7 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 		return ErrNilRecord
 	}
 	if r.Bytes < 0 {
+		t.misuse.Add(1)
 		return fmt.Errorf("%w: %d", ErrInvalidBytes, r.Bytes)
 	}
 	if !r.state.CompareAndSwap(stateNew, stateLive) {
