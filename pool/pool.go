@@ -188,9 +188,9 @@ func (p *Pool) allocateNew(c int, size int64) (tensor.Block, error) {
 	b := s.handOut(p.id, i)
 	fl.mu.Unlock()
 	p.active.add(c, size)
-	// Active bytes peak only when every cached block of a class is out and
-	// one more is needed, that is at a miss, or between Stats samples; so
-	// the peak is sampled here, off the hit path.
+	// The peak of active bytes is sampled here and in Stats, off the hit
+	// path: a peak reached only through cache hits between two samples is
+	// missed (see the package doc).
 	raise(&p.peakActive, p.active.load())
 	return b, nil
 }

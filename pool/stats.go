@@ -16,7 +16,9 @@ type Stats struct {
 	// ActiveBlocks and CachedBlocks count the blocks behind Active and
 	// Cached.
 	ActiveBlocks, CachedBlocks int64
-	// PeakReserved and PeakActive are the highest Reserved and Active seen.
+	// PeakReserved is the highest Reserved ever. PeakActive is the highest
+	// Active seen at a device allocation or a Stats call: a peak reached only
+	// through cache hits between two of those is not seen.
 	PeakReserved, PeakActive int64
 	// Limit is the budget in bytes; 0 means none.
 	Limit int64
