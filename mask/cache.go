@@ -101,8 +101,10 @@ func (c *Cache) Put(key string, t *tensor.Tensor) error {
 	if err != nil {
 		return fmt.Errorf("mask: Cache.Put %q: %w", key, err)
 	}
-	bytes := own.Bytes()
-	if bytes > c.cfg.maxBytes || c.cfg.maxEntries == 0 {
+	// A view keeps its whole parent allocation alive: the budget counts what
+	// the cached handle holds, not the bytes it shows.
+	bytes := own.HeldBytes()
+	if bytes > c.cfg.maxBytes || c.cfg.maxBytes == 0 || c.cfg.maxEntries == 0 {
 		c.rejected.Add(1)
 		return own.Free()
 	}

@@ -160,6 +160,36 @@ func TestCacheNotCached(t *testing.T) {
 	}
 }
 
+// A cached view keeps its whole parent alive: the budget counts that.
+func TestCacheCountsWhatAViewHolds(t *testing.T) {
+	e := newEnv(t)
+	b := e.builder(t)
+	c := newCache(t, MaxBytes(1<<10))
+	g, err := b.NewGrowable(context.Background(), 1, 1<<16)
+	require.NoError(t, err)
+	require.NoError(t, g.Append(1))
+	v, err := g.View()
+	require.NoError(t, err)
+	require.Less(t, v.Bytes(), int64(1<<10), "the view shows a few bytes")
+	require.NoError(t, c.Put("view", v))
+	assert.Zero(t, c.Stats().Entries, "but holds 64 KiB: over the budget, not cached")
+	assert.EqualValues(t, 1, c.Stats().Rejected)
+	free(t, v)
+	require.NoError(t, g.Free())
+}
+
+// A zero byte budget caches nothing, empty masks included.
+func TestCacheZeroBudgetCachesEmptyMasks(t *testing.T) {
+	e := newEnv(t)
+	b := e.builder(t)
+	c := newCache(t, MaxBytes(0))
+	m, err := b.Padding(context.Background(), []int{0}, 0)
+	require.NoError(t, err)
+	require.NoError(t, c.Put("empty", m))
+	assert.Zero(t, c.Stats().Entries)
+	free(t, m)
+}
+
 func TestCacheGetOrBuild(t *testing.T) {
 	e := newEnv(t)
 	b := e.builder(t)

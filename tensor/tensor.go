@@ -290,6 +290,11 @@ func (t *Tensor) Dim(i int) int {
 // Bytes returns the tensor's size in bytes (not the allocator's rounding).
 func (t *Tensor) Bytes() int64 { return t.bytes }
 
+// HeldBytes returns the bytes of device memory this handle keeps alive:
+// Bytes for a tensor, the whole parent allocation for a View. A cache that
+// bounds what it holds counts these.
+func (t *Tensor) HeldBytes() int64 { return t.b.bytes }
+
 // Kind returns the kind the tensor was made with.
 func (t *Tensor) Kind() string { return t.b.kind }
 

@@ -181,6 +181,23 @@ func TestContextBoundsDroppedTensors(t *testing.T) {
 	assert.Equal(t, listed, strings.Count(ft.Errors()[0], "\n    tensor "))
 }
 
+// With ReclaimLeaks(false) dropped tensors stay live, flagged, and are all
+// listed: none is counted again as "more, not listed".
+func TestContextListsKeptDroppedTensorsOnce(t *testing.T) {
+	e := newEnv(t, "kept-dropped", track.ReclaimLeaks(false))
+	ft := newFakeT("TestKeptDrops")
+	ctx := tracktest.Context(ft, e.tr, fast...)
+	const n = 1003
+	for range n {
+		dropTensor(t, e, ctx)
+	}
+	collectDropped(t, e.tr, n, n)
+	ft.finish()
+	require.Len(t, ft.Errors(), 1)
+	assert.Contains(t, ft.Errors()[0], "1003 dropped without Free)")
+	assert.NotContains(t, ft.Errors()[0], "more dropped")
+}
+
 func TestContextRejectsOptionsThatCannotApply(t *testing.T) {
 	tests := []struct {
 		name string
