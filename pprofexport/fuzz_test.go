@@ -77,6 +77,9 @@ func FuzzProfile(f *testing.F) {
 			want[inuseSpace] += g.Bytes
 		}
 		for _, s := range snap.Sites {
+			if filter.Active() && s.LiveCount == 0 {
+				continue // a filtered profile shows allocs of selected sites only
+			}
 			want[allocObjects] += s.AllocCount
 			want[allocSpace] += s.AllocBytes
 		}

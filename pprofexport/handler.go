@@ -229,13 +229,14 @@ func exceedsWriteTimeout(r *http.Request, seconds int64) bool {
 	return ok && srv.WriteTimeout > 0 && float64(seconds) >= srv.WriteTimeout.Seconds()
 }
 
+// serveWaitError answers a delta window that ended early. The request's
+// context is cancelled when the client leaves, but also by the server
+// (shutdown, a middleware's deadline): a client still there must get an
+// error, never an empty 200 that pprof fails to parse. Writing to a client
+// that left is harmless.
 func serveWaitError(w http.ResponseWriter, err error) {
-	if errors.Is(err, context.DeadlineExceeded) {
-		serveError(w, http.StatusRequestTimeout, err.Error())
-		return
-	}
-	if errors.Is(err, context.Canceled) {
-		// The client left; there is nobody to answer.
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		serveError(w, http.StatusServiceUnavailable, "pprofexport: delta window interrupted: "+err.Error())
 		return
 	}
 	serveError(w, http.StatusInternalServerError, err.Error())

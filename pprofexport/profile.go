@@ -62,10 +62,19 @@ func Profile(snap *track.Snapshot, opts ...Option) (*profile.Profile, error) {
 	if snap == nil {
 		return nil, ErrNilSnapshot
 	}
-	return build(snap, cfg), nil
+	return build(snap, cfg, allocSites(snap)), nil
 }
 
-func build(snap *track.Snapshot, cfg config) *profile.Profile {
+// allocSites returns the sites whose alloc values a profile of snap shows:
+// every site, or with a filter only the sites with selected live tensors.
+func allocSites(snap *track.Snapshot) func(*track.SiteStats) bool {
+	if !snap.Filter.Active() {
+		return func(*track.SiteStats) bool { return true }
+	}
+	return func(s *track.SiteStats) bool { return s.LiveCount > 0 }
+}
+
+func build(snap *track.Snapshot, cfg config, withAlloc func(*track.SiteStats) bool) *profile.Profile {
 	p := newProfile()
 	if !snap.Time.IsZero() {
 		p.TimeNanos = snap.Time.UnixNano()
@@ -98,7 +107,7 @@ func build(snap *track.Snapshot, cfg config) *profile.Profile {
 	}
 	for i := range snap.Sites {
 		site := &snap.Sites[i]
-		if site.AllocCount == 0 && site.AllocBytes == 0 {
+		if site.AllocCount == 0 && site.AllocBytes == 0 || !withAlloc(site) {
 			continue
 		}
 		add(profile.Sample{Location: st.site(site.Site)},
@@ -183,7 +192,18 @@ func combine(old, new *track.Snapshot, ratios []int64, what string, opts []Optio
 		return nil, fmt.Errorf("%w: %s from %s back to %s", ErrSnapshotOrder, what,
 			old.Time.Format(time.RFC3339Nano), new.Time.Format(time.RFC3339Nano))
 	}
-	base, top := build(old, cfg), build(new, cfg)
+	// Alloc values are cumulative per site: subtract them for one set of
+	// sites, the newer snapshot's, on both sides. Every snapshot lists every
+	// site that allocated, so the older one has what to subtract.
+	keep := map[*track.Site]bool{}
+	inNew := allocSites(new)
+	for i := range new.Sites {
+		if inNew(&new.Sites[i]) {
+			keep[new.Sites[i].Site] = true
+		}
+	}
+	withAlloc := func(s *track.SiteStats) bool { return keep[s.Site] }
+	base, top := build(old, cfg, withAlloc), build(new, cfg, withAlloc)
 	for _, s := range base.Sample {
 		for i, r := range ratios {
 			s.Value[i] *= r

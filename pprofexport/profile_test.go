@@ -354,3 +354,32 @@ var errDiskFull = errors.New("disk full")
 type failingWriter struct{}
 
 func (failingWriter) Write([]byte) (int, error) { return 0, errDiskFull }
+
+// A filtered delta subtracts cumulative alloc figures per site on both
+// sides: a site that leaves the filter in the window does not go negative,
+// and one that enters it counts only the window's allocations.
+func TestFilteredDeltaAllocValues(t *testing.T) {
+	prog := newProgram(t)
+	f := track.Filter{Kind: "tensor"} // the masks' kind: tensor.DefaultKind
+	prog.masks("r0", 3) // site A allocates before the window...
+	prog.freeAll()      // ...and has nothing live when it starts
+	held, err := buildMasks(context.Background(), prog.alloc, 2) // site B, live at the start
+	require.NoError(t, err)
+	start, err := prog.tracker.SnapshotOf(f)
+	require.NoError(t, err)
+	for _, m := range held { // B leaves the filter in the window
+		require.NoError(t, m.Free())
+	}
+	prog.masks("r2", 1) // A enters it with the window's one allocation
+	end, err := prog.tracker.SnapshotOf(f)
+	require.NoError(t, err)
+
+	p, err := pprofexport.DeltaProfile(start, end)
+	require.NoError(t, err)
+	for _, s := range p.Sample {
+		for _, v := range s.Value {
+			assert.GreaterOrEqual(t, v, int64(0), "no negative values in a delta")
+		}
+	}
+	assert.Equal(t, [4]int64{1, 4096, 1, 4096}, totals(p), "one allocation in the window, one mask live at its end")
+}

@@ -41,14 +41,24 @@ func WriteText(w io.Writer, snap *track.Snapshot, opts ...Option) error {
 
 	tw := tabwriter.NewWriter(bw, 0, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "site\tlive\tlive_bytes\talloc\talloc_bytes\tleaked\toldest_age\t\tlocation")
-	for _, st := range snap.Sites {
+	sites := snap.Sites
+	if snap.Filter.Active() {
+		// Only the sites the filter selected tensors from.
+		sites = nil
+		for _, st := range snap.Sites {
+			if st.LiveCount > 0 {
+				sites = append(sites, st)
+			}
+		}
+	}
+	for _, st := range sites {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%s\t\t%s\n", siteID(st.Site), st.LiveCount, st.LiveBytes,
 			st.AllocCount, st.AllocBytes, st.GCLeaks, age(snap.Time, st.Oldest), siteFrames(st.Site, cfg.keepLibrary)[0])
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("pprofexport: write text: %w", err)
 	}
-	for _, st := range snap.Sites {
+	for _, st := range sites {
 		fmt.Fprintf(bw, "\nsite %d\n", siteID(st.Site))
 		for _, f := range siteFrames(st.Site, cfg.keepLibrary) {
 			fmt.Fprintf(bw, "\t%s\n\t\t%s:%d\n", f.Function, f.File, f.Line)

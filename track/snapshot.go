@@ -65,8 +65,10 @@ type Snapshot struct {
 	Time    time.Time // when the snapshot was taken
 	Totals  Totals    // the tracker's counters, unfiltered
 	Filter  Filter    // the filter the snapshot was taken with
-	// Sites are sorted by live bytes, largest first. Unfiltered, every site
-	// the tracker knows is listed; filtered, only sites with matches.
+	// Sites are sorted by live bytes, largest first. Every site that has
+	// allocated is listed; with a filter, live figures (LiveCount,
+	// LiveBytes, Oldest) count only the allocations the filter selects,
+	// and cumulative ones (AllocCount, AllocBytes, GCLeaks) count all.
 	Sites  []SiteStats
 	Groups []Group // sorted by site id, then by bytes, largest first
 	// Allocations lists every matching live allocation by id, when the
@@ -90,7 +92,8 @@ type Filter struct {
 	Allocations bool
 }
 
-func (f Filter) active() bool {
+// Active reports whether f selects only some allocations.
+func (f Filter) Active() bool {
 	return f.MinAge != 0 || f.Kind != "" || f.LeakedOnly || len(f.Labels) > 0
 }
 
@@ -201,7 +204,10 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 	slices.SortFunc(snap.Allocations, func(a, b Allocation) int { return cmp.Compare(a.ID, b.ID) })
 
 	bySite := make(map[*Site]*SiteStats)
-	if !f.active() {
+	// Every site that ever allocated is listed, filtered or not, so that
+	// two snapshots always have the same cumulative figures to subtract:
+	// with a filter, a site's live figures count only its matches.
+	{
 		for _, s := range t.stacks.sites() {
 			if s.allocs.Load() > 0 {
 				bySite[s] = &SiteStats{Site: s}

@@ -171,8 +171,11 @@ func TestSnapshotGroupsFiltersAndDiff(t *testing.T) {
 
 	masks, err := tr.SnapshotOf(track.Filter{Kind: "mask"})
 	require.NoError(t, err)
-	require.Len(t, masks.Sites, 1)
+	require.Len(t, masks.Sites, 2, "every site is listed, for its cumulative figures")
 	assert.EqualValues(t, 1000, masks.Sites[0].LiveBytes)
+	assert.Zero(t, masks.Sites[1].LiveCount, "live figures count only the filter's matches")
+	assert.EqualValues(t, 48, masks.Sites[1].AllocBytes)
+	require.Len(t, masks.Top(5), 1)
 	assert.Empty(t, masks.Allocations, "allocations only listed on request")
 
 	onlyR2, err := tr.SnapshotOf(track.Filter{Labels: map[string]string{"request": "r2"}, Allocations: true})
