@@ -50,7 +50,13 @@ func Write(path string, write func(io.Writer) error) (err error) {
 	if err = tmp.Sync(); err != nil {
 		return err
 	}
-	if err = tmp.Chmod(0o644); err != nil {
+	// A replaced file keeps its mode (a profile made private stays so); a
+	// new one is readable as files written with os.Create usually are.
+	mode := os.FileMode(0o644)
+	if st, statErr := os.Stat(path); statErr == nil {
+		mode = st.Mode().Perm()
+	}
+	if err = tmp.Chmod(mode); err != nil {
 		return err
 	}
 	if err = tmp.Close(); err != nil {

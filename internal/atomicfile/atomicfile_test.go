@@ -26,6 +26,16 @@ func TestWriteReplacesWhole(t *testing.T) {
 	assert.Equal(t, "new", string(got))
 }
 
+func TestWriteKeepsTheReplacedFilesMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "private.pb.gz")
+	require.NoError(t, os.WriteFile(path, []byte("old"), 0o600))
+	require.NoError(t, os.Chmod(path, 0o600))
+	require.NoError(t, atomicfile.Write(path, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }))
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+}
+
 func TestFailedWriteLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "out.txt")
