@@ -360,9 +360,9 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errDiskFull }
 // and one that enters it counts only the window's allocations.
 func TestFilteredDeltaAllocValues(t *testing.T) {
 	prog := newProgram(t)
-	f := track.Filter{Kind: "tensor"} // the masks' kind: tensor.DefaultKind
-	prog.masks("r0", 3) // site A allocates before the window...
-	prog.freeAll()      // ...and has nothing live when it starts
+	f := track.Filter{Kind: "tensor"}                            // the masks' kind: tensor.DefaultKind
+	prog.masks("r0", 3)                                          // site A allocates before the window...
+	prog.freeAll()                                               // ...and has nothing live when it starts
 	held, err := buildMasks(context.Background(), prog.alloc, 2) // site B, live at the start
 	require.NoError(t, err)
 	start, err := prog.tracker.SnapshotOf(f)
