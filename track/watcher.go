@@ -525,6 +525,9 @@ func (w *Watcher) endWindow(fromLoop bool) {
 		defer w.inCallback.Store(false)
 	}
 	for _, s := range flagged {
+		if w.stopped.Load() {
+			return // nothing is reported after Stop has returned
+		}
 		w.tr.Note(EventLeakSuspect, s.Site, s.LiveBytes)
 		w.cfg.onSuspect(s)
 	}
