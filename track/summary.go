@@ -134,8 +134,9 @@ func writePools(b *strings.Builder, pools []PoolSource) {
 		fmt.Fprintf(b, "  %-12s%14s%14s%14s%14s%14s%14s\n", clip(s.Device, 12),
 			FormatBytes(s.Reserved), FormatBytes(s.Active), FormatBytes(s.Cached),
 			FormatBytes(s.PeakReserved), FormatBytes(s.PeakActive), limit)
-		fmt.Fprintf(b, "  %-12shits %d, misses %d, evictions %d, OOMs %d, device allocs %d, device frees %d\n",
-			"", s.Hits, s.Misses, s.Evictions, s.OOMs, s.DeviceAllocs, s.DeviceFrees)
+		// Two lines, so that counters of any size stay within 100 columns.
+		fmt.Fprintf(b, "  %-12shits %d, misses %d, evictions %d, OOMs %d\n", "", s.Hits, s.Misses, s.Evictions, s.OOMs)
+		fmt.Fprintf(b, "  %-12sdevice allocs %d, device frees %d\n", "", s.DeviceAllocs, s.DeviceFrees)
 	}
 }
 
