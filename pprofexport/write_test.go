@@ -46,7 +46,7 @@ func TestWriteFileReplacesAtomically(t *testing.T) {
 	assert.Equal(t, []string{"tensors.pb.gz"}, entries(t, dir), "no temporary file is left behind")
 	info, err := os.Stat(path)
 	require.NoError(t, err)
-	assert.Equal(t, fs.FileMode(0o644), info.Mode().Perm())
+	assert.Equal(t, fs.FileMode(0o600), info.Mode().Perm(), "the replaced file keeps its mode")
 	assert.Equal(t, int64(2), byLeaf(parseFile(t, path))[fnMasks][inuseObjects])
 
 	// A relative path writes in the working directory.

@@ -37,7 +37,7 @@ func TestWriteFilesAtomically(t *testing.T) {
 			w.check(t, data)
 			info, err := os.Stat(path)
 			require.NoError(t, err)
-			assert.Equal(t, os.FileMode(0o644), info.Mode().Perm())
+			assert.Equal(t, os.FileMode(0o600), info.Mode().Perm(), "the replaced file keeps its mode")
 
 			missing := filepath.Join(dir, "no", "such", "dir", "out")
 			err = w.write(missing)
