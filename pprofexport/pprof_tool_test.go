@@ -7,28 +7,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/internal/pproftool"
 	"github.com/tensorlife/tensorlife/pprofexport"
 )
-
-// pprofTool finds the go tool pprof binary once: `go tool -n pprof` prints
-// its path (building it into the cache if needed), so each test run starts
-// the binary directly instead of paying for `go tool` every time.
-var pprofTool = sync.OnceValues(func() (string, error) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return "", err
-	}
-	out, err := exec.Command(goBin, "tool", "-n", "pprof").Output()
-	if err != nil {
-		return "", fmt.Errorf("go tool -n pprof: %w", err)
-	}
-	return strings.TrimSpace(string(out)), nil
-})
 
 // runPprof runs go tool pprof with args and returns its standard output.
 // pprof writes what it fetches over HTTP under $PPROF_TMPDIR; it is pointed
@@ -36,7 +22,7 @@ var pprofTool = sync.OnceValues(func() (string, error) {
 // symbolize again fails the test: the files must stand on their own.
 func runPprof(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	bin, err := pprofTool()
+	bin, err := pproftool.Path()
 	if err != nil {
 		t.Skipf("go tool pprof is not available: %v", err)
 	}

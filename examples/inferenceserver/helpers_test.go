@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/internal/pproftool"
 )
 
 // syncBuffer is a bytes.Buffer that a logger and a test may share.
@@ -186,26 +187,12 @@ func metric(exposition, name string, want ...string) (float64, bool) {
 	return sum, found
 }
 
-// pprofTool finds the go tool pprof binary: `go tool -n pprof` prints its
-// path, building it into the cache if needed.
-var pprofTool = sync.OnceValues(func() (string, error) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return "", err
-	}
-	out, err := exec.Command(goBin, "tool", "-n", "pprof").Output()
-	if err != nil {
-		return "", fmt.Errorf("go tool -n pprof: %w", err)
-	}
-	return strings.TrimSpace(string(out)), nil
-})
-
 // pprofTop runs go tool pprof -top on url, as a person would, and returns
 // the rows of its table: flat value first, function name last. pprof
 // saves what it fetches under $PPROF_TMPDIR, the test's directory.
 func pprofTop(t *testing.T, url string, args ...string) []string {
 	t.Helper()
-	bin, err := pprofTool()
+	bin, err := pproftool.Path()
 	require.NoError(t, err, "go tool pprof must be available to this test")
 	tmp := t.TempDir()
 	cmd := exec.Command(bin, append(append([]string{"-top"}, args...), url)...)
