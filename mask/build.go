@@ -3,8 +3,9 @@ package mask
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"sync/atomic"
+
+	"github.com/tensorlife/tensorlife/internal/isnil"
 
 	"github.com/tensorlife/tensorlife/tensor"
 )
@@ -53,7 +54,7 @@ type Builder struct {
 // validated here; an invalid one returns an error matching
 // ErrInvalidOption.
 func NewBuilder(alloc tensor.Allocator, opts ...Option) (*Builder, error) {
-	if isNilAllocator(alloc) {
+	if isnil.Value(alloc) {
 		return nil, fmt.Errorf("mask: NewBuilder: %w", tensor.ErrNilAllocator)
 	}
 	cfg, err := newConfig(forBuilder, opts)
@@ -69,14 +70,6 @@ func NewBuilder(alloc tensor.Allocator, opts ...Option) (*Builder, error) {
 		b.det = newDetector(cfg.remember)
 	}
 	return b, nil
-}
-
-func isNilAllocator(a tensor.Allocator) bool {
-	if a == nil {
-		return true
-	}
-	v := reflect.ValueOf(a)
-	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // Allocator returns the allocator masks are drawn from.
@@ -217,6 +210,9 @@ func (b *Builder) finish(t *tensor.Tensor, err error) (*tensor.Tensor, error) {
 
 // joinFree frees t after err, keeping both errors.
 func joinFree(err error, t *tensor.Tensor) error {
+	if t.Freed() {
+		return err // freed already (by a build function that failed): freeing again is a double free
+	}
 	if ferr := t.Free(); ferr != nil {
 		return fmt.Errorf("%w (and freeing the mask: %w)", err, ferr)
 	}
@@ -270,7 +266,7 @@ func (w *writer) flush() error {
 	if w.err != nil || w.n == 0 {
 		return w.err
 	}
-	w.err = w.t.CopyFromHostAt(w.off, w.buf[:w.n], false)
+	w.err = w.t.CopyFromHostAt(w.off, w.buf[:w.n])
 	w.off += int64(w.n)
 	w.n = 0
 	return w.err

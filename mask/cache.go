@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/tensorlife/tensorlife/internal/lru"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -31,9 +32,9 @@ type Cache struct {
 	cfg config
 
 	mu      sync.Mutex
-	entries map[string]*cacheEntry
-	lru     cacheEntry // sentinel: lru.next is the most recently used
-	used    int64      // bytes, under mu
+	entries map[string]*lru.Elem[cacheEntry]
+	order   lru.List[cacheEntry]
+	used    int64 // bytes, under mu
 	closed  bool
 
 	hits, misses, evictions, rejected atomic.Int64
@@ -41,10 +42,9 @@ type Cache struct {
 }
 
 type cacheEntry struct {
-	key        string
-	t          *tensor.Tensor // the cache's own handle
-	bytes      int64
-	prev, next *cacheEntry
+	key   string
+	t     *tensor.Tensor // the cache's own handle
+	bytes int64
 }
 
 // NewCache returns an empty Cache. Options (MaxBytes, MaxEntries,
@@ -55,14 +55,16 @@ func NewCache(opts ...Option) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache{cfg: cfg, entries: make(map[string]*cacheEntry)}
-	c.lru.next, c.lru.prev = &c.lru, &c.lru
-	return c, nil
+	return &Cache{cfg: cfg, entries: make(map[string]*lru.Elem[cacheEntry])}, nil
 }
 
 // Get returns the caller's own handle on the mask cached under key, which
-// the caller must Free, and true; or nil and false on a miss.
+// the caller must Free, and true; or nil and false on a miss. A nil Cache
+// always misses.
 func (c *Cache) Get(key string) (*tensor.Tensor, bool) {
+	if c == nil {
+		return nil, false
+	}
 	c.mu.Lock()
 	e := c.entries[key]
 	if e == nil {
@@ -70,7 +72,7 @@ func (c *Cache) Get(key string) (*tensor.Tensor, bool) {
 		c.misses.Add(1)
 		return nil, false
 	}
-	t, err := e.t.Retain()
+	t, err := e.Value.t.Retain()
 	if err != nil {
 		// Only the cache holds e.t, so this means someone freed a handle
 		// they did not own; drop the entry rather than serve it.
@@ -80,8 +82,7 @@ func (c *Cache) Get(key string) (*tensor.Tensor, bool) {
 		c.misses.Add(1)
 		return nil, false
 	}
-	c.unlink(e)
-	c.pushFront(e)
+	c.order.MoveToFront(e)
 	c.mu.Unlock()
 	c.hits.Add(1)
 	return t, true
@@ -92,8 +93,13 @@ func (c *Cache) Get(key string) (*tensor.Tensor, bool) {
 // its own: the caller keeps t and still frees it. A mask larger than the
 // whole budget, or any mask when MaxEntries or MaxBytes is 0, is not cached
 // (counted in Stats.Rejected) and Put returns nil: the caller's mask is
-// still correct, it is just not shared.
+// still correct, it is just not shared. A rejected Put still replaces: the
+// mask cached under key before is dropped, so Get never serves content the
+// caller has since replaced.
 func (c *Cache) Put(key string, t *tensor.Tensor) error {
+	if c == nil {
+		return fmt.Errorf("mask: Cache.Put %q: %w", key, ErrNilCache)
+	}
 	if t == nil {
 		return fmt.Errorf("mask: Cache.Put %q: %w", key, ErrNilMask)
 	}
@@ -104,11 +110,7 @@ func (c *Cache) Put(key string, t *tensor.Tensor) error {
 	// A view keeps its whole parent allocation alive: the budget counts what
 	// the cached handle holds, not the bytes it shows.
 	bytes := own.HeldBytes()
-	if bytes > c.cfg.maxBytes || c.cfg.maxBytes == 0 || c.cfg.maxEntries == 0 {
-		c.rejected.Add(1)
-		return own.Free()
-	}
-	e := &cacheEntry{key: key, t: own, bytes: bytes}
+	rejected := bytes > c.cfg.maxBytes || c.cfg.maxBytes == 0 || c.cfg.maxEntries == 0
 	var evicted []*tensor.Tensor
 	c.mu.Lock()
 	if c.closed {
@@ -117,18 +119,25 @@ func (c *Cache) Put(key string, t *tensor.Tensor) error {
 	}
 	if old := c.entries[key]; old != nil {
 		c.remove(old)
-		evicted = append(evicted, old.t)
+		evicted = append(evicted, old.Value.t)
 	}
+	if rejected {
+		c.publish()
+		c.mu.Unlock()
+		c.rejected.Add(1)
+		return freeAll(append(evicted, own))
+	}
+	e := &lru.Elem[cacheEntry]{Value: cacheEntry{key: key, t: own, bytes: bytes}}
 	c.entries[key] = e
-	c.pushFront(e)
+	c.order.PushFront(e)
 	c.used += bytes
 	// The new entry fits the budget on its own, so the loop stops before
 	// reaching it.
 	var n int64
 	for c.used > c.cfg.maxBytes || len(c.entries) > c.cfg.maxEntries {
-		victim := c.lru.prev
+		victim := c.order.Back()
 		c.remove(victim)
-		evicted = append(evicted, victim.t)
+		evicted = append(evicted, victim.Value.t)
 		n++
 	}
 	c.publish()
@@ -146,6 +155,9 @@ func (c *Cache) Put(key string, t *tensor.Tensor) error {
 // The mask's allocation record keeps the labels of the request that built
 // it, so a profile shows which request first paid for a shared mask.
 func (c *Cache) GetOrBuild(ctx context.Context, key string, build func(context.Context) (*tensor.Tensor, error)) (*tensor.Tensor, error) {
+	if c == nil {
+		return nil, fmt.Errorf("mask: Cache.GetOrBuild %q: %w", key, ErrNilCache)
+	}
 	if build == nil {
 		return nil, fmt.Errorf("mask: Cache.GetOrBuild %q: %w: nil build function", key, ErrInvalidOption)
 	}
@@ -173,13 +185,16 @@ func (c *Cache) GetOrBuild(ctx context.Context, key string, build func(context.C
 // Purge drops every entry, freeing the cache's handles; the cache stays
 // usable. Masks that requests hold stay valid.
 func (c *Cache) Purge() error {
+	if c == nil {
+		return nil
+	}
 	c.mu.Lock()
 	evicted := make([]*tensor.Tensor, 0, len(c.entries))
 	for _, e := range c.entries {
-		evicted = append(evicted, e.t)
+		evicted = append(evicted, e.Value.t)
 	}
 	clear(c.entries)
-	c.lru.next, c.lru.prev = &c.lru, &c.lru
+	c.order.Clear()
 	c.used = 0
 	c.publish()
 	c.mu.Unlock()
@@ -189,6 +204,9 @@ func (c *Cache) Purge() error {
 // Close purges the cache and refuses later Put and GetOrBuild calls with
 // ErrCacheClosed; Get misses. Closing twice is harmless.
 func (c *Cache) Close() error {
+	if c == nil {
+		return nil
+	}
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
@@ -197,53 +215,37 @@ func (c *Cache) Close() error {
 
 // Closed reports whether Close has been called.
 func (c *Cache) Closed() bool {
+	if c == nil {
+		return true
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.closed
 }
 
-// Stats are a Cache's figures at one moment.
-type Stats struct {
-	Hits, Misses int64
-	// Evictions counts entries dropped to keep the budget; replacing a key
-	// and Purge are not evictions.
-	Evictions int64
-	// Rejected counts masks Put did not cache because they were larger than
-	// the budget or the cache holds nothing.
-	Rejected   int64
-	Bytes      int64 // bytes of the masks held
-	Entries    int64
-	MaxBytes   int64
-	MaxEntries int64
-}
-
-// Stats reads the cache's counters without waiting for its lock. Each
-// figure is exact; they are not read at one instant together.
-func (c *Cache) Stats() Stats {
-	return Stats{
-		Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(), Rejected: c.rejected.Load(),
-		Bytes: c.bytes.Load(), Entries: c.count.Load(),
-		MaxBytes: c.cfg.maxBytes, MaxEntries: int64(c.cfg.maxEntries),
+// Stats reads the cache's figures (a Cache is a track.CacheSource) without
+// waiting for its lock. Each figure is exact; they are not read at one
+// instant together. Evictions count entries dropped to keep the bounds;
+// replacing a key and Purge are not evictions. Rejected counts masks Put did
+// not cache because they were larger than the budget or the cache holds
+// nothing. A nil Cache has zero figures.
+func (c *Cache) Stats() track.CacheStats {
+	if c == nil {
+		return track.CacheStats{}
 	}
-}
-
-// CacheStats returns the figures metrics read: a Cache is a
-// track.CacheSource.
-func (c *Cache) CacheStats() track.CacheStats {
-	s := c.Stats()
 	return track.CacheStats{
-		Name: c.cfg.name, Bytes: s.Bytes, Entries: s.Entries,
-		BudgetBytes: s.MaxBytes, MaxEntries: s.MaxEntries,
-		Hits: s.Hits, Misses: s.Misses, Evictions: s.Evictions,
+		Name: c.cfg.name, Bytes: c.bytes.Load(), Entries: c.count.Load(),
+		MaxBytes: c.cfg.maxBytes, MaxEntries: int64(c.cfg.maxEntries),
+		Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(), Rejected: c.rejected.Load(),
 	}
 }
 
 // remove takes e out of the map and the list; the caller holds c.mu and
 // frees e.t after releasing it.
-func (c *Cache) remove(e *cacheEntry) {
-	c.unlink(e)
-	delete(c.entries, e.key)
-	c.used -= e.bytes
+func (c *Cache) remove(e *lru.Elem[cacheEntry]) {
+	c.order.Remove(e)
+	delete(c.entries, e.Value.key)
+	c.used -= e.Value.bytes
 }
 
 // publish copies the figures that mu guards to their atomic mirrors. The
@@ -252,17 +254,6 @@ func (c *Cache) remove(e *cacheEntry) {
 func (c *Cache) publish() {
 	c.bytes.Store(c.used)
 	c.count.Store(int64(len(c.entries)))
-}
-
-func (c *Cache) unlink(e *cacheEntry) {
-	e.prev.next, e.next.prev = e.next, e.prev
-	e.prev, e.next = nil, nil
-}
-
-func (c *Cache) pushFront(e *cacheEntry) {
-	e.prev, e.next = &c.lru, c.lru.next
-	c.lru.next.prev = e
-	c.lru.next = e
 }
 
 func freeAll(ts []*tensor.Tensor) error {

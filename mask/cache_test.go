@@ -53,9 +53,9 @@ func TestCacheHitsHandOutOwnHandles(t *testing.T) {
 
 	_, ok = c.Get("absent")
 	assert.False(t, ok)
-	assert.Equal(t, Stats{Hits: 2, Misses: 1, Bytes: 8, Entries: 1, MaxBytes: DefaultCacheBytes, MaxEntries: DefaultCacheEntries}, c.Stats())
-	assert.Equal(t, track.CacheStats{Name: "prompts", Bytes: 8, Entries: 1, BudgetBytes: DefaultCacheBytes,
-		MaxEntries: DefaultCacheEntries, Hits: 2, Misses: 1}, c.CacheStats())
+	var src track.CacheSource = c // what summaries and metrics read
+	assert.Equal(t, track.CacheStats{Name: "prompts", Bytes: 8, Entries: 1, MaxBytes: DefaultCacheBytes,
+		MaxEntries: DefaultCacheEntries, Hits: 2, Misses: 1}, src.Stats())
 	assert.Equal(t, int64(1), e.tr.Totals().LiveCount, "only the cache's handle remains")
 }
 
@@ -176,6 +176,41 @@ func TestCacheCountsWhatAViewHolds(t *testing.T) {
 	assert.EqualValues(t, 1, c.Stats().Rejected)
 	free(t, v)
 	require.NoError(t, g.Free())
+}
+
+// A Put the budget refuses still replaces: Get must not serve the mask the
+// caller has replaced.
+func TestCacheRejectedPutDropsTheOldMask(t *testing.T) {
+	e := newEnv(t)
+	b := e.builder(t)
+	c := newCache(t, MaxBytes(1<<10))
+	putPadding(t, c, b, "k", 8)
+	require.EqualValues(t, 1, c.Stats().Entries)
+
+	big, err := b.Padding(context.Background(), []int{1 << 11}, 1<<11)
+	require.NoError(t, err)
+	require.NoError(t, c.Put("k", big))
+	_, ok := c.Get("k")
+	assert.False(t, ok, "the old mask under k is gone")
+	s := c.Stats()
+	assert.Zero(t, s.Entries)
+	assert.Zero(t, s.Bytes)
+	assert.EqualValues(t, 1, s.Rejected)
+	free(t, big)
+}
+
+// A nil Cache misses on reads and refuses writes with an error.
+func TestNilCache(t *testing.T) {
+	var c *Cache
+	_, ok := c.Get("k")
+	assert.False(t, ok)
+	assert.Equal(t, track.CacheStats{}, c.Stats())
+	assert.ErrorIs(t, c.Put("k", nil), ErrNilCache)
+	_, err := c.GetOrBuild(context.Background(), "k", func(context.Context) (*tensor.Tensor, error) { return nil, nil })
+	assert.ErrorIs(t, err, ErrNilCache)
+	assert.NoError(t, c.Purge())
+	assert.NoError(t, c.Close())
+	assert.True(t, c.Closed())
 }
 
 // A zero byte budget caches nothing, empty masks included.

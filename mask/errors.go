@@ -30,6 +30,9 @@ var (
 	// ErrNilMask means a nil tensor was given to a Cache, or a GetOrBuild
 	// build function returned a nil tensor with a nil error.
 	ErrNilMask = errors.New("mask: nil mask tensor")
+	// ErrNilCache means a method that must store something was called on a
+	// nil *Cache. Reads of a nil Cache miss instead.
+	ErrNilCache = errors.New("mask: nil cache")
 	// ErrCacheClosed means Put or GetOrBuild on a closed Cache.
 	ErrCacheClosed = errors.New("mask: cache closed")
 )

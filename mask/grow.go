@@ -117,7 +117,7 @@ func (g *Growable) Append(n int) error {
 	left := int64(n) * g.rowBytes
 	for left > 0 {
 		k := min(left, int64(len(g.attend)))
-		if err := g.t.CopyFromHostAt(off, g.attend[:k], false); err != nil {
+		if err := g.t.CopyFromHostAt(off, g.attend[:k]); err != nil {
 			// Whatever was written lies past Len, where nobody reads it.
 			return fmt.Errorf("mask: Append: %w", err)
 		}
@@ -142,7 +142,7 @@ func (g *Growable) AppendValid(valid []bool) error {
 	for s, v := range valid {
 		copy(g.stage[s*enc.size:], enc.pattern(v))
 	}
-	if err := g.t.CopyFromHostAt(int64(g.length)*g.rowBytes, g.stage[:g.rowBytes], false); err != nil {
+	if err := g.t.CopyFromHostAt(int64(g.length)*g.rowBytes, g.stage[:g.rowBytes]); err != nil {
 		return fmt.Errorf("mask: AppendValid: %w", err)
 	}
 	g.length++
@@ -195,10 +195,10 @@ func (g *Growable) grow(newCap int) error {
 	for off := int64(0); off < valid; {
 		k := min(valid-off, int64(len(g.stage)))
 		buf := g.stage[:k]
-		if err := g.t.CopyToHostAt(off, buf, false); err != nil {
+		if err := g.t.CopyToHostAt(off, buf); err != nil {
 			return joinFree(fmt.Errorf("mask: growing to %d tokens: %w", newCap, err), nt)
 		}
-		if err := nt.CopyFromHostAt(off, buf, false); err != nil {
+		if err := nt.CopyFromHostAt(off, buf); err != nil {
 			return joinFree(fmt.Errorf("mask: growing to %d tokens: %w", newCap, err), nt)
 		}
 		off += k

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/internal/faultdev"
+	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -183,7 +184,9 @@ func TestGrowableBadInput(t *testing.T) {
 		assert.ErrorIs(t, g.AppendValid([]bool{true, true}), tensor.ErrFreed)
 		_, err := g.View()
 		assert.ErrorIs(t, err, tensor.ErrFreed)
-		assert.ErrorIs(t, g.Free(), tensor.ErrDoubleFree)
+		err, panicked := invariants.Recover(g.Free)
+		assert.ErrorIs(t, err, tensor.ErrDoubleFree)
+		assert.Equal(t, invariants.Enabled, panicked)
 	})
 }
 

@@ -8,6 +8,9 @@ import (
 	"sync"
 	"weak"
 
+	"github.com/tensorlife/tensorlife/internal/format"
+	"github.com/tensorlife/tensorlife/internal/lru"
+
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -47,7 +50,7 @@ func (r Rebuild) String() string {
 		live = ", previous still live"
 	}
 	return fmt.Sprintf("mask rebuilt at %s for request %s: mask %d from this site for this request (%s%s); %s",
-		r.Location, r.Labels, r.Count, tensor.FormatBytes(r.Bytes), live, Advice)
+		r.Location, r.Labels, r.Count, format.Bytes(r.Bytes), live, Advice)
 }
 
 // RebuildError is returned in strict mode for a rebuilt mask. It matches
@@ -87,7 +90,6 @@ type reqEntry struct {
 	count      int
 	lastTensor weak.Pointer[tensor.Tensor]
 	lastGrow   weak.Pointer[Growable]
-	prev, next *reqEntry
 }
 
 func (e *reqEntry) previousLive() bool {
@@ -120,15 +122,13 @@ const maxReportSites = 1024
 type detector struct {
 	mu      sync.Mutex
 	max     int
-	entries map[requestKey]*reqEntry
-	lru     reqEntry // sentinel: lru.next is the most recent
+	entries map[requestKey]*lru.Elem[reqEntry]
+	order   lru.List[reqEntry]
 	perSite map[siteKey]int64
 }
 
 func newDetector(max int) *detector {
-	d := &detector{max: max, entries: make(map[requestKey]*reqEntry), perSite: make(map[siteKey]int64)}
-	d.lru.next, d.lru.prev = &d.lru, &d.lru
-	return d
+	return &detector{max: max, entries: make(map[requestKey]*lru.Elem[reqEntry]), perSite: make(map[siteKey]int64)}
 }
 
 // note records a mask from key and returns the pair's count, whether the
@@ -137,21 +137,21 @@ func newDetector(max int) *detector {
 func (d *detector) note(key requestKey, t *tensor.Tensor, g *Growable, refuse bool) (count int, prevLive bool, siteRebuilds int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	e := d.entries[key]
-	if e == nil {
+	el := d.entries[key]
+	if el == nil {
 		if len(d.entries) >= d.max {
-			old := d.lru.prev
-			d.unlink(old)
-			delete(d.entries, old.key)
+			old := d.order.Back()
+			d.order.Remove(old)
+			delete(d.entries, old.Value.key)
 		}
-		e = &reqEntry{key: key, count: 1}
-		e.setLast(t, g)
-		d.entries[key] = e
-		d.pushFront(e)
+		el = &lru.Elem[reqEntry]{Value: reqEntry{key: key, count: 1}}
+		el.Value.setLast(t, g)
+		d.entries[key] = el
+		d.order.PushFront(el)
 		return 1, false, 0
 	}
-	d.unlink(e)
-	d.pushFront(e)
+	d.order.MoveToFront(el)
+	e := &el.Value
 	e.count++
 	prevLive = e.previousLive()
 	if !refuse {
@@ -162,17 +162,6 @@ func (d *detector) note(key requestKey, t *tensor.Tensor, g *Growable, refuse bo
 	}
 	d.perSite[key.site]++
 	return e.count, prevLive, d.perSite[key.site]
-}
-
-func (d *detector) unlink(e *reqEntry) {
-	e.prev.next, e.next.prev = e.next, e.prev
-	e.prev, e.next = nil, nil
-}
-
-func (d *detector) pushFront(e *reqEntry) {
-	e.prev, e.next = &d.lru, d.lru.next
-	d.lru.next.prev = e
-	d.lru.next = e
 }
 
 // remembered returns how many pairs the detector holds.

@@ -54,8 +54,9 @@ func TestClassOf(t *testing.T) {
 }
 
 // FuzzClassOf checks, for any request size, that the block fits the request,
-// that a class's block is its table size, and that rounding wastes at most
-// a quarter of the block (at most 511 bytes for small requests).
+// that a class's block is its table size, and that rounding wastes what the
+// package doc's table says: under 512 bytes for small requests, under a
+// ninth of the block up to 1 MiB and under a fifth above.
 func FuzzClassOf(f *testing.F) {
 	for _, n := range []int64{1, 511, 512, 513, 65535, 65537, 1<<20 + 1, 5 << 30, 64<<30 + 1, math.MaxInt64 - 1} {
 		f.Add(n)
@@ -91,8 +92,11 @@ func FuzzClassOf(f *testing.F) {
 			if n <= smallMax && size-n >= smallStep {
 				t.Fatalf("classOf(%d) wastes %d bytes", n, size-n)
 			}
-			if n > smallMax && (size-n)*4 > size {
-				t.Fatalf("classOf(%d) wastes %d of %d bytes", n, size-n, size)
+			if n > smallMax && n <= mediumMax && (size-n)*9 >= size {
+				t.Fatalf("classOf(%d) wastes %d of %d bytes, a ninth or more", n, size-n, size)
+			}
+			if n > mediumMax && (size-n)*5 >= size {
+				t.Fatalf("classOf(%d) wastes %d of %d bytes, a fifth or more", n, size-n, size)
 			}
 		}
 	})

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/tensorlife/tensorlife/internal/format"
+
 	"github.com/tensorlife/tensorlife/pool"
-	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/tensor/cuda"
 )
 
@@ -29,7 +30,7 @@ func BenchmarkCUDAPoolVsDevice(b *testing.B) {
 	}
 	defer p.Close()
 	for _, size := range benchSizes {
-		name := tensor.FormatBytes(size)
+		name := format.Bytes(size)
 		b.Run(fmt.Sprintf("pool/%s", name), func(b *testing.B) {
 			warm, err := p.Allocate(size)
 			if err != nil {

@@ -16,14 +16,17 @@
 // Every request is rounded up to a size class, and released blocks are kept
 // on one free list per class:
 //
-//	request             class step               classes   rounding waste
+//	request             class step               classes   waste per block
 //	1 B – 64 KiB        512 B                    128       < 512 B
-//	64 KiB – 1 MiB      1/8 of the power of two  32        < 12.5%
+//	64 KiB – 1 MiB      1/8 of the power of two  32        < 1/9 (11.1%)
 //	                    (8 KiB … 64 KiB)
-//	1 MiB – 64 GiB      1/4 of the power of two  64        < 20%
+//	1 MiB – 64 GiB      1/4 of the power of two  64        < 1/5 (20%)
 //	                    (256 KiB … 8 GiB)
 //	over 64 GiB         no class: rounded up to  —         < 2 MiB
 //	                    2 MiB, never cached
+//
+// Waste is the part of the block the request does not use, as a share of
+// the block: the bytes the pool holds beyond what was asked for.
 //
 // Small tensors (masks, logits, per-request scratch) come in many sizes and
 // round tightly; large ones (KV caches, activations) come in few sizes that
@@ -57,7 +60,7 @@
 //
 // # Blocks and release checks
 //
-// A Block's Tag carries the pool's identity (tensor.NewAllocatorID) in its
+// A Block's Tag carries the pool's identity (drawn from the counter tensor.DeviceAllocator uses too) in its
 // high 32 bits and, in its low 32, the index of the pool's descriptor for
 // the block and a generation that advances each time the block is
 // released. Release refuses:

@@ -31,19 +31,19 @@ func Example() {
 		_ = scratch.Free()
 	}
 	s := p.Stats()
-	fmt.Printf("reserved %s, active %s, cached %s\n",
-		tensor.FormatBytes(s.Reserved), tensor.FormatBytes(s.Active), tensor.FormatBytes(s.Cached))
+	const kib = 1024.0
+	fmt.Printf("reserved %.1f KiB, active %.1f KiB, cached %.1f KiB\n", float64(s.Reserved)/kib, float64(s.Active)/kib, float64(s.Cached)/kib)
 	fmt.Printf("device allocations %d, cache hits %d\n", s.DeviceAllocs, s.Hits)
 
 	// The budget is 32 MiB: a bigger request never reaches the device.
 	_, err = tensor.New(ctx, p, tensor.Float32, 10<<20)
 	var oom *tensor.OOMError
 	if errors.As(err, &oom) {
-		fmt.Printf("out of memory: %s of %s %s\n", tensor.FormatBytes(oom.Requested), oom.Reason, tensor.FormatBytes(oom.Limit))
+		fmt.Printf("out of memory: %d MiB of %s %d MiB\n", oom.Requested>>20, oom.Reason, oom.Limit>>20)
 	}
 	fmt.Println("close:", p.Close())
 	// Output:
-	// reserved 62.5 KiB, active 0 B, cached 62.5 KiB
+	// reserved 62.5 KiB, active 0.0 KiB, cached 62.5 KiB
 	// device allocations 1, cache hits 2
 	// out of memory: 40 MiB of budget 32 MiB
 	// close: <nil>

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tensorlife/tensorlife/internal/format"
+	"github.com/tensorlife/tensorlife/internal/sitelist"
+
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -45,23 +48,18 @@ func (p *Pool) oomError(size int64, refused string, devErr error) error {
 // set) and returns the sites holding the most live bytes. The tracker is
 // shared by every allocator that records into it, so sites on other devices
 // may be listed too.
-func (p *Pool) topLiveSites() []tensor.SiteSummary {
+func (p *Pool) topLiveSites() []track.SiteStats {
 	if p.tracker == nil || p.topSites == 0 {
 		return nil
 	}
-	var out []tensor.SiteSummary
+	var out []track.SiteStats
 	for _, st := range p.tracker.SiteTotals() { // sorted by live bytes
 		if len(out) == p.topSites || st.LiveBytes <= 0 {
 			break
 		}
-		out = append(out, summarize(st.Site, st.LiveCount, st.LiveBytes))
+		out = append(out, st)
 	}
 	return out
-}
-
-func summarize(s *track.Site, count, bytes int64) tensor.SiteSummary {
-	f := s.Location()
-	return tensor.SiteSummary{Function: f.Function, File: f.File, Line: f.Line, Count: count, Bytes: bytes}
 }
 
 // ActiveBlocksError is what Close returns when tensors still hold blocks of
@@ -75,21 +73,16 @@ type ActiveBlocksError struct {
 	// Sites are the tracker's live sites on the pool's device, most bytes
 	// first; empty for a pool without tracking. Another pool on the same
 	// device and tracker contributes its sites too.
-	Sites []tensor.SiteSummary
+	Sites []track.SiteStats
 }
 
 func (e *ActiveBlocksError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "pool: closed with %d active blocks (%s) on %s", e.Blocks, tensor.FormatBytes(e.Bytes), e.Device)
+	fmt.Fprintf(&b, "pool: closed with %d active blocks (%s) on %s", e.Blocks, format.Bytes(e.Bytes), e.Device)
 	if len(e.Sites) == 0 {
 		b.WriteString("; no live sites known (untracked pool)")
-	} else {
-		// The layout of tensor.OOMError's site list, so both read alike.
-		b.WriteString("\n  live sites:")
-		for i, s := range e.Sites {
-			fmt.Fprintf(&b, "\n  %d. %s in %d tensors: %s\n       %s:%d", i+1, tensor.FormatBytes(s.Bytes), s.Count, s.Function, s.File, s.Line)
-		}
 	}
+	format.WriteSites(&b, "live sites", sitelist.Lines(e.Sites))
 	return b.String()
 }
 
@@ -119,7 +112,7 @@ func (p *Pool) Close() error {
 
 // liveSitesOnDevice aggregates the tracker's live groups on the pool's
 // device per site. It walks the live set, which is fine at Close.
-func (p *Pool) liveSitesOnDevice() []tensor.SiteSummary {
+func (p *Pool) liveSitesOnDevice() []track.SiteStats {
 	if p.tracker == nil {
 		return nil
 	}
@@ -128,28 +121,24 @@ func (p *Pool) liveSitesOnDevice() []tensor.SiteSummary {
 		return nil
 	}
 	name := p.dev.Name()
-	bySite := map[*track.Site]*tensor.SiteSummary{}
-	var order []*track.Site
+	bySite := map[*track.Site]int{}
+	var out []track.SiteStats
 	for _, g := range snap.Groups {
 		if g.Device != name {
 			continue
 		}
-		s := bySite[g.Site]
-		if s == nil {
-			sum := summarize(g.Site, 0, 0)
-			s = &sum
-			bySite[g.Site] = s
-			order = append(order, g.Site)
+		i, ok := bySite[g.Site]
+		if !ok {
+			i = len(out)
+			bySite[g.Site] = i
+			out = append(out, track.SiteStats{Site: g.Site})
 		}
-		s.Count += g.Count
-		s.Bytes += g.Bytes
+		out[i].LiveCount += g.Count
+		out[i].LiveBytes += g.Bytes
 	}
-	out := make([]tensor.SiteSummary, 0, len(order))
-	for _, site := range order {
-		out = append(out, *bySite[site])
-	}
-	slices.SortStableFunc(out, func(a, b tensor.SiteSummary) int {
-		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
+	slices.SortStableFunc(out, func(a, b track.SiteStats) int {
+		fa, fb := a.Site.Location(), b.Site.Location()
+		return cmp.Or(cmp.Compare(b.LiveBytes, a.LiveBytes), strings.Compare(fa.File, fb.File), cmp.Compare(fa.Line, fb.Line))
 	})
 	return out
 }

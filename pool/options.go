@@ -26,8 +26,8 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 // defaultTopSites is how many live sites an out-of-memory report names.
 const defaultTopSites = 5
 
-// maxTopSites bounds TopSites: a report longer than this is no longer read.
-const maxTopSites = 100
+// maxTopSites bounds TopSites as track.TopSites is bounded.
+const maxTopSites = track.MaxTopSites
 
 type config struct {
 	tracker        *track.Tracker

@@ -7,6 +7,10 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/tensorlife/tensorlife/internal/allocid"
+
+	"github.com/tensorlife/tensorlife/internal/format"
+
 	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
@@ -102,7 +106,7 @@ func New(dev tensor.Device, opts ...Option) (*Pool, error) {
 	return &Pool{
 		dev:       dev,
 		tracker:   cfg.tracker,
-		id:        tensor.NewAllocatorID(),
+		id:        allocid.New(),
 		budget:    budget,
 		total:     total,
 		maxCached: cfg.maxCached,
@@ -276,7 +280,7 @@ func (p *Pool) deviceAlloc(size int64) (ptr tensor.DevicePtr, refused string, er
 func (p *Pool) Release(b tensor.Block) error {
 	if uint32(b.Tag>>32) != p.id {
 		return fmt.Errorf("%w: block %#x (%s) released to pool on %s", tensor.ErrForeignBlock,
-			uintptr(b.Ptr), tensor.FormatBytes(b.Size), p.dev.Name())
+			uintptr(b.Ptr), format.Bytes(b.Size), p.dev.Name())
 	}
 	low := uint32(b.Tag)
 	i := low >> genBits
@@ -327,7 +331,7 @@ func (p *Pool) cacheHasRoom() bool {
 func (p *Pool) badRelease(b tensor.Block, why string) error {
 	p.badReleases.Add(1)
 	err := fmt.Errorf("%w: pool on %s refused block %#x (%s): %s", tensor.ErrInvalidPointer,
-		p.dev.Name(), uintptr(b.Ptr), tensor.FormatBytes(b.Size), why)
+		p.dev.Name(), uintptr(b.Ptr), format.Bytes(b.Size), why)
 	if invariants.Enabled {
 		panic(err)
 	}
@@ -353,7 +357,7 @@ func (p *Pool) toDevice(c int, i uint32, s *slot) error {
 	fl.empty = append(fl.empty, i)
 	fl.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("pool: returning %s block %#x to %s: %w", tensor.FormatBytes(size), uintptr(ptr), p.dev.Name(), err)
+		return fmt.Errorf("pool: returning %s block %#x to %s: %w", format.Bytes(size), uintptr(ptr), p.dev.Name(), err)
 	}
 	return nil
 }

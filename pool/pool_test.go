@@ -10,6 +10,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
 )
 
 func TestReuse(t *testing.T) {
@@ -271,9 +272,9 @@ func TestClose(t *testing.T) {
 	assert.Equal(t, int64(1), abe.Blocks)
 	assert.Equal(t, int64(4096), abe.Bytes)
 	require.Len(t, abe.Sites, 1)
-	assert.Equal(t, "github.com/tensorlife/tensorlife/pool_test.TestClose", abe.Sites[0].Function)
-	assert.Equal(t, int64(1), abe.Sites[0].Count)
-	assert.Equal(t, int64(4000), abe.Sites[0].Bytes)
+	assert.Equal(t, "github.com/tensorlife/tensorlife/pool_test.TestClose", abe.Sites[0].Site.Location().Function)
+	assert.Equal(t, int64(1), abe.Sites[0].LiveCount)
+	assert.Equal(t, int64(4000), abe.Sites[0].LiveBytes)
 	assert.Contains(t, err.Error(), "pool_test.go:")
 	assert.Contains(t, err.Error(), "1 active blocks (4 KiB)")
 
@@ -323,18 +324,19 @@ func TestPoolStats(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, p.Release(b))
 
-	s, ps := p.Stats(), p.PoolStats()
-	assert.Equal(t, s.Device, ps.Device)
+	var src track.PoolSource = p // what summaries and metrics read
+	ps := src.Stats()
+	assert.Equal(t, dev.Name(), ps.Device)
 	assert.Equal(t, int64(2048), ps.Reserved)
 	assert.Equal(t, int64(1024), ps.Active)
 	assert.Equal(t, int64(1024), ps.Cached)
 	assert.Equal(t, int64(2048), ps.PeakActive)
 	assert.Equal(t, int64(2048), ps.PeakReserved)
 	assert.Equal(t, int64(2<<20), ps.Limit)
-	assert.Equal(t, s.DeviceAllocs, ps.DeviceAllocs)
-	assert.Equal(t, s.Misses, ps.Misses)
-	assert.Equal(t, int64(1), s.ActiveBlocks)
-	assert.Equal(t, int64(1), s.CachedBlocks)
+	assert.Equal(t, int64(2), ps.DeviceAllocs)
+	assert.Equal(t, int64(2), ps.Misses)
+	assert.Equal(t, int64(1), ps.ActiveBlocks)
+	assert.Equal(t, int64(1), ps.CachedBlocks)
 	require.NoError(t, p.Release(c))
 	require.NoError(t, p.Close())
 }

@@ -1,6 +1,7 @@
 package pprofexport
 
 import (
+	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -76,7 +77,7 @@ func (lb *labeler) labels(g *track.Group) *sampleLabels {
 	if len(g.Shape) <= len(k.dims) {
 		copy(k.dims[:], g.Shape)
 	} else {
-		k.longShape = track.FormatShape(g.Shape)
+		k.longShape = format.Shape(g.Shape)
 	}
 	if l, ok := lb.cache[k]; ok {
 		return l
@@ -91,7 +92,7 @@ func (lb *labeler) labels(g *track.Group) *sampleLabels {
 	set(LabelDType, g.DType)
 	set(LabelDevice, g.Device)
 	set(LabelKind, g.Kind)
-	set(LabelShape, track.FormatShape(g.Shape))
+	set(LabelShape, format.Shape(g.Shape))
 	g.Labels.Range(func(key, value string) bool {
 		if reservedLabel(key) {
 			key = LabelPrefix + key

@@ -2,18 +2,11 @@ package tensor
 
 import (
 	"fmt"
-	"sync/atomic"
+
+	"github.com/tensorlife/tensorlife/internal/allocid"
 
 	"github.com/tensorlife/tensorlife/track"
 )
-
-// allocatorIDs hands out the identities that allocators stamp into the high
-// bits of Block.Tag, so a block released to the wrong allocator is caught.
-var allocatorIDs atomic.Uint32
-
-// NewAllocatorID returns a process-unique allocator identity for Block tags.
-// Allocators outside this package (pool.Pool) use it too.
-func NewAllocatorID() uint32 { return allocatorIDs.Add(1) }
 
 // DeviceAllocator allocates straight from a Device, with no caching: every
 // tensor is one device allocation. Use a pool.Pool in services; use a
@@ -32,7 +25,7 @@ func NewDeviceAllocator(dev Device, tracker *track.Tracker) (*DeviceAllocator, e
 	if dev == nil {
 		return nil, fmt.Errorf("%w: nil device", ErrNilAllocator)
 	}
-	return &DeviceAllocator{dev: dev, tracker: tracker, id: NewAllocatorID()}, nil
+	return &DeviceAllocator{dev: dev, tracker: tracker, id: allocid.New()}, nil
 }
 
 // Device returns the device allocations come from.

@@ -10,18 +10,30 @@ import (
 
 // CopyFromHost copies src, which must be exactly Bytes() long, to the tensor.
 func (t *Tensor) CopyFromHost(src []byte) error {
-	return t.CopyFromHostAt(0, src, true)
+	return t.copyFromHost(0, src, true)
 }
 
 // CopyToHost copies the tensor into dst, which must be exactly Bytes() long.
 func (t *Tensor) CopyToHost(dst []byte) error {
-	return t.CopyToHostAt(0, dst, true)
+	return t.copyToHost(0, dst, true)
 }
 
-// CopyFromHostAt copies src to the tensor's bytes starting at off. With whole
-// set, src must cover the tensor exactly; otherwise it may cover any range
-// inside it, which is how a growing mask copies only its new bytes.
-func (t *Tensor) CopyFromHostAt(off int64, src []byte, whole bool) error {
+// CopyFromHostAt copies src to the tensor's bytes starting at byte off; src
+// may cover any range inside the tensor, which is how a growing mask copies
+// only its new bytes.
+func (t *Tensor) CopyFromHostAt(off int64, src []byte) error {
+	return t.copyFromHost(off, src, false)
+}
+
+// CopyToHostAt copies len(dst) bytes starting at byte off into dst; the
+// range must lie inside the tensor.
+func (t *Tensor) CopyToHostAt(off int64, dst []byte) error {
+	return t.copyToHost(off, dst, false)
+}
+
+// copyFromHost copies src to off; with whole set, src must cover the tensor
+// exactly.
+func (t *Tensor) copyFromHost(off int64, src []byte, whole bool) error {
 	if err := t.rangeCheck(off, int64(len(src)), whole); err != nil {
 		return err
 	}
@@ -36,9 +48,7 @@ func (t *Tensor) CopyFromHostAt(off int64, src []byte, whole bool) error {
 	return err
 }
 
-// CopyToHostAt copies len(dst) bytes starting at off into dst; whole as in
-// CopyFromHostAt.
-func (t *Tensor) CopyToHostAt(off int64, dst []byte, whole bool) error {
+func (t *Tensor) copyToHost(off int64, dst []byte, whole bool) error {
 	if err := t.rangeCheck(off, int64(len(dst)), whole); err != nil {
 		return err
 	}
@@ -46,7 +56,7 @@ func (t *Tensor) CopyToHostAt(off int64, dst []byte, whole bool) error {
 		return nil
 	}
 	err := t.Device().CopyToHost(dst, t.b.mem.Ptr.Add(t.off+off))
-	runtime.KeepAlive(t) // see CopyFromHostAt
+	runtime.KeepAlive(t) // see copyFromHost
 	return err
 }
 
@@ -59,7 +69,7 @@ func (t *Tensor) Fill(value byte) error {
 		return nil
 	}
 	err := t.Device().Memset(t.b.mem.Ptr.Add(t.off), value, t.bytes)
-	runtime.KeepAlive(t) // see CopyFromHostAt
+	runtime.KeepAlive(t) // see copyFromHost
 	return err
 }
 

@@ -19,7 +19,7 @@ func (p DevicePtr) Add(off int64) DevicePtr { return p + DevicePtr(off) }
 // did not hand out with an error matching ErrInvalidPointer where they can
 // tell, and must report exhaustion with an error matching ErrOutOfMemory.
 type Device interface {
-	// Name identifies the device in reports and metrics: "host:0", "cuda:0".
+	// Name identifies the device in reports and metrics: "host", "cuda:0".
 	Name() string
 	// Alloc reserves bytes (> 0) of device memory.
 	Alloc(bytes int64) (DevicePtr, error)

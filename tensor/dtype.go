@@ -5,7 +5,7 @@ import (
 	"math/bits"
 	"strconv"
 
-	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/internal/format"
 )
 
 // DType is a tensor's element type.
@@ -120,4 +120,4 @@ func (s Shape) Equal(o Shape) bool {
 }
 
 // String renders the shape as [2 3 4].
-func (s Shape) String() string { return track.FormatShape(s) }
+func (s Shape) String() string { return format.Shape(s) }

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tensorlife/tensorlife/internal/format"
+	"github.com/tensorlife/tensorlife/internal/sitelist"
+
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -58,22 +61,12 @@ type DeviceError struct {
 
 func (e *DeviceError) Error() string {
 	if e.Bytes > 0 {
-		return fmt.Sprintf("tensor: %s %s of %s: %v", e.Device, e.Op, FormatBytes(e.Bytes), e.Err)
+		return fmt.Sprintf("tensor: %s %s of %s: %v", e.Device, e.Op, format.Bytes(e.Bytes), e.Err)
 	}
 	return fmt.Sprintf("tensor: %s %s: %v", e.Device, e.Op, e.Err)
 }
 
 func (e *DeviceError) Unwrap() error { return e.Err }
-
-// SiteSummary is one line of an out-of-memory report: a call site and the
-// live memory it holds.
-type SiteSummary struct {
-	Function string
-	File     string
-	Line     int
-	Count    int64
-	Bytes    int64
-}
 
 // OOMError reports an allocation that a device or a memory budget refused. Its
 // Error text alone tells an operator where the memory went: the request, the
@@ -89,30 +82,26 @@ type OOMError struct {
 	DeviceFree int64  // free bytes the device reported; -1 if unknown
 	// Reason says which limit refused: "budget" or "device".
 	Reason string
-	// TopSites are the live call sites holding the most bytes, largest first.
-	TopSites []SiteSummary
+	// TopSites are the live call sites holding the most bytes, largest first,
+	// from the tracker's per-site counters (no walk of the live set).
+	TopSites []track.SiteStats
 	// Err is the underlying device error, if the device refused.
 	Err error
 }
 
 func (e *OOMError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "tensor: out of memory on %s: requested %s", e.Device, FormatBytes(e.Requested))
+	fmt.Fprintf(&b, "tensor: out of memory on %s: requested %s", e.Device, format.Bytes(e.Requested))
 	if e.Limit > 0 {
-		fmt.Fprintf(&b, ", %s limit %s", e.Reason, FormatBytes(e.Limit))
+		fmt.Fprintf(&b, ", %s limit %s", e.Reason, format.Bytes(e.Limit))
 	} else if e.Reason != "" {
 		fmt.Fprintf(&b, " (%s refused)", e.Reason)
 	}
-	fmt.Fprintf(&b, "\n  reserved %s, active %s, cached %s", FormatBytes(e.Reserved), FormatBytes(e.Active), FormatBytes(e.Cached))
+	fmt.Fprintf(&b, "\n  reserved %s, active %s, cached %s", format.Bytes(e.Reserved), format.Bytes(e.Active), format.Bytes(e.Cached))
 	if e.DeviceFree >= 0 {
-		fmt.Fprintf(&b, "; device free %s", FormatBytes(e.DeviceFree))
+		fmt.Fprintf(&b, "; device free %s", format.Bytes(e.DeviceFree))
 	}
-	if len(e.TopSites) > 0 {
-		b.WriteString("\n  top live sites:")
-		for i, s := range e.TopSites {
-			fmt.Fprintf(&b, "\n  %d. %s in %d tensors: %s\n       %s:%d", i+1, FormatBytes(s.Bytes), s.Count, s.Function, s.File, s.Line)
-		}
-	}
+	format.WriteSites(&b, "top live sites", sitelist.Lines(e.TopSites))
 	if e.Err != nil {
 		fmt.Fprintf(&b, "\n  device: %v", e.Err)
 	}
@@ -124,7 +113,3 @@ func (e *OOMError) Is(target error) bool { return target == ErrOutOfMemory }
 
 // Unwrap returns the device error, if any.
 func (e *OOMError) Unwrap() error { return e.Err }
-
-// FormatBytes renders a byte count in binary units with up to one decimal:
-// 512 B, 4 KiB, 1.5 MiB. It is track.FormatBytes, here for convenience.
-func FormatBytes(n int64) string { return track.FormatBytes(n) }

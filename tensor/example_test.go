@@ -26,10 +26,10 @@ func Example() {
 		fmt.Println(err)
 	}
 	fmt.Println("live tensors:", tr.Totals().LiveCount)
-	fmt.Println("second free:", mask.Free() != nil)
+	fmt.Println("used after free:", mask.CopyFromHost([]byte{1, 1, 1}))
 	// Output:
 	// bool [1 3] 3 bytes
 	// live tensors: 1
 	// live tensors: 0
-	// second free: true
+	// used after free: tensor: use of freed tensor
 }

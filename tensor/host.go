@@ -3,6 +3,8 @@ package tensor
 import (
 	"fmt"
 	"sync"
+
+	"github.com/tensorlife/tensorlife/internal/format"
 )
 
 // hostShift splits a host DevicePtr into a block id (high bits) and an offset
@@ -58,7 +60,7 @@ func (d *HostDevice) Alloc(bytes int64) (DevicePtr, error) {
 	if bytes > d.capacity-d.used {
 		free := d.capacity - d.used
 		d.mu.Unlock()
-		return 0, d.err("alloc", bytes, fmt.Errorf("%w: %s free of %s", ErrOutOfMemory, FormatBytes(free), FormatBytes(d.capacity)))
+		return 0, d.err("alloc", bytes, fmt.Errorf("%w: %s free of %s", ErrOutOfMemory, format.Bytes(free), format.Bytes(d.capacity)))
 	}
 	if len(d.blocks) >= maxHostBlocks {
 		d.mu.Unlock()

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"runtime"
 	"sync/atomic"
+
+	"github.com/tensorlife/tensorlife/internal/isnil"
+
+	"github.com/tensorlife/tensorlife/internal/format"
 
 	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/track"
@@ -88,7 +91,7 @@ func Make(ctx context.Context, alloc Allocator, spec Spec) (*Tensor, error) {
 // arguments so that escape analysis sees that shape is only copied: a
 // variadic dims slice then stays on the caller's stack.
 func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind string, skip int) (*Tensor, error) {
-	if isNil(alloc) {
+	if isnil.Value(alloc) {
 		return nil, ErrNilAllocator
 	}
 	bytes, err := shape.Bytes(dt)
@@ -139,20 +142,11 @@ func newHandle(b *block, off, bytes int64, shape Shape) *Tensor {
 	return t
 }
 
-// isNil reports whether a is nil or an interface holding a nil pointer.
-func isNil(a Allocator) bool {
-	if a == nil {
-		return true
-	}
-	v := reflect.ValueOf(a)
-	return v.Kind() == reflect.Pointer && v.IsNil()
-}
-
 // dropped runs when a handle became unreachable without Free.
 func dropped(b *block) {
 	if b.tracker != nil {
 		b.tracker.ReportLeak(&b.rec)
-		if !b.tracker.ReclaimLeaks() {
+		if !b.tracker.ReclaimsLeaks() {
 			return
 		}
 	}
@@ -331,7 +325,7 @@ func (t *Tensor) Ptr() (DevicePtr, error) {
 
 // String describes the tensor: "tensor 7 float32[2 3] on host (24 B)".
 func (t *Tensor) String() string {
-	s := fmt.Sprintf("tensor %d %v%v on %s (%s)", t.b.id, t.b.dtype, t.shape, t.Device().Name(), FormatBytes(t.bytes))
+	s := fmt.Sprintf("tensor %d %v%v on %s (%s)", t.b.id, t.b.dtype, t.shape, t.Device().Name(), format.Bytes(t.bytes))
 	if t.Freed() {
 		s += " freed"
 	}
@@ -350,7 +344,7 @@ type DoubleFreeError struct {
 
 func (e *DoubleFreeError) Error() string {
 	return fmt.Sprintf("tensor: double free of tensor %d (%v%v, %s): allocated at %s; first freed at %s",
-		e.ID, e.DType, e.Shape, FormatBytes(e.Bytes), siteString(e.Allocated), siteString(e.FirstFree))
+		e.ID, e.DType, e.Shape, format.Bytes(e.Bytes), siteString(e.Allocated), siteString(e.FirstFree))
 }
 
 // Is reports whether target is ErrDoubleFree.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/tracktest"
@@ -99,7 +100,8 @@ func TestDoubleFreeNamesBothSites(t *testing.T) {
 	require.NoError(t, err)
 	freeOnce(t, x)
 
-	err = x.Free()
+	err, panicked := invariants.Recover(x.Free)
+	assert.Equal(t, invariants.Enabled, panicked, "a double free panics in invariants builds")
 	require.ErrorIs(t, err, tensor.ErrDoubleFree)
 	var dfe *tensor.DoubleFreeError
 	require.ErrorAs(t, err, &dfe)
@@ -167,12 +169,12 @@ func TestCopiesRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		defer freeOnce(t, x)
 		require.NoError(t, x.Fill(7))
-		require.NoError(t, x.CopyFromHostAt(2, []byte{1, 2, 3}, false))
+		require.NoError(t, x.CopyFromHostAt(2, []byte{1, 2, 3}))
 		out := make([]byte, 8)
 		require.NoError(t, x.CopyToHost(out))
 		assert.Equal(t, []byte{7, 7, 1, 2, 3, 7, 7, 7}, out)
 		part := make([]byte, 2)
-		require.NoError(t, x.CopyToHostAt(3, part, false))
+		require.NoError(t, x.CopyToHostAt(3, part))
 		assert.Equal(t, []byte{2, 3}, part)
 	})
 }
@@ -203,8 +205,8 @@ func TestBadInput(t *testing.T) {
 		{"past capacity", func() error { _, err := tensor.New(ctx, alloc, tensor.Uint8, 2048); return err }, tensor.ErrOutOfMemory},
 		{"short copy", func() error { return x.CopyFromHost(make([]byte, 15)) }, tensor.ErrSizeMismatch},
 		{"long copy", func() error { return x.CopyToHost(make([]byte, 17)) }, tensor.ErrSizeMismatch},
-		{"range past end", func() error { return x.CopyFromHostAt(12, make([]byte, 8), false) }, tensor.ErrSizeMismatch},
-		{"negative offset", func() error { return x.CopyToHostAt(-1, make([]byte, 1), false) }, tensor.ErrSizeMismatch},
+		{"range past end", func() error { return x.CopyFromHostAt(12, make([]byte, 8)) }, tensor.ErrSizeMismatch},
+		{"negative offset", func() error { return x.CopyToHostAt(-1, make([]byte, 1)) }, tensor.ErrSizeMismatch},
 		{"wrong element type", func() error { _, err := tensor.ToSlice[int32](x); return err }, tensor.ErrInvalidDType},
 		{"slice shape mismatch", func() error { _, err := tensor.FromSlice(ctx, alloc, []int32{1, 2, 3}, 2, 2); return err }, tensor.ErrSizeMismatch},
 		{"parse dtype", func() error { _, err := tensor.ParseDType("float8"); return err }, tensor.ErrInvalidDType},
@@ -259,7 +261,7 @@ func TestUntrackedAllocator(t *testing.T) {
 	assert.Nil(t, x.Site())
 	assert.NotZero(t, x.ID())
 	require.NoError(t, x.Free())
-	err = x.Free()
+	err, _ = invariants.Recover(x.Free)
 	assert.ErrorIs(t, err, tensor.ErrDoubleFree)
 	assert.Contains(t, err.Error(), "untracked")
 }
@@ -310,19 +312,29 @@ func TestGarbageCollectedTensorIsReportedAsLeak(t *testing.T) {
 	}
 }
 
-func TestFormatBytes(t *testing.T) {
-	for n, want := range map[int64]string{0: "0 B", 512: "512 B", 4096: "4 KiB", 1536: "1.5 KiB", 3 << 30: "3 GiB", -2048: "-2 KiB"} {
-		assert.Equal(t, want, tensor.FormatBytes(n))
-	}
+// oomStep allocates from one line, so the OOM report below names it.
+//
+//go:noinline
+func oomStep(t *testing.T, alloc tensor.Allocator) *tensor.Tensor {
+	x, err := tensor.New(context.Background(), alloc, tensor.Uint8, 1<<20)
+	require.NoError(t, err)
+	return x
 }
 
 func TestOOMErrorText(t *testing.T) {
+	_, tr, alloc := setup(t, 8<<20)
+	var held []*tensor.Tensor
+	for range 3 {
+		held = append(held, oomStep(t, alloc))
+	}
 	err := error(&tensor.OOMError{Device: "cuda:0", Requested: 1 << 20, Limit: 1 << 30, Reason: "budget",
-		Reserved: 1 << 30, Active: 1 << 29, Cached: 1 << 29, DeviceFree: -1,
-		TopSites: []tensor.SiteSummary{{Function: "main.step", File: "main.go", Line: 42, Count: 3, Bytes: 3 << 20}}})
+		Reserved: 1 << 30, Active: 1 << 29, Cached: 1 << 29, DeviceFree: -1, TopSites: tr.SiteTotals()})
 	assert.True(t, errors.Is(err, tensor.ErrOutOfMemory))
 	assert.Contains(t, err.Error(), "requested 1 MiB, budget limit 1 GiB")
-	assert.Contains(t, err.Error(), "1. 3 MiB in 3 tensors: main.step\n       main.go:42")
+	assert.Regexp(t, `1\. 3 MiB in 3 tensors: github.com/tensorlife/tensorlife/tensor_test.oomStep\n       \S+tensor_test.go:\d+`, err.Error())
+	for _, x := range held {
+		require.NoError(t, x.Free())
+	}
 	for _, line := range strings.Split(err.Error(), "\n") {
 		assert.LessOrEqual(t, len(line), 100, "an OOM report fits a terminal: %q", line)
 	}

@@ -10,7 +10,7 @@
 //
 // Turn the history on when making the tracker, then build and write:
 //
-//	tr, _ := track.New(track.History(1 << 20))
+//	tr, _ := track.New(track.KeepHistory(1 << 20))
 //	// ... run the service or the test ...
 //	tl, err := timeline.Build(tr, timeline.Budget(limit))
 //	if err != nil { ... }
@@ -30,7 +30,7 @@
 //
 // # What the history cannot keep
 //
-// The history is bounded: track.History(n) keeps the last n events and
+// The history is bounded: track.KeepHistory(n) keeps the last n events and
 // counts what it overwrites. Build rebuilds the series exactly over the
 // window in which no event is missing, walking back from the live bytes per
 // site at the time of the call, and says what lies before it

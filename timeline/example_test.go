@@ -22,7 +22,7 @@ func computeLogits(ctx context.Context, alloc tensor.Allocator) (*tensor.Tensor,
 }
 
 func Example() {
-	tr, _ := track.New(track.History(1 << 12))
+	tr, _ := track.New(track.KeepHistory(1 << 12))
 	dev, _ := tensor.NewHostDevice(64 << 20)
 	alloc, _ := tensor.NewDeviceAllocator(dev, tr)
 	ctx := context.Background()

@@ -13,7 +13,7 @@ import (
 )
 
 func TestWriteFilesAtomically(t *testing.T) {
-	tr := newTracker(t, track.History(1<<12))
+	tr := newTracker(t, track.KeepHistory(1<<12))
 	run(t, tr, 100)
 	tl, err := timeline.Build(tr)
 	require.NoError(t, err)

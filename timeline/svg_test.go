@@ -111,7 +111,7 @@ func writeSVG(t *testing.T, tl *timeline.Timeline) []byte {
 }
 
 func TestWriteSVGDrawsTheSeries(t *testing.T) {
-	tr := newTracker(t, track.History(1<<14))
+	tr := newTracker(t, track.KeepHistory(1<<14))
 	ops := run(t, tr, 300)
 	tr.Note(track.EventOOM, ops[0].rec.Site(), 1<<30)
 	tr.Note(track.EventLeakSuspect, ops[2].rec.Site(), 512)
@@ -169,7 +169,7 @@ func TestWriteSVGDrawsTheSeries(t *testing.T) {
 }
 
 func TestWriteSVGShortensLongNamesInTheLegendOnly(t *testing.T) {
-	tr := newTracker(t, track.History(1<<10))
+	tr := newTracker(t, track.KeepHistory(1<<10))
 	r := allocateFromAFunctionWhoseNameIsMuchTooLongToFitInTheLegendOfThePictureSoItIsShortened(t, tr)
 	tl, err := timeline.Build(tr)
 	require.NoError(t, err)
@@ -193,7 +193,7 @@ func allocateFromAFunctionWhoseNameIsMuchTooLongToFitInTheLegendOfThePictureSoIt
 }
 
 func TestWriteSVGOfAnEmptyTimeline(t *testing.T) {
-	tl, err := timeline.Build(newTracker(t, track.History(64)), timeline.Budget(1<<30))
+	tl, err := timeline.Build(newTracker(t, track.KeepHistory(64)), timeline.Budget(1<<30))
 	require.NoError(t, err)
 	svg := parseSVG(t, writeSVG(t, tl))
 	assert.Empty(t, svg.all(hasClass("series")))
@@ -205,7 +205,7 @@ func TestWriteSVGOfAnEmptyTimeline(t *testing.T) {
 }
 
 func TestWriteSVGLeavesOutMarksBeyondItsBound(t *testing.T) {
-	tr := newTracker(t, track.History(1<<12))
+	tr := newTracker(t, track.KeepHistory(1<<12))
 	for range 600 {
 		tr.Note(track.EventOOM, nil, 1<<20)
 	}
@@ -221,7 +221,7 @@ func TestWriteSVGLeavesOutMarksBeyondItsBound(t *testing.T) {
 }
 
 func TestWriteSVGWritesAFarBudgetAboveTheChart(t *testing.T) {
-	tr := newTracker(t, track.History(1<<10))
+	tr := newTracker(t, track.KeepHistory(1<<10))
 	run(t, tr, 10) // about 15 KiB at most
 	tl, err := timeline.Build(tr, timeline.Budget(1<<30))
 	require.NoError(t, err)

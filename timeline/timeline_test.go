@@ -38,7 +38,7 @@ func TestBuildRebuildsLiveBytesPerSite(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := newTracker(t, track.History(tc.history))
+			tr := newTracker(t, track.KeepHistory(tc.history))
 			ops := run(t, tr, tc.steps)
 			tl, err := timeline.Build(tr, tc.opts...)
 			require.NoError(t, err)
@@ -107,7 +107,7 @@ func TestBuildRebuildsLiveBytesPerSite(t *testing.T) {
 }
 
 func TestTopSitesFoldsTheRestIntoOther(t *testing.T) {
-	tr := newTracker(t, track.History(1<<12))
+	tr := newTracker(t, track.KeepHistory(1<<12))
 	ops := run(t, tr, 50)
 	tl, err := timeline.Build(tr, timeline.TopSites(1))
 	require.NoError(t, err)
@@ -134,7 +134,7 @@ func TestTopSitesFoldsTheRestIntoOther(t *testing.T) {
 }
 
 func TestMarkersListNotableEvents(t *testing.T) {
-	tr := newTracker(t, track.History(1<<10))
+	tr := newTracker(t, track.KeepHistory(1<<10))
 	ctx := context.Background()
 	w := allocWeights(t, tr, ctx, 4096)
 	tr.Note(track.EventOOM, w.Site(), 1<<30)
@@ -162,7 +162,7 @@ func TestMarkersListNotableEvents(t *testing.T) {
 }
 
 func TestBuildOfAnEmptyHistory(t *testing.T) {
-	tl, err := timeline.Build(newTracker(t, track.History(64)))
+	tl, err := timeline.Build(newTracker(t, track.KeepHistory(64)))
 	require.NoError(t, err)
 	assert.Empty(t, tl.Series)
 	assert.Empty(t, tl.Markers)
@@ -176,7 +176,7 @@ func TestBuildOfAnEmptyHistory(t *testing.T) {
 }
 
 func TestBuildErrors(t *testing.T) {
-	withHistory := newTracker(t, track.History(64))
+	withHistory := newTracker(t, track.KeepHistory(64))
 	tests := []struct {
 		name    string
 		tracker *track.Tracker
@@ -205,7 +205,7 @@ func TestBuildErrors(t *testing.T) {
 }
 
 func TestFromHistory(t *testing.T) {
-	tr := newTracker(t, track.History(1<<12))
+	tr := newTracker(t, track.KeepHistory(1<<12))
 	run(t, tr, 40)
 	built, err := timeline.Build(tr, timeline.Title("run"))
 	require.NoError(t, err)
@@ -229,7 +229,7 @@ func TestFromHistory(t *testing.T) {
 	_, err = timeline.FromHistory(log, nil, timeline.Samples(0))
 	assert.ErrorIs(t, err, timeline.ErrInvalidOption)
 
-	small := newTracker(t, track.History(1))
+	small := newTracker(t, track.KeepHistory(1))
 	run(t, small, 2000)
 	dropped, err := small.History()
 	require.NoError(t, err)
@@ -242,7 +242,7 @@ func TestFromHistory(t *testing.T) {
 }
 
 func TestSitesAreGroupedByLine(t *testing.T) {
-	tr := newTracker(t, track.History(1<<10))
+	tr := newTracker(t, track.KeepHistory(1<<10))
 	ctx := context.Background()
 	// One line reached through two call stacks: one series.
 	viaA := func() *track.Record { return allocMask(t, tr, ctx, 100) }

@@ -145,7 +145,7 @@ func TestWriteTraceIsValidTraceEventFormat(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := newTracker(t, track.History(tc.history))
+			tr := newTracker(t, track.KeepHistory(tc.history))
 			if tc.steps > 0 {
 				ops := run(t, tr, tc.steps)
 				tr.Note(track.EventOOM, ops[0].rec.Site(), 1<<30)
@@ -166,7 +166,7 @@ func TestWriteTraceIsValidTraceEventFormat(t *testing.T) {
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
 
 func TestWriteTraceMarkersAndLabels(t *testing.T) {
-	tr := newTracker(t, track.History(1<<10))
+	tr := newTracker(t, track.KeepHistory(1<<10))
 	ctx := track.WithLabels(context.Background(), "request", "r\"7\"\n", "model", "ünïcode")
 	w := allocWeights(t, tr, ctx, 4096)
 	tr.Note(track.EventOOM, w.Site(), 1<<30)
@@ -209,7 +209,7 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 }
 
 func TestWritersReportWriteErrors(t *testing.T) {
-	tr := newTracker(t, track.History(1<<14))
+	tr := newTracker(t, track.KeepHistory(1<<14))
 	run(t, tr, 2000) // a trace larger than one chunk
 	tl, err := timeline.Build(tr)
 	require.NoError(t, err)

@@ -14,7 +14,8 @@
 //
 // A site is the call stack of an allocation, captured as program counters
 // with runtime.Callers (cheap) and symbolized only when a report or profile
-// asks (Site.Frames). Stacks are interned in a bounded, lock-free table:
+// asks (Site.Frames). Stacks are interned in a bounded table whose lookups
+// take no lock (a new stack is inserted under one, once per distinct stack):
 // identical stacks share one Site, and once MaxSites sites exist, further
 // stacks are counted under one overflow site that every report shows as
 // OverflowFunction, so lost detail is visible, never silently dropped.
@@ -44,26 +45,45 @@
 //
 // # Watching a live service
 //
-// RegisterMetrics exports the tracker's figures (live tensors and bytes by
-// device and kind, allocations, frees, GC-found leaks, double frees, OOMs,
-// mask rebuilds, leak suspects) through OpenTelemetry, with pool, cache and
-// device figures when passed as sources; every instrument is read at
-// collection, nothing on the allocation path. A Watcher samples live bytes
-// per site at the end of each window (a number of Tick calls, one per
-// request, or a time interval) and names the sites that keep growing: leak
-// suspects, reported through a callback, counted, and listed by
-// WriteSummary, a text report in the manner of torch.cuda.memory_summary.
+// A Watcher samples live bytes per site at the end of each window (a number
+// of Tick calls, one per request, or a time interval) and names the sites
+// that keep growing: leak suspects, reported through a callback, counted,
+// and listed by WriteSummary, a text report in the manner of
+// torch.cuda.memory_summary. Reports and metrics read pools, caches and
+// devices through small interfaces (PoolSource, CacheSource, DeviceSource)
+// gathered in Sources; track imports none of those packages. Package
+// track/oteltrack publishes the same figures through OpenTelemetry; it is a
+// package of its own so that importing track, or tensor, links no
+// OpenTelemetry and no net/http.
+//
+// # Options
+//
+// One Option type serves New, NewWatcher and WriteSummary; each option's
+// doc says where it applies, and passing it elsewhere is an error matching
+// ErrInvalidOption that names it, as an invalid value or a nil option is.
 //
 // # History
 //
-// With the History option the tracker also keeps a bounded ring of recent
-// events (allocations, frees, GC-found leaks, OOMs, rebuilt masks, leak
-// suspects); package timeline turns it into a trace and a picture.
+// With the KeepHistory option the tracker also keeps a bounded ring of
+// recent events (allocations, frees, GC-found leaks, OOMs, rebuilt masks,
+// leak suspects); package timeline turns it into a trace and a picture.
+//
+// # For allocator implementers
+//
+// Most programs never call these: package tensor and package pool do. An
+// allocator that records its own allocations embeds a Record in each block
+// and calls Tracker.Record and Tracker.Release; Tracker.ReportLeak from a
+// runtime cleanup when a handle is dropped unreachable; Tracker.Note for
+// events the registry cannot see (an out-of-memory refusal, a double free);
+// Tracker.Caller and Tracker.Intern to name the site of such an event; and
+// Tracker.WatchLeaks to hear of leaks as they are found (tracktest does).
 //
 // # Cost
 //
 // The record and release paths take one stack capture into a fixed buffer,
-// one lock-free intern lookup, one lock of one of 64 registry shards (an
-// intrusive list insert or remove, no allocation), and a few atomics. There
-// is no global lock. A Tracker is safe for concurrent use.
+// one intern lookup that takes no lock, one lock of one of 64 registry
+// shards (an intrusive list insert or remove and the per-shard counters by
+// device and kind, no allocation), and a few atomics: the per-site counters
+// and the tracker-wide live bytes the peak is computed from. There is no
+// global lock. A Tracker is safe for concurrent use.
 package track

@@ -3,19 +3,18 @@ package track
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 )
 
 // ErrHistoryOff means the event history was read from a tracker made
-// without the History option.
-var ErrHistoryOff = errors.New("track: event history is off (enable it with track.History)")
+// without the KeepHistory option.
+var ErrHistoryOff = errors.New("track: event history is off (enable it with track.KeepHistory)")
 
 // Event is one entry of the event history.
 type Event struct {
 	Kind  EventKind
-	Time  int64 // nanoseconds since the tracker started (Tracker.Start)
+	Time  int64 // nanoseconds since the tracker started (Tracker.Started)
 	ID    uint64
 	Bytes int64
 	Site  *Site  // nil if unknown
@@ -26,22 +25,6 @@ type Event struct {
 
 // At returns the event's wall-clock time, given the tracker's start.
 func (e Event) At(start time.Time) time.Time { return start.Add(time.Duration(e.Time)) }
-
-// History records the last n events (allocations, frees, GC-found leaks and
-// noted events) in a bounded ring. It is off by default. Each of the
-// tracker's 64 registry shards keeps n/64 events (at least 16), written
-// under the shard lock that recording already holds, so the history adds
-// no lock and no allocation; when a shard's ring wraps, the overwritten
-// events are counted as dropped, never silently lost.
-func History(n int) Option {
-	return optionFunc(func(c *config) error {
-		if n <= 0 {
-			return fmt.Errorf("%w: History(%d): want a positive number of events", ErrInvalidOption, n)
-		}
-		c.historyEvents = n
-		return nil
-	})
-}
 
 // ring is one shard's part of the history. Guarded by the shard's mutex.
 type ring struct {
@@ -95,7 +78,7 @@ type HistoryLog struct {
 
 // History returns a copy of the event history, oldest event first, with the
 // number of events it dropped. It returns ErrHistoryOff unless the tracker
-// was made with the History option.
+// was made with the KeepHistory option.
 func (t *Tracker) History() (*HistoryLog, error) {
 	if t.cfg.historyEvents <= 0 {
 		return nil, ErrHistoryOff

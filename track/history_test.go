@@ -13,14 +13,20 @@ import (
 func TestHistoryOffByDefault(t *testing.T) {
 	_, err := newTracker(t).History()
 	assert.ErrorIs(t, err, track.ErrHistoryOff)
-	_, err = track.New(track.History(0))
+	_, err = track.New(track.KeepHistory(0))
 	assert.ErrorIs(t, err, track.ErrInvalidOption)
-	_, err = track.New(track.History(-5))
+	_, err = track.New(track.KeepHistory(-5))
+	assert.ErrorIs(t, err, track.ErrInvalidOption)
+	// A bound, not an out-of-memory crash: each event costs about 64 bytes.
+	_, err = track.New(track.KeepHistory(1 << 40))
+	assert.ErrorIs(t, err, track.ErrInvalidOption)
+	assert.ErrorContains(t, err, "KeepHistory")
+	_, err = track.New(track.KeepHistory(track.MaxHistoryEvents + 1))
 	assert.ErrorIs(t, err, track.ErrInvalidOption)
 }
 
 func TestHistoryRecordsEventsInOrder(t *testing.T) {
-	tr := newTracker(t, track.History(1024))
+	tr := newTracker(t, track.KeepHistory(1024))
 	ctx := track.WithLabels(context.Background(), "request", "r1")
 	a := recordA(tr, ctx, 16, "tensor")
 	b := recordB(tr, ctx, 8)
@@ -53,7 +59,7 @@ func TestHistoryRecordsEventsInOrder(t *testing.T) {
 }
 
 func TestHistoryCountsWhatItDrops(t *testing.T) {
-	tr := newTracker(t, track.History(1)) // 16 events per shard at least
+	tr := newTracker(t, track.KeepHistory(1)) // 16 events per shard at least
 	ctx := context.Background()
 	for range 5000 {
 		require.NoError(t, tr.Release(recordA(tr, ctx, 4, "tensor")))

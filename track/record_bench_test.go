@@ -28,7 +28,7 @@ func BenchmarkRecordRelease(b *testing.B) { benchRecordRelease(b) }
 
 // BenchmarkRecordReleaseHistory is BenchmarkRecordRelease with the event
 // history on: two events (alloc and free) per iteration.
-func BenchmarkRecordReleaseHistory(b *testing.B) { benchRecordRelease(b, track.History(1<<16)) }
+func BenchmarkRecordReleaseHistory(b *testing.B) { benchRecordRelease(b, track.KeepHistory(1<<16)) }
 
 func benchRecordRelease(b *testing.B, opts ...track.Option) {
 	tr, err := track.New(opts...)

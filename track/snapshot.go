@@ -3,8 +3,8 @@ package track
 import (
 	"cmp"
 	"fmt"
+	"github.com/tensorlife/tensorlife/internal/format"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -61,6 +61,7 @@ type Group struct {
 // Snapshot is an immutable copy of a tracker's live set at one moment,
 // aggregated per site and per group. Its slices must not be modified.
 type Snapshot struct {
+	tracker *Tracker
 	Tracker string    // the tracker's name
 	Time    time.Time // when the snapshot was taken
 	Totals  Totals    // the tracker's counters, unfiltered
@@ -143,13 +144,24 @@ func keyOf(r *Record) groupKey {
 	if len(r.Shape) <= len(k.dims) {
 		copy(k.dims[:], r.Shape)
 	} else {
-		k.long = FormatShape(r.Shape)
+		k.long = format.Shape(r.Shape)
 	}
 	return k
 }
 
-// Snapshot copies the whole live set, every allocation listed.
+// SameTracker reports whether s and o were taken of the same tracker, so
+// that their sites can be compared: two trackers of one name are not the
+// same.
+func (s *Snapshot) SameTracker(o *Snapshot) bool {
+	return s != nil && o != nil && s.tracker != nil && s.tracker == o.tracker
+}
+
+// Snapshot copies the whole live set, every allocation listed. A nil
+// tracker has an empty snapshot.
 func (t *Tracker) Snapshot() *Snapshot {
+	if t == nil {
+		return &Snapshot{Time: time.Now()}
+	}
 	s, _ := t.SnapshotOf(Filter{Allocations: true}) // this filter is valid
 	return s
 }
@@ -159,6 +171,9 @@ func (t *Tracker) Snapshot() *Snapshot {
 // allocates per group rather than per tensor unless f.Allocations is set;
 // sorting and the rest happen after the locks are dropped.
 func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
+	if t == nil {
+		return nil, ErrNilTracker
+	}
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
@@ -200,7 +215,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 		sh.mu.Unlock()
 	}
 
-	snap := &Snapshot{Tracker: t.cfg.name, Time: now, Totals: t.Totals(), Filter: f, Allocations: allocs}
+	snap := &Snapshot{tracker: t, Tracker: t.cfg.name, Time: now, Totals: t.Totals(), Filter: f, Allocations: allocs}
 	slices.SortFunc(snap.Allocations, func(a, b Allocation) int { return cmp.Compare(a.ID, b.ID) })
 
 	bySite := make(map[*Site]*SiteStats)
@@ -248,7 +263,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 // groupOrder breaks ties between groups of one site deterministically.
 func groupOrder(a, b Group) int {
 	return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.DType, b.DType),
-		strings.Compare(a.Device, b.Device), strings.Compare(FormatShape(a.Shape), FormatShape(b.Shape)),
+		strings.Compare(a.Device, b.Device), strings.Compare(format.Shape(a.Shape), format.Shape(b.Shape)),
 		strings.Compare(a.Labels.String(), b.Labels.String()))
 }
 
@@ -317,14 +332,16 @@ type Delta struct {
 	Grew, Shrank []SiteDelta
 }
 
-// Diff compares two snapshots of the same tracker, old taken first.
-func Diff(old, new *Snapshot) Delta {
-	d := Delta{From: old.Time, To: new.Time}
-	before := make(map[*Site]SiteStats, len(old.Sites))
-	for _, s := range old.Sites {
-		before[s.Site] = s
+// Diff compares two snapshots of the same tracker, before taken first.
+// Snapshots of different trackers share no sites: everything in before
+// shows as shrunk and everything in after as grown (SameTracker tells).
+func Diff(before, after *Snapshot) Delta {
+	d := Delta{From: before.Time, To: after.Time}
+	was := make(map[*Site]SiteStats, len(before.Sites))
+	for _, s := range before.Sites {
+		was[s.Site] = s
 	}
-	seen := make(map[*Site]bool, len(new.Sites))
+	seen := make(map[*Site]bool, len(after.Sites))
 	add := func(o, n SiteStats, site *Site) {
 		sd := SiteDelta{Site: site, LiveCount: n.LiveCount - o.LiveCount, LiveBytes: n.LiveBytes - o.LiveBytes,
 			AllocCount: n.AllocCount - o.AllocCount, AllocBytes: n.AllocBytes - o.AllocBytes,
@@ -336,11 +353,11 @@ func Diff(old, new *Snapshot) Delta {
 			d.Shrank = append(d.Shrank, sd)
 		}
 	}
-	for _, n := range new.Sites {
+	for _, n := range after.Sites {
 		seen[n.Site] = true
-		add(before[n.Site], n, n.Site)
+		add(was[n.Site], n, n.Site)
 	}
-	for _, o := range old.Sites {
+	for _, o := range before.Sites {
 		if !seen[o.Site] {
 			add(o, SiteStats{AllocCount: o.AllocCount, AllocBytes: o.AllocBytes}, o.Site)
 		}
@@ -352,18 +369,4 @@ func Diff(old, new *Snapshot) Delta {
 		return cmp.Or(cmp.Compare(a.LiveBytes, b.LiveBytes), cmp.Compare(a.Site.id, b.Site.id))
 	})
 	return d
-}
-
-// FormatShape renders dims as [2 3 4].
-func FormatShape(dims []int) string {
-	var b strings.Builder
-	b.WriteByte('[')
-	for i, d := range dims {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(strconv.Itoa(d))
-	}
-	b.WriteByte(']')
-	return b.String()
 }

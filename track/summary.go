@@ -3,6 +3,8 @@ package track
 import (
 	"errors"
 	"fmt"
+	"github.com/tensorlife/tensorlife/internal/format"
+	"github.com/tensorlife/tensorlife/internal/isnil"
 	"io"
 	"strconv"
 	"strings"
@@ -12,35 +14,29 @@ import (
 // ErrNilWriter means WriteSummary was given a nil io.Writer.
 var ErrNilWriter = errors.New("track: nil writer")
 
-// SummaryOption configures WriteSummary: TopSites, or a source option
-// (WithPools, WithCaches, WithDevices, WithWatcher).
-type SummaryOption interface {
-	applySummary(*summaryConfig) error
-}
-
 type summaryConfig struct {
-	top int
-	now func() time.Time
-	sources
+	top     int
+	now     func() time.Time
+	sources Sources
 }
-
-type summaryOption func(*summaryConfig) error
-
-func (f summaryOption) applySummary(c *summaryConfig) error { return f(c) }
 
 // DefaultTopSites is how many sites a summary lists unless TopSites says.
 const DefaultTopSites = 10
 
+// MaxTopSites bounds TopSites here and in package pool: a longer list is no
+// longer read.
+const MaxTopSites = 100
+
 // TopSites sets how many call sites the summary lists, most live bytes
-// first (default DefaultTopSites, at most 1000).
-func TopSites(n int) SummaryOption {
-	return summaryOption(func(c *summaryConfig) error {
-		if n <= 0 || n > 1000 {
-			return fmt.Errorf("%w: TopSites(%d): want 1..1000", ErrInvalidOption, n)
+// first: 0..MaxTopSites, default DefaultTopSites (WriteSummary).
+func TopSites(n int) Option {
+	return only("TopSites", func(o *options) error {
+		if n < 0 || n > MaxTopSites {
+			return fmt.Errorf("%w: TopSites(%d): want 0..%d", ErrInvalidOption, n, MaxTopSites)
 		}
-		c.top = n
+		o.summary.top = n
 		return nil
-	})
+	}, forSummary)
 }
 
 // summaryWidth is the widest line a summary writes.
@@ -56,23 +52,19 @@ const summaryWidth = 100
 // It walks the live set once (SnapshotOf) for the sites' ages, so its cost
 // grows with live tensors: for a report, not for a scrape. It may be
 // called concurrently with allocation.
-func WriteSummary(w io.Writer, tr *Tracker, opts ...SummaryOption) error {
-	if isNil(w) {
+func WriteSummary(w io.Writer, tr *Tracker, opts ...Option) error {
+	if isnil.Value(w) {
 		return ErrNilWriter
 	}
 	if tr == nil {
 		return ErrNilTracker
 	}
-	cfg := summaryConfig{top: DefaultTopSites, now: time.Now}
-	for _, o := range opts {
-		if isNil(o) {
-			return fmt.Errorf("%w: nil summary option", ErrInvalidOption)
-		}
-		if err := o.applySummary(&cfg); err != nil {
-			return err
-		}
+	o := options{summary: summaryConfig{top: DefaultTopSites, now: time.Now}}
+	if err := applyOptions(&o, forSummary, opts); err != nil {
+		return err
 	}
-	if err := cfg.check(tr); err != nil {
+	cfg := o.summary
+	if err := cfg.sources.Validate(tr); err != nil {
 		return err
 	}
 	snap, err := tr.SnapshotOf(Filter{})
@@ -83,12 +75,12 @@ func WriteSummary(w io.Writer, tr *Tracker, opts ...SummaryOption) error {
 	var b strings.Builder
 	writeHeader(&b, tr, now)
 	writeTotals(&b, snap.Totals)
-	writePools(&b, cfg.pools)
-	writeCaches(&b, cfg.caches)
-	writeDevices(&b, cfg.devices)
+	writePools(&b, cfg.sources.Pools)
+	writeCaches(&b, cfg.sources.Caches)
+	writeDevices(&b, cfg.sources.Devices)
 	writeSites(&b, snap, cfg.top, now)
-	if cfg.watcher != nil {
-		writeSuspects(&b, cfg.watcher, now)
+	if cfg.sources.Watcher != nil {
+		writeSuspects(&b, cfg.sources.Watcher, now)
 	}
 	_, err = io.WriteString(w, b.String())
 	return err
@@ -97,7 +89,7 @@ func WriteSummary(w io.Writer, tr *Tracker, opts ...SummaryOption) error {
 func writeHeader(b *strings.Builder, tr *Tracker, now time.Time) {
 	fmt.Fprintf(b, "tensorlife memory summary: tracker %q\n", tr.Name())
 	fmt.Fprintf(b, "taken %s, tracker up %s\n", now.UTC().Format("2006-01-02 15:04:05 MST"),
-		formatAge(now.Sub(tr.Start())))
+		format.Age(now.Sub(tr.Started())))
 	b.WriteString(strings.Repeat("=", summaryWidth))
 	b.WriteByte('\n')
 }
@@ -106,10 +98,10 @@ func writeTotals(b *strings.Builder, t Totals) {
 	row := func(name, value string) { fmt.Fprintf(b, "  %-26s%s\n", name, value) }
 	b.WriteString("Totals\n")
 	row("live tensors", strconv.FormatInt(t.LiveCount, 10))
-	row("live bytes", FormatBytes(t.LiveBytes))
-	row("peak live bytes", FormatBytes(t.PeakBytes))
-	row("allocations", fmt.Sprintf("%d (%s)", t.Allocs, FormatBytes(t.AllocBytes)))
-	row("frees", fmt.Sprintf("%d (%s)", t.Frees, FormatBytes(t.AllocBytes-t.LiveBytes)))
+	row("live bytes", format.Bytes(t.LiveBytes))
+	row("peak live bytes", format.Bytes(t.PeakBytes))
+	row("allocations", fmt.Sprintf("%d (%s)", t.Allocs, format.Bytes(t.AllocBytes)))
+	row("frees", fmt.Sprintf("%d (%s)", t.Frees, format.Bytes(t.AllocBytes-t.LiveBytes)))
 	row("GC-detected leaks", strconv.FormatInt(t.GCLeaks, 10))
 	row("misuse", fmt.Sprintf("%d (double frees: %d)", t.Misuse, t.Event(EventDoubleFree)))
 	row("out-of-memory errors", strconv.FormatInt(t.Event(EventOOM), 10))
@@ -126,14 +118,14 @@ func writePools(b *strings.Builder, pools []PoolSource) {
 	fmt.Fprintf(b, "  %-12s%14s%14s%14s%14s%14s%14s\n",
 		"device", "reserved", "active", "cached", "peak reserved", "peak active", "limit")
 	for _, p := range pools {
-		s := p.PoolStats()
+		s := p.Stats()
 		limit := "none"
 		if s.Limit > 0 {
-			limit = FormatBytes(s.Limit)
+			limit = format.Bytes(s.Limit)
 		}
 		fmt.Fprintf(b, "  %-12s%14s%14s%14s%14s%14s%14s\n", clip(s.Device, 12),
-			FormatBytes(s.Reserved), FormatBytes(s.Active), FormatBytes(s.Cached),
-			FormatBytes(s.PeakReserved), FormatBytes(s.PeakActive), limit)
+			format.Bytes(s.Reserved), format.Bytes(s.Active), format.Bytes(s.Cached),
+			format.Bytes(s.PeakReserved), format.Bytes(s.PeakActive), limit)
 		// Two lines, so that counters of any size stay within 100 columns.
 		fmt.Fprintf(b, "  %-12shits %d, misses %d, evictions %d, OOMs %d\n", "", s.Hits, s.Misses, s.Evictions, s.OOMs)
 		fmt.Fprintf(b, "  %-12sdevice allocs %d, device frees %d\n", "", s.DeviceAllocs, s.DeviceFrees)
@@ -148,13 +140,13 @@ func writeCaches(b *strings.Builder, caches []CacheSource) {
 	fmt.Fprintf(b, "  %-16s%13s%13s%10s%12s%12s%12s\n",
 		"name", "bytes", "budget", "entries", "hits", "misses", "evictions")
 	for _, c := range caches {
-		s := c.CacheStats()
+		s := c.Stats()
 		budget := "none"
-		if s.BudgetBytes > 0 {
-			budget = FormatBytes(s.BudgetBytes)
+		if s.MaxBytes > 0 {
+			budget = format.Bytes(s.MaxBytes)
 		}
 		fmt.Fprintf(b, "  %-16s%13s%13s%10d%12d%12d%12d\n", clip(s.Name, 16),
-			FormatBytes(s.Bytes), budget, s.Entries, s.Hits, s.Misses, s.Evictions)
+			format.Bytes(s.Bytes), budget, s.Entries, s.Hits, s.Misses, s.Evictions)
 	}
 }
 
@@ -172,7 +164,7 @@ func writeDevices(b *strings.Builder, devices []DeviceSource) {
 			continue
 		}
 		fmt.Fprintf(b, "  %-16s%13s%13s%13s\n", clip(d.Name(), 16),
-			FormatBytes(total-free), FormatBytes(total), FormatBytes(free))
+			format.Bytes(total-free), format.Bytes(total), format.Bytes(free))
 	}
 }
 
@@ -189,9 +181,9 @@ func writeSites(b *strings.Builder, snap *Snapshot, top int, now time.Time) {
 	for i, s := range live[:min(top, len(live))] {
 		age := "-"
 		if !s.Oldest.IsZero() {
-			age = formatAge(now.Sub(s.Oldest))
+			age = format.Age(now.Sub(s.Oldest))
 		}
-		fmt.Fprintf(b, head+"%s\n", strconv.Itoa(i+1), FormatBytes(s.LiveBytes),
+		fmt.Fprintf(b, head+"%s\n", strconv.Itoa(i+1), format.Bytes(s.LiveBytes),
 			strconv.FormatInt(s.LiveCount, 10), age, siteLine(s.Site, room))
 	}
 }
@@ -204,7 +196,7 @@ func writeSuspects(b *strings.Builder, w *Watcher, now time.Time) {
 		window = strconv.Itoa(w.cfg.ticks) + " ticks"
 	}
 	fmt.Fprintf(b, "\nLeak suspects (window %s; grew in %d of %d windows by over %s; %d windows ended)\n",
-		window, w.cfg.mostOf, w.cfg.windows, FormatBytes(w.cfg.minGrowth), w.Windows())
+		window, w.cfg.mostOf, w.cfg.windows, format.Bytes(w.cfg.minGrowth), w.WindowsEnded())
 	suspects := w.Suspects()
 	if len(suspects) == 0 {
 		b.WriteString("  none\n")
@@ -214,8 +206,8 @@ func writeSuspects(b *strings.Builder, w *Watcher, now time.Time) {
 	fmt.Fprintf(b, head+"%s\n", "live bytes", "growth/window", "grew", "since", "site")
 	room := summaryWidth - len(fmt.Sprintf(head, "", "", "", ""))
 	for _, s := range suspects {
-		fmt.Fprintf(b, head+"%s\n", FormatBytes(s.LiveBytes), FormatBytes(s.GrowthPerWindow),
-			fmt.Sprintf("%d/%d", s.Grew, s.Windows), formatAge(now.Sub(s.Since)), siteLine(s.Site, room))
+		fmt.Fprintf(b, head+"%s\n", format.Bytes(s.LiveBytes), format.Bytes(s.GrowthPerWindow),
+			fmt.Sprintf("%d/%d", s.Grew, s.Windows), format.Age(now.Sub(s.Since)), siteLine(s.Site, room))
 	}
 }
 
@@ -249,21 +241,4 @@ func clip(s string, n int) string {
 		return s[:n]
 	}
 	return s[:n-3] + "..."
-}
-
-// formatAge renders a duration coarsely enough to read at a glance and to
-// stay put between two summaries: milliseconds under a second, tenths under
-// a minute, whole seconds past that.
-func formatAge(d time.Duration) string {
-	switch {
-	case d < 0:
-		d = 0
-	case d < time.Second:
-		d = d.Round(time.Millisecond)
-	case d < time.Minute:
-		d = d.Round(100 * time.Millisecond)
-	default:
-		d = d.Round(time.Second)
-	}
-	return d.String()
 }

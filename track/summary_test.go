@@ -19,20 +19,20 @@ import (
 var updateGolden = flag.Bool("update", false, "rewrite the summary golden files")
 
 // summaryAt fixes the summary's clock, so ages print the same every run.
-func summaryAt(now time.Time) SummaryOption {
-	return summaryOption(func(c *summaryConfig) error {
-		c.now = func() time.Time { return now }
+func summaryAt(now time.Time) Option {
+	return only("summaryAt", func(o *options) error {
+		o.summary.now = func() time.Time { return now }
 		return nil
-	})
+	}, forSummary)
 }
 
 type summaryPool PoolStats
 
-func (p summaryPool) PoolStats() PoolStats { return PoolStats(p) }
+func (p summaryPool) Stats() PoolStats { return PoolStats(p) }
 
 type summaryCache CacheStats
 
-func (c summaryCache) CacheStats() CacheStats { return CacheStats(c) }
+func (c summaryCache) Stats() CacheStats { return CacheStats(c) }
 
 type summaryDevice struct {
 	name        string
@@ -116,19 +116,20 @@ func TestSummaryGolden(t *testing.T) {
 	tr.Note(EventMaskRebuilt, nil, 64<<10)
 	require.Len(t, w.Suspects(), 1)
 
-	opts := []SummaryOption{
-		summaryAt(tr.Start().Add(time.Hour)),
-		WithPools(
+	opts := []Option{
+		summaryAt(tr.Started().Add(time.Hour)),
+		WithSources(Sources{Pools: []PoolSource{
 			summaryPool{Device: "cuda:0", Reserved: 8 << 20, Active: 4<<20 + 768<<10 + 1000, Cached: 3<<20 + 256<<10 - 1000,
 				PeakReserved: 10 << 20, PeakActive: 6 << 20, Limit: 16 << 20, DeviceAllocs: 9, DeviceFrees: 2,
 				Hits: 120, Misses: 9, Evictions: 2, OOMs: 1},
 			summaryPool{Device: "cuda:1-with-a-long-name", Reserved: 512},
-		),
-		WithCaches(summaryCache{Name: "attention-masks", Bytes: 768 << 10, Entries: 12, BudgetBytes: 4 << 20,
-			Hits: 30, Misses: 12, Evictions: 0}),
-		WithDevices(summaryDevice{name: "cuda:0", free: 70 << 30, total: 80 << 30},
-			summaryDevice{name: "cuda:1", err: errors.New("driver not loaded")}),
-		WithWatcher(w),
+		},
+			Caches: []CacheSource{summaryCache{Name: "attention-masks", Bytes: 768 << 10, Entries: 12, MaxBytes: 4 << 20,
+				Hits: 30, Misses: 12, Evictions: 0}},
+			Devices: []DeviceSource{summaryDevice{name: "cuda:0", free: 70 << 30, total: 80 << 30},
+				summaryDevice{name: "cuda:1", err: errors.New("driver not loaded")}},
+			Watcher: w,
+		}),
 		TopSites(3),
 	}
 	var buf bytes.Buffer
@@ -148,7 +149,7 @@ func TestSummaryEmptyTracker(t *testing.T) {
 	w, err := NewWatcher(tr)
 	require.NoError(t, err)
 	var buf bytes.Buffer
-	require.NoError(t, WriteSummary(&buf, tr, summaryAt(tr.Start().Add(90*time.Second)), WithWatcher(w)))
+	require.NoError(t, WriteSummary(&buf, tr, summaryAt(tr.Started().Add(90*time.Second)), WithSources(Sources{Watcher: w})))
 	report := buf.String()
 	assertFits(t, report)
 	goldenSummary(t, "summary_empty.golden", report)
@@ -172,16 +173,18 @@ func TestSummaryRejectsBadInput(t *testing.T) {
 		name string
 		w    *bytes.Buffer
 		tr   *Tracker
-		opts []SummaryOption
+		opts []Option
 		want error
 	}{
 		{"nil writer", nil, tr, nil, ErrNilWriter},
 		{"nil tracker", &bytes.Buffer{}, nil, nil, ErrNilTracker},
-		{"zero top sites", &bytes.Buffer{}, tr, []SummaryOption{TopSites(0)}, ErrInvalidOption},
-		{"too many top sites", &bytes.Buffer{}, tr, []SummaryOption{TopSites(1001)}, ErrInvalidOption},
-		{"nil option", &bytes.Buffer{}, tr, []SummaryOption{nil}, ErrInvalidOption},
-		{"nil pool", &bytes.Buffer{}, tr, []SummaryOption{WithPools(nil)}, ErrInvalidOption},
-		{"watcher of another tracker", &bytes.Buffer{}, tr, []SummaryOption{WithWatcher(otherWatcher)}, ErrInvalidOption},
+		{"negative top sites", &bytes.Buffer{}, tr, []Option{TopSites(-1)}, ErrInvalidOption},
+		{"too many top sites", &bytes.Buffer{}, tr, []Option{TopSites(MaxTopSites + 1)}, ErrInvalidOption},
+		{"nil option", &bytes.Buffer{}, tr, []Option{nil}, ErrInvalidOption},
+		{"tracker option", &bytes.Buffer{}, tr, []Option{WithName("x")}, ErrInvalidOption},
+		{"watcher option", &bytes.Buffer{}, tr, []Option{Windows(3)}, ErrInvalidOption},
+		{"nil pool", &bytes.Buffer{}, tr, []Option{WithSources(Sources{Pools: []PoolSource{nil}})}, ErrInvalidOption},
+		{"watcher of another tracker", &bytes.Buffer{}, tr, []Option{WithSources(Sources{Watcher: otherWatcher})}, ErrInvalidOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -198,22 +201,4 @@ func TestSummaryRejectsBadInput(t *testing.T) {
 	t.Run("write error", func(t *testing.T) {
 		assert.ErrorContains(t, WriteSummary(failingWriter{}, tr), "disk full")
 	})
-}
-
-func TestFormatAge(t *testing.T) {
-	tests := []struct {
-		in   time.Duration
-		want string
-	}{
-		{-time.Second, "0s"},
-		{1234567 * time.Nanosecond, "1ms"},
-		{12345 * time.Millisecond, "12.3s"},
-		{time.Hour - time.Millisecond, "1h0m0s"},
-		{90*time.Minute + 400*time.Millisecond, "1h30m0s"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.want, func(t *testing.T) {
-			assert.Equal(t, tt.want, formatAge(tt.in))
-		})
-	}
 }

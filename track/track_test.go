@@ -280,13 +280,6 @@ func TestWatchLeaksSubscribes(t *testing.T) {
 	require.NoError(t, tr.Release(b))
 }
 
-func TestFormatBytes(t *testing.T) {
-	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1 KiB", 1536: "1.5 KiB",
-		5 << 20: "5 MiB", 3 << 40: "3 TiB", -2048: "-2 KiB"} {
-		assert.Equal(t, want, track.FormatBytes(n))
-	}
-}
-
 func TestGroupsByLabelContent(t *testing.T) {
 	tr := newTracker(t)
 	var recs []*track.Record

@@ -1,11 +1,14 @@
 package track
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +31,8 @@ var (
 	ErrForeignTracker = errors.New("track: record belongs to another tracker")
 	// ErrInvalidBytes means a negative byte count.
 	ErrInvalidBytes = errors.New("track: negative byte count")
+	// ErrNilTracker means a nil *Tracker was passed or used.
+	ErrNilTracker = errors.New("track: nil tracker")
 )
 
 // shardCount is the number of registry shards. Record ids come from one
@@ -42,8 +47,8 @@ const shardCount = 64
 // which a map would not promise; snapshots walk the lists.
 //
 // The shard's counters are plain integers guarded by its mutex: updating
-// them costs nothing beyond the lock the list already needs, where a global
-// atomic per counter would cost a contended read-modify-write each.
+// them costs nothing beyond the lock the list already needs. Only the live
+// byte total that the peak is computed from is a tracker-wide atomic.
 type shard struct {
 	shardData
 	_ [cacheLine - unsafe.Sizeof(shardData{})%cacheLine]byte // no false sharing
@@ -58,7 +63,48 @@ type shardData struct {
 	allocBytes int64
 	frees      int64
 	freedBytes int64
-	history    ring // empty unless the History option is set
+	classes    []classCount // live figures by device and kind
+	history    ring         // empty unless the KeepHistory option is set
+}
+
+// classCount is one shard's live figures of one device and kind: what
+// metrics break the live set down by. Kinds are low-cardinality by contract;
+// past maxClasses per shard, further classes are counted under OtherKind so
+// that a kind per request cannot grow the registry without bound.
+type classCount struct {
+	device, kind string
+	count, bytes int64
+}
+
+// maxClasses bounds the classes one shard counts.
+const maxClasses = 64
+
+// OtherKind is the kind under which the live figures of classes past the
+// registry's bound are counted (LiveByClass): kinds are meant to be few.
+const OtherKind = "tensorlife.other"
+
+// class returns the index of r's class in the shard, adding it if there is
+// room. Called with the shard's lock held. String comparison stops at the
+// pointer when both strings share their bytes, as constant kinds do.
+func (sh *shardData) class(device, kind string) uint16 {
+	for i := range sh.classes {
+		if c := &sh.classes[i]; c.kind == kind && c.device == device {
+			return uint16(i)
+		}
+	}
+	if len(sh.classes) == maxClasses {
+		device, kind = "", OtherKind
+		for i := range sh.classes {
+			if c := &sh.classes[i]; c.kind == kind && c.device == device {
+				return uint16(i)
+			}
+		}
+		// The last slot is kept for the overflow class.
+		sh.classes[maxClasses-1].kind, sh.classes[maxClasses-1].device = kind, device
+		return maxClasses - 1
+	}
+	sh.classes = append(sh.classes, classCount{device: device, kind: kind})
+	return uint16(len(sh.classes) - 1)
 }
 
 // Record is one allocation in a Tracker's live registry. The caller fills the
@@ -82,6 +128,7 @@ type Record struct {
 	id         uint64
 	born       int64 // nanoseconds since the tracker started, monotonic
 	state      atomic.Uint32
+	class      uint16 // index of its device and kind in its shard's classes
 	leaked     atomic.Bool
 	prev, next *Record
 }
@@ -142,15 +189,11 @@ type Tracker struct {
 // New returns an isolated Tracker. Options are validated here: an invalid
 // one returns an error matching ErrInvalidOption.
 func New(opts ...Option) (*Tracker, error) {
-	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o.apply(&cfg); err != nil {
-			return nil, err
-		}
+	o := options{tracker: defaultConfig()}
+	if err := applyOptions(&o, forTracker, opts); err != nil {
+		return nil, err
 	}
+	cfg := o.tracker
 	t := &Tracker{cfg: cfg, start: time.Now(), stacks: newStackTable(cfg.maxSites)}
 	if cfg.historyEvents > 0 {
 		for i := range t.shards {
@@ -175,16 +218,21 @@ func Default() *Tracker { return defaultTracker() }
 // Name returns the tracker's name.
 func (t *Tracker) Name() string { return t.cfg.name }
 
-// Start returns when the tracker was created.
-func (t *Tracker) Start() time.Time { return t.start }
+// Started returns when the tracker was created: event times and ages count
+// from it.
+func (t *Tracker) Started() time.Time { return t.start }
 
-// ReclaimLeaks reports whether memory of GC-detected leaks is returned.
-func (t *Tracker) ReclaimLeaks() bool { return t.cfg.reclaimLeaks }
+// ReclaimsLeaks reports whether the memory of GC-found leaks is returned to
+// its allocator (the ReclaimLeaks option).
+func (t *Tracker) ReclaimsLeaks() bool { return t.cfg.reclaimLeaks }
 
 // Record adds r to the live registry, capturing the call stack. skip is the
 // number of stack frames to skip, as in pprof.Profile.Add: 0 starts the stack
 // at the function calling Record. Labels come from ctx (WithLabels).
 func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
+	if t == nil {
+		return ErrNilTracker
+	}
 	if r == nil {
 		t.misuse.Add(1)
 		return ErrNilRecord
@@ -216,6 +264,10 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	sh.head = r
 	sh.allocs++
 	sh.allocBytes += r.Bytes
+	r.class = sh.class(r.Device, r.Kind)
+	c := &sh.classes[r.class]
+	c.count++
+	c.bytes += r.Bytes
 	if t.cfg.historyEvents > 0 {
 		sh.history.add(r.event(EventAlloc, r.born))
 	}
@@ -236,6 +288,9 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 // through a tracker that did not record it, returns an error and is counted
 // as misuse.
 func (t *Tracker) Release(r *Record) error {
+	if t == nil {
+		return ErrNilTracker
+	}
 	if r == nil {
 		t.misuse.Add(1)
 		return ErrNilRecord
@@ -269,6 +324,9 @@ func (t *Tracker) Release(r *Record) error {
 	r.prev, r.next = nil, nil
 	sh.frees++
 	sh.freedBytes += r.Bytes
+	c := &sh.classes[r.class]
+	c.count--
+	c.bytes -= r.Bytes
 	if t.cfg.historyEvents > 0 {
 		sh.history.add(r.event(EventFree, at))
 	}
@@ -332,6 +390,9 @@ func (tt Totals) Event(k EventKind) int64 {
 // figures are each exact but not read at one instant together.
 func (t *Tracker) Totals() Totals {
 	var tt Totals
+	if t == nil {
+		return tt
+	}
 	var freed int64
 	for i := range t.shards {
 		sh := &t.shards[i]
@@ -363,6 +424,47 @@ func (t *Tracker) Totals() Totals {
 	tt.Events[EventFree] = tt.Frees
 	tt.Events[EventGCLeak] = tt.GCLeaks
 	return tt
+}
+
+// ClassStats are the live figures of one device and kind.
+type ClassStats struct {
+	Device, Kind         string
+	LiveCount, LiveBytes int64
+}
+
+// LiveByClass returns the live figures by device and kind, sorted by device
+// then kind. It reads counters kept under the shard locks that recording
+// already takes, so its cost grows with shards and classes, never with live
+// tensors: a metrics callback can call it on every scrape. A class seen
+// once stays listed at zero, so a metric series never disappears. The
+// figures are each exact but not read at one instant together.
+func (t *Tracker) LiveByClass() []ClassStats {
+	if t == nil {
+		return nil
+	}
+	type key struct{ device, kind string }
+	index := make(map[key]int)
+	var out []ClassStats
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for _, c := range sh.classes {
+			k := key{c.device, c.kind}
+			j, ok := index[k]
+			if !ok {
+				j = len(out)
+				index[k] = j
+				out = append(out, ClassStats{Device: c.device, Kind: c.kind})
+			}
+			out[j].LiveCount += c.count
+			out[j].LiveBytes += c.bytes
+		}
+		sh.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b ClassStats) int {
+		return cmp.Or(strings.Compare(a.Device, b.Device), strings.Compare(a.Kind, b.Kind))
+	})
+	return out
 }
 
 // logLeak is the default OnLeak callback.

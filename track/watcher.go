@@ -39,15 +39,6 @@ const (
 // per site, 8 MiB at 1024 windows and 1024 sites.
 const maxHistory = 1024
 
-// WatcherOption configures NewWatcher.
-type WatcherOption interface {
-	applyWatcher(*watcherConfig) error
-}
-
-type watcherOption func(*watcherConfig) error
-
-func (f watcherOption) applyWatcher(c *watcherConfig) error { return f(c) }
-
 type watcherConfig struct {
 	ticks     int           // a window is this many Tick calls; 0 if timed
 	interval  time.Duration // a window is this long; 0 if counted
@@ -62,76 +53,77 @@ type watcherConfig struct {
 
 // EveryTicks ends a window every n calls of Watcher.Tick (default 1): with
 // one Tick per request, windows are requests and tests are deterministic.
-func EveryTicks(n int) WatcherOption {
-	return watcherOption(func(c *watcherConfig) error {
+func EveryTicks(n int) Option {
+	return only("EveryTicks", func(o *options) error {
 		if n <= 0 {
 			return fmt.Errorf("%w: EveryTicks(%d): want at least 1", ErrInvalidOption, n)
 		}
-		c.ticks = n
+		o.watcher.ticks = n
 		return nil
-	})
+	}, forWatcher)
 }
 
-// Every ends a window every d, on the goroutine Run or Start runs: for
-// services that cannot tell where a request ends. It excludes EveryTicks.
-func Every(d time.Duration) WatcherOption {
-	return watcherOption(func(c *watcherConfig) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: Every(%v): want a positive interval", ErrInvalidOption, d)
+// Every ends a window every d (at least MinEvery), on the goroutine Run or
+// Start runs: for services that cannot tell where a request ends. It
+// excludes EveryTicks.
+func Every(d time.Duration) Option {
+	return only("Every", func(o *options) error {
+		if d < MinEvery {
+			return fmt.Errorf("%w: Every(%v): want at least %v", ErrInvalidOption, d, MinEvery)
 		}
-		c.interval = d
+		o.watcher.interval = d
 		return nil
-	})
+	}, forWatcher)
 }
 
 // Windows sets K, how many of the latest windows are judged together
 // (default DefaultWindows). K must not exceed WatchHistory.
-func Windows(k int) WatcherOption {
-	return watcherOption(func(c *watcherConfig) error {
+func Windows(k int) Option {
+	return only("Windows", func(o *options) error {
 		if k <= 0 {
 			return fmt.Errorf("%w: Windows(%d): want at least 1", ErrInvalidOption, k)
 		}
-		c.windows = k
+		o.watcher.windows = k
 		return nil
-	})
+	}, forWatcher)
 }
 
 // WatchHistory sets how many windows the watcher remembers per site
 // (default DefaultWatchHistory, at most 1024). What a site gave back over
 // that history is what its growth must beat to be flagged.
-func WatchHistory(h int) WatcherOption {
-	return watcherOption(func(c *watcherConfig) error {
+func WatchHistory(h int) Option {
+	return only("WatchHistory", func(o *options) error {
 		if h <= 0 || h > maxHistory {
 			return fmt.Errorf("%w: WatchHistory(%d): want 1..%d", ErrInvalidOption, h, maxHistory)
 		}
-		c.history = h
+		o.watcher.history = h
 		return nil
-	})
+	}, forWatcher)
 }
 
 // MostOf sets in how many of the last K windows a site's live bytes must
 // have grown (default three quarters of K, rounded up). It must not exceed K.
-func MostOf(m int) WatcherOption {
-	return watcherOption(func(c *watcherConfig) error {
+func MostOf(m int) Option {
+	return only("MostOf", func(o *options) error {
 		if m <= 0 {
 			return fmt.Errorf("%w: MostOf(%d): want at least 1", ErrInvalidOption, m)
 		}
-		c.mostOf = m
+		o.watcher.mostOf = m
 		return nil
-	})
+	}, forWatcher)
 }
 
 // MinGrowth sets how many bytes a site's live bytes must have grown by over
 // the last K windows, strictly more than this, to be flagged (default
 // DefaultMinGrowth).
-func MinGrowth(bytes int64) WatcherOption {
-	return watcherOption(func(c *watcherConfig) error {
+func MinGrowth(bytes int64) Option {
+	return only("MinGrowth", func(o *options) error {
 		if bytes < 0 {
 			return fmt.Errorf("%w: MinGrowth(%d): want 0 or more", ErrInvalidOption, bytes)
 		}
-		c.minGrowth, c.growthSet = bytes, true
+		o.watcher.minGrowth, o.watcher.growthSet = bytes, true
 		return nil
-	})
+	}, forWatcher)
 }
 
 // WarmUp makes the first n windows set the baseline without judging: a
@@ -139,28 +131,28 @@ func MinGrowth(bytes int64) WatcherOption {
 // flight (KV caches of running requests) grows window after window as a
 // leak does. The watcher judges growth from the end of the warm-up, so a
 // suspect's growth is measured from there, not from an empty process.
-func WarmUp(n int) WatcherOption {
-	return watcherOption(func(c *watcherConfig) error {
+func WarmUp(n int) Option {
+	return only("WarmUp", func(o *options) error {
 		if n < 0 {
 			return fmt.Errorf("%w: WarmUp(%d): want 0 or more windows", ErrInvalidOption, n)
 		}
-		c.warmUp = uint64(n)
+		o.watcher.warmUp = uint64(n)
 		return nil
-	})
+	}, forWatcher)
 }
 
 // OnSuspect sets the function called once each time a site becomes a leak
 // suspect. It runs on the goroutine that ended the window (a Tick caller or
 // the Run loop), after the watcher's lock is released; it must not block.
 // The default logs a warning through the tracker's logger.
-func OnSuspect(f func(Suspect)) WatcherOption {
-	return watcherOption(func(c *watcherConfig) error {
+func OnSuspect(f func(Suspect)) Option {
+	return only("OnSuspect", func(o *options) error {
 		if f == nil {
 			return fmt.Errorf("%w: OnSuspect(nil)", ErrInvalidOption)
 		}
-		c.onSuspect = f
+		o.watcher.onSuspect = f
 		return nil
-	})
+	}, forWatcher)
 }
 
 // Suspect is a call site whose live bytes keep growing: a likely leak.
@@ -243,19 +235,15 @@ type siteHistory struct {
 // baseline of the first window and starts nothing: with counted windows,
 // call Tick; with timed windows, call Run or Start. Options are validated
 // here; an invalid one returns an error matching ErrInvalidOption.
-func NewWatcher(tr *Tracker, opts ...WatcherOption) (*Watcher, error) {
+func NewWatcher(tr *Tracker, opts ...Option) (*Watcher, error) {
 	if tr == nil {
 		return nil, ErrNilTracker
 	}
-	cfg := watcherConfig{}
-	for _, o := range opts {
-		if isNil(o) {
-			return nil, fmt.Errorf("%w: nil watcher option", ErrInvalidOption)
-		}
-		if err := o.applyWatcher(&cfg); err != nil {
-			return nil, err
-		}
+	var o options
+	if err := applyOptions(&o, forWatcher, opts); err != nil {
+		return nil, err
 	}
+	cfg := o.watcher
 	if err := cfg.finish(tr); err != nil {
 		return nil, err
 	}
@@ -472,8 +460,8 @@ func (w *Watcher) Suspects() []Suspect {
 	return out
 }
 
-// Windows returns how many windows have ended.
-func (w *Watcher) Windows() uint64 { return w.windows.Load() }
+// WindowsEnded returns how many windows have ended.
+func (w *Watcher) WindowsEnded() uint64 { return w.windows.Load() }
 
 func sortSuspects(s []Suspect) {
 	slices.SortFunc(s, func(a, b Suspect) int {

@@ -58,12 +58,12 @@ func (l *suspectLog) all() []track.Suspect {
 	return append([]track.Suspect(nil), l.got...)
 }
 
-func newWatchedTracker(t *testing.T, opts ...track.WatcherOption) (*track.Tracker, *track.Watcher, *suspectLog) {
+func newWatchedTracker(t *testing.T, opts ...track.Option) (*track.Tracker, *track.Watcher, *suspectLog) {
 	t.Helper()
 	tr, err := track.New(track.WithName("watched"))
 	require.NoError(t, err)
 	log := &suspectLog{}
-	w, err := track.NewWatcher(tr, append([]track.WatcherOption{track.OnSuspect(log.add)}, opts...)...)
+	w, err := track.NewWatcher(tr, append([]track.Option{track.OnSuspect(log.add)}, opts...)...)
 	require.NoError(t, err)
 	return tr, w, log
 }
@@ -73,25 +73,28 @@ func TestWatcherRejectsBadInput(t *testing.T) {
 	require.NoError(t, err)
 	tests := []struct {
 		name string
-		opts []track.WatcherOption
+		opts []track.Option
 	}{
-		{"zero ticks", []track.WatcherOption{track.EveryTicks(0)}},
-		{"negative ticks", []track.WatcherOption{track.EveryTicks(-1)}},
-		{"zero interval", []track.WatcherOption{track.Every(0)}},
-		{"negative interval", []track.WatcherOption{track.Every(-time.Second)}},
-		{"ticks and interval", []track.WatcherOption{track.EveryTicks(2), track.Every(time.Second)}},
-		{"zero windows", []track.WatcherOption{track.Windows(0)}},
-		{"negative windows", []track.WatcherOption{track.Windows(-3)}},
-		{"windows over default history", []track.WatcherOption{track.Windows(track.DefaultWatchHistory + 1)}},
-		{"windows over history", []track.WatcherOption{track.Windows(10), track.WatchHistory(9)}},
-		{"zero history", []track.WatcherOption{track.WatchHistory(0)}},
-		{"huge history", []track.WatcherOption{track.WatchHistory(1 << 20)}},
-		{"zero most-of", []track.WatcherOption{track.MostOf(0)}},
-		{"most-of over windows", []track.WatcherOption{track.Windows(4), track.MostOf(5)}},
-		{"negative growth", []track.WatcherOption{track.MinGrowth(-1)}},
-		{"negative warm-up", []track.WatcherOption{track.WarmUp(-1)}},
-		{"nil callback", []track.WatcherOption{track.OnSuspect(nil)}},
-		{"nil option", []track.WatcherOption{nil}},
+		{"zero ticks", []track.Option{track.EveryTicks(0)}},
+		{"negative ticks", []track.Option{track.EveryTicks(-1)}},
+		{"zero interval", []track.Option{track.Every(0)}},
+		{"negative interval", []track.Option{track.Every(-time.Second)}},
+		{"busy-loop interval", []track.Option{track.Every(time.Nanosecond)}},
+		{"tracker option", []track.Option{track.WithName("x")}},
+		{"summary option", []track.Option{track.TopSites(3)}},
+		{"ticks and interval", []track.Option{track.EveryTicks(2), track.Every(time.Second)}},
+		{"zero windows", []track.Option{track.Windows(0)}},
+		{"negative windows", []track.Option{track.Windows(-3)}},
+		{"windows over default history", []track.Option{track.Windows(track.DefaultWatchHistory + 1)}},
+		{"windows over history", []track.Option{track.Windows(10), track.WatchHistory(9)}},
+		{"zero history", []track.Option{track.WatchHistory(0)}},
+		{"huge history", []track.Option{track.WatchHistory(1 << 20)}},
+		{"zero most-of", []track.Option{track.MostOf(0)}},
+		{"most-of over windows", []track.Option{track.Windows(4), track.MostOf(5)}},
+		{"negative growth", []track.Option{track.MinGrowth(-1)}},
+		{"negative warm-up", []track.Option{track.WarmUp(-1)}},
+		{"nil callback", []track.Option{track.OnSuspect(nil)}},
+		{"nil option", []track.Option{nil}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -144,7 +147,7 @@ func TestWatcherFlagsGrowth(t *testing.T) {
 	assert.Equal(t, 8, now[0].Grew)
 	assert.Equal(t, int64(4096), now[0].GrowthPerWindow)
 	assert.Equal(t, int64(1), tr.Totals().Event(track.EventLeakSuspect))
-	assert.Equal(t, uint64(20), w.Windows())
+	assert.Equal(t, uint64(20), w.WindowsEnded())
 }
 
 // A ramp during the warm-up (work in flight growing with load) is not a
@@ -309,13 +312,13 @@ func TestWatcherIgnoresNoise(t *testing.T) {
 func TestWatcherMinGrowth(t *testing.T) {
 	tests := []struct {
 		name     string
-		opts     []track.WatcherOption
+		opts     []track.Option
 		wantFlag bool
 	}{
 		{"default threshold ignores 100 bytes a window", nil, false},
-		{"zero threshold flags it", []track.WatcherOption{track.MinGrowth(0)}, true},
-		{"threshold just under the growth", []track.WatcherOption{track.MinGrowth(8*100 - 1)}, true},
-		{"threshold equal to the growth", []track.WatcherOption{track.MinGrowth(8 * 100)}, false},
+		{"zero threshold flags it", []track.Option{track.MinGrowth(0)}, true},
+		{"threshold just under the growth", []track.Option{track.MinGrowth(8*100 - 1)}, true},
+		{"threshold equal to the growth", []track.Option{track.MinGrowth(8 * 100)}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -336,7 +339,7 @@ func TestWatcherCountsTicksPerWindow(t *testing.T) {
 	for tick := 1; tick <= 12; tick++ {
 		site.setLive(t, tick)
 		require.NoError(t, w.Tick())
-		assert.Equal(t, uint64(tick/3), w.Windows())
+		assert.Equal(t, uint64(tick/3), w.WindowsEnded())
 	}
 	require.Len(t, log.all(), 1)
 	assert.Equal(t, uint64(4), log.all()[0].SinceWindow)
@@ -355,41 +358,41 @@ func TestWatcherStop(t *testing.T) {
 	require.NoError(t, w.Stop())
 	assert.ErrorIs(t, w.Stop(), track.ErrWatcherStopped)
 	assert.ErrorIs(t, w.Tick(), track.ErrWatcherStopped)
-	assert.Equal(t, uint64(6), w.Windows(), "a tick after Stop ends no window")
+	assert.Equal(t, uint64(6), w.WindowsEnded(), "a tick after Stop ends no window")
 	assert.Len(t, w.Suspects(), 1, "suspects stay readable")
 	assert.ErrorIs(t, w.Start(), track.ErrWindowKind)
 }
 
 func TestWatcherTimedWindows(t *testing.T) {
 	t.Run("start and stop", func(t *testing.T) {
-		_, w, _ := newWatchedTracker(t, track.Every(time.Millisecond))
+		_, w, _ := newWatchedTracker(t, track.Every(track.MinEvery))
 		assert.ErrorIs(t, w.Tick(), track.ErrWindowKind)
 		require.NoError(t, w.Start())
 		assert.ErrorIs(t, w.Start(), track.ErrWatcherRunning)
 		assert.ErrorIs(t, w.Run(context.Background()), track.ErrWatcherRunning)
-		require.Eventually(t, func() bool { return w.Windows() >= 2 }, 10*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return w.WindowsEnded() >= 2 }, 10*time.Second, time.Millisecond)
 		require.NoError(t, w.Stop())
-		ended := w.Windows()
+		ended := w.WindowsEnded()
 		time.Sleep(5 * time.Millisecond)
-		assert.Equal(t, ended, w.Windows(), "no window ends after Stop returns")
+		assert.Equal(t, ended, w.WindowsEnded(), "no window ends after Stop returns")
 		assert.ErrorIs(t, w.Stop(), track.ErrWatcherStopped)
 		assert.ErrorIs(t, w.Start(), track.ErrWatcherStopped)
 	})
 	t.Run("run until the context ends", func(t *testing.T) {
-		_, w, _ := newWatchedTracker(t, track.Every(time.Millisecond))
+		_, w, _ := newWatchedTracker(t, track.Every(track.MinEvery))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- w.Run(ctx) }()
-		require.Eventually(t, func() bool { return w.Windows() >= 1 }, 10*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return w.WindowsEnded() >= 1 }, 10*time.Second, time.Millisecond)
 		cancel()
 		assert.ErrorIs(t, <-done, context.Canceled)
 		require.NoError(t, w.Stop())
 	})
 	t.Run("run until stopped", func(t *testing.T) {
-		_, w, _ := newWatchedTracker(t, track.Every(time.Millisecond))
+		_, w, _ := newWatchedTracker(t, track.Every(track.MinEvery))
 		done := make(chan error, 1)
 		go func() { done <- w.Run(context.Background()) }()
-		require.Eventually(t, func() bool { return w.Windows() >= 1 }, 10*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return w.WindowsEnded() >= 1 }, 10*time.Second, time.Millisecond)
 		require.NoError(t, w.Stop())
 		assert.NoError(t, <-done)
 	})
@@ -398,7 +401,7 @@ func TestWatcherTimedWindows(t *testing.T) {
 		require.NoError(t, err)
 		stopped := make(chan error, 1)
 		var w *track.Watcher
-		w, err = track.NewWatcher(tr, track.Every(time.Millisecond), track.Windows(1), track.MostOf(1),
+		w, err = track.NewWatcher(tr, track.Every(track.MinEvery), track.Windows(1), track.MostOf(1),
 			track.MinGrowth(0), track.OnSuspect(func(track.Suspect) { stopped <- w.Stop() }))
 		require.NoError(t, err)
 		site := &siteDriver{tr: tr, bytes: 512}
@@ -467,7 +470,7 @@ func TestWatcherConcurrentTicks(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	assert.Equal(t, uint64(800), w.Windows())
+	assert.Equal(t, uint64(800), w.WindowsEnded())
 	assert.NotEmpty(t, log.all(), "the growing site is flagged under concurrent ticks")
 }
 

@@ -110,7 +110,7 @@ func TestLeakEndsInAnOOMNamingTheMaskLine(t *testing.T) {
 	var oom *tensor.OOMError
 	require.ErrorAs(t, res.err, &oom)
 	require.NotEmpty(t, oom.TopSites)
-	assert.True(t, strings.HasSuffix(oom.TopSites[0].Function, maskFunc), oom.TopSites[0].Function)
+	assert.True(t, strings.HasSuffix(oom.TopSites[0].Site.Location().Function, maskFunc), oom.TopSites[0].Site.String())
 	assert.Contains(t, res.err.Error(), "agent.go:")
 	require.NoError(t, s.close())
 }

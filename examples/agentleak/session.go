@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tensorlife/tensorlife/internal/format"
+
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
@@ -43,7 +45,7 @@ func newSession(o options) (*session, error) {
 	}
 	topts := []track.Option{track.WithName("agentleak"), track.OnLeak(func(track.LeakReport) {})}
 	if o.timeline != "" || o.trace != "" {
-		topts = append(topts, track.History(1<<20))
+		topts = append(topts, track.KeepHistory(1<<20))
 	}
 	if s.tr, err = track.New(topts...); err != nil {
 		return nil, err
@@ -115,7 +117,7 @@ func (s *session) report(w io.Writer, res result) error {
 	}
 	fmt.Fprintf(w, "agentleak (%s)\n", variant)
 	fmt.Fprintf(w, "served %d of %d requests, %d tokens each, pool budget %s\n\n",
-		res.served, s.o.requests, s.o.tokens, tensor.FormatBytes(s.o.budget))
+		res.served, s.o.requests, s.o.tokens, format.Bytes(s.o.budget))
 
 	s.mu.Lock()
 	rebuild, suspect, suspectAt := s.firstRebuild, s.firstSuspect, s.suspectAt
@@ -126,7 +128,7 @@ func (s *session) report(w io.Writer, res result) error {
 	}
 	if suspect != nil {
 		fmt.Fprintf(w, "leak suspect after %d requests: growing %s per request, %s live in %d tensors, at\n%s\n\n",
-			suspectAt, tensor.FormatBytes(suspect.GrowthPerWindow), tensor.FormatBytes(suspect.LiveBytes),
+			suspectAt, format.Bytes(suspect.GrowthPerWindow), format.Bytes(suspect.LiveBytes),
 			suspect.LiveCount, where(suspect.Site.Location()))
 	} else {
 		fmt.Fprintf(w, "no leak suspect: no call site kept growing\n\n")
@@ -135,8 +137,8 @@ func (s *session) report(w io.Writer, res result) error {
 		fmt.Fprintf(w, "the run stopped:\n%s\n\n", indent(res.err.Error()))
 	}
 
-	err := track.WriteSummary(w, s.tr, track.WithPools(s.pool), track.WithCaches(s.prompts),
-		track.WithWatcher(s.watcher), track.TopSites(5))
+	err := track.WriteSummary(w, s.tr, track.TopSites(5), track.WithSources(track.Sources{
+		Pools: []track.PoolSource{s.pool}, Caches: []track.CacheSource{s.prompts}, Watcher: s.watcher}))
 	fmt.Fprintln(w)
 	return errors.Join(err, s.writeFiles(w))
 }

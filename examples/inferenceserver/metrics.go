@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/oteltrack"
 )
 
 // serviceName names the service in its metrics' resource.
@@ -27,17 +28,17 @@ const serviceName = "inferenceserver"
 // process (tests) from colliding.
 type telemetry struct {
 	provider *sdkmetric.MeterProvider
-	metrics  *track.Metrics
+	metrics  *oteltrack.Metrics
 	handler  http.Handler
 }
 
 // newTelemetry registers tr's figures, with the sources' (pools, caches,
 // devices, watcher), and returns the pipeline with its /metrics handler.
-func newTelemetry(tr *track.Tracker, sources ...track.SourceOption) (*telemetry, error) {
+func newTelemetry(tr *track.Tracker, sources track.Sources) (*telemetry, error) {
 	registry := prometheus.NewRegistry()
 	// The translation strategy is explicit so that names do not change with
-	// the exporter's default: tensorlife.memory.live (By) is scraped as
-	// tensorlife_memory_live_bytes, counters get _total.
+	// the exporter's default: tensorlife.tensor.memory.usage (By) is scraped
+	// as tensorlife_tensor_memory_usage_bytes, counters get _total.
 	exporter, err := otelprom.New(otelprom.WithRegisterer(registry),
 		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes))
 	if err != nil {
@@ -47,11 +48,7 @@ func newTelemetry(tr *track.Tracker, sources ...track.SourceOption) (*telemetry,
 	// the service's others.
 	res := resource.NewSchemaless(attribute.String("service.name", serviceName))
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter), sdkmetric.WithResource(res))
-	opts := []track.MetricsOption{track.WithMeterProvider(provider)}
-	for _, s := range sources {
-		opts = append(opts, s)
-	}
-	metrics, err := track.RegisterMetrics(tr, opts...)
+	metrics, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(provider), oteltrack.WithSources(sources))
 	if err != nil {
 		return nil, errors.Join(err, provider.Shutdown(context.Background()))
 	}

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tensorlife/tensorlife/internal/format"
+
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/pprofexport"
@@ -98,8 +100,7 @@ func newServer(cfg config, logger *slog.Logger, report io.Writer) (*server, erro
 	if err != nil {
 		return nil, err
 	}
-	s.tel, err = newTelemetry(s.tr, track.WithPools(s.pool), track.WithCaches(s.prompts),
-		track.WithDevices(s.dev), track.WithWatcher(s.watcher))
+	s.tel, err = newTelemetry(s.tr, s.sources())
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +140,7 @@ func (s *server) Handler() http.Handler {
 // Shutdown has begun, and any other error of the listener.
 func (s *server) Serve(ln net.Listener) error {
 	s.log.Info("serving", slog.String("addr", ln.Addr().String()), slog.Bool("leak", s.cfg.leak),
-		slog.String("budget", tensor.FormatBytes(s.cfg.budget)))
+		slog.String("budget", format.Bytes(s.cfg.budget)))
 	if err := s.http.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
@@ -184,7 +185,7 @@ func (s *server) Shutdown(ctx context.Context) error {
 	if live.LiveCount > 0 {
 		err := s.liveError()
 		s.log.Error("tensors still live at shutdown", slog.Int64("tensors", live.LiveCount),
-			slog.String("bytes", tensor.FormatBytes(live.LiveBytes)), slog.String("top_site", err.topSite()))
+			slog.String("bytes", format.Bytes(live.LiveBytes)), slog.String("top_site", err.topSite()))
 		errs = append(errs, err)
 	} else {
 		s.log.Info("shut down: no tensor left live", slog.Int64("allocations", live.Allocs))
@@ -199,8 +200,7 @@ func (s *server) Shutdown(ctx context.Context) error {
 
 // writeSummary writes the memory summary with every source the server has.
 func (s *server) writeSummary(w io.Writer) error {
-	return track.WriteSummary(w, s.tr, track.WithPools(s.pool), track.WithCaches(s.prompts),
-		track.WithDevices(s.dev), track.WithWatcher(s.watcher), track.TopSites(5))
+	return track.WriteSummary(w, s.tr, track.WithSources(s.sources()), track.TopSites(5))
 }
 
 // serveSummary answers GET /debug/tensors/summary.
@@ -230,8 +230,8 @@ func (s *server) tick() {
 func (s *server) onSuspect(sus track.Suspect) {
 	s.log.Warn("leak suspect: live bytes keep growing at one call site",
 		slog.String("site", sus.Site.String()),
-		slog.String("growth_per_request", tensor.FormatBytes(sus.GrowthPerWindow)),
-		slog.String("live", tensor.FormatBytes(sus.LiveBytes)),
+		slog.String("growth_per_request", format.Bytes(sus.GrowthPerWindow)),
+		slog.String("live", format.Bytes(sus.LiveBytes)),
 		slog.Int64("tensors", sus.LiveCount),
 		slog.String("stack", sus.Site.Stack("")))
 	s.mu.Lock()
@@ -277,4 +277,11 @@ func (g *gate) closeAndWait() {
 	g.closed = true
 	g.mu.Unlock()
 	g.wg.Wait()
+}
+
+// sources are the figures the summary and the metrics read besides the
+// tracker's own.
+func (s *server) sources() track.Sources {
+	return track.Sources{Pools: []track.PoolSource{s.pool}, Caches: []track.CacheSource{s.prompts},
+		Devices: []track.DeviceSource{s.dev}, Watcher: s.watcher}
 }

@@ -79,24 +79,27 @@ func checkMetrics(t *testing.T, ts *testServer, leak bool) {
 	cached := float64(len(loadPrompts))
 	assert.Equal(t, float64(loadRequests), value("tensorlife_watcher_windows_total"),
 		"one window per request, the warm-up included")
-	assert.Equal(t, cached, value("tensorlife_mask_cache_entries", `cache="prompt-masks"`))
-	assert.GreaterOrEqual(t, value("tensorlife_allocations_total"), float64(loadRequests*(1+loadTokens)),
+	assert.Equal(t, cached, value("tensorlife_mask_cache_entry_count", `tensorlife_cache_name="prompt-masks"`))
+	assert.GreaterOrEqual(t, value("tensorlife_tensor_allocations_total"), float64(loadRequests*(1+loadTokens)),
 		"a KV cache and a logits tensor per step, at least")
-	assert.Equal(t, float64(ts.cfg.budget), value("tensorlife_pool_memory_limit_bytes", `device="host"`))
-	reserved := value("tensorlife_pool_memory_reserved_bytes", `device="host"`)
+	assert.Equal(t, float64(ts.cfg.budget), value("tensorlife_pool_memory_limit_bytes", `tensorlife_device="host"`))
+	reserved := value("tensorlife_pool_memory_usage_bytes", `tensorlife_device="host"`) // active + cached
 	assert.Positive(t, reserved)
 	assert.LessOrEqual(t, reserved, float64(ts.cfg.budget))
-	assert.Equal(t, float64(ts.cfg.capacity), value("hw_gpu_memory_limit_bytes", `hw_id="host"`))
-	assert.Equal(t, reserved, value("hw_gpu_memory_usage_bytes", `hw_id="host"`), "the pool is the device's only user")
-	assert.Zero(t, value("tensorlife_ooms_total"))
-	assert.Zero(t, value("tensorlife_leaks_gc_total"))
+	assert.Equal(t, float64(ts.cfg.capacity), value("tensorlife_device_memory_limit_bytes", `tensorlife_device="host"`))
+	assert.Equal(t, reserved, value("tensorlife_device_memory_usage_bytes", `tensorlife_device="host"`, `tensorlife_device_memory_state="used"`),
+		"the pool is the device's only user")
+	_, isGPU := metric(m, "hw_gpu_memory_usage_bytes")
+	assert.False(t, isGPU, "the host device is no GPU")
+	assert.Zero(t, value("tensorlife_tensor_oom_errors_total"))
+	assert.Zero(t, value("tensorlife_tensor_leaks_total"))
 	// No request is running: nothing but masks is live.
-	assert.Equal(t, value("tensorlife_tensors_live"), value("tensorlife_tensors_live", `kind="mask"`))
+	assert.Equal(t, value("tensorlife_tensor_count"), value("tensorlife_tensor_count", `tensorlife_tensor_kind="mask"`))
 
-	masks := value("tensorlife_tensors_live", `kind="mask"`)
+	masks := value("tensorlife_tensor_count", `tensorlife_tensor_kind="mask"`)
 	// The count of sites ever flagged: a suspect stops being one when its
 	// growth stops, as the leak's does when the load ends.
-	flagged := value("tensorlife_leak_suspects_total")
+	flagged := value("tensorlife_watcher_flags_total")
 	rebuilds := value("tensorlife_mask_rebuilds_total")
 	if leak {
 		assert.Equal(t, cached+leakedMasks, masks, "the cached prompt masks and every step's mask")
@@ -106,8 +109,8 @@ func checkMetrics(t *testing.T, ts *testServer, leak bool) {
 		assert.Equal(t, cached, masks, "only the cached prompt masks")
 		assert.Zero(t, rebuilds)
 		assert.Zero(t, flagged)
-		assert.Zero(t, value("tensorlife_watcher_suspects"))
-		assert.Equal(t, value("tensorlife_mask_cache_memory_bytes"), value("tensorlife_memory_live_bytes"),
+		assert.Zero(t, value("tensorlife_watcher_suspect_count"))
+		assert.Equal(t, value("tensorlife_mask_cache_memory_usage_bytes"), value("tensorlife_tensor_memory_usage_bytes"),
 			"every live byte is in the prompt-mask cache")
 	}
 }

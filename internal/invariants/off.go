@@ -1,6 +1,7 @@
-//go:build !tensorlife_invariants
+//go:build !tensorlife_invariants && !race
 
 package invariants
 
-// Enabled reports whether the tensorlife_invariants build tag is set.
+// Enabled reports whether the self-checks are on: built with the
+// tensorlife_invariants tag or with the race detector.
 const Enabled = false

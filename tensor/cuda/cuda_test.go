@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tensorlife/tensorlife/internal/format"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/cu"
@@ -126,7 +128,7 @@ func TestCUDAReopen(t *testing.T) {
 // Device, the cost a caching pool saves.
 func BenchmarkDeviceAllocFree(b *testing.B) {
 	for _, size := range []int64{4 << 10, 1 << 20, 64 << 20} {
-		b.Run(strings.ReplaceAll(tensor.FormatBytes(size), " ", ""), func(b *testing.B) {
+		b.Run(strings.ReplaceAll(format.Bytes(size), " ", ""), func(b *testing.B) {
 			d := openOrSkip(b)
 			b.ReportAllocs()
 			for b.Loop() {

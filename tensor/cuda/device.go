@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/tensorlife/tensorlife/internal/format"
+
 	"github.com/tensorlife/tensorlife/tensor"
 )
 
@@ -85,7 +87,7 @@ func (d *Device) Alloc(bytes int64) (tensor.DevicePtr, error) {
 	if d.limit > 0 && bytes > d.limit-d.used {
 		free := d.limit - d.used
 		d.mu.Unlock()
-		return 0, d.fail(op, bytes, fmt.Errorf("%w: %s free of a %s limit", tensor.ErrOutOfMemory, tensor.FormatBytes(free), tensor.FormatBytes(d.limit)))
+		return 0, d.fail(op, bytes, fmt.Errorf("%w: %s free of a %s limit", tensor.ErrOutOfMemory, format.Bytes(free), format.Bytes(d.limit)))
 	}
 	d.used += bytes
 	d.mu.Unlock()

@@ -151,8 +151,11 @@ func TestMemoryLimit(t *testing.T) {
 
 	for _, bad := range []int64{0, -1} {
 		_, err := newConfig([]Option{WithMemoryLimit(bad)})
-		assert.ErrorIs(t, err, tensor.ErrInvalidSize)
+		assert.ErrorIs(t, err, ErrInvalidOption)
+		assert.ErrorContains(t, err, "WithMemoryLimit")
 	}
+	_, err = newConfig([]Option{nil})
+	assert.ErrorIs(t, err, ErrInvalidOption, "a nil option is refused, not skipped")
 }
 
 func TestClose(t *testing.T) {

@@ -25,5 +25,5 @@ func TestOpenWithoutCUDA(t *testing.T) {
 	assert.Contains(t, err.Error(), "scripts/cuda-env.sh")
 
 	_, err = cuda.Open(0, cuda.WithMemoryLimit(-1))
-	assert.ErrorIs(t, err, tensor.ErrInvalidSize, "options are checked first")
+	assert.ErrorIs(t, err, cuda.ErrInvalidOption, "options are checked first")
 }

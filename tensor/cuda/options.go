@@ -1,12 +1,16 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
-
-	"github.com/tensorlife/tensorlife/tensor"
 )
 
-// Option configures Open.
+// ErrInvalidOption means an option's value cannot be used; nil options are
+// refused the same way.
+var ErrInvalidOption = errors.New("cuda: invalid option")
+
+// Option configures Open. Options are validated before the driver is
+// touched; an invalid one is an error matching ErrInvalidOption.
 type Option interface {
 	apply(*config) error
 }
@@ -25,14 +29,15 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 // the device's memory, if smaller) and what is left of it as free (or the
 // device's free memory, if smaller). Use it to share one GPU between
 // processes, or to make out-of-memory cheap to reach in tests. bytes must
-// be positive.
+// be positive (no upper bound: a cap above the device's memory is the
+// device's memory).
 //
 // The cap is on raw device memory. To budget memory for tensors, including
 // memory a pool caches, set the pool's limit instead.
 func WithMemoryLimit(bytes int64) Option {
 	return optionFunc(func(c *config) error {
 		if bytes <= 0 {
-			return fmt.Errorf("cuda: WithMemoryLimit(%d): %w", bytes, tensor.ErrInvalidSize)
+			return fmt.Errorf("%w: WithMemoryLimit(%d): want bytes > 0", ErrInvalidOption, bytes)
 		}
 		c.memoryLimit = bytes
 		return nil
@@ -44,7 +49,7 @@ func newConfig(opts []Option) (config, error) {
 	var c config
 	for _, o := range opts {
 		if o == nil {
-			continue
+			return config{}, fmt.Errorf("%w: nil option", ErrInvalidOption)
 		}
 		if err := o.apply(&c); err != nil {
 			return config{}, err

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/tensorlife/tensorlife/internal/format"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -146,7 +147,7 @@ func (e *LeakError) sort() {
 func (e *LeakError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "tracktest: %s leaked (%s) in tracker %q",
-		plural(len(e.Leaks), "tensor"), track.FormatBytes(e.Bytes), e.Tracker)
+		plural(len(e.Leaks), "tensor"), format.Bytes(e.Bytes), e.Tracker)
 	if e.Scope != "" {
 		fmt.Fprintf(&b, ", scope %s=%s", ScopeLabel, e.Scope)
 	}
@@ -187,11 +188,11 @@ func writeSite(b *strings.Builder, leaks []Leak) {
 	}
 	loc := keyOf(site).loc
 	fmt.Fprintf(b, "\nsite %s (%s:%d): %s, %s\n", loc.Function, filepath.Base(loc.File), loc.Line,
-		plural(len(leaks), "tensor"), track.FormatBytes(bytes))
+		plural(len(leaks), "tensor"), format.Bytes(bytes))
 	for i := range leaks {
 		l := &leaks[i]
 		fmt.Fprintf(b, "    tensor %d: %s%s, %s, kind %s, device %s, age %s", l.ID, l.DType,
-			track.FormatShape(l.Shape), track.FormatBytes(l.Bytes), l.Kind, l.Device, formatAge(l.Age))
+			format.Shape(l.Shape), format.Bytes(l.Bytes), l.Kind, l.Device, format.Age(l.Age))
 		if l.Labels.Len() > 0 {
 			fmt.Fprintf(b, ", labels %s", l.Labels)
 		}
@@ -209,19 +210,4 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-// formatAge rounds an age so a report stays readable: milliseconds under a
-// second, tenths of a second under a minute, seconds above.
-func formatAge(d time.Duration) string {
-	switch {
-	case d < time.Millisecond:
-		return "<1ms"
-	case d < time.Second:
-		return d.Round(time.Millisecond).String()
-	case d < time.Minute:
-		return d.Round(100 * time.Millisecond).String()
-	default:
-		return d.Round(time.Second).String()
-	}
 }

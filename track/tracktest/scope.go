@@ -11,7 +11,7 @@ import (
 
 // ScopeLabel is the label key that Context tags tensors with. Its value
 // names the test and the scope: "TestDecode/short#12".
-const ScopeLabel = "test"
+const ScopeLabel = "tensorlife.test"
 
 // ScopeT is what Context needs of a test: Error to fail it and Cleanup to
 // check when it ends. *testing.T and *testing.B satisfy it. When the value

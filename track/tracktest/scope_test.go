@@ -34,8 +34,8 @@ func TestContextChecksOnlyItsScope(t *testing.T) {
 	leaker.finish()
 	errs := leaker.Errors()
 	require.Len(t, errs, 1)
-	assert.Regexp(t, `^tracktest: 1 tensor leaked \(24 B\) in tracker "shared", scope test=TestLeaker#\d+:\n`, errs[0])
-	assert.Regexp(t, fmt.Sprintf(`tensor %d: float32\[2 3\], 24 B, kind tensor, device host, age [^,]+, labels \{test=TestLeaker#\d+\}\n`, leaked.ID()), errs[0])
+	assert.Regexp(t, `^tracktest: 1 tensor leaked \(24 B\) in tracker "shared", scope tensorlife.test=TestLeaker#\d+:\n`, errs[0])
+	assert.Regexp(t, fmt.Sprintf(`tensor %d: float32\[2 3\], 24 B, kind tensor, device host, age [^,]+, labels \{tensorlife.test=TestLeaker#\d+\}\n`, leaked.ID()), errs[0])
 	assert.NotContains(t, errs[0], fmt.Sprintf("tensor %d:", outside.ID()))
 
 	require.NoError(t, leaked.Free())
@@ -115,7 +115,7 @@ func TestContextDerivesFromTestContext(t *testing.T) {
 	x := e.newTensor(t, ctx, 1)
 	ct.finish()
 	require.Len(t, ct.Errors(), 1)
-	assert.Regexp(t, `labels \{model=m1, test=TestDerive#\d+\}`, ct.Errors()[0])
+	assert.Regexp(t, `labels \{model=m1, tensorlife.test=TestDerive#\d+\}`, ct.Errors()[0])
 	require.NoError(t, x.Free())
 }
 
@@ -154,10 +154,10 @@ func TestContextReportsDroppedHandles(t *testing.T) {
 			ft.finish()
 			errs := ft.Errors()
 			require.Len(t, errs, 1)
-			assert.Regexp(t, `^tracktest: 1 tensor leaked \(64 B\) in tracker "scope-dropped", scope test=TestDrops#\d+ `+
+			assert.Regexp(t, `^tracktest: 1 tensor leaked \(64 B\) in tracker "scope-dropped", scope tensorlife.test=TestDrops#\d+ `+
 				`\(0 live, 1 dropped without Free\):\n`, errs[0])
 			assert.Regexp(t, fmt.Sprintf(`\n    tensor %d: int32\[4 4\], 64 B, kind tensor, device host, age [^,]+, `+
-				`labels \{test=TestDrops#\d+\}, dropped without Free \(found by the garbage collector\)\n`, id), errs[0])
+				`labels \{tensorlife.test=TestDrops#\d+\}, dropped without Free \(found by the garbage collector\)\n`, id), errs[0])
 			assert.Contains(t, errs[0], "\nsite "+thisPackage+".dropTensor (helpers_test.go:")
 			assert.Contains(t, errs[0], "  stack:\n    "+thisPackage+".dropTensor\n")
 			assert.Contains(t, errs[0], "free it on every path")
@@ -176,7 +176,7 @@ func TestContextBoundsDroppedTensors(t *testing.T) {
 	collectDropped(t, e.tr, n, 0)
 	ft.finish()
 	require.Len(t, ft.Errors(), 1)
-	assert.Regexp(t, `^tracktest: 1000 tensors leaked \(62\.5 KiB\) in tracker "many-dropped", scope test=TestDropsInALoop#\d+ `+
+	assert.Regexp(t, `^tracktest: 1000 tensors leaked \(62\.5 KiB\) in tracker "many-dropped", scope tensorlife.test=TestDropsInALoop#\d+ `+
 		`\(0 live, 1000 dropped without Free, 3 more dropped, not listed\):\n`, ft.Errors()[0])
 	assert.Equal(t, listed, strings.Count(ft.Errors()[0], "\n    tensor "))
 }
@@ -205,7 +205,7 @@ func TestContextRejectsOptionsThatCannotApply(t *testing.T) {
 		msg  string
 	}{
 		{"IgnoreCurrent", tracktest.IgnoreCurrent(), "IgnoreCurrent cannot be used with Context"},
-		{"IgnoreLabel of the scope label", tracktest.IgnoreLabel(tracktest.ScopeLabel, "x"), `IgnoreLabel("test", "x") cannot be used with Context`},
+		{"IgnoreLabel of the scope label", tracktest.IgnoreLabel(tracktest.ScopeLabel, "x"), `IgnoreLabel("tensorlife.test", "x") cannot be used with Context`},
 		{"invalid value", tracktest.MaxRetries(-3), "MaxRetries(-3)"},
 		{"nil", nil, "nil option passed to Context"},
 	}

@@ -1,4 +1,4 @@
-package track_test
+package oteltrack_test
 
 import (
 	"context"
@@ -14,17 +14,47 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/oteltrack"
 )
 
 type fakePool struct{ stats track.PoolStats }
 
-func (p *fakePool) PoolStats() track.PoolStats { return p.stats }
+func (p *fakePool) Stats() track.PoolStats { return p.stats }
 
 type fakeCache struct{ stats track.CacheStats }
 
-func (c *fakeCache) CacheStats() track.CacheStats { return c.stats }
+func (c *fakeCache) Stats() track.CacheStats { return c.stats }
+
+// gpu is a device that names its hardware, as the CUDA device does.
+type gpu struct{ free, total int64 }
+
+func (gpu) Name() string                     { return "cuda:0" }
+func (gpu) UUID() string                     { return "GPU-5f2c" }
+func (g gpu) MemInfo() (int64, int64, error) { return g.free, g.total, nil }
+
+// siteDriver keeps n records of bytes live from one call site.
+type siteDriver struct {
+	tr    *track.Tracker
+	bytes int64
+	recs  []*track.Record
+}
+
+//go:noinline
+func (d *siteDriver) setLive(t testing.TB, n int) {
+	t.Helper()
+	for len(d.recs) < n {
+		r := &track.Record{Bytes: d.bytes, Kind: "mask", Device: "host", DType: "bool", Shape: []int{int(d.bytes)}}
+		require.NoError(t, d.tr.Record(context.Background(), r, 1))
+		d.recs = append(d.recs, r)
+	}
+	for len(d.recs) > n {
+		require.NoError(t, d.tr.Release(d.recs[len(d.recs)-1]))
+		d.recs = d.recs[:len(d.recs)-1]
+	}
+}
 
 // brokenDevice cannot report its memory.
 type brokenDevice struct{}
@@ -46,7 +76,7 @@ func metricsReader(t *testing.T) (*sdkmetric.MeterProvider, func() map[string]me
 		require.NoError(t, reader.Collect(context.Background(), &rm))
 		out := make(map[string]metricdata.Metrics)
 		for _, sm := range rm.ScopeMetrics {
-			if sm.Scope.Name != track.ScopeName {
+			if sm.Scope.Name != oteltrack.ScopeName {
 				continue
 			}
 			assert.Equal(t, "devel", sm.Scope.Version, "a work-tree build has no module version")
@@ -82,7 +112,8 @@ func pointsOf(t *testing.T, m metricdata.Metrics) (string, map[string]int64) {
 	default:
 		t.Fatalf("%s: unexpected data %T", m.Name, m.Data)
 	}
-	allowed := []attribute.Key{"device", "kind", "cache", "hw.id"}
+	allowed := []attribute.Key{"tensorlife.device", "tensorlife.tensor.kind", "tensorlife.cache.name",
+		"tensorlife.pool.memory.state", "tensorlife.device.memory.state", "hw.id", "hw.type"}
 	points := make(map[string]int64, len(dps))
 	for _, dp := range dps {
 		for _, kv := range dp.Attributes.ToSlice() {
@@ -115,7 +146,8 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 		tensors = append(tensors, m)
 	}
 	require.NoError(t, tensors[2].Free())
-	require.ErrorIs(t, tensors[2].Free(), tensor.ErrDoubleFree)
+	err, _ = invariants.Recover(tensors[2].Free)
+	require.ErrorIs(t, err, tensor.ErrDoubleFree)
 	_, err = tensor.New(ctx, alloc, tensor.Float32, 1<<20)
 	require.ErrorIs(t, err, tensor.ErrOutOfMemory)
 
@@ -142,50 +174,57 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 		&fakePool{track.PoolStats{Device: "host", Reserved: 1024, Active: 1024, Hits: 1, Misses: 1}},
 		&fakePool{track.PoolStats{Device: "cuda:0", Reserved: 2048, Cached: 2048, Misses: 1}},
 	}
-	cache := &fakeCache{track.CacheStats{Name: "masks", Bytes: 512, Entries: 2, BudgetBytes: 1 << 20,
+	cache := &fakeCache{track.CacheStats{Name: "masks", Bytes: 512, Entries: 2, MaxBytes: 1 << 20,
 		Hits: 7, Misses: 3, Evictions: 1}}
 
 	mp, collect := metricsReader(t)
-	m, err := track.RegisterMetrics(tr, track.WithMeterProvider(mp), track.WithPools(pools...),
-		track.WithCaches(cache), track.WithDevices(dev, brokenDevice{}), track.WithWatcher(w))
+	m, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(mp), oteltrack.WithSources(track.Sources{
+		Pools: pools, Caches: []track.CacheSource{cache},
+		Devices: []track.DeviceSource{dev, brokenDevice{}, gpu{free: 60 << 30, total: 80 << 30}}, Watcher: w}))
 	require.NoError(t, err)
 
 	const (
-		hostTensor = "device=host,kind=tensor"
-		hostMask   = "device=host,kind=mask"
-		cudaKV     = "device=cuda:0,kind=kv-cache"
+		hostTensor = "tensorlife.device=host,tensorlife.tensor.kind=tensor"
+		hostMask   = "tensorlife.device=host,tensorlife.tensor.kind=mask"
+		cudaKV     = "tensorlife.device=cuda:0,tensorlife.tensor.kind=kv-cache"
+		host       = "tensorlife.device=host"
+		cuda       = "tensorlife.device=cuda:0"
 	)
 	want := map[string]instrument{
-		"tensorlife.tensors.live": {"{tensor}", "updown", map[string]int64{hostTensor: 2, hostMask: 2 + 6, cudaKV: 1}},
-		"tensorlife.memory.live": {"By", "updown",
+		"tensorlife.tensor.count": {"{tensor}", "updown", map[string]int64{hostTensor: 2, hostMask: 2 + 6, cudaKV: 1}},
+		"tensorlife.tensor.memory.usage": {"By", "updown",
 			map[string]int64{hostTensor: 2048, hostMask: 2*256 + 6*512, cudaKV: 4096}},
-		"tensorlife.memory.peak":          {"By", "gauge", map[string]int64{"": 9728}},
-		"tensorlife.memory.allocated":     {"By", "counter", map[string]int64{"": 3*1024 + 2*256 + 4096 + 6*512}},
-		"tensorlife.allocations":          {"{allocation}", "counter", map[string]int64{"": 5 + 1 + 6}},
-		"tensorlife.frees":                {"{free}", "counter", map[string]int64{"": 1}},
-		"tensorlife.leaks.gc":             {"{tensor}", "counter", map[string]int64{"": 1}},
-		"tensorlife.double_frees":         {"{event}", "counter", map[string]int64{"": 1}},
-		"tensorlife.ooms":                 {"{event}", "counter", map[string]int64{"": 1}},
-		"tensorlife.mask.rebuilds":        {"{event}", "counter", map[string]int64{"": 2}},
-		"tensorlife.leak_suspects":        {"{site}", "counter", map[string]int64{"": 1}},
-		"tensorlife.pool.memory.reserved": {"By", "updown", map[string]int64{"device=host": 9216, "device=cuda:0": 2048}},
-		"tensorlife.pool.memory.active":   {"By", "updown", map[string]int64{"device=host": 5120, "device=cuda:0": 0}},
-		"tensorlife.pool.memory.cached":   {"By", "updown", map[string]int64{"device=host": 4096, "device=cuda:0": 2048}},
-		"tensorlife.pool.memory.limit":    {"By", "updown", map[string]int64{"device=host": 65536}},
-		"tensorlife.pool.hits":            {"{allocation}", "counter", map[string]int64{"device=host": 11, "device=cuda:0": 0}},
-		"tensorlife.pool.misses":          {"{allocation}", "counter", map[string]int64{"device=host": 3, "device=cuda:0": 1}},
-		"tensorlife.pool.evictions":       {"{block}", "counter", map[string]int64{"device=host": 1, "device=cuda:0": 0}},
-		"tensorlife.pool.ooms":            {"{event}", "counter", map[string]int64{"device=host": 1, "device=cuda:0": 0}},
-		"tensorlife.mask_cache.memory":    {"By", "updown", map[string]int64{"cache=masks": 512}},
-		"tensorlife.mask_cache.budget":    {"By", "updown", map[string]int64{"cache=masks": 1 << 20}},
-		"tensorlife.mask_cache.entries":   {"{entry}", "updown", map[string]int64{"cache=masks": 2}},
-		"tensorlife.mask_cache.hits":      {"{lookup}", "counter", map[string]int64{"cache=masks": 7}},
-		"tensorlife.mask_cache.misses":    {"{lookup}", "counter", map[string]int64{"cache=masks": 3}},
-		"tensorlife.mask_cache.evictions": {"{entry}", "counter", map[string]int64{"cache=masks": 1}},
-		"hw.gpu.memory.usage":             {"By", "updown", map[string]int64{"hw.id=host": 2*1024 + 2*256}},
-		"hw.gpu.memory.limit":             {"By", "updown", map[string]int64{"hw.id=host": 64 << 10}},
-		"tensorlife.watcher.suspects":     {"{site}", "updown", map[string]int64{"": 1}},
-		"tensorlife.watcher.windows":      {"{window}", "counter", map[string]int64{"": 6}},
+		"tensorlife.tensor.memory.peak":      {"By", "gauge", map[string]int64{"": 9728}},
+		"tensorlife.tensor.memory.allocated": {"By", "counter", map[string]int64{"": 3*1024 + 2*256 + 4096 + 6*512}},
+		"tensorlife.tensor.allocations":      {"{allocation}", "counter", map[string]int64{"": 5 + 1 + 6}},
+		"tensorlife.tensor.frees":            {"{free}", "counter", map[string]int64{"": 1}},
+		"tensorlife.tensor.leaks":            {"{tensor}", "counter", map[string]int64{"": 1}},
+		"tensorlife.tensor.double_frees":     {"{free}", "counter", map[string]int64{"": 1}},
+		"tensorlife.tensor.oom_errors":       {"{error}", "counter", map[string]int64{"": 1}},
+		"tensorlife.mask.rebuilds":           {"{mask}", "counter", map[string]int64{"": 2}},
+		"tensorlife.pool.memory.usage": {"By", "updown", map[string]int64{
+			host + ",tensorlife.pool.memory.state=active": 5120, host + ",tensorlife.pool.memory.state=cached": 4096,
+			cuda + ",tensorlife.pool.memory.state=active": 0, cuda + ",tensorlife.pool.memory.state=cached": 2048}},
+		"tensorlife.pool.memory.limit":       {"By", "updown", map[string]int64{host: 65536}},
+		"tensorlife.pool.hits":               {"{allocation}", "counter", map[string]int64{host: 11, cuda: 0}},
+		"tensorlife.pool.misses":             {"{allocation}", "counter", map[string]int64{host: 3, cuda: 1}},
+		"tensorlife.pool.evictions":          {"{block}", "counter", map[string]int64{host: 1, cuda: 0}},
+		"tensorlife.pool.oom_errors":         {"{error}", "counter", map[string]int64{host: 1, cuda: 0}},
+		"tensorlife.mask.cache.memory.usage": {"By", "updown", map[string]int64{"tensorlife.cache.name=masks": 512}},
+		"tensorlife.mask.cache.memory.limit": {"By", "updown", map[string]int64{"tensorlife.cache.name=masks": 1 << 20}},
+		"tensorlife.mask.cache.entry.count":  {"{entry}", "updown", map[string]int64{"tensorlife.cache.name=masks": 2}},
+		"tensorlife.mask.cache.hits":         {"{lookup}", "counter", map[string]int64{"tensorlife.cache.name=masks": 7}},
+		"tensorlife.mask.cache.misses":       {"{lookup}", "counter", map[string]int64{"tensorlife.cache.name=masks": 3}},
+		"tensorlife.mask.cache.evictions":    {"{entry}", "counter", map[string]int64{"tensorlife.cache.name=masks": 1}},
+		"tensorlife.device.memory.usage": {"By", "updown", map[string]int64{
+			host + ",tensorlife.device.memory.state=used": 2*1024 + 2*256, host + ",tensorlife.device.memory.state=free": 64<<10 - 2*1024 - 2*256,
+			cuda + ",tensorlife.device.memory.state=used": 20 << 30, cuda + ",tensorlife.device.memory.state=free": 60 << 30}},
+		"tensorlife.device.memory.limit":   {"By", "updown", map[string]int64{host: 64 << 10, cuda: 80 << 30}},
+		"hw.gpu.memory.usage":              {"By", "updown", map[string]int64{"hw.id=GPU-5f2c,hw.type=gpu": 20 << 30}},
+		"hw.gpu.memory.limit":              {"By", "updown", map[string]int64{"hw.id=GPU-5f2c,hw.type=gpu": 80 << 30}},
+		"tensorlife.watcher.suspect.count": {"{site}", "updown", map[string]int64{"": 1}},
+		"tensorlife.watcher.flags":         {"{site}", "counter", map[string]int64{"": 1}},
+		"tensorlife.watcher.windows":       {"{window}", "counter", map[string]int64{"": 6}},
 	}
 
 	got := collect()
@@ -221,14 +260,14 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 				require.NoError(t, x.Free())
 			}
 		}
-		_, points := pointsOf(t, collect()["tensorlife.memory.live"])
+		_, points := pointsOf(t, collect()["tensorlife.tensor.memory.usage"])
 		assert.Equal(t, map[string]int64{hostTensor: 0, hostMask: 6 * 512, cudaKV: 4096}, points)
 	})
 
 	t.Run("stop", func(t *testing.T) {
 		require.NoError(t, m.Stop())
 		assert.Empty(t, collect(), "no instrument reports after Stop")
-		assert.ErrorIs(t, m.Stop(), track.ErrMetricsStopped)
+		assert.ErrorIs(t, m.Stop(), oteltrack.ErrStopped)
 	})
 }
 
@@ -236,11 +275,11 @@ func TestMetricsOnlyForSourcesGiven(t *testing.T) {
 	tr, err := track.New()
 	require.NoError(t, err)
 	mp, collect := metricsReader(t)
-	m, err := track.RegisterMetrics(tr, track.WithMeterProvider(mp))
+	m, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(mp))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, m.Stop()) }()
 	for name := range collect() {
-		assert.Regexp(t, `^tensorlife\.(tensors|memory|allocations|frees|leaks|double_frees|ooms|mask\.|leak_suspects)`, name)
+		assert.Regexp(t, `^tensorlife\.(tensor\.|mask\.rebuilds)`, name)
 	}
 }
 
@@ -254,10 +293,10 @@ func TestMetricsDefaultProvider(t *testing.T) {
 	require.NoError(t, err)
 	rec := &track.Record{Bytes: 100, Kind: "tensor", Device: "host"}
 	require.NoError(t, tr.Record(context.Background(), rec, 0))
-	m, err := track.RegisterMetrics(tr)
+	m, err := oteltrack.Register(tr)
 	require.NoError(t, err)
-	_, points := pointsOf(t, collect()["tensorlife.memory.live"])
-	assert.Equal(t, map[string]int64{"device=host,kind=tensor": 100}, points)
+	_, points := pointsOf(t, collect()["tensorlife.tensor.memory.usage"])
+	assert.Equal(t, map[string]int64{"tensorlife.device=host,tensorlife.tensor.kind=tensor": 100}, points)
 	require.NoError(t, m.Stop())
 }
 
@@ -268,39 +307,33 @@ func TestMetricsRejectBadInput(t *testing.T) {
 	require.NoError(t, err)
 	otherWatcher, err := track.NewWatcher(other)
 	require.NoError(t, err)
-	watcher, err := track.NewWatcher(tr)
-	require.NoError(t, err)
-	watcher2, err := track.NewWatcher(tr)
-	require.NoError(t, err)
 
 	tests := []struct {
 		name string
-		opts []track.MetricsOption
+		opts []oteltrack.Option
 	}{
-		{"nil provider", []track.MetricsOption{track.WithMeterProvider(nil)}},
-		{"nil option", []track.MetricsOption{nil}},
-		{"nil pool", []track.MetricsOption{track.WithPools(nil)}},
-		{"typed nil pool", []track.MetricsOption{track.WithPools((*fakePool)(nil))}},
-		{"nil cache", []track.MetricsOption{track.WithCaches(nil)}},
-		{"nil device", []track.MetricsOption{track.WithDevices(nil)}},
-		{"nil watcher", []track.MetricsOption{track.WithWatcher(nil)}},
-		{"watcher of another tracker", []track.MetricsOption{track.WithWatcher(otherWatcher)}},
-		{"two watchers", []track.MetricsOption{track.WithWatcher(watcher), track.WithWatcher(watcher2)}},
+		{"nil provider", []oteltrack.Option{oteltrack.WithMeterProvider(nil)}},
+		{"nil option", []oteltrack.Option{nil}},
+		{"nil pool", []oteltrack.Option{oteltrack.WithSources(track.Sources{Pools: []track.PoolSource{nil}})}},
+		{"typed nil pool", []oteltrack.Option{oteltrack.WithSources(track.Sources{Pools: []track.PoolSource{(*fakePool)(nil)}})}},
+		{"nil cache", []oteltrack.Option{oteltrack.WithSources(track.Sources{Caches: []track.CacheSource{nil}})}},
+		{"nil device", []oteltrack.Option{oteltrack.WithSources(track.Sources{Devices: []track.DeviceSource{nil}})}},
+		{"watcher of another tracker", []oteltrack.Option{oteltrack.WithSources(track.Sources{Watcher: otherWatcher})}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := track.RegisterMetrics(tr, tt.opts...)
-			assert.ErrorIs(t, err, track.ErrInvalidOption)
+			m, err := oteltrack.Register(tr, tt.opts...)
+			assert.ErrorIs(t, err, oteltrack.ErrInvalidOption)
 			assert.Nil(t, m)
 		})
 	}
 	t.Run("nil tracker", func(t *testing.T) {
-		_, err := track.RegisterMetrics(nil)
-		assert.ErrorIs(t, err, track.ErrNilTracker)
+		_, err := oteltrack.Register(nil)
+		assert.ErrorIs(t, err, oteltrack.ErrNilTracker)
 	})
 }
 
-func ExampleRegisterMetrics() {
+func ExampleRegister() {
 	tr, err := track.New()
 	if err != nil {
 		panic(err)
@@ -308,7 +341,7 @@ func ExampleRegisterMetrics() {
 	// A service would pass its exporter's provider, or none for the global.
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	m, err := track.RegisterMetrics(tr, track.WithMeterProvider(mp))
+	m, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(mp))
 	if err != nil {
 		panic(err)
 	}
@@ -324,7 +357,7 @@ func ExampleRegisterMetrics() {
 		panic(err)
 	}
 	for _, metric := range rm.ScopeMetrics[0].Metrics {
-		if metric.Name != "tensorlife.memory.live" {
+		if metric.Name != "tensorlife.tensor.memory.usage" {
 			continue
 		}
 		for _, dp := range metric.Data.(metricdata.Sum[int64]).DataPoints {
@@ -332,5 +365,5 @@ func ExampleRegisterMetrics() {
 		}
 	}
 	// Output:
-	// tensorlife.memory.live device=cuda:0,kind=mask 4096 By
+	// tensorlife.tensor.memory.usage tensorlife.device=cuda:0,tensorlife.tensor.kind=mask 4096 By
 }

@@ -1,0 +1,112 @@
+// Package format renders the figures every tensorlife report shows, so that
+// an out-of-memory error, a memory summary, a leak report, a profile's text
+// form and a timeline print the same number the same way: bytes in binary
+// units, ages rounded to what a reader compares, shapes, and lists of call
+// sites with the memory they hold.
+package format
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+var byteUnits = [...]string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+
+// Bytes renders a byte count in binary units with up to one decimal:
+// "512 B", "4 KiB", "1.5 MiB", "-2 GiB". Every int64 is accepted, math.MinInt64
+// included.
+func Bytes(n int64) string {
+	const unit = 1024
+	if n < unit && n > -unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	sign := ""
+	f := float64(n) // exact enough at any magnitude; no negation overflows
+	if f < 0 {
+		sign, f = "-", -f
+	}
+	i := -1
+	for f >= unit && i < len(byteUnits)-1 {
+		f /= unit
+		i++
+	}
+	s := strconv.FormatFloat(f, 'f', 1, 64)
+	s = strings.TrimSuffix(s, ".0")
+	return sign + s + " " + byteUnits[i]
+}
+
+// Age renders a duration coarsely enough to read at a glance and to stay put
+// between two reports taken moments apart: "<1ms" under a millisecond,
+// milliseconds under a second, tenths of a second under a minute, whole
+// seconds past that. Negative ages (clock steps) render as "<1ms".
+func Age(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return "<1ms"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	default:
+		return d.Round(time.Second).String()
+	}
+}
+
+// Shape renders dims as "[2 3 4]"; no dimensions render as "[]".
+func Shape(dims []int) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, d := range dims {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strconv.Itoa(d))
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// SiteLine is one entry of a site list: a call site and the live memory it
+// holds.
+type SiteLine struct {
+	Function string
+	File     string
+	Line     int
+	Count    int64
+	Bytes    int64
+	// Held, when not empty, names the owner still holding the memory, such
+	// as "a View made at decode.go:88".
+	Held string
+}
+
+// WriteSites writes a numbered list of sites under a title, each as
+//
+//  1. 13.2 MiB in 10073 tensors: main.(*agent).decode
+//     /src/agent.go:72
+//
+// indented by two spaces, each entry starting on a new line. An out-of-memory
+// error and a pool closed with live blocks print their sites this way.
+func WriteSites(b *strings.Builder, title string, sites []SiteLine) {
+	if len(sites) == 0 {
+		return
+	}
+	b.WriteString("\n  ")
+	b.WriteString(title)
+	b.WriteByte(':')
+	for i, s := range sites {
+		fmt.Fprintf(b, "\n  %d. %s in %d %s: %s\n       %s:%d", i+1, Bytes(s.Bytes), s.Count,
+			plural(s.Count, "tensor"), s.Function, s.File, s.Line)
+		if s.Held != "" {
+			fmt.Fprintf(b, "\n       held by %s", s.Held)
+		}
+	}
+}
+
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
+}

@@ -1,0 +1,52 @@
+package format
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestBytes(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{
+		{0, "0 B"}, {1023, "1023 B"}, {-1023, "-1023 B"}, {1024, "1 KiB"}, {1536, "1.5 KiB"},
+		{16 << 20, "16 MiB"}, {-(3 << 30), "-3 GiB"}, {math.MaxInt64, "8 EiB"}, {math.MinInt64, "-8 EiB"},
+	} {
+		assert.Equal(t, tc.want, Bytes(tc.n), "Bytes(%d)", tc.n)
+	}
+}
+
+func TestAge(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{-time.Second, "<1ms"}, {0, "<1ms"}, {1500 * time.Microsecond, "2ms"},
+		{1234 * time.Millisecond, "1.2s"}, {90*time.Second + 400*time.Millisecond, "1m30s"},
+	} {
+		assert.Equal(t, tc.want, Age(tc.d), "Age(%v)", tc.d)
+	}
+}
+
+func TestShape(t *testing.T) {
+	assert.Equal(t, "[]", Shape(nil))
+	assert.Equal(t, "[2 3 4]", Shape([]int{2, 3, 4}))
+}
+
+func TestWriteSites(t *testing.T) {
+	var b strings.Builder
+	WriteSites(&b, "top live sites", nil)
+	assert.Empty(t, b.String(), "no sites, no title")
+	WriteSites(&b, "top live sites", []SiteLine{
+		{Function: "main.decode", File: "/src/a.go", Line: 7, Count: 1, Bytes: 2048, Held: "a View made at a.go:9"},
+		{Function: "main.prefill", File: "/src/b.go", Line: 3, Count: 2, Bytes: 512},
+	})
+	assert.Equal(t, "\n  top live sites:"+
+		"\n  1. 2 KiB in 1 tensor: main.decode\n       /src/a.go:7\n       held by a View made at a.go:9"+
+		"\n  2. 512 B in 2 tensors: main.prefill\n       /src/b.go:3", b.String())
+}

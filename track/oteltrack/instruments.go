@@ -1,0 +1,105 @@
+package oteltrack
+
+import (
+	"fmt"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// instruments are the observable instruments one registration owns.
+type instruments struct {
+	tensorCount, tensorMemory, peak, allocated            metric.Int64Observable
+	allocs, frees, leaks, doubleFrees, ooms, maskRebuilds metric.Int64Observable
+	poolUsage, poolLimit                                  metric.Int64Observable
+	poolHits, poolMisses, poolEvictions, poolOOMs         metric.Int64Observable
+	cacheUsage, cacheLimit, cacheEntries                  metric.Int64Observable
+	cacheHits, cacheMisses, cacheEvictions                metric.Int64Observable
+	deviceUsage, deviceLimit, gpuUsage, gpuLimit          metric.Int64Observable
+	suspects, flags, windows                              metric.Int64Observable
+}
+
+// spec describes one instrument: where it goes and what it is.
+type spec struct {
+	dst  *metric.Int64Observable
+	kind int // gauge, upDown or counter
+	name string
+	unit string
+	desc string
+}
+
+const (
+	gauge = iota
+	upDown
+	counter
+)
+
+// create makes the instruments for the tracker and for the sources given,
+// and returns them for the callback registration.
+func (in *instruments) create(meter metric.Meter, src *track.Sources) ([]metric.Observable, error) {
+	specs := []spec{
+		{&in.tensorCount, upDown, "tensorlife.tensor.count", "{tensor}", "Live tensors, recorded and not freed."},
+		{&in.tensorMemory, upDown, "tensorlife.tensor.memory.usage", "By", "Device bytes held by live tensors."},
+		{&in.peak, gauge, "tensorlife.tensor.memory.peak", "By", "Highest live tensor bytes since the tracker started."},
+		{&in.allocated, counter, "tensorlife.tensor.memory.allocated", "By", "Tensor bytes allocated since the tracker started."},
+		{&in.allocs, counter, "tensorlife.tensor.allocations", "{allocation}", "Tensors allocated."},
+		{&in.frees, counter, "tensorlife.tensor.frees", "{free}", "Tensors freed."},
+		{&in.leaks, counter, "tensorlife.tensor.leaks", "{tensor}", "Tensors the garbage collector found without Free."},
+		{&in.doubleFrees, counter, "tensorlife.tensor.double_frees", "{free}", "Tensor handles freed twice."},
+		{&in.ooms, counter, "tensorlife.tensor.oom_errors", "{error}", "Allocations refused for lack of memory."},
+		{&in.maskRebuilds, counter, "tensorlife.mask.rebuilds", "{mask}", "Masks built again where they should have grown."},
+	}
+	if len(src.Pools) > 0 {
+		specs = append(specs,
+			spec{&in.poolUsage, upDown, "tensorlife.pool.memory.usage", "By", "Bytes pools hold from the device, by state: active (handed out) or cached (kept for reuse)."},
+			spec{&in.poolLimit, upDown, "tensorlife.pool.memory.limit", "By", "Memory budget of the pools on a device."},
+			spec{&in.poolHits, counter, "tensorlife.pool.hits", "{allocation}", "Allocations served from a pool's cache."},
+			spec{&in.poolMisses, counter, "tensorlife.pool.misses", "{allocation}", "Allocations a pool sent to its device."},
+			spec{&in.poolEvictions, counter, "tensorlife.pool.evictions", "{block}", "Cached blocks a pool returned to its device."},
+			spec{&in.poolOOMs, counter, "tensorlife.pool.oom_errors", "{error}", "Allocations a pool refused for lack of memory."},
+		)
+	}
+	if len(src.Caches) > 0 {
+		specs = append(specs,
+			spec{&in.cacheUsage, upDown, "tensorlife.mask.cache.memory.usage", "By", "Bytes a mask cache holds."},
+			spec{&in.cacheLimit, upDown, "tensorlife.mask.cache.memory.limit", "By", "A mask cache's byte budget."},
+			spec{&in.cacheEntries, upDown, "tensorlife.mask.cache.entry.count", "{entry}", "Entries a mask cache holds."},
+			spec{&in.cacheHits, counter, "tensorlife.mask.cache.hits", "{lookup}", "Mask cache lookups that found a mask."},
+			spec{&in.cacheMisses, counter, "tensorlife.mask.cache.misses", "{lookup}", "Mask cache lookups that found none."},
+			spec{&in.cacheEvictions, counter, "tensorlife.mask.cache.evictions", "{entry}", "Masks a cache evicted to keep its bounds."},
+		)
+	}
+	if len(src.Devices) > 0 {
+		specs = append(specs,
+			spec{&in.deviceUsage, upDown, "tensorlife.device.memory.usage", "By", "Device memory as the device reports it, by state: used or free."},
+			spec{&in.deviceLimit, upDown, "tensorlife.device.memory.limit", "By", "Total memory of the device."},
+			spec{&in.gpuUsage, upDown, "hw.gpu.memory.usage", "By", "GPU memory used, device-wide."},
+			spec{&in.gpuLimit, upDown, "hw.gpu.memory.limit", "By", "Size of the GPU memory."},
+		)
+	}
+	if src.Watcher != nil {
+		specs = append(specs,
+			spec{&in.suspects, upDown, "tensorlife.watcher.suspect.count", "{site}", "Current leak suspects."},
+			spec{&in.flags, counter, "tensorlife.watcher.flags", "{site}", "Times the growth watcher flagged a site as a leak suspect."},
+			spec{&in.windows, counter, "tensorlife.watcher.windows", "{window}", "Windows the growth watcher ended."},
+		)
+	}
+	out := make([]metric.Observable, 0, len(specs))
+	for _, s := range specs {
+		var err error
+		switch s.kind {
+		case gauge:
+			*s.dst, err = meter.Int64ObservableGauge(s.name, metric.WithUnit(s.unit), metric.WithDescription(s.desc))
+		case upDown:
+			*s.dst, err = meter.Int64ObservableUpDownCounter(s.name, metric.WithUnit(s.unit), metric.WithDescription(s.desc))
+		default:
+			*s.dst, err = meter.Int64ObservableCounter(s.name, metric.WithUnit(s.unit), metric.WithDescription(s.desc))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		out = append(out, *s.dst)
+	}
+	return out, nil
+}

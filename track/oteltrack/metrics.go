@@ -1,0 +1,368 @@
+// Package oteltrack publishes a tensorlife tracker's figures as OpenTelemetry
+// metrics: live tensors and their memory by device and kind, allocations,
+// frees, leaks, misuse and out-of-memory errors, and, when passed as
+// track.Sources, the memory of pools, mask caches and devices and the growth
+// watcher's suspects.
+//
+// It is the only tensorlife package that imports OpenTelemetry, so a program
+// that tracks tensors without exporting metrics does not link it. It is
+// named, like the OpenTelemetry contrib packages, after what it instruments.
+//
+//	src := track.Sources{Pools: []track.PoolSource{p}, Watcher: watcher}
+//	m, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(provider), oteltrack.WithSources(src))
+//	defer m.Stop()
+//
+// Every instrument is observable and read in one callback when a reader
+// collects, and that callback reads counters only (Tracker.Totals,
+// Tracker.LiveByClass, the sources' Stats): a collection costs
+// O(devices × kinds + pools + caches), never a walk of the live set, and
+// recording or releasing a tensor costs nothing extra.
+//
+// # Instruments
+//
+// Names, units and attributes follow the OpenTelemetry semantic conventions:
+// memory is a *.usage UpDownCounter split by a state attribute with a
+// *.limit beside it, counts of things in existence are *.count
+// UpDownCounters, attributes are namespaced, and all are low-cardinality
+// (never tensor ids, labels or stacks).
+//
+//	tensorlife.tensor.count            {tensor}      UpDownCounter  live tensors [tensorlife.device, tensorlife.tensor.kind]
+//	tensorlife.tensor.memory.usage     By            UpDownCounter  bytes of live tensors [tensorlife.device, tensorlife.tensor.kind]
+//	tensorlife.tensor.memory.peak      By            Gauge          highest live bytes since the tracker started
+//	tensorlife.tensor.memory.allocated By            Counter        bytes allocated since start
+//	tensorlife.tensor.allocations      {allocation}  Counter
+//	tensorlife.tensor.frees            {free}        Counter
+//	tensorlife.tensor.leaks            {tensor}      Counter        tensors the garbage collector found without Free
+//	tensorlife.tensor.double_frees     {free}        Counter
+//	tensorlife.tensor.oom_errors       {error}       Counter        allocations refused for lack of memory
+//	tensorlife.mask.rebuilds           {mask}        Counter        masks built again where they should have grown
+//
+// With Sources.Pools, per tensorlife.device (pools on one device add up):
+//
+//	tensorlife.pool.memory.usage       By            UpDownCounter  [tensorlife.pool.memory.state = active | cached]
+//	tensorlife.pool.memory.limit       By            UpDownCounter  the budget, where one is set
+//	tensorlife.pool.hits, .misses      {allocation}  Counter
+//	tensorlife.pool.evictions          {block}       Counter
+//	tensorlife.pool.oom_errors         {error}       Counter
+//
+// Reserved memory, PyTorch's name for what the allocator holds from the
+// device, is the sum over both states.
+//
+// With Sources.Caches, per tensorlife.cache.name:
+//
+//	tensorlife.mask.cache.memory.usage By            UpDownCounter
+//	tensorlife.mask.cache.memory.limit By            UpDownCounter  the byte budget
+//	tensorlife.mask.cache.entry.count  {entry}       UpDownCounter
+//	tensorlife.mask.cache.hits, .misses {lookup}     Counter
+//	tensorlife.mask.cache.evictions    {entry}       Counter
+//
+// With Sources.Devices, per tensorlife.device, as the device reports it:
+//
+//	tensorlife.device.memory.usage     By            UpDownCounter  [tensorlife.device.memory.state = used | free]
+//	tensorlife.device.memory.limit     By            UpDownCounter  the device's total memory
+//
+// A device that identifies its hardware (a method UUID() string returning a
+// non-empty id, as a CUDA device does) is also reported under the hardware
+// conventions, hw.gpu.memory.usage and hw.gpu.memory.limit with hw.id set
+// to that id and hw.type "gpu". These describe the whole GPU: every process
+// on it reports the same values under the same hw.id, so aggregate them with
+// max, not sum. The host device is no GPU and is never reported as one.
+//
+// With Sources.Watcher:
+//
+//	tensorlife.watcher.suspect.count   {site}        UpDownCounter  current leak suspects
+//	tensorlife.watcher.flags           {site}        Counter        times a site became a suspect
+//	tensorlife.watcher.windows         {window}      Counter        windows the watcher ended
+package oteltrack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/tensorlife/tensorlife/internal/isnil"
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// Errors returned by this package.
+var (
+	// ErrInvalidOption means an option's value cannot be used.
+	ErrInvalidOption = errors.New("oteltrack: invalid option")
+	// ErrNilTracker means Register was given a nil *track.Tracker.
+	ErrNilTracker = errors.New("oteltrack: nil tracker")
+	// ErrStopped means Metrics.Stop was called a second time.
+	ErrStopped = errors.New("oteltrack: metrics already stopped")
+)
+
+// ScopeName is the instrumentation scope (meter) name: this package's
+// import path.
+const ScopeName = "github.com/tensorlife/tensorlife/track/oteltrack"
+
+// Option configures Register. Options are validated there: an invalid value
+// is an error matching ErrInvalidOption that names the option.
+type Option interface {
+	apply(*config) error
+}
+
+type config struct {
+	provider metric.MeterProvider
+	sources  track.Sources
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+// WithMeterProvider sets the provider the meter comes from (default
+// otel.GetMeterProvider() at registration).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) error {
+		if isnil.Value(mp) {
+			return fmt.Errorf("%w: WithMeterProvider(nil)", ErrInvalidOption)
+		}
+		c.provider = mp
+		return nil
+	})
+}
+
+// WithSources adds the figures of pools, caches, devices and a growth
+// watcher (see the package doc for the instruments each brings). The same
+// Sources value serves track.WriteSummary.
+func WithSources(src track.Sources) Option {
+	return optionFunc(func(c *config) error {
+		c.sources = src
+		return nil
+	})
+}
+
+// moduleVersion is tensorlife's module version as the binary was built with
+// it, "devel" when built from a work tree.
+var moduleVersion = sync.OnceValue(func() string {
+	const module = "github.com/tensorlife/tensorlife"
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	version := ""
+	if bi.Main.Path == module {
+		version = bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path == module {
+			version = d.Version
+			if d.Replace != nil {
+				version = d.Replace.Version
+			}
+		}
+	}
+	if version == "" || version == "(devel)" {
+		return "devel"
+	}
+	return version
+})
+
+// Metrics is a registration of a tracker's figures with an OpenTelemetry
+// meter. Stop unregisters it. Metrics is safe for concurrent use.
+type Metrics struct {
+	tr      *track.Tracker
+	src     track.Sources
+	reg     metric.Registration
+	stopped atomic.Bool
+	inst    instruments
+
+	// mu serializes callbacks (two readers may collect at once) and guards
+	// the attribute cache.
+	mu    sync.Mutex
+	attrs map[attrKey]metric.ObserveOption
+}
+
+// Register registers tr's instruments with a meter named ScopeName from the
+// configured provider. Options are validated first; an invalid one returns
+// an error matching ErrInvalidOption and registers nothing.
+func Register(tr *track.Tracker, opts ...Option) (*Metrics, error) {
+	if tr == nil {
+		return nil, ErrNilTracker
+	}
+	var cfg config
+	for _, o := range opts {
+		if isnil.Value(o) {
+			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.sources.Validate(tr); err != nil {
+		return nil, fmt.Errorf("%w: WithSources: %w", ErrInvalidOption, err)
+	}
+	if cfg.provider == nil {
+		cfg.provider = otel.GetMeterProvider()
+	}
+	meter := cfg.provider.Meter(ScopeName, metric.WithInstrumentationVersion(moduleVersion()))
+	m := &Metrics{tr: tr, src: cfg.sources, attrs: make(map[attrKey]metric.ObserveOption)}
+	obs, err := m.inst.create(meter, &cfg.sources)
+	if err != nil {
+		return nil, fmt.Errorf("oteltrack: creating instruments: %w", err)
+	}
+	m.reg, err = meter.RegisterCallback(m.observe, obs...)
+	if err != nil {
+		return nil, fmt.Errorf("oteltrack: registering the metrics callback: %w", err)
+	}
+	return m, nil
+}
+
+// Stop unregisters the metrics callback: later collections report none of
+// the tracker's instruments. A second call returns ErrStopped.
+func (m *Metrics) Stop() error {
+	if !m.stopped.CompareAndSwap(false, true) {
+		return ErrStopped
+	}
+	return m.reg.Unregister()
+}
+
+// Attribute keys.
+const (
+	attrDevice      = "tensorlife.device"
+	attrKind        = "tensorlife.tensor.kind"
+	attrPoolState   = "tensorlife.pool.memory.state"
+	attrCache       = "tensorlife.cache.name"
+	attrDeviceState = "tensorlife.device.memory.state"
+)
+
+// uuider is a device that names its hardware (the CUDA device).
+type uuider interface{ UUID() string }
+
+// observe is the one callback. It reads counters and sources only, and never
+// fails a collection for one source: a device that cannot report is left
+// out of that collection.
+func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	in := &m.inst
+	tt := m.tr.Totals()
+	for _, c := range m.tr.LiveByClass() {
+		attrs := m.attr(attrKey{attrDevice, c.Device, attrKind, c.Kind})
+		o.ObserveInt64(in.tensorCount, c.LiveCount, attrs)
+		o.ObserveInt64(in.tensorMemory, c.LiveBytes, attrs)
+	}
+	o.ObserveInt64(in.peak, tt.PeakBytes)
+	o.ObserveInt64(in.allocated, tt.AllocBytes)
+	o.ObserveInt64(in.allocs, tt.Allocs)
+	o.ObserveInt64(in.frees, tt.Frees)
+	o.ObserveInt64(in.leaks, tt.GCLeaks)
+	o.ObserveInt64(in.doubleFrees, tt.Event(track.EventDoubleFree))
+	o.ObserveInt64(in.ooms, tt.Event(track.EventOOM))
+	o.ObserveInt64(in.maskRebuilds, tt.Event(track.EventMaskRebuilt))
+
+	if len(m.src.Pools) > 0 {
+		for dev, p := range sumPools(m.src.Pools) {
+			o.ObserveInt64(in.poolUsage, p.Active, m.attr(attrKey{attrDevice, dev, attrPoolState, "active"}))
+			o.ObserveInt64(in.poolUsage, p.Cached, m.attr(attrKey{attrDevice, dev, attrPoolState, "cached"}))
+			attrs := m.attr(attrKey{a: attrDevice, av: dev})
+			if p.Limit > 0 {
+				o.ObserveInt64(in.poolLimit, p.Limit, attrs)
+			}
+			o.ObserveInt64(in.poolHits, p.Hits, attrs)
+			o.ObserveInt64(in.poolMisses, p.Misses, attrs)
+			o.ObserveInt64(in.poolEvictions, p.Evictions, attrs)
+			o.ObserveInt64(in.poolOOMs, p.OOMs, attrs)
+		}
+	}
+	if len(m.src.Caches) > 0 {
+		for name, c := range sumCaches(m.src.Caches) {
+			attrs := m.attr(attrKey{a: attrCache, av: name})
+			o.ObserveInt64(in.cacheUsage, c.Bytes, attrs)
+			o.ObserveInt64(in.cacheLimit, c.MaxBytes, attrs)
+			o.ObserveInt64(in.cacheEntries, c.Entries, attrs)
+			o.ObserveInt64(in.cacheHits, c.Hits, attrs)
+			o.ObserveInt64(in.cacheMisses, c.Misses, attrs)
+			o.ObserveInt64(in.cacheEvictions, c.Evictions, attrs)
+		}
+	}
+	for _, d := range m.src.Devices {
+		free, total, err := d.MemInfo()
+		if err != nil || total <= 0 {
+			continue
+		}
+		name := d.Name()
+		o.ObserveInt64(in.deviceUsage, total-free, m.attr(attrKey{attrDevice, name, attrDeviceState, "used"}))
+		o.ObserveInt64(in.deviceUsage, free, m.attr(attrKey{attrDevice, name, attrDeviceState, "free"}))
+		o.ObserveInt64(in.deviceLimit, total, m.attr(attrKey{a: attrDevice, av: name}))
+		if u, ok := d.(uuider); ok {
+			if id := u.UUID(); id != "" {
+				attrs := m.attr(attrKey{"hw.id", id, "hw.type", "gpu"})
+				o.ObserveInt64(in.gpuUsage, total-free, attrs)
+				o.ObserveInt64(in.gpuLimit, total, attrs)
+			}
+		}
+	}
+	if w := m.src.Watcher; w != nil {
+		o.ObserveInt64(in.suspects, int64(len(w.Suspects())))
+		o.ObserveInt64(in.flags, tt.Event(track.EventLeakSuspect))
+		o.ObserveInt64(in.windows, int64(w.WindowsEnded()))
+	}
+	return nil
+}
+
+// attrKey names an attribute set of one or two string attributes.
+type attrKey struct{ a, av, b, bv string }
+
+// attr returns the cached observe option for k, so a steady scrape builds
+// no attribute sets. Called with m.mu held.
+func (m *Metrics) attr(k attrKey) metric.ObserveOption {
+	if opt, ok := m.attrs[k]; ok {
+		return opt
+	}
+	kv := []attribute.KeyValue{attribute.String(k.a, k.av)}
+	if k.b != "" {
+		kv = append(kv, attribute.String(k.b, k.bv))
+	}
+	opt := metric.WithAttributeSet(attribute.NewSet(kv...))
+	m.attrs[k] = opt
+	return opt
+}
+
+// sumPools adds up pools that share a device, so each device is observed
+// once per instrument.
+func sumPools(pools []track.PoolSource) map[string]track.PoolStats {
+	out := make(map[string]track.PoolStats, len(pools))
+	for _, p := range pools {
+		s := p.Stats()
+		t := out[s.Device]
+		t.Device = s.Device
+		t.Active += s.Active
+		t.Cached += s.Cached
+		t.Limit += s.Limit
+		t.Hits += s.Hits
+		t.Misses += s.Misses
+		t.Evictions += s.Evictions
+		t.OOMs += s.OOMs
+		out[s.Device] = t
+	}
+	return out
+}
+
+// sumCaches adds up caches that share a name.
+func sumCaches(caches []track.CacheSource) map[string]track.CacheStats {
+	out := make(map[string]track.CacheStats, len(caches))
+	for _, c := range caches {
+		s := c.Stats()
+		t := out[s.Name]
+		t.Name = s.Name
+		t.Bytes += s.Bytes
+		t.Entries += s.Entries
+		t.MaxBytes += s.MaxBytes
+		t.Hits += s.Hits
+		t.Misses += s.Misses
+		t.Evictions += s.Evictions
+		out[s.Name] = t
+	}
+	return out
+}

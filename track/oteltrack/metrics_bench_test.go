@@ -1,0 +1,90 @@
+package oteltrack_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/oteltrack"
+)
+
+// liveTracker returns a tracker holding n live records over a few devices
+// and kinds, and a reader collecting its metrics.
+func liveTracker(b *testing.B, n int) *sdkmetric.ManualReader {
+	b.Helper()
+	tr, err := track.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	kinds := []string{"tensor", "mask", "kv-cache", "activation"}
+	devices := []string{"cuda:0", "cuda:1"}
+	ctx := context.Background()
+	recs := make([]track.Record, n)
+	for i := range recs {
+		recs[i] = track.Record{Bytes: 256, Kind: kinds[i%len(kinds)], Device: devices[i%len(devices)]}
+		if err := tr.Record(ctx, &recs[i], 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	w, err := track.NewWatcher(tr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, err = oteltrack.Register(tr, oteltrack.WithMeterProvider(mp), oteltrack.WithSources(track.Sources{
+		Pools:   []track.PoolSource{&fakePool{track.PoolStats{Device: "cuda:0", Reserved: 1 << 20}}},
+		Caches:  []track.CacheSource{&fakeCache{track.CacheStats{Name: "masks"}}},
+		Watcher: w,
+	}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		for i := range recs {
+			_ = tr.Release(&recs[i])
+		}
+	})
+	return reader
+}
+
+// BenchmarkCollect measures one collection at 10k and at 1M live tensors,
+// interleaved in rounds so that both see the same machine, and reports the
+// median per-round ratio (flat: about 1) and the time of a collection at 1M.
+// A collection reads counters only, so the live set's size must not show.
+func BenchmarkCollect(b *testing.B) {
+	small, large := liveTracker(b, 10_000), liveTracker(b, 1_000_000)
+	collect := func(r *sdkmetric.ManualReader, rounds int) time.Duration {
+		start := time.Now()
+		for range rounds {
+			var rm metricdata.ResourceMetrics
+			if err := r.Collect(context.Background(), &rm); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(start)
+	}
+	const perRound = 20
+	var ratios []float64
+	var largeTotal time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		var s, l time.Duration
+		if i%2 == 0 {
+			s, l = collect(small, perRound), collect(large, perRound)
+		} else {
+			l, s = collect(large, perRound), collect(small, perRound)
+		}
+		ratios = append(ratios, float64(l)/float64(s))
+		largeTotal += l
+	}
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "x-1M/10k")
+	b.ReportMetric(float64(largeTotal.Nanoseconds())/float64(len(ratios)*perRound), "ns/collect-1M")
+}
