@@ -1,0 +1,73 @@
+package benchratio
+
+import "fmt"
+
+// Option changes how Run measures. Options are validated when Run starts;
+// an invalid one fails the benchmark with an error matching
+// ErrInvalidOption.
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+type config struct {
+	roundOps     int
+	baselineName string
+}
+
+// MaxRoundOps bounds RoundOps: a round much longer than a scheduler tick
+// is as exposed to interference as two separate benchmarks.
+const MaxRoundOps = 1_000_000
+
+// RoundOps sets the operations per round on each side, 1..MaxRoundOps
+// (default 200). Rounds should last microseconds: long enough that reading
+// the clock twice is noise, short enough that interference rarely spans
+// both sides of one round.
+func RoundOps(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 1 || n > MaxRoundOps {
+			return fmt.Errorf("%w: RoundOps(%d): want 1..%d", ErrInvalidOption, n, MaxRoundOps)
+		}
+		c.roundOps = n
+		return nil
+	})
+}
+
+// BaselineName names the baseline in the metrics Run reports (default
+// "baseline"): a non-empty name without white space, other than the
+// measured one.
+func BaselineName(name string) Option {
+	return optionFunc(func(c *config) error {
+		if !validUnit(name) {
+			return fmt.Errorf("%w: BaselineName(%q): want a non-empty name without white space", ErrInvalidOption, name)
+		}
+		c.baselineName = name
+		return nil
+	})
+}
+
+// newConfig checks Run's arguments and applies opts.
+func newConfig(name string, measured, baseline func(), opts []Option) (config, error) {
+	c := config{roundOps: 200, baselineName: "baseline"}
+	if !validUnit(name) {
+		return c, fmt.Errorf("benchratio: name %q: want a non-empty name without white space", name)
+	}
+	if measured == nil || baseline == nil {
+		return c, fmt.Errorf("benchratio: %s: nil function", name)
+	}
+	for _, o := range opts {
+		if o == nil {
+			return c, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := o.apply(&c); err != nil {
+			return c, err
+		}
+	}
+	if c.baselineName == name {
+		return c, fmt.Errorf("%w: BaselineName(%q): the measured function has that name", ErrInvalidOption, name)
+	}
+	return c, nil
+}
