@@ -125,6 +125,8 @@ func asBytes[T Element](data []T) []byte {
 
 // FromSlice makes a tensor holding a copy of data. Without dims it is
 // one-dimensional; with dims, their product must equal len(data).
+//
+//go:noinline
 func FromSlice[T Element](ctx context.Context, alloc Allocator, data []T, dims ...int) (*Tensor, error) {
 	dt := DTypeOf[T]()
 	if len(dims) == 0 {

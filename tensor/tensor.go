@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync/atomic"
 
+	"github.com/tensorlife/tensorlife/internal/fpstack"
 	"github.com/tensorlife/tensorlife/internal/isnil"
 
 	"github.com/tensorlife/tensorlife/internal/format"
@@ -77,11 +78,15 @@ var untrackedIDs atomic.Uint64
 // New makes a tensor of dtype dt and shape dims from alloc. The tensor is
 // recorded in alloc's tracker with the caller's stack and ctx's labels.
 // A zero dimension makes an empty tensor that holds no device memory.
+//
+//go:noinline
 func New(ctx context.Context, alloc Allocator, dt DType, dims ...int) (*Tensor, error) {
 	return newTensor(ctx, alloc, dt, dims, "", 1)
 }
 
 // Make makes a tensor as New does, from a Spec.
+//
+//go:noinline
 func Make(ctx context.Context, alloc Allocator, spec Spec) (*Tensor, error) {
 	return newTensor(ctx, alloc, spec.DType, spec.Shape, spec.Kind, 1)
 }
@@ -90,6 +95,8 @@ func Make(ctx context.Context, alloc Allocator, spec Spec) (*Tensor, error) {
 // to record and newTensor, newTensor excluded. The spec comes in as separate
 // arguments so that escape analysis sees that shape is only copied: a
 // variadic dims slice then stays on the caller's stack.
+//
+//go:noinline
 func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind string, skip int) (*Tensor, error) {
 	if isnil.Value(alloc) {
 		return nil, ErrNilAllocator
@@ -172,6 +179,8 @@ func (b *block) unref() error {
 // when the last owner frees. A second Free of the same handle returns a
 // *DoubleFreeError (matching ErrDoubleFree) and is counted by the tracker;
 // built with the tensorlife_invariants tag, it panics instead.
+//
+//go:noinline
 func (t *Tensor) Free() error {
 	if t == nil || t.b == nil {
 		return ErrFreed
@@ -184,7 +193,10 @@ func (t *Tensor) Free() error {
 		// Two frames name the first free in a double-free report; a short
 		// capture with no interning keeps Free cheap.
 		var pc [freeDepth]uintptr
-		n := runtime.Callers(2, pc[:])
+		n, ok := fpstack.Walk(1, pc[:]) // Free's caller and its caller
+		if !ok {
+			n = runtime.Callers(2, pc[:])
+		}
 		for i := range n {
 			t.freedAt[i].Store(pc[i])
 		}

@@ -108,6 +108,7 @@ func writeTotals(b *strings.Builder, t Totals) {
 	row("mask rebuilds", strconv.FormatInt(t.Event(EventMaskRebuilt), 10))
 	row("leak suspects flagged", strconv.FormatInt(t.Event(EventLeakSuspect), 10))
 	row("call sites", fmt.Sprintf("%d (allocations past the site limit: %d)", t.Sites, t.Overflowed))
+	row("stack capture fallbacks", fmt.Sprintf("%d (untrusted walks: %d)", t.StackFallbacks, t.StackMismatches))
 }
 
 func writePools(b *strings.Builder, pools []PoolSource) {

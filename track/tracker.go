@@ -173,7 +173,11 @@ type Tracker struct {
 	cfg    config
 	start  time.Time
 	stacks *stackTable
+	walks  *walkCache
 	shards [shardCount]shard
+
+	stackFallbacks  atomic.Int64 // captures the frame-pointer walk could not serve
+	stackMismatches atomic.Int64 // walks that named other frames than runtime.Callers
 
 	nextID    atomic.Uint64
 	liveBytes atomic.Int64 // global, for the peak; the rest is per shard
@@ -194,7 +198,7 @@ func New(opts ...Option) (*Tracker, error) {
 		return nil, err
 	}
 	cfg := o.tracker
-	t := &Tracker{cfg: cfg, start: time.Now(), stacks: newStackTable(cfg.maxSites)}
+	t := &Tracker{cfg: cfg, start: time.Now(), stacks: newStackTable(cfg.maxSites), walks: newWalkCache(cfg.maxSites)}
 	if cfg.historyEvents > 0 {
 		for i := range t.shards {
 			t.shards[i].history.events = make([]Event, ringSize(cfg.historyEvents))
@@ -228,7 +232,12 @@ func (t *Tracker) ReclaimsLeaks() bool { return t.cfg.reclaimLeaks }
 
 // Record adds r to the live registry, capturing the call stack. skip is the
 // number of stack frames to skip, as in pprof.Profile.Add: 0 starts the stack
-// at the function calling Record. Labels come from ctx (WithLabels).
+// at the function calling Record. Every function skip passes over must not
+// be inlined (//go:noinline), or the frame-pointer capture and
+// runtime.Callers would start at different frames and every capture would
+// take the slow path. Labels come from ctx (WithLabels).
+//
+//go:noinline
 func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	if t == nil {
 		return ErrNilTracker
@@ -245,9 +254,7 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 		t.misuse.Add(1)
 		return ErrAlreadyRecorded
 	}
-	var buf [maxDepth]uintptr
-	n := runtime.Callers(skip+2, buf[:])
-	site := t.stacks.intern(buf[:n])
+	site := t.site(skip)
 
 	r.tracker = t
 	r.site = site
@@ -372,6 +379,12 @@ type Totals struct {
 	Sites      int   // distinct call stacks kept (the overflow site excluded)
 	// Overflowed counts allocations attributed to the overflow site.
 	Overflowed int64
+	// StackFallbacks counts stack captures the frame-pointer walk refused
+	// (a chain its guards did not trust, or a fault), served by
+	// runtime.Callers instead; StackMismatches counts distinct walks that
+	// named other frames than runtime.Callers and are not trusted since.
+	// Both stay 0 with the FramePointers(false) option.
+	StackFallbacks, StackMismatches int64
 	// Events counts events by kind: allocations, frees and GC leaks as
 	// above, the rest as reported with Note.
 	Events [numEventKinds]int64
@@ -416,6 +429,9 @@ func (t *Tracker) Totals() Totals {
 		Misuse:     t.misuse.Load(),
 		Sites:      int(t.stacks.count.Load()),
 		Overflowed: t.stacks.overflow.allocs.Load(),
+
+		StackFallbacks:  t.stackFallbacks.Load(),
+		StackMismatches: t.stackMismatches.Load(),
 	}
 	for i := range tt.Events {
 		tt.Events[i] = t.events[i].Load()

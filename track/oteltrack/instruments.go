@@ -17,7 +17,7 @@ type instruments struct {
 	cacheUsage, cacheLimit, cacheEntries                  metric.Int64Observable
 	cacheHits, cacheMisses, cacheEvictions                metric.Int64Observable
 	deviceUsage, deviceLimit, gpuUsage, gpuLimit          metric.Int64Observable
-	suspects, flags, windows                              metric.Int64Observable
+	suspects, flags, windows, stackFallbacks              metric.Int64Observable
 }
 
 // spec describes one instrument: where it goes and what it is.
@@ -49,6 +49,7 @@ func (in *instruments) create(meter metric.Meter, src *track.Sources) ([]metric.
 		{&in.doubleFrees, counter, "tensorlife.tensor.double_frees", "{free}", "Tensor handles freed twice."},
 		{&in.ooms, counter, "tensorlife.tensor.oom_errors", "{error}", "Allocations refused for lack of memory."},
 		{&in.maskRebuilds, counter, "tensorlife.mask.rebuilds", "{mask}", "Masks built again where they should have grown."},
+		{&in.stackFallbacks, counter, "tensorlife.stack.fallbacks", "{capture}", "Stack captures the frame-pointer walk could not serve, taken by runtime.Callers."},
 	}
 	if len(src.Pools) > 0 {
 		specs = append(specs,

@@ -36,6 +36,7 @@
 //	tensorlife.tensor.double_frees     {free}        Counter
 //	tensorlife.tensor.oom_errors       {error}       Counter        allocations refused for lack of memory
 //	tensorlife.mask.rebuilds           {mask}        Counter        masks built again where they should have grown
+//	tensorlife.stack.fallbacks         {capture}     Counter        captures the frame-pointer walk could not serve
 //
 // With Sources.Pools, per tensorlife.device (pools on one device add up):
 //
@@ -260,6 +261,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(in.doubleFrees, tt.Event(track.EventDoubleFree))
 	o.ObserveInt64(in.ooms, tt.Event(track.EventOOM))
 	o.ObserveInt64(in.maskRebuilds, tt.Event(track.EventMaskRebuilt))
+	o.ObserveInt64(in.stackFallbacks, tt.StackFallbacks+tt.StackMismatches)
 
 	if len(m.src.Pools) > 0 {
 		for dev, p := range sumPools(m.src.Pools) {

@@ -1,0 +1,139 @@
+package track
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tensorlife/tensorlife/internal/fpstack"
+)
+
+// Stack capture. A site is named by the program counters runtime.Callers
+// returns, but runtime.Callers costs about a microsecond at the depths an
+// inference service allocates from, most of a tracked allocation. Following
+// the frame-pointer chain (internal/fpstack) costs a twentieth of that, so
+// the record path walks the chain and looks the walk up in a cache of sites
+// keyed by the walked PCs. Only on a miss does it call runtime.Callers,
+// intern the site from its PCs as before, and keep the cache entry if the
+// two captures name the same frames (wrapper frames that runtime.Callers
+// hides aside): sites are exactly what runtime.Callers alone would give.
+//
+// A walk the guards refuse (a corrupt chain, a fault, capture turned off by
+// the FramePointers option or TENSORLIFE_STACK=callers) falls back to
+// runtime.Callers and is counted (Totals.StackFallbacks); a walk that does
+// not agree with runtime.Callers is cached as untrusted, counted
+// (Totals.StackMismatches), and served by runtime.Callers from then on.
+
+// walkCache maps frame-pointer walks to sites in a fixed open-addressed
+// table. Lookups take no lock; an insert, once per distinct walk, takes one.
+// The table never grows: when full, walks are not cached.
+type walkCache struct {
+	slots []atomic.Pointer[walkEntry]
+	mask  uint64
+	max   int64
+	count atomic.Int64
+	mu    sync.Mutex
+}
+
+// walkEntry is one cached walk. site is nil for a walk that disagreed with
+// runtime.Callers: untrusted, it is always served by runtime.Callers.
+type walkEntry struct {
+	hash uint64
+	pcs  []uintptr
+	site *Site
+}
+
+func newWalkCache(maxSites int) *walkCache {
+	n := 1
+	for n < 4*maxSites {
+		n <<= 1
+	}
+	return &walkCache{slots: make([]atomic.Pointer[walkEntry], n), mask: uint64(n - 1), max: int64(2 * maxSites)}
+}
+
+func (c *walkCache) lookup(h uint64, pcs []uintptr) *walkEntry {
+	for i := h & c.mask; ; i = (i + 1) & c.mask {
+		e := c.slots[i].Load()
+		if e == nil {
+			return nil
+		}
+		if e.hash == h && equalPCs(e.pcs, pcs) {
+			return e
+		}
+	}
+}
+
+func (c *walkCache) insert(h uint64, pcs []uintptr, site *Site) {
+	if c.count.Load() >= c.max {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := h & c.mask; ; i = (i + 1) & c.mask {
+		e := c.slots[i].Load()
+		if e == nil {
+			c.slots[i].Store(&walkEntry{hash: h, pcs: append([]uintptr(nil), pcs...), site: site})
+			c.count.Add(1)
+			return
+		}
+		if e.hash == h && equalPCs(e.pcs, pcs) {
+			return // another goroutine cached it first
+		}
+	}
+}
+
+// site returns the site of the stack that called the function calling site,
+// skipping skip more frames: site(0) from Record names Record's caller.
+// Every function skip passes over must not be inlined.
+//
+//go:noinline
+func (t *Tracker) site(skip int) *Site {
+	var walk [maxDepth]uintptr
+	n, ok := 0, false
+	if t.cfg.framePointers {
+		n, ok = fpstack.Walk(skip+2, walk[:])
+	}
+	var h uint64
+	if ok {
+		h = hashPCs(walk[:n])
+		if e := t.walks.lookup(h, walk[:n]); e != nil {
+			if e.site != nil {
+				return e.site
+			}
+			return t.callersSite(skip+1, nil, 0) // untrusted walk
+		}
+	} else if t.cfg.framePointers {
+		t.stackFallbacks.Add(1)
+	}
+	if !ok {
+		return t.callersSite(skip+1, nil, 0)
+	}
+	return t.callersSite(skip+1, walk[:n], h)
+}
+
+// callersSite captures the stack with runtime.Callers, interns it, and, when
+// walk is given, caches the walk for that site if the two agree.
+//
+//go:noinline
+func (t *Tracker) callersSite(skip int, walk []uintptr, h uint64) *Site {
+	var buf [maxDepth]uintptr
+	n := runtime.Callers(skip+3, buf[:])
+	site := t.stacks.intern(buf[:n])
+	if walk != nil {
+		// A copy, so that buf stays on the stack on the paths that
+		// do not compare: comparing symbolizes, which escapes.
+		t.cacheWalk(h, walk, append([]uintptr(nil), buf[:n]...), site)
+	}
+	return site
+}
+
+// cacheWalk keeps walk for site if it names the frames callers does, or as
+// untrusted if not. It runs once per distinct walk.
+func (t *Tracker) cacheWalk(h uint64, walk, callers []uintptr, site *Site) {
+	if fpstack.Agree(walk, callers, maxDepth) {
+		t.walks.insert(h, walk, site)
+		return
+	}
+	t.stackMismatches.Add(1)
+	t.walks.insert(h, walk, nil)
+}

@@ -1,0 +1,81 @@
+package track
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/internal/fpstack"
+)
+
+//go:noinline
+func captureLeaf(t *testing.T, tr *Tracker) *Record {
+	r := &Record{Bytes: 8, Kind: "tensor", Device: "host"}
+	require.NoError(t, tr.Record(context.Background(), r, 0))
+	return r
+}
+
+//go:noinline
+func captureVia(t *testing.T, tr *Tracker, depth int) *Record {
+	if depth == 0 {
+		return captureLeaf(t, tr)
+	}
+	return captureVia(t, tr, depth-1)
+}
+
+// The frame-pointer walk is only a key: sites are those runtime.Callers
+// gives, with the walk on or off, and repeated stacks are served from the
+// cache without a mismatch or a fallback.
+func TestFramePointerSitesMatchCallers(t *testing.T) {
+	if !fpstack.Enabled() {
+		t.Skip("frame-pointer capture is off on this platform or by TENSORLIFE_STACK")
+	}
+	walked, err := New(FramePointers(true))
+	require.NoError(t, err)
+	plain, err := New(FramePointers(false))
+	require.NoError(t, err)
+	for depth := range 40 { // past the 32 frames a site keeps
+		for range 3 {
+			var recs []*Record
+			for _, tr := range []*Tracker{walked, plain} { // one call instruction for both
+				recs = append(recs, captureVia(t, tr, depth))
+			}
+			assert.Equal(t, recs[1].Site().PCs(), recs[0].Site().PCs(), "depth %d", depth)
+			require.NoError(t, walked.Release(recs[0]))
+			require.NoError(t, plain.Release(recs[1]))
+		}
+	}
+	tt := walked.Totals()
+	assert.Zero(t, tt.StackFallbacks)
+	assert.Zero(t, tt.StackMismatches)
+	assert.Equal(t, plain.Totals().Sites, tt.Sites)
+	assert.Positive(t, walked.walks.count.Load(), "walks are cached")
+	assert.Zero(t, plain.walks.count.Load(), "FramePointers(false) never walks")
+}
+
+// A walk that does not agree with runtime.Callers is cached as untrusted and
+// served by runtime.Callers: the site stays right.
+func TestUntrustedWalkFallsBackToCallers(t *testing.T) {
+	if !fpstack.Enabled() {
+		t.Skip("frame-pointer capture is off")
+	}
+	tr, err := New()
+	require.NoError(t, err)
+	var sites []*Site
+	for i := range 2 {
+		if i == 1 {
+			// Poison every cached walk, as a disagreement would leave it.
+			for j := range tr.walks.slots {
+				if e := tr.walks.slots[j].Load(); e != nil {
+					tr.walks.slots[j].Store(&walkEntry{hash: e.hash, pcs: e.pcs})
+				}
+			}
+		}
+		r := captureLeaf(t, tr)
+		sites = append(sites, r.Site())
+		require.NoError(t, tr.Release(r))
+	}
+	assert.Same(t, sites[0], sites[1])
+}
