@@ -1,0 +1,63 @@
+//go:build cuda
+
+package devicetest_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"gorgonia.org/cu"
+
+	"github.com/tensorlife/tensorlife/internal/devicetest"
+	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/cuda"
+)
+
+// The suite on every CUDA device present, each capped at the suite's
+// capacity so that MemInfo moves with the suite's allocations only, even on
+// a GPU other processes share. CI runs it on the fake driver with two
+// devices (scripts/fakecuda.sh), the GPU check on the real ones.
+func TestCUDADevices(t *testing.T) {
+	n, err := cu.NumDevices()
+	require.NoError(t, err)
+	if n == 0 {
+		t.Skip("no CUDA device")
+	}
+	for ordinal := range n {
+		t.Run(fmt.Sprintf("cuda:%d", ordinal), func(t *testing.T) {
+			devicetest.Run(t, func(t *testing.T, capacity int64) tensor.Device {
+				return openCUDA(t, ordinal, cuda.WithMemoryLimit(capacity))
+			})
+		})
+	}
+}
+
+// The suite on the driver's own accounting, with no cap: out-of-memory comes
+// from cuMemAlloc and free memory from cuMemGetInfo. On a real GPU the
+// driver's own allocations move free memory too, so this runs on the fake
+// driver only.
+func TestCUDADriverAccounting(t *testing.T) {
+	dev, err := cu.GetDevice(0)
+	if err != nil {
+		t.Skipf("no CUDA device: %v", err)
+	}
+	name, err := dev.Name()
+	require.NoError(t, err)
+	if !strings.HasPrefix(name, "tensorlife fakecuda") {
+		t.Skipf("runs on the fake driver only, not on %q", name)
+	}
+	devicetest.Run(t, func(t *testing.T, _ int64) tensor.Device {
+		return openCUDA(t, 0)
+	})
+}
+
+func openCUDA(t *testing.T, ordinal int, opts ...cuda.Option) *cuda.Device {
+	d, err := cuda.Open(ordinal, opts...)
+	if err != nil {
+		t.Skipf("no CUDA device %d: %v", ordinal, err)
+	}
+	t.Cleanup(func() { require.NoError(t, d.Close()) })
+	return d
+}
