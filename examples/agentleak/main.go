@@ -10,7 +10,10 @@
 //	go run ./examples/agentleak -fixed           # the fix: nothing left live
 //
 // It runs on the host device, which behaves like a GPU of fixed capacity,
-// so it needs no GPU.
+// so it needs no GPU. Built with -tags cuda (see package tensor/cuda), it
+// runs on a GPU too, with -capacity capping the memory it takes:
+//
+//	go run -tags cuda ./examples/agentleak -device cuda:0
 package main
 
 import (
@@ -20,6 +23,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/tensorlife/tensorlife/internal/devflag"
 )
 
 func main() {
@@ -34,11 +39,13 @@ func main() {
 // options are the command line.
 type options struct {
 	workload
-	capacity int64  // host device bytes
+	capacity int64  // device bytes: the host device's size, or the cap on a GPU
 	budget   int64  // pool budget bytes
 	profile  string // where to write the live-tensor profile
 	timeline string // where to write the SVG picture; empty: none
 	trace    string // where to write the Perfetto trace; empty: none
+
+	device devflag.Spec // -device: host or cuda:N
 }
 
 func parseFlags(args []string, out io.Writer) (options, error) {
@@ -47,7 +54,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.SetOutput(out)
 	fs.Usage = func() {
 		fmt.Fprintf(out, "usage: agentleak [flags]\n\nReplays an agent's attention-mask leak on a host device "+
-			"that behaves like a GPU,\nand shows how tensorlife finds the line that leaks.\n\nflags:\n")
+			"that behaves like a GPU\n(or on a GPU: -device cuda:N), and shows how tensorlife finds the line that leaks.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	fs.BoolVar(&o.fixed, "fixed", false, "run the fix: one growable mask per request, a bounded prompt-mask cache")
@@ -55,7 +62,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.tokens, "tokens", 24, "tokens generated per request")
 	fs.IntVar(&o.batch, "batch", 4, "sequences decoded together per request")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed for the choice of prompts")
-	fs.Int64Var(&o.capacity, "capacity", 64<<20, "host device capacity in bytes")
+	devflag.Var(fs, &o.device)
+	fs.Int64Var(&o.capacity, "capacity", 64<<20, "device capacity in bytes (on cuda:N, the most memory taken from the GPU)")
 	fs.Int64Var(&o.budget, "budget", 16<<20, "pool memory budget in bytes, checked before the device is asked")
 	fs.StringVar(&o.profile, "profile", "tensors.pb.gz", "write the live-tensor profile here (empty: skip)")
 	fs.StringVar(&o.timeline, "timeline", "", "write an SVG picture of live memory by site over time here")

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tensorlife/tensorlife/internal/devflag"
 	"github.com/tensorlife/tensorlife/internal/format"
-
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
@@ -22,7 +22,7 @@ import (
 // builder and cache, the growth watcher, and the agent.
 type session struct {
 	o       options
-	dev     *tensor.HostDevice
+	dev     devflag.Device
 	tr      *track.Tracker
 	pool    *pool.Pool
 	masks   *mask.Builder
@@ -40,7 +40,7 @@ type session struct {
 func newSession(o options) (*session, error) {
 	s := &session{o: o}
 	var err error
-	if s.dev, err = tensor.NewHostDevice(o.capacity); err != nil {
+	if s.dev, err = devflag.Open(o.device, o.capacity); err != nil {
 		return nil, err
 	}
 	topts := []track.Option{track.WithName("agentleak"), track.OnLeak(func(track.LeakReport) {})}
@@ -146,7 +146,7 @@ func (s *session) report(w io.Writer, res result) error {
 // close frees everything: the leaked masks (as a shutdown would), the
 // cache, and the pool, which reports any block still in use.
 func (s *session) close() error {
-	return errors.Join(s.agent.close(), s.prompts.Close(), s.watcher.Stop(), s.pool.Close())
+	return errors.Join(s.agent.close(), s.prompts.Close(), s.watcher.Stop(), s.pool.Close(), s.dev.Close())
 }
 
 // where renders a frame on two indented lines, the file relative to the

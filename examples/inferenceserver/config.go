@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/tensorlife/tensorlife/internal/devflag"
 )
 
 // errBadConfig means a flag value the server cannot run with.
@@ -28,6 +30,10 @@ type config struct {
 	maxPrompt int
 	maxTokens int
 	maxBatch  int
+
+	// device is -device: the host device (the zero value) or cuda:N, on
+	// which capacity caps the memory taken from the GPU.
+	device devflag.Spec
 }
 
 // Defaults of the request parameters that a request leaves out.
@@ -66,7 +72,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	}
 	fs.StringVar(&c.addr, "addr", c.addr, "listen address; keep debug endpoints off public interfaces")
 	fs.BoolVar(&c.leak, "leak", c.leak, "inject the leak: a new mask every decode step, kept in an unbounded map")
-	fs.Int64Var(&c.capacity, "capacity", c.capacity, "host device capacity in bytes (the GPU it stands for)")
+	devflag.Var(fs, &c.device)
+	fs.Int64Var(&c.capacity, "capacity", c.capacity, "device capacity in bytes: the GPU the host device stands for, or on cuda:N the most memory taken from the GPU")
 	fs.Int64Var(&c.budget, "budget", c.budget, "pool memory budget in bytes")
 	fs.Int64Var(&c.cache, "cache", c.cache, "prompt-mask cache budget in bytes")
 	fs.DurationVar(&c.drain, "drain", c.drain, "how long shutdown waits for requests in flight")

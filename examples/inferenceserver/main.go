@@ -43,9 +43,11 @@
 //
 // The server runs on the host device, Go memory that behaves like a GPU of
 // -capacity bytes, so it needs no GPU. To run on one, build with -tags cuda
-// and replace tensor.NewHostDevice in newServer with cuda.Open(0) from
-// github.com/tensorlife/tensorlife/tensor/cuda: the pool, masks, tracker,
-// profile and metrics take any tensor.Device.
+// (see package tensor/cuda) and pass -device cuda:N; -capacity then caps the
+// memory the server takes from the GPU. The pool, masks, tracker, profile
+// and metrics take any tensor.Device:
+//
+//	go run -tags cuda ./examples/inferenceserver -device cuda:0 -leak
 package main
 
 import (

@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tensorlife/tensorlife/internal/devflag"
 	"github.com/tensorlife/tensorlife/internal/format"
-
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/pprofexport"
@@ -39,9 +39,9 @@ type server struct {
 	log    *slog.Logger
 	report io.Writer // where Shutdown writes the memory summary
 
-	// To run on a GPU, build with -tags cuda and open cuda.Open(0) here in
-	// place of the host device: everything below takes any tensor.Device.
-	dev     *tensor.HostDevice
+	// The host device or a GPU (-device): everything below takes any
+	// tensor.Device.
+	dev     devflag.Device
 	tr      *track.Tracker
 	pool    *pool.Pool
 	masks   *mask.Builder
@@ -70,7 +70,7 @@ func newServer(cfg config, logger *slog.Logger, report io.Writer) (*server, erro
 	}
 	s := &server{cfg: cfg, log: logger, report: report}
 	var err error
-	if s.dev, err = tensor.NewHostDevice(cfg.capacity); err != nil {
+	if s.dev, err = devflag.Open(cfg.device, cfg.capacity); err != nil {
 		return nil, err
 	}
 	if s.tr, err = track.New(track.WithName("inferenceserver"), track.WithLogger(logger)); err != nil {
@@ -194,7 +194,7 @@ func (s *server) Shutdown(ctx context.Context) error {
 	if s.leaked != nil {
 		errs = append(errs, s.leaked.freeAll())
 	}
-	errs = append(errs, s.tel.shutdown(ctx), s.pool.Close())
+	errs = append(errs, s.tel.shutdown(ctx), s.pool.Close(), s.dev.Close())
 	return errors.Join(errs...)
 }
 
