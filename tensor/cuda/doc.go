@@ -45,8 +45,17 @@
 // module), prints a message and exits the process with status 1. So Open can report a missing ordinal but
 // never a missing driver, and a test binary built with the tag cannot skip
 // its tests on a machine without a GPU: it exits before they run. Build
-// CUDA binaries for GPU machines only; elsewhere build without the tag.
-// scripts/cuda-testbin.sh builds the test binaries to copy to a GPU machine.
+// CUDA binaries for GPU machines only; elsewhere build without the tag, or
+// run them on the fake driver.
+//
+// The fake driver (scripts/fakecuda.sh) is a libcuda.so.1 made of host
+// memory, which CI puts first on LD_LIBRARY_PATH to run this package's tests,
+// the conformance suite, the pool and the examples with the tag. It keeps
+// the current context per OS thread and refuses what the real driver
+// refuses, so a call from a thread without the context current fails there
+// with CUDA_ERROR_INVALID_CONTEXT, as on a GPU; environment variables inject
+// driver failures. scripts/gpu-check.sh builds the tests, benchmarks and
+// examples to run on a GPU machine, which needs no Go.
 //
 // # Goroutines and the CUDA context
 //
