@@ -18,9 +18,12 @@
 //	go tool pprof -list 'agent.step' tensors.pb.gz
 //	go tool pprof -tagfocus request=r-42 -traces tensors.pb.gz
 //
-// or serve it over HTTP, mounted by you, next to net/http/pprof:
+// or serve it over HTTP, mounted by you on a debug listener, next to
+// net/http/pprof:
 //
-//	mux.Handle("/debug/pprof/tensors", pprofexport.Handler(tracker))
+//	h, err := pprofexport.NewHandler(tracker)
+//	...
+//	debugMux.Handle("/debug/pprof/tensors", h)
 //
 //	go tool pprof -http=: http://localhost:6060/debug/pprof/tensors
 //
@@ -33,12 +36,15 @@
 // (track.Group) is one sample with its inuse values and these labels:
 //
 //	dtype, device, kind, shape   the tensors' attributes ("bool", "cuda:0", "mask", "[64 64]")
-//	request labels               from track.WithLabels ("request", "model", ...)
+//	request labels               from track.WithLabels ("request", "model", ...), as LabelKeys allows
 //	bytes (numeric)              the size of each tensor, as in a Go heap profile
-//	leaked (numeric)             tensors the garbage collector found without Free
+//	leaked                       "true" on tensors the garbage collector found without Free
 //
-// A request label named like one of these is written as "label_" plus its
-// name. Each call site also has one sample with its alloc values: the
+// Tensors of a group that leaked and tensors that did not are two samples,
+// so -tagfocus leaked=true selects exactly the leaked ones. A request label
+// never takes the name of another: one named like the attributes above, or
+// starting with "label_", is written as "label_" plus its name (LabelPrefix).
+// Each call site also has one sample with its alloc values: the
 // allocations made there since the tracker started. The tracker counts
 // those per site only, so alloc samples carry no labels: -tagfocus selects
 // live tensors, and with -sample_index=alloc_space it selects nothing.
@@ -57,36 +63,64 @@
 // Filters are the snapshot's (track.Filter): long-lived tensors only
 // (MinAge, the leak suspects), one kind, tensors the garbage collector found
 // leaked, request labels. DiffProfile and WriteDiff write what changed
-// between two snapshots (new minus old, what -diff_base shows);
-// DeltaProfile is a window: allocations during it, tensors live at its end.
+// between two snapshots of one tracker (after minus before, what
+// -diff_base shows); DeltaProfile is a window: allocations during it,
+// tensors live at its end.
+//
+// # Labels and who sees them
+//
+// Request labels often name requests, tenants or users. A file is written
+// where its program puts it, so the writers keep every request label by
+// default: -tagfocus request=r-42 works on a dump. A handler answers anyone
+// who reaches it, so by default it serves no request label at all, only the
+// tensors' own attributes, which name no request; list the keys it may
+// serve with LabelKeys("model", "route"). tensorlife sets no request label
+// of its own outside tests, so there is nothing of the library's to keep.
 //
 // # The handler
 //
-// Handler and NewHandler answer GET requests with the profile of a fresh
-// snapshot, gzip-compressed. Query parameters:
+// NewHandler answers GET requests with the profile of a fresh snapshot,
+// gzip-compressed. Query parameters:
 //
 //	debug=1       a plain-text table instead: per site, live count and bytes, allocations, leaks,
 //	              age of the oldest live tensor, the allocating line, then each site's stack
 //	seconds=N     a delta profile over the next N seconds: alloc values over the window, in-use at
-//	              its end; refused when N reaches the server's WriteTimeout; ends with the request
+//	              its end; at most MaxDeltaWindow (5m by default), at most MaxConcurrentDeltas at
+//	              once (4 by default)
 //	min_age=5m    only tensors at least this old (a Go duration)
 //	kind=mask     only tensors of this kind
 //	leaked=true   only tensors the garbage collector found without Free
 //	gc=1          run runtime.GC first, as net/http/pprof's heap?gc=1 does
 //
-// A malformed value, an unknown parameter or a repeated one gets HTTP 400
-// with a plain-text message, which go tool pprof prints. The handler
-// registers nothing by itself and serves what any pprof endpoint serves:
-// keep it off public listeners.
+// As net/http/pprof, the handler ignores parameters it does not know
+// (scrapers add their own), and moves the write deadline of a delta past
+// its window, so the server's WriteTimeout need not exceed it. A parameter
+// given twice with one value is that value (Parca and Grafana Alloy may send
+// seconds twice); with different values it is refused. A malformed value, a
+// debug other than 0 or 1, or a window beyond MaxDeltaWindow gets HTTP 400,
+// a delta beyond MaxConcurrentDeltas 429 Too Many Requests, each with a
+// plain-text message that says the limit, which go tool pprof prints. A
+// delta's wait ends as soon as its request's context does (the client
+// left, or the server shut down and cancelled it) and holds only the
+// start's per-site counters meanwhile. The handler registers nothing by
+// itself and serves what any pprof endpoint serves: keep it on a debug
+// listener, off public ones.
 //
 // # Continuous profiling
 //
 // Scrape the handler like any pprof endpoint. Without delta, each scrape is
 // the live set at that moment, which is what a leak hunt needs. With delta,
-// the scraper adds ?seconds=<interval>, and the server's WriteTimeout and
-// the scrape timeout must both exceed it.
+// Parca asks for ?seconds=<scrape_interval> and Grafana Alloy for the
+// interval less one second: intervals up to MaxDeltaWindow (5m by default)
+// are served. Both scrapers' timeouts already allow for the window.
 //
 // Parca (parca.yaml):
+//
+//	object_storage:
+//	  bucket:
+//	    type: "FILESYSTEM"
+//	    config:
+//	      directory: "./data"
 //
 //	scrape_configs:
 //	  - job_name: "inference"
@@ -98,10 +132,14 @@
 //	        tensors:
 //	          enabled: true
 //	          path: /debug/pprof/tensors
+//	        tensors_delta:
+//	          enabled: true
+//	          path: /debug/pprof/tensors
+//	          delta: true
 //
 // Grafana Alloy, forwarding to Pyroscope:
 //
-//	pyroscope.scrape "tensors" {
+//	pyroscope.scrape "inference" {
 //	  targets    = [{"__address__" = "inference:6060", "service_name" = "inference"}]
 //	  forward_to = [pyroscope.write.default.receiver]
 //
@@ -109,6 +147,11 @@
 //	    profile.custom "tensors" {
 //	      enabled = true
 //	      path    = "/debug/pprof/tensors"
+//	    }
+//	    profile.custom "tensors_delta" {
+//	      enabled = true
+//	      path    = "/debug/pprof/tensors"
+//	      delta   = true
 //	    }
 //	  }
 //	}
@@ -120,8 +163,12 @@
 //	}
 //
 // Both also scrape the Go runtime's profiles by default (memory, block,
-// goroutine, mutex, process_cpu); set enabled to false for each in a job
-// that should scrape tensors alone.
+// goroutine, mutex, process_cpu), which net/http/pprof serves on the same
+// debug listener; set enabled to false for each in a job that should
+// scrape tensors alone. Both scrapers add seconds to the job's params map
+// itself when the job sets params, and so send it to every target of the
+// job: keep params off a job that scrapes tensors, or the live profile
+// turns into a delta.
 //
 // # Cost
 //

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/google/pprof/profile"
 	"github.com/tensorlife/tensorlife/pprofexport"
@@ -75,25 +77,31 @@ func Example() {
 	// github.com/tensorlife/tensorlife/pprofexport_test.Example: 3 tensors, 12288 bytes, request=r-1 shape=[64 64]
 }
 
-func ExampleHandler() {
+func ExampleNewHandler() {
 	tr, err := track.New()
 	if err != nil {
 		panic(err)
 	}
-	mask, err := tensor.Make(context.Background(), exampleAllocator(tr),
+	ctx := track.WithLabels(context.Background(), "request", "r-7", "model", "m1")
+	mask, err := tensor.Make(ctx, exampleAllocator(tr),
 		tensor.Spec{DType: tensor.Bool, Shape: tensor.Shape{64, 64}, Kind: "mask"})
 	if err != nil {
 		panic(err)
 	}
 	defer mask.Free()
 
-	// Mount it yourself, next to net/http/pprof if you serve that.
+	// Mount it yourself, on the debug listener next to net/http/pprof. The
+	// profile shows the request labels listed here and no other.
+	h, err := pprofexport.NewHandler(tr, pprofexport.LabelKeys("model"))
+	if err != nil {
+		panic(err)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/debug/pprof/tensors", pprofexport.Handler(tr))
+	mux.Handle("/debug/pprof/tensors", h)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	for _, query := range []string{"", "?kind=kv-cache", "?min_age=forever"} {
+	for _, query := range []string{"", "?kind=kv-cache", "?min_age=forever", "?seconds=3600"} {
 		resp, err := http.Get(srv.URL + "/debug/pprof/tensors" + query)
 		if err != nil {
 			panic(err)
@@ -110,15 +118,20 @@ func ExampleHandler() {
 			panic(err)
 		}
 		var inuse int64
+		var keys []string
 		for _, s := range p.Sample {
 			inuse += s.Value[3]
+			if s.Value[3] != 0 {
+				keys = slices.Sorted(maps.Keys(s.Label))
+			}
 		}
-		fmt.Printf("%q: %s: %d bytes in use\n", query, resp.Status, inuse)
+		fmt.Printf("%q: %s: %d bytes in use, labels %v\n", query, resp.Status, inuse, keys)
 	}
 	// Output:
-	// "": 200 OK: 4096 bytes in use
-	// "?kind=kv-cache": 200 OK: 0 bytes in use
+	// "": 200 OK: 4096 bytes in use, labels [device dtype kind model shape]
+	// "?kind=kv-cache": 200 OK: 0 bytes in use, labels []
 	// "?min_age=forever": 400 Bad Request: pprofexport: invalid value for "min_age": "forever", want a duration such as 30s or 5m
+	// "?seconds=3600": 400 Bad Request: pprofexport: "seconds"=3600 is longer than this endpoint's longest delta window, 300 seconds (MaxDeltaWindow)
 }
 
 func ExampleWriteFile() {

@@ -5,13 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
 	"runtime"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/pprof/profile"
@@ -22,29 +19,27 @@ import (
 type handler struct {
 	tracker *track.Tracker
 	cfg     config
+	// deltas holds one token per delta profile in progress.
+	deltas chan struct{}
 }
 
-// Handler returns an http.Handler that serves tr's live tensors as a pprof
-// profile, in the manner of net/http/pprof; a nil tr serves track.Default().
-// Nothing is registered anywhere: mount it yourself, under the path your
-// scraper is told about,
+// NewHandler returns an http.Handler that serves tr's live tensors as a
+// pprof profile, in the manner of net/http/pprof. Nothing is registered
+// anywhere: mount it yourself, under the path your scraper is told about,
 //
-//	mux.Handle("/debug/pprof/tensors", pprofexport.Handler(tracker))
+//	h, err := pprofexport.NewHandler(tracker)
+//	...
+//	debugMux.Handle("/debug/pprof/tensors", h)
 //
 // and keep it off public listeners, as you would net/http/pprof. See the
-// package documentation for the query parameters; NewHandler takes options.
-func Handler(tr *track.Tracker) http.Handler {
-	if tr == nil {
-		tr = track.Default()
-	}
-	return &handler{tracker: tr, cfg: config{scope: scopeHandler}}
-}
-
-// NewHandler returns a handler as Handler does, configured by opts:
-// WithFilter sets the filter every answer starts from, KeepLibraryFrames
-// keeps tensorlife's frames in the stacks. A nil tracker is an error
-// matching ErrNilTracker, an invalid option one matching ErrInvalidOption.
-// The handler is safe for concurrent use.
+// package documentation for the query parameters. Options: WithFilter sets
+// the filter every answer starts from, LabelKeys the request labels a
+// profile may show (none by default), MaxDeltaWindow and
+// MaxConcurrentDeltas bound the delta profiles, KeepLibraryFrames keeps
+// tensorlife's frames in the stacks.
+//
+// A nil tracker is an error matching ErrNilTracker, an invalid option one
+// matching ErrInvalidOption. The handler is safe for concurrent use.
 func NewHandler(tr *track.Tracker, opts ...Option) (http.Handler, error) {
 	if tr == nil {
 		return nil, ErrNilTracker
@@ -53,7 +48,7 @@ func NewHandler(tr *track.Tracker, opts ...Option) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &handler{tracker: tr, cfg: cfg}, nil
+	return &handler{tracker: tr, cfg: cfg, deltas: make(chan struct{}, cfg.maxDeltas)}, nil
 }
 
 // query is a parsed request.
@@ -64,60 +59,97 @@ type query struct {
 	gc      bool
 }
 
-// maxSeconds is the longest delta whose duration fits a time.Duration.
-const maxSeconds = int64(math.MaxInt64 / time.Second)
+// badRequest is a query the handler refuses, with the status to say so.
+type badRequest struct {
+	status int
+	msg    string
+}
 
-// knownParams are the query parameters the handler reads; any other is
-// refused, so that a misspelt filter is an error, not a silently larger
-// profile.
-var knownParams = []string{"debug", "seconds", "min_age", "kind", "leaked", "gc"}
+func (e *badRequest) Error() string { return e.msg }
+
+func refuse(format string, args ...any) error {
+	return &badRequest{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+// param returns the value of a query parameter. Parameters other than the
+// handler's are ignored, as net/http/pprof ignores them: scrapers add their
+// own to every target. A parameter repeated with one value is that value
+// (Parca and Grafana Alloy may send seconds twice); with different values
+// it is refused, since either reading could be wrong.
+func param(values url.Values, name string) (string, error) {
+	vs := values[name]
+	if len(vs) == 0 {
+		return "", nil
+	}
+	for _, v := range vs[1:] {
+		if v != vs[0] {
+			return "", refuse("parameter %q given different values: %q", name, vs)
+		}
+	}
+	return vs[0], nil
+}
 
 func (h *handler) parse(r *http.Request) (query, error) {
 	q := query{filter: h.cfg.filter}
 	values, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return q, fmt.Errorf("malformed query: %v", err)
+		return q, refuse("malformed query: %v", err)
 	}
-	for name, v := range values {
-		if !slices.Contains(knownParams, name) {
-			return q, fmt.Errorf("unknown parameter %q (known: %s)", name, strings.Join(knownParams, ", "))
+	get := func(name string) string {
+		if err != nil {
+			return ""
 		}
-		if len(v) > 1 {
-			return q, fmt.Errorf("parameter %q given %d times", name, len(v))
-		}
+		var v string
+		v, err = param(values, name)
+		return v
 	}
-	if s := values.Get("debug"); s != "" {
-		if q.debug, err = strconv.Atoi(s); err != nil || q.debug < 0 {
-			return q, fmt.Errorf(`invalid value for "debug": %q, want 0 (profile) or 1 (text)`, s)
-		}
+	debug, seconds, minAge, leaked, gc := get("debug"), get("seconds"), get("min_age"), get("leaked"), get("gc")
+	kind := get("kind")
+	if err != nil {
+		return q, err
 	}
-	if s := values.Get("seconds"); s != "" {
-		if q.seconds, err = strconv.ParseInt(s, 10, 64); err != nil || q.seconds <= 0 || q.seconds > maxSeconds {
-			return q, fmt.Errorf(`invalid value for "seconds": %q, want a positive integer`, s)
+	switch debug {
+	case "", "0":
+	case "1":
+		q.debug = 1
+	default:
+		return q, refuse(`invalid value for "debug": %q, want 0 (profile) or 1 (text)`, debug)
+	}
+	if seconds != "" {
+		if q.seconds, err = strconv.ParseInt(seconds, 10, 64); err != nil || q.seconds <= 0 {
+			return q, refuse(`invalid value for "seconds": %q, want a positive integer`, seconds)
 		}
 		if q.debug != 0 {
-			return q, errors.New(`"seconds" and "debug" cannot be combined`)
+			return q, refuse(`"seconds" and "debug" cannot be combined`)
+		}
+		limit := int64(h.cfg.maxDeltaWindow / time.Second)
+		switch {
+		case h.cfg.maxDeltas == 0:
+			return q, refuse(`delta profiles ("seconds") are turned off on this endpoint (MaxConcurrentDeltas(0))`)
+		case q.seconds > limit:
+			return q, refuse(`"seconds"=%d is longer than this endpoint's longest delta window, %d seconds (MaxDeltaWindow)`,
+				q.seconds, limit)
 		}
 	}
-	if s := values.Get("min_age"); s != "" {
-		if q.filter.MinAge, err = time.ParseDuration(s); err != nil || q.filter.MinAge < 0 {
-			return q, fmt.Errorf(`invalid value for "min_age": %q, want a duration such as 30s or 5m`, s)
+	if minAge != "" {
+		if q.filter.MinAge, err = time.ParseDuration(minAge); err != nil || q.filter.MinAge < 0 {
+			return q, refuse(`invalid value for "min_age": %q, want a duration such as 30s or 5m`, minAge)
 		}
 	}
 	if values.Has("kind") {
-		q.filter.Kind = values.Get("kind")
+		q.filter.Kind = kind
 	}
-	if s := values.Get("leaked"); s != "" {
-		if q.filter.LeakedOnly, err = strconv.ParseBool(s); err != nil {
-			return q, fmt.Errorf(`invalid value for "leaked": %q, want true or false`, s)
+	if leaked != "" {
+		if q.filter.LeakedOnly, err = strconv.ParseBool(leaked); err != nil {
+			return q, refuse(`invalid value for "leaked": %q, want true or false`, leaked)
 		}
 	}
-	if s := values.Get("gc"); s != "" {
-		if q.gc, err = strconv.ParseBool(s); err != nil {
+	if gc != "" {
+		if q.gc, err = strconv.ParseBool(gc); err != nil {
 			// net/http/pprof reads gc=1 as a number; accept any integer too.
-			n, nerr := strconv.Atoi(s)
+			n, nerr := strconv.Atoi(gc)
 			if nerr != nil {
-				return q, fmt.Errorf(`invalid value for "gc": %q, want true or false`, s)
+				return q, refuse(`invalid value for "gc": %q, want true or false`, gc)
 			}
 			q.gc = n > 0
 		}
@@ -134,11 +166,47 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	q, err := h.parse(r)
 	if err != nil {
+		serveRefusal(w, err)
+		return
+	}
+	if q.seconds > 0 {
+		h.serveDelta(w, r, q)
+		return
+	}
+	snap, err := h.snapshot(q)
+	if err != nil {
 		serveError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if q.seconds > 0 && exceedsWriteTimeout(r, q.seconds) {
-		serveError(w, http.StatusBadRequest, `"seconds" exceeds the server's WriteTimeout`)
+	var body bytes.Buffer
+	if q.debug > 0 {
+		if err = writeText(&body, snap, h.cfg); err == nil {
+			writeBody(w, "text/plain; charset=utf-8", "", body.Bytes())
+		}
+	} else {
+		err = h.writeProfile(w, &body, build(snap, h.cfg, allocSites(snap)), "tensors")
+	}
+	if err != nil {
+		serveError(w, http.StatusInternalServerError, err.Error())
+	}
+}
+
+// serveDelta answers ?seconds=N: the profile of the next N seconds.
+func (h *handler) serveDelta(w http.ResponseWriter, r *http.Request, q query) {
+	select {
+	case h.deltas <- struct{}{}:
+		defer func() { <-h.deltas }()
+	default:
+		hd := w.Header()
+		hd.Set("Retry-After", strconv.FormatInt(q.seconds, 10))
+		serveError(w, http.StatusTooManyRequests, fmt.Sprintf(
+			"too many delta profiles in progress: this endpoint computes at most %d at once (MaxConcurrentDeltas); retry later",
+			h.cfg.maxDeltas))
+		return
+	}
+	window := time.Duration(q.seconds) * time.Second
+	if err := extendWriteDeadline(w, r, window); err != nil {
+		serveRefusal(w, err)
 		return
 	}
 	start, err := h.snapshot(q)
@@ -146,37 +214,41 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		serveError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	var body bytes.Buffer
-	switch {
-	case q.debug > 0:
-		err = WriteText(&body, start, h.profileOptions()...)
-		if err == nil {
-			writeBody(w, "text/plain; charset=utf-8", "", body.Bytes())
-		}
-	case q.seconds > 0:
-		var end *track.Snapshot
-		end, err = h.wait(r.Context(), q, time.Duration(q.seconds)*time.Second)
-		if err != nil {
-			serveWaitError(w, err)
-			return
-		}
-		var p *profile.Profile
-		if p, err = DeltaProfile(start, end, h.profileOptions()...); err == nil {
-			err = h.writeProfile(w, &body, p, "tensors-delta")
-		}
-	default:
-		var p *profile.Profile
-		if p, err = Profile(start, h.profileOptions()...); err == nil {
-			err = h.writeProfile(w, &body, p, "tensors")
-		}
+	// A delta reads only the start's per-site counters: drop its groups,
+	// which grow with the labels of the live set, for the window's length.
+	start = &track.Snapshot{Tracker: start.Tracker, Time: start.Time, Totals: start.Totals,
+		Filter: start.Filter, Sites: start.Sites}
+	end, err := h.wait(r.Context(), q, window)
+	if err != nil {
+		serveWaitError(w, err)
+		return
+	}
+	var p *profile.Profile
+	if p, err = combine(start, end, []int64{-1, -1, 0, 0}, "delta", h.cfg); err == nil {
+		err = h.writeProfile(w, &bytes.Buffer{}, p, "tensors-delta")
 	}
 	if err != nil {
 		serveError(w, http.StatusInternalServerError, err.Error())
 	}
 }
 
-func (h *handler) profileOptions() []Option {
-	return []Option{KeepLibraryFrames(h.cfg.keepLibrary)}
+// extendWriteDeadline moves the write deadline of a delta's answer past its
+// window, as net/http/pprof does: the server's WriteTimeout counts from the
+// request, and would cut off any window longer than itself. Where the
+// deadline cannot be moved (a middleware's ResponseWriter that does not
+// unwrap) and the window would outlast WriteTimeout, the request is
+// refused with a text that states the limit.
+func extendWriteDeadline(w http.ResponseWriter, r *http.Request, window time.Duration) error {
+	srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server)
+	if !ok || srv.WriteTimeout <= 0 {
+		return nil
+	}
+	err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(srv.WriteTimeout + window))
+	if err == nil || window < srv.WriteTimeout {
+		return nil
+	}
+	return refuse(`"seconds"=%d reaches the server's WriteTimeout of %v, which cannot be extended here (%v): ask for less than %v`,
+		int64(window/time.Second), srv.WriteTimeout, err, srv.WriteTimeout)
 }
 
 // snapshot takes the snapshot a query asks for.
@@ -187,8 +259,9 @@ func (h *handler) snapshot(q query) (*track.Snapshot, error) {
 	return h.tracker.SnapshotOf(q.filter)
 }
 
-// wait takes the second snapshot of a delta after d, or gives up when the
-// request ends first.
+// wait takes the second snapshot of a delta after d, or gives up as soon
+// as the request's context ends: the client left, a middleware's deadline
+// passed, or the server is shutting down and cancelled it.
 func (h *handler) wait(ctx context.Context, q query, d time.Duration) (*track.Snapshot, error) {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -222,11 +295,14 @@ func writeBody(w http.ResponseWriter, contentType, attachment string, body []byt
 	_, _ = w.Write(body) // the client has gone; nothing left to tell it
 }
 
-// exceedsWriteTimeout reports whether a delta of seconds would outlast the
-// serving http.Server's WriteTimeout, which would cut the answer off.
-func exceedsWriteTimeout(r *http.Request, seconds int64) bool {
-	srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server)
-	return ok && srv.WriteTimeout > 0 && float64(seconds) >= srv.WriteTimeout.Seconds()
+// serveRefusal answers a request the handler refuses.
+func serveRefusal(w http.ResponseWriter, err error) {
+	var br *badRequest
+	if errors.As(err, &br) {
+		serveError(w, br.status, br.msg)
+		return
+	}
+	serveError(w, http.StatusBadRequest, err.Error())
 }
 
 // serveWaitError answers a delta window that ended early. The request's
@@ -236,7 +312,7 @@ func exceedsWriteTimeout(r *http.Request, seconds int64) bool {
 // that left is harmless.
 func serveWaitError(w http.ResponseWriter, err error) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		serveError(w, http.StatusServiceUnavailable, "pprofexport: delta window interrupted: "+err.Error())
+		serveError(w, http.StatusServiceUnavailable, "delta window interrupted: "+err.Error())
 		return
 	}
 	serveError(w, http.StatusInternalServerError, err.Error())

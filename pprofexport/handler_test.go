@@ -122,19 +122,25 @@ func TestHandlerBadRequests(t *testing.T) {
 		query string
 		want  string
 	}{
-		{"debug=x", `"debug"`},
-		{"debug=-1", `"debug"`},
+		{"debug=x", `invalid value for "debug": "x", want 0 (profile) or 1 (text)`},
+		{"debug=-1", `invalid value for "debug": "-1", want 0 (profile) or 1 (text)`},
+		{"debug=7", `invalid value for "debug": "7", want 0 (profile) or 1 (text)`},
+		{"debug=2", `invalid value for "debug": "2", want 0 (profile) or 1 (text)`},
 		{"seconds=0", `"seconds"`},
 		{"seconds=-3", `"seconds"`},
 		{"seconds=1.5", `"seconds"`},
-		{"seconds=9223372036854775807", `"seconds"`},
+		{"seconds=301", `"seconds"=301 is longer than this endpoint's longest delta window, 300 seconds (MaxDeltaWindow)`},
+		{"seconds=99999999", `300 seconds (MaxDeltaWindow)`},
+		{"seconds=9223372036854775807", `300 seconds (MaxDeltaWindow)`},
+		{"seconds=99999999999999999999", `"seconds"`},
 		{"seconds=2&debug=1", `cannot be combined`},
 		{"min_age=soon", `"min_age"`},
 		{"min_age=-1s", `"min_age"`},
 		{"leaked=maybe", `"leaked"`},
 		{"gc=maybe", `"gc"`},
-		{"minage=5m", `unknown parameter "minage"`},
-		{"kind=a&kind=b", `"kind" given 2 times`},
+		{"kind=a&kind=b", `parameter "kind" given different values: ["a" "b"]`},
+		{"seconds=10&seconds=15", `parameter "seconds" given different values: ["10" "15"]`},
+		{"debug=1&debug=7", `parameter "debug" given different values`},
 		{"kind=%zz", `malformed query`},
 	}
 	for _, tt := range tests {
@@ -167,18 +173,139 @@ func TestHandlerDeltaProfile(t *testing.T) {
 	assert.GreaterOrEqual(t, p.DurationNanos, time.Second.Nanoseconds())
 }
 
-func TestHandlerDeltaRefusedPastWriteTimeout(t *testing.T) {
+// Scrapers send their own parameters, and Parca and Grafana Alloy may send
+// seconds twice: as net/http/pprof, the handler ignores what it does not
+// read and takes a repeated parameter with one value as that value.
+func TestHandlerToleratesScraperParameters(t *testing.T) {
 	prog := newProgram(t)
+	prog.masks("r1", 3)
+	prog.kv("r2", 2)
+	srv := serve(t, newHandler(t, prog.tracker))
+
+	tests := []struct {
+		name  string
+		query string
+		masks int64
+		kv    int64
+	}{
+		{"unknown parameters", "?minage=5m&job=inference&__name__=tensors", 3, 2},
+		{"a repeated kind", "?kind=kv-cache&kind=kv-cache", 0, 2},
+		{"a repeated empty debug", "?debug=0&debug=0", 3, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := byLeaf(getProfile(t, srv.URL+tensorsPath+tt.query))
+			assert.Equal(t, tt.masks, got[fnMasks][inuseObjects], "masks")
+			assert.Equal(t, tt.kv, got[fnKV][inuseObjects], "kv")
+		})
+	}
+	t.Run("seconds twice", func(t *testing.T) {
+		p := getProfile(t, srv.URL+tensorsPath+"?seconds=1&seconds=1&profile=tensors")
+		assert.GreaterOrEqual(t, p.DurationNanos, time.Second.Nanoseconds(), "a delta profile")
+	})
+}
+
+// A delta window longer than the server's WriteTimeout is served: the
+// handler moves the write deadline past the window, as net/http/pprof does.
+func TestHandlerDeltaExtendsWriteDeadline(t *testing.T) {
+	prog := newProgram(t)
+	prog.masks("r1", 2)
 	mux := http.NewServeMux()
 	mux.Handle(tensorsPath, newHandler(t, prog.tracker))
 	srv := httptest.NewUnstartedServer(mux)
-	srv.Config.WriteTimeout = 5 * time.Second
+	srv.Config.WriteTimeout = 200 * time.Millisecond
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	resp, body := get(t, srv.URL+tensorsPath+"?seconds=5")
+	p := getProfile(t, srv.URL+tensorsPath+"?seconds=1")
+	assert.Equal(t, [4]int64{0, 0, 2, 2 * maskBytes}, byLeaf(p)[fnMasks])
+	assert.GreaterOrEqual(t, p.DurationNanos, time.Second.Nanoseconds())
+}
+
+// opaqueWriter hides the connection's ResponseWriter, as a middleware that
+// does not implement Unwrap does, so the deadline cannot be moved.
+type opaqueWriter struct{ w http.ResponseWriter }
+
+func (o opaqueWriter) Header() http.Header         { return o.w.Header() }
+func (o opaqueWriter) Write(b []byte) (int, error) { return o.w.Write(b) }
+func (o opaqueWriter) WriteHeader(status int)      { o.w.WriteHeader(status) }
+
+func TestHandlerDeltaRefusedWhereTheDeadlineCannotMove(t *testing.T) {
+	prog := newProgram(t)
+	h := newHandler(t, prog.tracker)
+	mux := http.NewServeMux()
+	mux.Handle(tensorsPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(opaqueWriter{w}, r)
+	}))
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.WriteTimeout = time.Second
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	resp, body := get(t, srv.URL+tensorsPath+"?seconds=1")
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
-	assert.Contains(t, string(body), "WriteTimeout")
+	assert.Contains(t, string(body), `"seconds"=1 reaches the server's WriteTimeout of 1s`, "the text states the limit")
+}
+
+func TestHandlerMaxDeltaWindow(t *testing.T) {
+	prog := newProgram(t)
+	srv := serve(t, newHandler(t, prog.tracker, pprofexport.MaxDeltaWindow(2*time.Second)))
+	resp, body := get(t, srv.URL+tensorsPath+"?seconds=3")
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Contains(t, string(body), "longest delta window, 2 seconds (MaxDeltaWindow)")
+
+	off := serve(t, newHandler(t, prog.tracker, pprofexport.MaxConcurrentDeltas(0)))
+	resp, body = get(t, off.URL+tensorsPath+"?seconds=1")
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Contains(t, string(body), "turned off")
+	getProfile(t, off.URL+tensorsPath) // the live profile is still served
+}
+
+// A handler serves no request label unless it is listed: whoever reaches
+// the endpoint reads the profile.
+func TestHandlerLabelKeys(t *testing.T) {
+	prog := newProgram(t)
+	ctx := track.WithLabels(context.Background(), "request", "r-secret", "model", "m1", "bytes", "x")
+	ms, err := buildMasks(ctx, prog.alloc, 2)
+	prog.live = append(prog.live, ms...)
+	require.NoError(t, err)
+
+	tests := []struct {
+		name string
+		opts []pprofexport.Option
+		want map[string][]string
+	}{
+		{"none by default", nil, map[string][]string{}},
+		{"listed keys", []pprofexport.Option{pprofexport.LabelKeys("model", "bytes")},
+			map[string][]string{"model": {"m1"}, "label_bytes": {"x"}}},
+		{"no key", []pprofexport.Option{pprofexport.LabelKeys()}, map[string][]string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := serve(t, newHandler(t, prog.tracker, tt.opts...))
+			for _, url := range []string{srv.URL + tensorsPath, srv.URL + tensorsPath + "?seconds=1"} {
+				p := getProfile(t, url)
+				var live []*profile.Sample
+				for _, s := range p.Sample {
+					if s.Value[inuseObjects] != 0 {
+						live = append(live, s)
+					}
+				}
+				require.Len(t, live, 1, url)
+				got := map[string][]string{}
+				for k, v := range live[0].Label {
+					switch k {
+					case "dtype", "device", "kind", "shape":
+					default:
+						got[k] = v
+					}
+				}
+				assert.Equal(t, tt.want, got, url)
+				assert.Equal(t, []string{"bool"}, live[0].Label["dtype"], "the tensors' own attributes are always there")
+				assert.Equal(t, []int64{maskBytes}, live[0].NumLabel["bytes"])
+			}
+		})
+	}
 }
 
 func TestHandlerDeltaEndsWithRequest(t *testing.T) {
@@ -205,7 +332,7 @@ func TestHandlerDeltaEndsWithRequest(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := tt.ctx()
 			defer cancel()
-			req := httptest.NewRequestWithContext(ctx, http.MethodGet, tensorsPath+"?seconds=3600", nil)
+			req := httptest.NewRequestWithContext(ctx, http.MethodGet, tensorsPath+"?seconds=300", nil)
 			rec := httptest.NewRecorder()
 			done := make(chan struct{})
 			go func() {
@@ -236,6 +363,13 @@ func TestHandlerConstruction(t *testing.T) {
 		{"nil option", tr, []pprofexport.Option{nil}, pprofexport.ErrInvalidOption},
 		{"negative min age", tr, []pprofexport.Option{pprofexport.WithFilter(track.Filter{MinAge: -time.Second})}, pprofexport.ErrInvalidOption},
 		{"allocations listed", tr, []pprofexport.Option{pprofexport.WithFilter(track.Filter{Allocations: true})}, pprofexport.ErrInvalidOption},
+		{"no delta window", tr, []pprofexport.Option{pprofexport.MaxDeltaWindow(0)}, pprofexport.ErrInvalidOption},
+		{"a window in part seconds", tr, []pprofexport.Option{pprofexport.MaxDeltaWindow(1500 * time.Millisecond)}, pprofexport.ErrInvalidOption},
+		{"a window over an hour", tr, []pprofexport.Option{pprofexport.MaxDeltaWindow(time.Hour + time.Second)}, pprofexport.ErrInvalidOption},
+		{"negative concurrent deltas", tr, []pprofexport.Option{pprofexport.MaxConcurrentDeltas(-1)}, pprofexport.ErrInvalidOption},
+		{"too many concurrent deltas", tr, []pprofexport.Option{pprofexport.MaxConcurrentDeltas(257)}, pprofexport.ErrInvalidOption},
+		{"empty label key", tr, []pprofexport.Option{pprofexport.LabelKeys("model", "")}, pprofexport.ErrInvalidOption},
+		{"too many label keys", tr, []pprofexport.Option{pprofexport.LabelKeys(make([]string, 65)...)}, pprofexport.ErrInvalidOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -244,19 +378,13 @@ func TestHandlerConstruction(t *testing.T) {
 			assert.Nil(t, h)
 		})
 	}
-	t.Run("Handler(nil) serves the default tracker", func(t *testing.T) {
-		rec := httptest.NewRecorder()
-		pprofexport.Handler(nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tensorsPath+"?debug=1", nil))
-		assert.Equal(t, http.StatusOK, rec.Code)
-		assert.Contains(t, rec.Body.String(), `tracker "default"`)
-	})
 }
 
 func TestGoToolPprofFetchesHandler(t *testing.T) {
 	prog := newProgram(t)
 	prog.masks("r1", 3)
 	prog.kv("r2", 2)
-	srv := serve(t, pprofexport.Handler(prog.tracker))
+	srv := serve(t, newHandler(t, prog.tracker))
 	require.True(t, strings.HasPrefix(srv.URL, "http://127.0.0.1:"), srv.URL)
 
 	out, err := runPprof(t, "-top", "-sample_index=inuse_objects", srv.URL+tensorsPath)
@@ -264,7 +392,7 @@ func TestGoToolPprofFetchesHandler(t *testing.T) {
 	assert.NotEmpty(t, lineMatching(out, topRow("3", fnMasks)), out)
 	assert.NotEmpty(t, lineMatching(out, topRow("2", fnKV)), out)
 
-	out, err = runPprof(t, "-top", "-sample_index=inuse_objects", srv.URL+tensorsPath+"?kind=mask&minage=1m")
+	out, err = runPprof(t, "-top", "-sample_index=inuse_objects", srv.URL+tensorsPath+"?kind=mask&debug=7")
 	require.Error(t, err, out)
-	assert.Contains(t, err.Error(), `unknown parameter "minage"`, "pprof shows the handler's message")
+	assert.Contains(t, err.Error(), `want 0 (profile) or 1 (text)`, "pprof shows the handler's message")
 }

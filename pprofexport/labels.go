@@ -1,13 +1,14 @@
 package pprofexport
 
 import (
+	"strings"
+
 	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
 )
 
-// The labels of a live sample. A request label (track.WithLabels) whose key
-// is one of these names is written under LabelPrefix plus its key, so it
-// cannot hide the tensor's own attributes.
+// The labels of a live sample: the tensors' own attributes, which every
+// live sample carries, next to the request labels LabelKeys lets through.
 const (
 	// LabelDType is the string label holding the tensors' element type.
 	LabelDType = "dtype"
@@ -22,10 +23,15 @@ const (
 	// sample, in bytes, as "bytes" does in a Go heap profile
 	// (-tagfocus=bytes=1mb: selects tensors of a megabyte or more).
 	LabelBytes = "bytes"
-	// LabelLeaked is the numeric label counting the tensors of a sample the
-	// garbage collector found without Free; absent when there are none.
+	// LabelLeaked is the string label "true" on the samples of tensors the
+	// garbage collector found without Free (-tagfocus leaked=true); absent
+	// on the others.
 	LabelLeaked = "leaked"
-	// LabelPrefix renames a request label that collides with the names above.
+	// LabelPrefix keeps request labels apart from the names above: a
+	// request label whose key is one of them, or starts with LabelPrefix
+	// itself, is written as LabelPrefix plus its key. "bytes" becomes
+	// "label_bytes" and "label_bytes" becomes "label_label_bytes", so no two
+	// keys ever meet under one name; every other key is written as it is.
 	LabelPrefix = "label_"
 )
 
@@ -37,6 +43,19 @@ func reservedLabel(key string) bool {
 	return false
 }
 
+// labelName is the name a request label key is written under (see
+// LabelPrefix). The renaming is one to one: a renamed key starts with
+// LabelPrefix, and a key written as it is does not.
+func labelName(key string) string {
+	if reservedLabel(key) || strings.HasPrefix(key, LabelPrefix) {
+		return LabelPrefix + key
+	}
+	return key
+}
+
+// leakedTrue is LabelLeaked's value.
+const leakedTrue = "true"
+
 // sampleLabels are the label maps of a sample.
 type sampleLabels struct {
 	label map[string][]string
@@ -44,33 +63,69 @@ type sampleLabels struct {
 	unit  map[string][]string
 }
 
-// labelKey identifies the labels of a group without rendering them: shapes
-// of up to eight dimensions are compared inline.
+// labelKey identifies the labels of a sample without rendering them:
+// shapes of up to eight dimensions are compared inline.
 type labelKey struct {
 	dtype, device, kind string
 	rank                int
 	dims                [8]int
 	longShape           string
-	labels              track.Labels
-	perTensor, leaked   int64
+	labels              string // the request labels kept, encoded
+	perTensor           int64
+	leaked              bool
+}
+
+// keptLabels are the request labels of a label set that a profile keeps.
+type keptLabels struct {
+	key   string   // the pairs, as a map key
+	pairs []string // name (renamed), value, interleaved
 }
 
 // labeler builds label maps once per distinct set of labels in a profile,
 // so that groups that differ only by site share them: a profile of a
 // thousand sites of one kind of tensor holds one set of maps.
 type labeler struct {
+	cfg   *config
+	kept  map[track.Labels]keptLabels
 	cache map[labelKey]*sampleLabels
 }
 
-func newLabeler() *labeler { return &labeler{cache: make(map[labelKey]*sampleLabels)} }
+func newLabeler(cfg *config) *labeler {
+	return &labeler{cfg: cfg, kept: make(map[track.Labels]keptLabels), cache: make(map[labelKey]*sampleLabels)}
+}
 
-// labels returns the labels of g: its attributes, its request labels, the
-// size of each of its tensors and how many of them leaked. Empty values are
-// left out: the profile format cannot tell an empty string label from a
-// missing one, and a value that does not survive a round trip would make two
+// keep returns the request labels of l the profile carries, renamed.
+func (lb *labeler) keep(l track.Labels) keptLabels {
+	if k, ok := lb.kept[l]; ok {
+		return k
+	}
+	var k keptLabels
+	var key strings.Builder
+	l.Range(func(name, value string) bool {
+		if lb.cfg.keepsLabel(name) {
+			name = labelName(name)
+			k.pairs = append(k.pairs, name, value)
+			key.WriteString(name)
+			key.WriteByte(0)
+			key.WriteString(value)
+			key.WriteByte(0)
+		}
+		return true
+	})
+	k.key = key.String()
+	lb.kept[l] = k
+	return k
+}
+
+// labels returns the labels of the tensors of g that leaked (or of those
+// that did not): their attributes, the request labels the profile keeps,
+// the size of each tensor and whether they leaked. Empty values are left
+// out: the profile format cannot tell an empty string label from a missing
+// one, and a value that does not survive a round trip would make two
 // readings of one file differ.
-func (lb *labeler) labels(g *track.Group) *sampleLabels {
-	k := labelKey{dtype: g.DType, device: g.Device, kind: g.Kind, rank: len(g.Shape), labels: g.Labels, leaked: g.Leaked}
+func (lb *labeler) labels(g *track.Group, leaked bool) *sampleLabels {
+	kept := lb.keep(g.Labels)
+	k := labelKey{dtype: g.DType, device: g.Device, kind: g.Kind, rank: len(g.Shape), labels: kept.key, leaked: leaked}
 	if g.Count > 0 {
 		k.perTensor = g.Bytes / g.Count
 	}
@@ -83,7 +138,7 @@ func (lb *labeler) labels(g *track.Group) *sampleLabels {
 		return l
 	}
 
-	l := &sampleLabels{label: make(map[string][]string, 4+g.Labels.Len())}
+	l := &sampleLabels{label: make(map[string][]string, 5+len(kept.pairs)/2)}
 	set := func(key, value string) {
 		if value != "" {
 			l.label[key] = append(l.label[key], value)
@@ -93,25 +148,16 @@ func (lb *labeler) labels(g *track.Group) *sampleLabels {
 	set(LabelDevice, g.Device)
 	set(LabelKind, g.Kind)
 	set(LabelShape, format.Shape(g.Shape))
-	g.Labels.Range(func(key, value string) bool {
-		if reservedLabel(key) {
-			key = LabelPrefix + key
-		}
-		set(key, value)
-		return true
-	})
+	if leaked {
+		set(LabelLeaked, leakedTrue)
+	}
+	for i := 0; i < len(kept.pairs); i += 2 {
+		set(kept.pairs[i], kept.pairs[i+1])
+	}
 	// A zero numeric label is lost in the encoding, as an empty string is.
-	if k.perTensor != 0 || k.leaked != 0 {
-		l.num = make(map[string][]int64, 2)
-		l.unit = make(map[string][]string, 2)
-	}
 	if k.perTensor != 0 {
-		l.num[LabelBytes] = []int64{k.perTensor}
-		l.unit[LabelBytes] = []string{"bytes"}
-	}
-	if k.leaked != 0 {
-		l.num[LabelLeaked] = []int64{k.leaked}
-		l.unit[LabelLeaked] = []string{"count"}
+		l.num = map[string][]int64{LabelBytes: {k.perTensor}}
+		l.unit = map[string][]string{LabelBytes: {"bytes"}}
 	}
 	lb.cache[k] = l
 	return l

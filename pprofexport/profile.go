@@ -40,10 +40,11 @@ func newProfile() *profile.Profile {
 }
 
 // Profile builds the pprof profile of snap: one sample per group of live
-// tensors (snap.Groups) carrying inuse_objects and inuse_space, the group's
-// labels and the size of its tensors, and one sample per call site
-// (snap.Sites) carrying alloc_objects and alloc_space, the allocations made
-// there since the tracker started. The tracker counts allocations per site
+// tensors (snap.Groups; two when some of its tensors leaked) carrying
+// inuse_objects and inuse_space, the group's labels (its request labels as
+// LabelKeys allows, all by default) and the size of its tensors, and one
+// sample per call site (snap.Sites) carrying alloc_objects and alloc_space,
+// the allocations made there since the tracker started. The tracker counts allocations per site
 // only, so alloc samples have no labels: -tagfocus selects live tensors, and
 // -sample_index=alloc_space with -tagfocus shows nothing. With a filtered
 // snapshot, alloc values still count every allocation of each site the
@@ -81,11 +82,18 @@ func build(snap *track.Snapshot, cfg config, withAlloc func(*track.SiteStats) bo
 	}
 	p.Comments = comments(snap)
 	st := newStacks(p, cfg.keepLibrary)
-	lb := newLabeler()
+	lb := newLabeler(&cfg)
 
+	// A group whose tensors the garbage collector found leaked in part is
+	// two samples, so that -tagfocus leaked=true selects exactly those.
+	n := len(snap.Groups) + len(snap.Sites)
+	for i := range snap.Groups {
+		if g := &snap.Groups[i]; g.Leaked > 0 && g.Leaked < g.Count {
+			n++
+		}
+	}
 	// Samples and their values are carved from two blocks: a profile of
 	// many sites costs a few allocations more, not three per sample.
-	n := len(snap.Groups) + len(snap.Sites)
 	samples := make([]profile.Sample, 0, n)
 	values := make([]int64, numValues*n)
 	p.Sample = make([]*profile.Sample, 0, n)
@@ -96,14 +104,32 @@ func build(snap *track.Snapshot, cfg config, withAlloc func(*track.SiteStats) bo
 		samples = append(samples, s)
 		p.Sample = append(p.Sample, &samples[len(samples)-1])
 	}
+	live := func(g *track.Group, leaked bool, count, bytes int64) {
+		l := lb.labels(g, leaked)
+		add(profile.Sample{Location: st.site(g.Site), Label: l.label, NumLabel: l.num, NumUnit: l.unit},
+			[numValues]int64{inuseObjects: count, inuseSpace: bytes})
+	}
 	for i := range snap.Groups {
 		g := &snap.Groups[i]
 		if g.Count == 0 && g.Bytes == 0 {
 			continue
 		}
-		l := lb.labels(g)
-		add(profile.Sample{Location: st.site(g.Site), Label: l.label, NumLabel: l.num, NumUnit: l.unit},
-			[numValues]int64{inuseObjects: g.Count, inuseSpace: g.Bytes})
+		leaked := min(max(g.Leaked, 0), g.Count)
+		var leakedBytes int64
+		switch {
+		case leaked == g.Count:
+			leakedBytes = g.Bytes
+		case leaked > 0:
+			// The tensors of a group share dtype and shape, so each has
+			// the group's mean size.
+			leakedBytes = g.Bytes / g.Count * leaked
+		}
+		if leaked > 0 {
+			live(g, true, leaked, leakedBytes)
+		}
+		if g.Count > leaked || g.Bytes != leakedBytes {
+			live(g, false, g.Count-leaked, g.Bytes-leakedBytes)
+		}
 	}
 	for i := range snap.Sites {
 		site := &snap.Sites[i]
@@ -153,57 +179,76 @@ func flatten(m map[string]string) []string {
 	return kv
 }
 
-// DiffProfile returns a profile of what changed from old to new, two
-// snapshots of one tracker with old taken first: every value is new's minus
-// old's for the same stack and labels, so go tool pprof -top lists what grew
-// with positive values and what shrank with negative ones. It is what
-// go tool pprof -diff_base=old.pb.gz new.pb.gz shows, in one file.
+// DiffProfile returns a profile of what changed from before to after, two
+// snapshots of one tracker with before taken first: every value is after's
+// minus before's for the same stack and labels, so go tool pprof -top lists
+// what grew with positive values and what shrank with negative ones. It is
+// what go tool pprof -diff_base=before.pb.gz after.pb.gz shows, in one
+// file.
 //
 // Snapshots taken with different filters compare what each selected; take
 // both with the same filter. Snapshots passed newest first return an error
-// matching ErrSnapshotOrder.
-func DiffProfile(old, new *track.Snapshot, opts ...Option) (*profile.Profile, error) {
-	return combine(old, new, []int64{-1, -1, -1, -1}, "diff", opts)
+// matching ErrSnapshotOrder, snapshots of two trackers one matching
+// ErrTrackerMismatch.
+func DiffProfile(before, after *track.Snapshot, opts ...Option) (*profile.Profile, error) {
+	cfg, err := newConfig(scopeProfile, opts)
+	if err != nil {
+		return nil, err
+	}
+	return combine(before, after, []int64{-1, -1, -1, -1}, "diff", cfg)
 }
 
 // DeltaProfile returns the profile of a window of time, the one the
 // handler's ?seconds=N serves: alloc values are what was allocated between
 // start and end, in-use values are what was live at end. A continuous
 // profiler that scrapes it every window sees allocation rates per site
-// alongside the live set.
+// alongside the live set. Only start's sites are read: its groups may be
+// dropped (Snapshot.Groups set to nil on a copy) to hold less during the
+// window.
 //
-// Snapshots passed newest first return an error matching ErrSnapshotOrder.
+// Snapshots passed newest first return an error matching ErrSnapshotOrder,
+// snapshots of two trackers one matching ErrTrackerMismatch.
 func DeltaProfile(start, end *track.Snapshot, opts ...Option) (*profile.Profile, error) {
-	return combine(start, end, []int64{-1, -1, 0, 0}, "delta", opts)
-}
-
-// combine merges new with old scaled by ratios (per sample value), which is
-// how pprof computes -diff_base: samples with the same stack and labels add
-// up, and samples that cancel out are dropped.
-func combine(old, new *track.Snapshot, ratios []int64, what string, opts []Option) (*profile.Profile, error) {
 	cfg, err := newConfig(scopeProfile, opts)
 	if err != nil {
 		return nil, err
 	}
-	if old == nil || new == nil {
+	return combine(start, end, []int64{-1, -1, 0, 0}, "delta", cfg)
+}
+
+// sameTracker reports whether two snapshots come from one tracker. It
+// compares the trackers' names, which two trackers may share; it is the one
+// place to change when snapshots carry a tracker identity.
+func sameTracker(a, b *track.Snapshot) bool {
+	return a.Tracker == b.Tracker
+}
+
+// combine merges after with before scaled by ratios (per sample value),
+// which is how pprof computes -diff_base: samples with the same stack and
+// labels add up, and samples that cancel out are dropped.
+func combine(before, after *track.Snapshot, ratios []int64, what string, cfg config) (*profile.Profile, error) {
+	if before == nil || after == nil {
 		return nil, ErrNilSnapshot
 	}
-	if new.Time.Before(old.Time) {
+	if !sameTracker(before, after) {
+		return nil, fmt.Errorf("%w: %s of tracker %q and tracker %q", ErrTrackerMismatch, what, before.Tracker, after.Tracker)
+	}
+	if after.Time.Before(before.Time) {
 		return nil, fmt.Errorf("%w: %s from %s back to %s", ErrSnapshotOrder, what,
-			old.Time.Format(time.RFC3339Nano), new.Time.Format(time.RFC3339Nano))
+			before.Time.Format(time.RFC3339Nano), after.Time.Format(time.RFC3339Nano))
 	}
 	// Alloc values are cumulative per site: subtract them for one set of
 	// sites, the newer snapshot's, on both sides. Every snapshot lists every
 	// site that allocated, so the older one has what to subtract.
 	keep := map[*track.Site]bool{}
-	inNew := allocSites(new)
-	for i := range new.Sites {
-		if inNew(&new.Sites[i]) {
-			keep[new.Sites[i].Site] = true
+	inAfter := allocSites(after)
+	for i := range after.Sites {
+		if inAfter(&after.Sites[i]) {
+			keep[after.Sites[i].Site] = true
 		}
 	}
 	withAlloc := func(s *track.SiteStats) bool { return keep[s.Site] }
-	base, top := build(old, cfg, withAlloc), build(new, cfg, withAlloc)
+	base, top := build(before, cfg, withAlloc), build(after, cfg, withAlloc)
 	for _, s := range base.Sample {
 		for i, r := range ratios {
 			s.Value[i] *= r
@@ -216,8 +261,8 @@ func combine(old, new *track.Snapshot, ratios []int64, what string, opts []Optio
 	}
 	// As net/http/pprof writes a delta: the window's start and its length.
 	p.TimeNanos = base.TimeNanos
-	p.DurationNanos = new.Time.Sub(old.Time).Nanoseconds()
-	p.Comments = append(comments(new), fmt.Sprintf("tensorlife: %s over %v from %s", what,
-		new.Time.Sub(old.Time), old.Time.Format(time.RFC3339Nano)))
+	p.DurationNanos = after.Time.Sub(before.Time).Nanoseconds()
+	p.Comments = append(comments(after), fmt.Sprintf("tensorlife: %s over %v from %s", what,
+		after.Time.Sub(before.Time), before.Time.Format(time.RFC3339Nano)))
 	return p, nil
 }

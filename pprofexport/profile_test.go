@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +76,7 @@ func TestProfileHeapVocabulary(t *testing.T) {
 	m := p.Mapping[0]
 	assert.True(t, m.HasFunctions && m.HasFilenames && m.HasLineNumbers && m.HasInlineFrames,
 		"the mapping must say it is symbolized, or pprof looks for the binary")
+	assert.Empty(t, m.File, "a binary named with no address range makes pprof's web UI disassemble it")
 	assert.NotZero(t, p.TimeNanos)
 	assert.Contains(t, strings.Join(p.Comments, "\n"), `tracker "pprofexport-test"`)
 }
@@ -239,7 +241,8 @@ func TestProfileFilters(t *testing.T) {
 			if tt.filter.LeakedOnly {
 				for _, s := range p.Sample {
 					if s.Value[inuseObjects] != 0 {
-						assert.Equal(t, []int64{1}, s.NumLabel[pprofexport.LabelLeaked])
+						assert.Equal(t, []string{"true"}, s.Label[pprofexport.LabelLeaked], "-tagfocus leaked=true matches")
+						assert.NotContains(t, s.NumLabel, pprofexport.LabelLeaked)
 					}
 				}
 			}
@@ -382,4 +385,121 @@ func TestFilteredDeltaAllocValues(t *testing.T) {
 		}
 	}
 	assert.Equal(t, [4]int64{1, 4096, 1, 4096}, totals(p), "one allocation in the window, one mask live at its end")
+}
+
+// Request labels never meet the tensors' own labels, nor each other, under
+// one name: "bytes" and "label_bytes" stay two labels.
+func TestProfileLabelNamespaces(t *testing.T) {
+	prog := newProgram(t)
+	ctx := track.WithLabels(context.Background(), "bytes", "b", "label_bytes", "lb", "label_x", "lx",
+		"leaked", "no", "request", "r1")
+	ms, err := buildMasks(ctx, prog.alloc, 1)
+	prog.live = append(prog.live, ms...)
+	require.NoError(t, err)
+
+	p := buildProfile(t, prog.snapshot())
+	var live *profile.Sample
+	for _, s := range p.Sample {
+		if s.Value[inuseObjects] != 0 {
+			live = s
+		}
+	}
+	require.NotNil(t, live)
+	assert.Equal(t, map[string][]string{
+		"dtype": {"bool"}, "device": {"host"}, "kind": {"tensor"}, "shape": {"[64 64]"}, "request": {"r1"},
+		"label_bytes": {"b"}, "label_label_bytes": {"lb"}, "label_label_x": {"lx"}, "label_leaked": {"no"},
+	}, live.Label)
+	assert.Equal(t, map[string][]int64{"bytes": {maskBytes}}, live.NumLabel)
+}
+
+// The writers keep every request label unless LabelKeys lists some.
+func TestProfileLabelKeys(t *testing.T) {
+	prog := newProgram(t)
+	ctx := track.WithLabels(context.Background(), "request", "r1", "model", "m1")
+	ms, err := buildMasks(ctx, prog.alloc, 1)
+	prog.live = append(prog.live, ms...)
+	require.NoError(t, err)
+	ms, err = buildMasks(track.WithLabels(ctx, "request", "r2"), prog.alloc, 2)
+	prog.live = append(prog.live, ms...)
+	require.NoError(t, err)
+
+	requestAndModel := func(p *profile.Profile) map[string]int64 {
+		out := map[string]int64{}
+		for _, s := range p.Sample {
+			if s.Value[inuseObjects] != 0 {
+				out[strings.Join(s.Label["request"], "")+"/"+strings.Join(s.Label["model"], "")] += s.Value[inuseObjects]
+			}
+		}
+		return out
+	}
+	assert.Equal(t, map[string]int64{"r1/m1": 1, "r2/m1": 2}, requestAndModel(buildProfile(t, prog.snapshot())))
+	assert.Equal(t, map[string]int64{"/m1": 3}, requestAndModel(buildProfile(t, prog.snapshot(), pprofexport.LabelKeys("model"))),
+		"samples that differed only by a label left out add up")
+	assert.Equal(t, map[string]int64{"/": 3}, requestAndModel(buildProfile(t, prog.snapshot(), pprofexport.LabelKeys())))
+
+	_, err = pprofexport.Profile(prog.snapshot(), pprofexport.LabelKeys(""))
+	assert.ErrorIs(t, err, pprofexport.ErrInvalidOption)
+	_, err = pprofexport.Profile(prog.snapshot(), pprofexport.MaxDeltaWindow(time.Minute))
+	assert.ErrorIs(t, err, pprofexport.ErrInvalidOption, "a handler's option given to a writer")
+	_, err = pprofexport.Profile(prog.snapshot(), pprofexport.MaxConcurrentDeltas(1))
+	assert.ErrorIs(t, err, pprofexport.ErrInvalidOption)
+}
+
+// Tensors the garbage collector found without Free carry the string label
+// leaked=true, so -tagfocus leaked=true selects exactly them, also when
+// only some tensors of a group leaked.
+func TestProfileLeakedLabel(t *testing.T) {
+	prog := newProgram(t, track.ReclaimLeaks(false))
+	recs := make([]track.Record, 3)
+	for i := range recs {
+		recs[i] = track.Record{Bytes: 512, Kind: "mask", Device: "host", DType: "bool", Shape: []int{512}}
+		require.NoError(t, prog.tracker.Record(context.Background(), &recs[i], 0))
+	}
+	t.Cleanup(func() {
+		for i := range recs {
+			require.NoError(t, prog.tracker.Release(&recs[i]))
+		}
+	})
+	require.True(t, prog.tracker.ReportLeak(&recs[0]))
+	snap := prog.snapshot()
+	require.Len(t, snap.Groups, 1, "one group, one of its three tensors leaked")
+
+	p := buildProfile(t, snap)
+	byLeaked := map[string][2]int64{}
+	for _, s := range p.Sample {
+		if s.Value[inuseObjects] != 0 {
+			byLeaked[strings.Join(s.Label[pprofexport.LabelLeaked], "")] = [2]int64{s.Value[inuseObjects], s.Value[inuseSpace]}
+			assert.NotContains(t, s.NumLabel, pprofexport.LabelLeaked)
+		}
+	}
+	assert.Equal(t, map[string][2]int64{"true": {1, 512}, "": {2, 1024}}, byLeaked)
+
+	path := filepath.Join(t.TempDir(), "leaked.pb.gz")
+	require.NoError(t, pprofexport.WriteFile(path, snap))
+	out, err := runPprof(t, "-top", "-sample_index=inuse_objects", "-tagfocus", "leaked=true", path)
+	require.NoError(t, err)
+	assert.Contains(t, out, "Showing nodes accounting for 1, ", out)
+}
+
+func TestWritersRefuseANilWriter(t *testing.T) {
+	prog := newProgram(t)
+	snap := prog.snapshot()
+	assert.ErrorIs(t, pprofexport.Write(nil, snap), pprofexport.ErrNilWriter)
+	assert.ErrorIs(t, pprofexport.WriteDiff(nil, snap, snap), pprofexport.ErrNilWriter)
+	assert.ErrorIs(t, pprofexport.WriteText(nil, snap), pprofexport.ErrNilWriter)
+}
+
+func TestDiffOfTwoTrackersIsRefused(t *testing.T) {
+	one := newProgram(t, track.WithName("one"))
+	two := newProgram(t, track.WithName("two"))
+	one.masks("r1", 1)
+	before := one.snapshot()
+	after := two.snapshot()
+
+	_, err := pprofexport.DiffProfile(before, after)
+	assert.ErrorIs(t, err, pprofexport.ErrTrackerMismatch)
+	assert.Contains(t, err.Error(), `tracker "one" and tracker "two"`)
+	_, err = pprofexport.DeltaProfile(before, after)
+	assert.ErrorIs(t, err, pprofexport.ErrTrackerMismatch)
+	assert.ErrorIs(t, pprofexport.WriteDiff(&bytes.Buffer{}, before, after), pprofexport.ErrTrackerMismatch)
 }

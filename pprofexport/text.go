@@ -23,6 +23,13 @@ func WriteText(w io.Writer, snap *track.Snapshot, opts ...Option) error {
 	if err != nil {
 		return err
 	}
+	return writeText(w, snap, cfg)
+}
+
+func writeText(w io.Writer, snap *track.Snapshot, cfg config) error {
+	if w == nil {
+		return ErrNilWriter
+	}
 	if snap == nil {
 		return ErrNilSnapshot
 	}

@@ -16,6 +16,9 @@ import (
 // go tool pprof and continuous profilers expect. Its cost grows with the
 // snapshot's groups and sites, not with the number of live tensors.
 func Write(w io.Writer, snap *track.Snapshot, opts ...Option) error {
+	if w == nil {
+		return ErrNilWriter
+	}
 	p, err := Profile(snap, opts...)
 	if err != nil {
 		return err
@@ -23,9 +26,12 @@ func Write(w io.Writer, snap *track.Snapshot, opts ...Option) error {
 	return encode(w, p)
 }
 
-// WriteDiff writes DiffProfile(old, new) to w, gzip-compressed.
-func WriteDiff(w io.Writer, old, new *track.Snapshot, opts ...Option) error {
-	p, err := DiffProfile(old, new, opts...)
+// WriteDiff writes DiffProfile(before, after) to w, gzip-compressed.
+func WriteDiff(w io.Writer, before, after *track.Snapshot, opts ...Option) error {
+	if w == nil {
+		return ErrNilWriter
+	}
+	p, err := DiffProfile(before, after, opts...)
 	if err != nil {
 		return err
 	}

@@ -48,6 +48,7 @@ type server struct {
 	prompts *mask.Cache
 	watcher *track.Watcher
 	tel     *telemetry
+	profile http.Handler // the live-tensor profile
 	http    *http.Server
 
 	// leaked is the seed's bug, present only with -leak: every decode
@@ -104,6 +105,9 @@ func newServer(cfg config, logger *slog.Logger, report io.Writer) (*server, erro
 	if err != nil {
 		return nil, err
 	}
+	if s.profile, err = pprofexport.NewHandler(s.tr); err != nil {
+		return nil, err
+	}
 	if cfg.leak {
 		s.leaked = &leakMap{masks: make(map[string]*tensor.Tensor)}
 	}
@@ -130,7 +134,7 @@ func (s *server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /generate", s.serveGenerate)
 	mux.HandleFunc("POST /generate", s.serveGenerate)
-	mux.Handle("/debug/pprof/tensors", pprofexport.Handler(s.tr))
+	mux.Handle("/debug/pprof/tensors", s.profile)
 	mux.HandleFunc("GET /debug/tensors/summary", s.serveSummary)
 	mux.Handle("GET /metrics", s.tel.handler)
 	return mux
