@@ -12,18 +12,19 @@
 //
 //	tr, _ := track.New(track.KeepHistory(1 << 20))
 //	// ... run the service or the test ...
-//	tl, err := timeline.Build(tr, timeline.Budget(limit))
+//	tl, err := timeline.Build(tr, timeline.BudgetLine(limit))
 //	if err != nil { ... }
 //	err = tl.WriteSVGFile("live.svg")     // open in a browser
 //	err = tl.WriteTraceFile("live.json")  // open in ui.perfetto.dev
 //
 // Build returns an error matching track.ErrHistoryOff when the tracker was
 // made without track.History. The picture (WriteSVG) stacks live bytes by
-// the top sites (TopSites, default 8) with the rest as "other", draws the
-// budget as a dashed line and OOMs, leak suspects and GC-found leaks as
-// marks, and names each site in the legend by function and file:line. The
-// trace (WriteTrace) holds a counter per top site, an instant per
-// allocation and free, and a global instant per OOM or suspect. The file
+// the top sites (Bands, default 8) with the rest as "other", draws a budget
+// (BudgetLine) as a dashed line and OOMs, leak suspects and GC-found leaks
+// as marks, and names each site in the legend by function and file:line.
+// Both end with the workload's last event, however long after it Build is
+// called. The trace (WriteTrace) holds a counter per top site, an instant
+// per allocation and free, and a global instant per OOM or suspect. The file
 // writers replace the file atomically: on any error no partial file is
 // left. The series are also in the Timeline value, for tests that assert a
 // site grew or stayed flat.

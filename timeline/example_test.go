@@ -43,7 +43,7 @@ func Example() {
 		_ = logits.Free()
 	}
 
-	tl, err := timeline.Build(tr, timeline.Budget(64<<20))
+	tl, err := timeline.Build(tr, timeline.BudgetLine(64<<20))
 	if err != nil {
 		fmt.Println(err)
 		return

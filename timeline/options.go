@@ -25,11 +25,11 @@ var (
 
 // Defaults of the options.
 const (
-	DefaultTopSites = 8
-	DefaultSamples  = 1000
-	// MaxTopSites bounds TopSites: a legend of more bands than this is no
-	// longer readable, and the palette would repeat.
-	MaxTopSites = 24
+	DefaultBands   = 8
+	DefaultSamples = 1000
+	// MaxBands bounds Bands: a legend of more bands than this is no longer
+	// readable.
+	MaxBands = 24
 	// MaxSamples bounds Samples: at each sample the trace writes one counter
 	// event and the picture two path commands per series.
 	MaxSamples = 1 << 22
@@ -49,14 +49,14 @@ type optionFunc func(*config) error
 func (f optionFunc) apply(c *config) error { return f(c) }
 
 type config struct {
-	topSites int
-	samples  int
-	budget   int64
-	title    string
+	bands      int
+	samples    int
+	budgetLine int64
+	title      string
 }
 
 func newConfig(opts []Option) (config, error) {
-	c := config{topSites: DefaultTopSites, samples: DefaultSamples}
+	c := config{bands: DefaultBands, samples: DefaultSamples}
 	for _, o := range opts {
 		if o == nil {
 			return c, fmt.Errorf("%w: nil option", ErrInvalidOption)
@@ -68,15 +68,16 @@ func newConfig(opts []Option) (config, error) {
 	return c, nil
 }
 
-// TopSites sets how many sites get their own series (default 8); the live
-// bytes of every other site are summed into one series named "other".
-// Sites are ranked by the most live bytes they held at once in the window.
-func TopSites(n int) Option {
+// Bands sets how many sites get a band of their own in the picture and a
+// series in the trace (default 8, at most MaxBands, 24); the live bytes of
+// every other site are summed into one more band named "other". Sites are
+// ranked by the most live bytes they held at once in the window.
+func Bands(n int) Option {
 	return optionFunc(func(c *config) error {
-		if n < 1 || n > MaxTopSites {
-			return fmt.Errorf("%w: TopSites(%d): want 1..%d", ErrInvalidOption, n, MaxTopSites)
+		if n < 1 || n > MaxBands {
+			return fmt.Errorf("%w: Bands(%d): want 1..%d", ErrInvalidOption, n, MaxBands)
 		}
-		c.topSites = n
+		c.bands = n
 		return nil
 	})
 }
@@ -97,15 +98,16 @@ func Samples(n int) Option {
 	})
 }
 
-// Budget sets the memory budget in bytes (a pool's limit or the device's
-// capacity), drawn as a dashed line in the picture and written as a counter
-// in the trace.
-func Budget(bytes int64) Option {
+// BudgetLine draws a memory limit of bytes (a pool's budget or the device's
+// capacity) as a dashed line in the picture and a counter in the trace. It
+// only draws: it limits nothing (pool.Budget is what caps memory). Any
+// positive number of bytes.
+func BudgetLine(bytes int64) Option {
 	return optionFunc(func(c *config) error {
 		if bytes <= 0 {
-			return fmt.Errorf("%w: Budget(%d): want a positive number of bytes", ErrInvalidOption, bytes)
+			return fmt.Errorf("%w: BudgetLine(%d): want a positive number of bytes", ErrInvalidOption, bytes)
 		}
-		c.budget = bytes
+		c.budgetLine = bytes
 		return nil
 	})
 }

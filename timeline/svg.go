@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"path"
 	"strconv"
 	"unicode/utf8"
 
@@ -29,13 +30,17 @@ const (
 	budgetScale = 4
 )
 
-// palette holds the series colours. A site's colour comes from a hash of
-// its location, so one line keeps its colour across runs and pictures (the
-// leaky and the fixed run side by side); a clash moves to the next free
-// colour. Reds and oranges are left to the markers.
+// palette holds the series colours: eleven hues a reader tells apart at a
+// glance, every two at least 30 apart in CIELAB (ΔE*ab; the palette this
+// replaced had two teals 4 apart), and far from the markers' reds, orange,
+// purple and brown. A site's colour comes from a hash of its function, file
+// name and line, never its directory, so one line keeps its colour across
+// runs, pictures (the leaky and the fixed run side by side) and checkouts;
+// a clash moves to the next free colour, and once all are taken colours
+// repeat, never on two adjacent bands.
 var palette = []string{
-	"#4e79a7", "#59a14f", "#76b7b2", "#b07aa1", "#9c755f", "#edc948", "#a0cbe8", "#8cd17d",
-	"#d4a6c8", "#499894", "#86bcb6", "#f1ce63", "#79706e", "#d7b5a6", "#fabfd2", "#b6992d",
+	"#0077bb", "#99ddff", "#66c2a5", "#117733", "#a6d854", "#ffd92f",
+	"#e5c494", "#b07aa1", "#332288", "#ff9da7", "#882255",
 }
 
 const otherColor = "#cfcfcf"
@@ -121,11 +126,11 @@ func (sw *svgWriter) write() {
 		sw.maxTotal = max(sw.maxTotal, v)
 	}
 	sw.x = timeAxis(tl.From, tl.To)
-	sw.budgetOff = tl.Budget > 0 && sw.maxTotal > 0 && tl.Budget/budgetScale > sw.maxTotal
+	sw.budgetOff = tl.BudgetLine > 0 && sw.maxTotal > 0 && tl.BudgetLine/budgetScale > sw.maxTotal
 	if sw.budgetOff {
 		sw.y = bytesAxis(sw.maxTotal)
 	} else {
-		sw.y = bytesAxis(max(sw.maxTotal, tl.Budget))
+		sw.y = bytesAxis(max(sw.maxTotal, tl.BudgetLine))
 	}
 	marks, skipped := sw.marksToDraw()
 	kinds := markKinds(marks)
@@ -163,8 +168,8 @@ func (sw *svgWriter) summary() string {
 	tl := sw.tl
 	s := fmt.Sprintf("%s to %s · %s events · peak %s", formatDuration(tl.From), formatDuration(tl.To),
 		formatCount(int64(tl.Events)), formatBytes(tl.Peak))
-	if tl.Budget > 0 {
-		s += " · budget " + formatBytes(tl.Budget)
+	if tl.BudgetLine > 0 {
+		s += " · budget " + formatBytes(tl.BudgetLine)
 	}
 	if tl.Dropped > 0 {
 		s += fmt.Sprintf(" · history full: %s older events dropped", formatCount(tl.Dropped+int64(tl.Omitted)))
@@ -267,26 +272,26 @@ func round1(v float64) float64 { return float64(int64(v*10+0.5*sign(v))) / 10 }
 
 func (sw *svgWriter) budget() {
 	tl := sw.tl
-	if tl.Budget <= 0 {
+	if tl.BudgetLine <= 0 {
 		return
 	}
 	if sw.budgetOff {
-		sw.s(`<g class="budget off-scale"><title>budget `, formatBytes(tl.Budget), `</title><text x="`,
+		sw.s(`<g class="budget off-scale"><title>budget `, formatBytes(tl.BudgetLine), `</title><text x="`,
 			strconv.Itoa(plotLeft+plotWidth-4), `" y="`, strconv.Itoa(plotTop-8), `" text-anchor="end" fill="#222222">`)
-		sw.text(fmt.Sprintf("↑ budget %s, %s× the peak, is above the chart", formatBytes(tl.Budget),
-			formatNumber(float64(tl.Budget)/float64(sw.maxTotal), 0)))
+		sw.text(fmt.Sprintf("↑ budget %s, %s× the peak, is above the chart", formatBytes(tl.BudgetLine),
+			formatNumber(float64(tl.BudgetLine)/float64(sw.maxTotal), 0)))
 		sw.s("</text></g>\n")
 		return
 	}
-	y := sw.py(tl.Budget)
-	sw.s(`<g class="budget"><title>budget `, formatBytes(tl.Budget), `</title><line x1="`, strconv.Itoa(plotLeft),
+	y := sw.py(tl.BudgetLine)
+	sw.s(`<g class="budget"><title>budget `, formatBytes(tl.BudgetLine), `</title><line x1="`, strconv.Itoa(plotLeft),
 		`" x2="`, strconv.Itoa(plotLeft+plotWidth), `" y1="`)
 	sw.num(y)
 	sw.s(`" y2="`)
 	sw.num(y)
 	sw.s(`" stroke="#222222" stroke-width="1.5" stroke-dasharray="6 4"/><text x="`, strconv.Itoa(plotLeft+plotWidth-4), `" y="`)
 	sw.num(y - 5)
-	sw.s(`" text-anchor="end" fill="#222222">budget `, formatBytes(tl.Budget), "</text></g>\n")
+	sw.s(`" text-anchor="end" fill="#222222">budget `, formatBytes(tl.BudgetLine), "</text></g>\n")
 }
 
 // marksToDraw returns the markers the picture draws and how many drawable
@@ -450,27 +455,37 @@ func seriesColors(series []Series) []string {
 	out := make([]string, len(series))
 	used := make([]bool, len(palette))
 	free := len(palette)
+	below := -1 // the palette index of the band underneath
 	for i := range series {
 		s := &series[i]
 		if s.Other() {
 			out[i] = otherColor
+			below = -1
 			continue
 		}
-		h := fnv.New32a()
-		fmt.Fprintf(h, "%s\x00%s\x00%d", s.Function, s.File, s.Line)
-		c := int(h.Sum32() % uint32(len(palette)))
+		c := colorIndex(s)
 		if free == 0 { // more series than colours: colours repeat
 			clear(used)
 			free = len(palette)
 		}
-		for used[c] {
+		for used[c] || c == below {
 			c = (c + 1) % len(palette)
 		}
 		used[c] = true
 		free--
 		out[i] = palette[c]
+		below = c
 	}
 	return out
+}
+
+// colorIndex is the palette index a series' location hashes to. The file
+// counts by its name alone: the directory differs between checkouts. (The
+// runtime writes source paths with forward slashes on every system.)
+func colorIndex(s *Series) int {
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s\x00%s\x00%d", s.Function, path.Base(s.File), s.Line)
+	return int(h.Sum32() % uint32(len(palette)))
 }
 
 // appendXML appends s escaped for XML text and attribute values. Runes XML

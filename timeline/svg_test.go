@@ -116,7 +116,7 @@ func TestWriteSVGDrawsTheSeries(t *testing.T) {
 	tr.Note(track.EventOOM, ops[0].rec.Site(), 1<<30)
 	tr.Note(track.EventLeakSuspect, ops[2].rec.Site(), 512)
 	tr.Note(track.EventMaskRebuilt, ops[2].rec.Site(), 512)
-	tl, err := timeline.Build(tr, timeline.Budget(256<<10), timeline.Title("decode loop"))
+	tl, err := timeline.Build(tr, timeline.BudgetLine(256<<10), timeline.Title("decode loop"))
 	require.NoError(t, err)
 	svg := parseSVG(t, writeSVG(t, tl))
 
@@ -193,7 +193,7 @@ func allocateFromAFunctionWhoseNameIsMuchTooLongToFitInTheLegendOfThePictureSoIt
 }
 
 func TestWriteSVGOfAnEmptyTimeline(t *testing.T) {
-	tl, err := timeline.Build(newTracker(t, track.KeepHistory(64)), timeline.Budget(1<<30))
+	tl, err := timeline.Build(newTracker(t, track.KeepHistory(64)), timeline.BudgetLine(1<<30))
 	require.NoError(t, err)
 	svg := parseSVG(t, writeSVG(t, tl))
 	assert.Empty(t, svg.all(hasClass("series")))
@@ -223,7 +223,7 @@ func TestWriteSVGLeavesOutMarksBeyondItsBound(t *testing.T) {
 func TestWriteSVGWritesAFarBudgetAboveTheChart(t *testing.T) {
 	tr := newTracker(t, track.KeepHistory(1<<10))
 	run(t, tr, 10) // about 15 KiB at most
-	tl, err := timeline.Build(tr, timeline.Budget(1<<30))
+	tl, err := timeline.Build(tr, timeline.BudgetLine(1<<30))
 	require.NoError(t, err)
 	svg := parseSVG(t, writeSVG(t, tl))
 	budget := svg.all(hasClass("budget"))

@@ -28,8 +28,10 @@ type Timeline struct {
 	// From and To bound the window. When the history kept every event since
 	// Start, From is the first event's time (0 if there is none); after it
 	// dropped events, From is the time after which it holds every event,
-	// and the series before it cannot be rebuilt. To is when Build read the
-	// tracker, or the last event's time for FromHistory.
+	// and the series before it cannot be rebuilt. To is the last event's
+	// time (From if the window holds none): the window ends with the
+	// workload, not when the timeline was built, so the picture shows no
+	// stretch after it where nothing happened.
 	From, To int64
 	// Times are the sample instants, From first and To last.
 	Times []int64
@@ -47,8 +49,9 @@ type Timeline struct {
 	// time order: OOMs, leak suspects, GC-found leaks, double frees and
 	// rebuilt masks.
 	Markers []Marker
-	// Budget is the memory budget (the Budget option); 0 if none.
-	Budget int64
+	// BudgetLine is the limit the picture draws as a line (the BudgetLine
+	// option); 0 if none.
+	BudgetLine int64
 	// Events is the number of history events in the window.
 	Events int
 	// Dropped counts events the bounded history overwrote before it was
@@ -138,7 +141,6 @@ func Build(tr *track.Tracker, opts ...Option) (*Timeline, error) {
 	if err != nil {
 		return nil, fmt.Errorf("timeline: %w", err)
 	}
-	end := int64(time.Since(log.Start))
 	var live []track.SiteStats
 	if log.Dropped > 0 {
 		live = tr.SiteTotals()
@@ -146,7 +148,7 @@ func Build(tr *track.Tracker, opts ...Option) (*Timeline, error) {
 	if cfg.title == "" {
 		cfg.title = defaultTitle + " (tracker " + strconv.Quote(tr.Name()) + ")"
 	}
-	return build(log, live, end, cfg), nil
+	return build(log, live, cfg), nil
 }
 
 const defaultTitle = "Live memory by site"
@@ -155,8 +157,7 @@ const defaultTitle = "Live memory by site"
 // Tracker.History returns it: events oldest first.
 // live are the per-site live figures at the moment log was read
 // (Tracker.SiteTotals or Snapshot.Sites); they are needed only when the
-// history dropped events, and ignored otherwise. The window ends at the
-// last event.
+// history dropped events, and ignored otherwise.
 func FromHistory(log *track.HistoryLog, live []track.SiteStats, opts ...Option) (*Timeline, error) {
 	if log == nil {
 		return nil, ErrNilHistory
@@ -171,11 +172,7 @@ func FromHistory(log *track.HistoryLog, live []track.SiteStats, opts ...Option) 
 	if cfg.title == "" {
 		cfg.title = defaultTitle
 	}
-	var end int64
-	if n := len(log.Events); n > 0 {
-		end = log.Events[n-1].Time
-	}
-	return build(log, live, end, cfg), nil
+	return build(log, live, cfg), nil
 }
 
 func changesBytes(k track.EventKind) bool { return k == track.EventAlloc || k == track.EventFree }
@@ -191,12 +188,12 @@ func delta(e *track.Event) int64 {
 	return 0
 }
 
-func build(log *track.HistoryLog, live []track.SiteStats, end int64, cfg config) *Timeline {
+func build(log *track.HistoryLog, live []track.SiteStats, cfg config) *Timeline {
 	after := completeAfter(log)
 	first := firstAfter(log.Events, after)
 	win := log.Events[first:]
 	tl := &Timeline{
-		Title: cfg.title, Start: log.Start, From: max(after, 0), Budget: cfg.budget,
+		Title: cfg.title, Start: log.Start, From: max(after, 0), BudgetLine: cfg.budgetLine,
 		Events: len(win), Dropped: log.Dropped, Omitted: first, Capacity: log.Capacity, events: win,
 	}
 	if after < 0 && len(win) > 0 {
@@ -204,7 +201,7 @@ func build(log *track.HistoryLog, live []track.SiteStats, end int64, cfg config)
 		// rather than at a stretch of nothing since the tracker was made.
 		tl.From = win[0].Time
 	}
-	tl.To = max(end, tl.From)
+	tl.To = tl.From
 	if n := len(win); n > 0 {
 		tl.To = max(tl.To, win[n-1].Time)
 	}
@@ -224,7 +221,7 @@ func build(log *track.HistoryLog, live []track.SiteStats, end int64, cfg config)
 			}
 		}
 	}
-	b.rankGroups(win, cfg.topSites)
+	b.rankGroups(win, cfg.bands)
 	b.sample(win, sampleTimes(win, tl.From, tl.To, cfg.samples))
 	b.markers(win)
 	return tl
@@ -309,8 +306,8 @@ func shortFunction(fn string) string {
 }
 
 // rankGroups walks the window once for each group's peak and picks the
-// series: the topSites groups that held the most at once.
-func (b *builder) rankGroups(win []track.Event, topSites int) {
+// series: the bands groups that held the most at once.
+func (b *builder) rankGroups(win []track.Event, bands int) {
 	tl := b.tl
 	for i := range win {
 		if changesBytes(win[i].Kind) {
@@ -342,7 +339,7 @@ func (b *builder) rankGroups(win []track.Event, topSites int) {
 		return cmp.Or(cmp.Compare(c.peak, a.peak), cmp.Compare(c.cur, a.cur), strings.Compare(a.name, c.name))
 	})
 	b.rank = make([]int32, len(gs))
-	top := min(topSites, len(order))
+	top := min(bands, len(order))
 	for i := range b.rank {
 		b.rank[i] = int32(top) // "other" unless ranked below
 	}

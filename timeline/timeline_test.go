@@ -1,9 +1,13 @@
 package timeline_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -59,9 +63,9 @@ func TestBuildRebuildsLiveBytesPerSite(t *testing.T) {
 			case tc.wantSamples > 0:
 				assert.Len(t, tl.Times, tc.wantSamples)
 			case tc.wantDropped:
-				assert.Len(t, tl.Times, tl.Events+2, "a sample at From, after each event, and at To")
+				assert.Len(t, tl.Times, tl.Events+1, "a sample at From and after each event, the last at To")
 			default:
-				assert.Len(t, tl.Times, tl.Events+1, "a sample after each event, the first at From, and at To")
+				assert.Len(t, tl.Times, tl.Events, "a sample after each event, the first at From, the last at To")
 			}
 			require.NotEmpty(t, tl.Times)
 			assert.Equal(t, tl.From, tl.Times[0])
@@ -106,10 +110,10 @@ func TestBuildRebuildsLiveBytesPerSite(t *testing.T) {
 	}
 }
 
-func TestTopSitesFoldsTheRestIntoOther(t *testing.T) {
+func TestBandsFoldTheRestIntoOther(t *testing.T) {
 	tr := newTracker(t, track.KeepHistory(1<<12))
 	ops := run(t, tr, 50)
-	tl, err := timeline.Build(tr, timeline.TopSites(1))
+	tl, err := timeline.Build(tr, timeline.Bands(1))
 	require.NoError(t, err)
 	log, err := tr.History()
 	require.NoError(t, err)
@@ -186,12 +190,12 @@ func TestBuildErrors(t *testing.T) {
 		{"nil tracker", nil, nil, timeline.ErrNilTracker},
 		{"history off", newTracker(t), nil, track.ErrHistoryOff},
 		{"nil option", withHistory, []timeline.Option{nil}, timeline.ErrInvalidOption},
-		{"no top sites", withHistory, []timeline.Option{timeline.TopSites(0)}, timeline.ErrInvalidOption},
-		{"too many top sites", withHistory, []timeline.Option{timeline.TopSites(timeline.MaxTopSites + 1)}, timeline.ErrInvalidOption},
+		{"no bands", withHistory, []timeline.Option{timeline.Bands(0)}, timeline.ErrInvalidOption},
+		{"too many bands", withHistory, []timeline.Option{timeline.Bands(timeline.MaxBands + 1)}, timeline.ErrInvalidOption},
 		{"one sample", withHistory, []timeline.Option{timeline.Samples(1)}, timeline.ErrInvalidOption},
 		{"too many samples", withHistory, []timeline.Option{timeline.Samples(timeline.MaxSamples + 1)}, timeline.ErrInvalidOption},
-		{"zero budget", withHistory, []timeline.Option{timeline.Budget(0)}, timeline.ErrInvalidOption},
-		{"negative budget", withHistory, []timeline.Option{timeline.Budget(-1)}, timeline.ErrInvalidOption},
+		{"zero budget", withHistory, []timeline.Option{timeline.BudgetLine(0)}, timeline.ErrInvalidOption},
+		{"negative budget", withHistory, []timeline.Option{timeline.BudgetLine(-1)}, timeline.ErrInvalidOption},
 		{"empty title", withHistory, []timeline.Option{timeline.Title("")}, timeline.ErrInvalidOption},
 		{"long title", withHistory, []timeline.Option{timeline.Title(strings.Repeat("x", timeline.MaxTitle+1))}, timeline.ErrInvalidOption},
 	}
@@ -215,13 +219,11 @@ func TestFromHistory(t *testing.T) {
 	fromLog, err := timeline.FromHistory(log, nil, timeline.Title("run"))
 	require.NoError(t, err)
 	assert.Equal(t, log.Events[len(log.Events)-1].Time, fromLog.To, "the window ends at the last event")
-	n := len(fromLog.Times)
-	require.Equal(t, len(built.Times)-1, n, "Build adds a sample at the moment it was called")
-	assert.Equal(t, built.Times[:n], fromLog.Times)
+	assert.Equal(t, built.Times, fromLog.Times, "both end with the last event")
 	require.Len(t, fromLog.Series, len(built.Series))
 	for i := range built.Series {
 		assert.Equal(t, built.Series[i].Name, fromLog.Series[i].Name)
-		assert.Equal(t, built.Series[i].Values[:n], fromLog.Series[i].Values)
+		assert.Equal(t, built.Series[i].Values, fromLog.Series[i].Values)
 	}
 
 	_, err = timeline.FromHistory(nil, nil)
@@ -239,6 +241,45 @@ func TestFromHistory(t *testing.T) {
 	tl, err := timeline.FromHistory(dropped, small.SiteTotals())
 	require.NoError(t, err)
 	assert.Equal(t, small.Totals().LiveBytes, tl.Total[len(tl.Total)-1])
+}
+
+// The window ends with the workload's last event, not when Build runs: a
+// timeline built a while after the work drew a plateau that was not there
+// (agentleak's trace ended at 61.6 ms and its window ran to 157.4 ms).
+func TestWindowEndsWithTheWorkload(t *testing.T) {
+	for _, history := range []int{1 << 12, 16} {
+		t.Run(fmt.Sprintf("history %d", history), func(t *testing.T) {
+			tr := newTracker(t, track.KeepHistory(history))
+			run(t, tr, 40)
+			log, err := tr.History()
+			require.NoError(t, err)
+			last := log.Events[len(log.Events)-1].Time
+			time.Sleep(20 * time.Millisecond) // the program goes on after its workload
+
+			tl, err := timeline.Build(tr)
+			require.NoError(t, err)
+			assert.Equal(t, last, tl.To)
+			assert.Equal(t, last, tl.Times[len(tl.Times)-1])
+
+			var trace bytes.Buffer
+			require.NoError(t, tl.WriteTrace(&trace))
+			var doc struct {
+				TraceEvents []struct {
+					Ts float64 `json:"ts"`
+				} `json:"traceEvents"`
+				OtherData struct {
+					WindowToUs float64 `json:"window_to_us"`
+				} `json:"otherData"`
+			}
+			require.NoError(t, json.Unmarshal(trace.Bytes(), &doc))
+			lastUs := float64(last) / 1e3
+			assert.InDelta(t, lastUs, doc.OtherData.WindowToUs, 1e-3)
+			for _, e := range doc.TraceEvents {
+				assert.LessOrEqual(t, e.Ts, lastUs+1e-3, "no event after the workload's last")
+			}
+
+		})
+	}
 }
 
 func TestSitesAreGroupedByLine(t *testing.T) {

@@ -86,7 +86,7 @@ func validateTrace(t *testing.T, data []byte, tl *timeline.Timeline) traceFile {
 				}
 				totals++
 			case "budget":
-				assert.Equal(t, tl.Budget, sum)
+				assert.Equal(t, tl.BudgetLine, sum)
 			default:
 				t.Errorf("unexpected counter %q", name)
 			}
@@ -137,10 +137,10 @@ func TestWriteTraceIsValidTraceEventFormat(t *testing.T) {
 		steps   int
 		opts    []timeline.Option
 	}{
-		{"every event", 1 << 14, 100, []timeline.Option{timeline.Budget(1 << 20)}},
+		{"every event", 1 << 14, 100, []timeline.Option{timeline.BudgetLine(1 << 20)}},
 		{"downsampled", 1 << 14, 300, []timeline.Option{timeline.Samples(10)}},
 		{"dropped events", 1, 2000, nil},
-		{"one top site", 1 << 14, 50, []timeline.Option{timeline.TopSites(1)}},
+		{"one top site", 1 << 14, 50, []timeline.Option{timeline.Bands(1)}},
 		{"no events", 64, 0, nil},
 	}
 	for _, tc := range tests {
