@@ -9,6 +9,10 @@
 //	go run ./examples/agentleak -requests 2000   # ... until the budget runs out
 //	go run ./examples/agentleak -fixed           # the fix: nothing left live
 //
+// It exits with status 0 when it served every request, 1 when the run
+// stopped early (the leak ran the budget out) or a file could not be
+// written, and 2 for bad flags.
+//
 // It runs on the host device, which behaves like a GPU of fixed capacity,
 // so it needs no GPU. Built with -tags cuda (see package tensor/cuda), it
 // runs on a GPU too, with -capacity capping the memory it takes:
@@ -25,16 +29,53 @@ import (
 	"os"
 
 	"github.com/tensorlife/tensorlife/internal/devflag"
+	"github.com/tensorlife/tensorlife/tensor"
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout, isTerminal(os.Stdout)); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "agentleak:", err)
-		}
-		os.Exit(2)
+	err := run(context.Background(), os.Args[1:], os.Stdout, isTerminal(os.Stdout))
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "agentleak:", err)
+	}
+	os.Exit(exitCode(err))
+}
+
+// exitCode is the process's exit status for what run returned: 0 when every
+// request was served, 2 for flags it cannot run with, 1 otherwise.
+func exitCode(err error) int {
+	var usage usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp), errors.As(err, &usage):
+		return 2
+	default:
+		return 1
 	}
 }
+
+// usageError is a command line run cannot run with.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// stoppedError means the run stopped before serving every request; the
+// report, printed before, tells why in full.
+type stoppedError struct {
+	served, requests int
+	err              error
+}
+
+func (e *stoppedError) Error() string {
+	why := "an error"
+	if errors.Is(e.err, tensor.ErrOutOfMemory) {
+		why = "out of memory"
+	}
+	return fmt.Sprintf("the run stopped after %d of %d requests: %s (see \"the run stopped\" above)", e.served, e.requests, why)
+}
+
+func (e *stoppedError) Unwrap() error { return e.err }
 
 // options are the command line.
 type options struct {
@@ -86,7 +127,10 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 func run(ctx context.Context, args []string, out io.Writer, tty bool) error {
 	o, err := parseFlags(args, out)
 	if err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
 	}
 	s, err := newSession(o)
 	if err != nil {
@@ -94,7 +138,11 @@ func run(ctx context.Context, args []string, out io.Writer, tty bool) error {
 	}
 	res := s.serve(ctx, newProgress(out, tty, o.requests))
 	reportErr := s.report(out, res)
-	return errors.Join(reportErr, s.close())
+	var stopped error
+	if res.err != nil {
+		stopped = &stoppedError{served: res.served, requests: o.requests, err: res.err}
+	}
+	return errors.Join(stopped, reportErr, s.close())
 }
 
 // isTerminal reports whether f is a character device, so progress can

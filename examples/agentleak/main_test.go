@@ -209,6 +209,25 @@ func TestTimelineShowsTheMaskBandGrowingOnlyWhenLeaky(t *testing.T) {
 
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"-requests", "0"}, {"-nope"}, {"-budget", "10", "-capacity", "5"}, {"extra"}} {
-		assert.Error(t, run(context.Background(), args, &bytes.Buffer{}, false), "%v", args)
+		err := run(context.Background(), args, &bytes.Buffer{}, false)
+		assert.Error(t, err, "%v", args)
+		assert.Equal(t, 2, exitCode(err), "%v", args)
 	}
+	assert.Equal(t, 2, exitCode(run(context.Background(), []string{"-h"}, &bytes.Buffer{}, false)))
+}
+
+// A run that the leak stops with out-of-memory exits 1 and says so; one that
+// serves every request exits 0.
+func TestExitStatus(t *testing.T) {
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"-requests", "2000", "-budget", "2097152", "-profile", ""}, &out, false)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, tensor.ErrOutOfMemory)
+	assert.Equal(t, 1, exitCode(err))
+	assert.Regexp(t, `^the run stopped after \d+ of 2000 requests: out of memory`, err.Error())
+	assert.Contains(t, out.String(), "the run stopped:")
+
+	err = run(context.Background(), []string{"-requests", "8", "-profile", ""}, &bytes.Buffer{}, false)
+	assert.NoError(t, err)
+	assert.Equal(t, 0, exitCode(err))
 }
