@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/tensorlife/tensorlife/internal/devflag"
@@ -34,6 +35,10 @@ type config struct {
 	// device is -device: the host device (the zero value) or cuda:N, on
 	// which capacity caps the memory taken from the GPU.
 	device devflag.Spec
+
+	// What clients can reach and how much of the budget they can hold.
+	debugAddr   string // the debug listener (profiles, pprof, metrics); empty: none
+	maxInFlight int    // /generate requests doing tensor work at once
 }
 
 // Defaults of the request parameters that a request leaves out.
@@ -52,9 +57,14 @@ func defaultConfig() config {
 		cache:      8 << 20,
 		drain:      15 * time.Second,
 		watchAfter: 32,
-		maxPrompt:  2048,
-		maxTokens:  1024,
-		maxBatch:   8,
+		// The largest request (512+512 tokens, batch 8) holds about 2.6 MiB:
+		// 16 of them at once fit the budget less the prompt-mask cache.
+		maxPrompt: 512,
+		maxTokens: 512,
+		maxBatch:  8,
+
+		debugAddr:   "127.0.0.1:6060",
+		maxInFlight: 16,
 	}
 }
 
@@ -66,11 +76,12 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.SetOutput(out)
 	fs.Usage = func() {
 		fmt.Fprintf(out, "usage: inferenceserver [flags]\n\n"+
-			"Serves a toy decode loop on pooled tensors over HTTP, with the tensor profile at\n"+
-			"/debug/pprof/tensors and OpenTelemetry metrics at /metrics.\n\nflags:\n")
+			"Serves a toy decode loop on pooled tensors over HTTP (POST /generate), with the\n"+
+			"tensor profile at /debug/pprof/tensors, net/http/pprof and OpenTelemetry metrics at\n"+
+			"/metrics on a separate debug listener (-debug-addr).\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&c.addr, "addr", c.addr, "listen address; keep debug endpoints off public interfaces")
+	fs.StringVar(&c.addr, "addr", c.addr, "public listen address: POST /generate and GET /healthz only")
 	fs.BoolVar(&c.leak, "leak", c.leak, "inject the leak: a new mask every decode step, kept in an unbounded map")
 	devflag.Var(fs, &c.device)
 	fs.Int64Var(&c.capacity, "capacity", c.capacity, "device capacity in bytes: the GPU the host device stands for, or on cuda:N the most memory taken from the GPU")
@@ -81,6 +92,13 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.maxPrompt, "max-prompt", c.maxPrompt, "longest prompt a request may send, in tokens")
 	fs.IntVar(&c.maxTokens, "max-tokens", c.maxTokens, "most tokens a request may generate")
 	fs.IntVar(&c.maxBatch, "max-batch", c.maxBatch, "most sequences a request may decode together")
+
+	// Listeners and admission.
+	fs.StringVar(&c.debugAddr, "debug-addr", c.debugAddr,
+		"debug listen address: profiles, net/http/pprof, summary, metrics; keep it private (empty: none)")
+	fs.IntVar(&c.maxInFlight, "max-inflight", c.maxInFlight,
+		"most /generate requests running at once; more get 503 (the budget must hold this many of the largest)")
+
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -107,6 +125,29 @@ func (c config) validate() error {
 		return fmt.Errorf("%w: -max-prompt, -max-tokens and -max-batch must be at least 1", errBadConfig)
 	case c.maxPrompt+c.maxTokens > 1<<20:
 		return fmt.Errorf("%w: -max-prompt plus -max-tokens exceeds %d tokens", errBadConfig, 1<<20)
+	}
+	return c.validateAdmission()
+}
+
+// validateAdmission checks the listeners and that the budget holds
+// maxInFlight of the largest request the bounds allow, next to a full
+// prompt-mask cache: then no request, nor a burst of them, can take the
+// memory the others need.
+func (c config) validateAdmission() error {
+	switch {
+	case c.debugAddr != "" && c.debugAddr == c.addr && !strings.HasSuffix(c.addr, ":0"):
+		return fmt.Errorf("%w: -debug-addr must differ from -addr: the debug endpoints stay off the public listener", errBadConfig)
+	case c.maxInFlight < 1 || c.maxInFlight > 1024:
+		return fmt.Errorf("%w: -max-inflight %d, want 1..1024", errBadConfig, c.maxInFlight)
+	case c.cache >= c.budget:
+		return fmt.Errorf("%w: -cache %d leaves nothing of -budget %d for requests", errBadConfig, c.cache, c.budget)
+	}
+	need := requestBytes(c.maxPrompt, c.maxTokens, c.maxBatch)
+	share := (c.budget - c.cache) / int64(c.maxInFlight)
+	if need > share {
+		return fmt.Errorf("%w: the largest request (-max-prompt %d, -max-tokens %d, -max-batch %d) holds up to %d bytes, "+
+			"but -budget less -cache over -max-inflight %d leaves %d per request: lower the bounds or -max-inflight, or raise -budget",
+			errBadConfig, c.maxPrompt, c.maxTokens, c.maxBatch, need, c.maxInFlight, share)
 	}
 	return nil
 }

@@ -45,11 +45,11 @@ func serveOnce(leak bool, query string) string {
 		return err.Error()
 	}
 	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
+	go func() { served <- s.Serve(ln, nil) }()
 
 	var b strings.Builder
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	if resp, err := client.Get("http://" + ln.Addr().String() + "/generate?" + query); err != nil {
+	if resp, err := client.Post("http://"+ln.Addr().String()+"/generate?"+query, "", nil); err != nil {
 		b.WriteString(err.Error() + "\n")
 	} else {
 		body, _ := io.ReadAll(resp.Body)

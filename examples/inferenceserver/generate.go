@@ -22,6 +22,18 @@ const (
 	vocabSize = 512 // logits per sequence and step
 )
 
+// requestBytes bounds the device memory one request of these sizes holds
+// at once, from the shapes generate makes: its KV cache (float16), its
+// prompt's causal mask (float32; cached, or freed after the prefill when
+// the cache cannot hold it), its growable mask (float32) and one step's
+// logits (float32). Each is rounded up as the pool's size classes may round
+// it: a quarter more, and up to 512 bytes for a small one.
+func requestBytes(prompt, tokens, batch int) int64 {
+	p, t, b := int64(prompt), int64(tokens), int64(batch)
+	round := func(n int64) int64 { return n + n/4 + 512 }
+	return round(b*(p+t)*kvWidth*2) + round(p*p*4) + round((p+t)*b*4) + round(b*vocabSize*4)
+}
+
 // errBadRequest means /generate parameters the server cannot serve.
 var errBadRequest = errors.New("bad request")
 
@@ -109,10 +121,13 @@ func decodeBody(r *http.Request, req *generateRequest) error {
 	return nil
 }
 
-// serveGenerate answers /generate: 200 with a generateResponse, 400 for bad
-// parameters, 503 when the pool is out of memory (the body is the error's
-// text, which names the call sites holding the memory) or the server is
-// shutting down, 500 otherwise.
+// serveGenerate answers POST /generate: 200 with a generateResponse, 400
+// for bad parameters, 503 with Retry-After when cfg.maxInFlight requests are
+// already running, when the pool is out of memory, or when the server is
+// shutting down, 500 otherwise. An error answer names the request's id and
+// nothing of the server's insides: the out-of-memory report, with the call
+// sites and source paths that hold the memory, goes to the log under that
+// id.
 func (s *server) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	if !s.inflight.enter() {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
@@ -126,9 +141,21 @@ func (s *server) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	id := "r" + strconv.FormatUint(s.requests.Add(1), 10)
 	w.Header().Set("X-Request-Id", id)
+	select {
+	case s.admit <- struct{}{}:
+	default:
+		s.log.Debug("busy", slog.String("request", id), slog.Int("max_inflight", s.cfg.maxInFlight))
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("busy: %d requests running, the most this server runs at once; retry later (request %s)",
+			s.cfg.maxInFlight, id), http.StatusServiceUnavailable)
+		return
+	}
 	ctx := track.WithLabels(r.Context(), "request", id, "route", "/generate")
 	err = s.generate(ctx, id, req)
 	s.tick()
+	// The place is given back before the answer is written, so a client
+	// that sends its next request on reading this one finds it free.
+	<-s.admit
 
 	switch {
 	case err == nil:
@@ -140,14 +167,15 @@ func (s *server) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, tensor.ErrOutOfMemory):
 		s.log.Warn("out of memory", slog.String("request", id), slog.Any("err", err))
 		w.Header().Set("Retry-After", "1")
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		http.Error(w, "out of memory: the server is at its memory budget; retry later (request "+id+")",
+			http.StatusServiceUnavailable)
 	case r.Context().Err() != nil:
 		// The client left or the drain ran out: nobody reads the answer.
 		s.log.Debug("request canceled", slog.String("request", id), slog.Any("err", err))
 		http.Error(w, "request canceled", http.StatusServiceUnavailable)
 	default:
 		s.log.Error("generate", slog.String("request", id), slog.Any("err", err))
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		http.Error(w, "internal error (request "+id+")", http.StatusInternalServerError)
 	}
 }
 

@@ -42,7 +42,7 @@ func BenchmarkGenerate(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			w := httptest.NewRecorder()
-			h.ServeHTTP(w, httptest.NewRequest("GET", target, nil))
+			h.ServeHTTP(w, httptest.NewRequest("POST", target, nil))
 			if w.Code != http.StatusOK {
 				b.Fatal(w.Body.String())
 			}

@@ -42,7 +42,8 @@ func (s *syncBuffer) String() string {
 // testServer is a server listening on a loopback port for one test.
 type testServer struct {
 	*server
-	base   string // http://127.0.0.1:port
+	base   string // http://127.0.0.1:port, the public listener
+	debug  string // the debug listener
 	logs   *syncBuffer
 	report *syncBuffer
 	client *http.Client
@@ -58,6 +59,7 @@ func startServer(t *testing.T, edit func(*config)) *testServer {
 	t.Helper()
 	cfg := defaultConfig()
 	cfg.addr = "127.0.0.1:0"
+	cfg.debugAddr = "127.0.0.1:0"
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -67,10 +69,13 @@ func startServer(t *testing.T, edit func(*config)) *testServer {
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", cfg.addr)
 	require.NoError(t, err)
+	debugLn, err := net.Listen("tcp", cfg.debugAddr)
+	require.NoError(t, err)
 	ts.server = s
 	ts.base = "http://" + ln.Addr().String()
+	ts.debug = "http://" + debugLn.Addr().String()
 	ts.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
-	go func() { ts.served <- s.Serve(ln) }()
+	go func() { ts.served <- s.Serve(ln, debugLn) }()
 	t.Cleanup(func() {
 		_ = ts.shutdown(t)
 		if t.Failed() {
@@ -84,11 +89,17 @@ func startServer(t *testing.T, edit func(*config)) *testServer {
 // returns Shutdown's error.
 func (ts *testServer) shutdown(t *testing.T) error {
 	t.Helper()
+	return ts.shutdownWithin(t, 20*time.Second)
+}
+
+// shutdownWithin is shutdown with a drain of d.
+func (ts *testServer) shutdownWithin(t *testing.T, d time.Duration) error {
+	t.Helper()
 	ts.stopOnce.Do(func() {
 		// A connection the client dialed and then did not need has sent no
 		// request; Shutdown would wait five seconds before calling it idle.
 		ts.client.CloseIdleConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
 		ts.stopErr = ts.Shutdown(ctx)
 		require.NoError(t, <-ts.served, "Serve returns nil after Shutdown")
@@ -96,10 +107,10 @@ func (ts *testServer) shutdown(t *testing.T) error {
 	return ts.stopErr
 }
 
-// get fetches path and returns the status and body.
-func (ts *testServer) get(t *testing.T, path string) (int, string) {
+// get fetches url and returns the status and body.
+func (ts *testServer) get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := ts.client.Get(ts.base + path)
+	resp, err := ts.client.Get(url)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
@@ -138,7 +149,7 @@ func (ts *testServer) load(n, workers int, query func(i int) string) []outcome {
 }
 
 func (ts *testServer) generate(query string) outcome {
-	resp, err := ts.client.Get(ts.base + "/generate?" + query)
+	resp, err := ts.client.Post(ts.base+"/generate?"+query, "", nil)
 	if err != nil {
 		return outcome{err: err}
 	}

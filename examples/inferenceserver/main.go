@@ -7,11 +7,11 @@
 //
 // and, from another shell:
 //
-//	curl -s 'localhost:8080/generate?tokens=32'                 # one request
+//	curl -s -X POST 'localhost:8080/generate?tokens=32'         # one request
 //	curl -s -d '{"prompt":128,"tokens":32}' -H 'Content-Type: application/json' localhost:8080/generate
-//	go tool pprof -top http://localhost:8080/debug/pprof/tensors
-//	curl -s localhost:8080/metrics | grep tensorlife
-//	curl -s localhost:8080/debug/tensors/summary
+//	go tool pprof -top http://localhost:6060/debug/pprof/tensors
+//	curl -s localhost:6060/metrics | grep tensorlife
+//	curl -s localhost:6060/debug/tensors/summary
 //
 // The mask builder logs the rebuilt mask at once, -top puts decodeLeaky
 // first by inuse_space, tensorlife_tensors_live{kind="mask"} climbs with
@@ -22,22 +22,37 @@
 //
 // # Endpoints
 //
-//	GET|POST /generate          prompt, tokens, batch as query parameters or a JSON body;
-//	                            JSON answer; 400 for bad parameters, 503 when out of memory
-//	GET /debug/pprof/tensors    live tensors in pprof format (pprofexport.Handler)
+// The public listener (-addr, localhost:8080) serves what clients need and
+// nothing else:
+//
+//	POST /generate              prompt, tokens, batch as query parameters or a JSON body;
+//	                            JSON answer; 400 for bad parameters; 503 with Retry-After
+//	                            when -max-inflight requests are running or the budget is
+//	                            spent; other methods get 405
+//	GET /healthz                200 while serving, 503 once shutting down
+//
+// The debug listener (-debug-addr, 127.0.0.1:6060; empty turns it off)
+// serves what only operators should see:
+//
+//	GET /debug/pprof/           net/http/pprof, mounted explicitly
+//	GET /debug/pprof/tensors    live tensors in pprof format (pprofexport.NewHandler)
 //	GET /debug/tensors/summary  the memory summary (track.WriteSummary)
 //	GET /metrics                OpenTelemetry metrics through the Prometheus exporter
 //
-// Keep the debug endpoints and /metrics off public listeners, as you would
-// net/http/pprof.
+// An error answer carries the request's id (also in X-Request-Id) and a
+// short reason; the out-of-memory report, which names source files and
+// lines, goes to the log under that id. The budget is checked at start to
+// hold -max-inflight of the largest request the -max-* bounds allow.
 //
 // # Shutdown
 //
-// SIGINT or SIGTERM stops the server gracefully: it stops accepting, drains
-// the requests in flight (-drain), closes the prompt-mask cache, prints the
-// memory summary, and reports every tensor still live with the call sites
-// holding it. Then it frees what is left and closes the pool. With tensors
-// still live it exits with status 1: under -leak it always does.
+// SIGINT or SIGTERM stops the server gracefully: it ends the debug requests
+// at once (a pending ?seconds= delta profile answers 503 instead of holding
+// the shutdown), stops accepting, drains the requests in flight (-drain,
+// then cancels them), closes the prompt-mask cache, prints the memory
+// summary, and reports every tensor still live with the call sites holding
+// it. Then it frees what is left and closes the pool. It exits with status
+// 1 if tensors were still live (under -leak it always does), 0 otherwise.
 //
 // # On a GPU
 //
@@ -95,8 +110,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return errors.Join(err, s.Shutdown(ctx))
 	}
+	var debugLn net.Listener
+	if cfg.debugAddr != "" {
+		if debugLn, err = net.Listen("tcp", cfg.debugAddr); err != nil {
+			return errors.Join(err, ln.Close(), s.Shutdown(ctx))
+		}
+	}
 	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
+	go func() { served <- s.Serve(ln, debugLn) }()
 
 	var serveErr error
 	select {

@@ -22,6 +22,12 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{[]string{"-max-tokens", "0"}, errBadConfig},
 		{[]string{"-max-prompt", "1048576", "-max-tokens", "1"}, errBadConfig},
 		{[]string{"-addr", ""}, errBadConfig},
+		{[]string{"-addr", "127.0.0.1:8080", "-debug-addr", "127.0.0.1:8080"}, errBadConfig},
+		{[]string{"-max-inflight", "0"}, errBadConfig},
+		{[]string{"-cache", "67108864"}, errBadConfig},
+		// 64 of the largest request do not fit the default budget.
+		{[]string{"-max-inflight", "64"}, errBadConfig},
+		{[]string{"-max-prompt", "2048", "-max-tokens", "1024"}, errBadConfig},
 		{[]string{"extra"}, errBadConfig},
 		{[]string{"-h"}, flag.ErrHelp},
 	} {
@@ -42,7 +48,7 @@ func TestRunShutsDownWhenCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var out syncBuffer
-	require.NoError(t, run(ctx, []string{"-addr", "127.0.0.1:0"}, &out))
+	require.NoError(t, run(ctx, []string{"-addr", "127.0.0.1:0", "-debug-addr", "127.0.0.1:0"}, &out))
 	logs := out.String()
 	assert.Contains(t, logs, "msg=serving addr=127.0.0.1:")
 	assert.Contains(t, logs, "msg=\"shutting down\"")
@@ -52,7 +58,7 @@ func TestRunShutsDownWhenCanceled(t *testing.T) {
 
 func TestRunReportsAListenError(t *testing.T) {
 	var out syncBuffer
-	err := run(context.Background(), []string{"-addr", "127.0.0.1:-1"}, &out)
+	err := run(context.Background(), []string{"-addr", "127.0.0.1:-1", "-debug-addr", "127.0.0.1:0"}, &out)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "listen")
 }

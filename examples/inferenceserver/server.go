@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +32,11 @@ var errShutDown = errors.New("server already shut down")
 // over the pool, a growth watcher ticked once per request, and the metrics
 // and profile endpoints that show all of it.
 //
+// It has two listeners. The public one serves /generate and a health
+// check, nothing else; the debug one (-debug-addr, loopback by default)
+// serves the profiles, net/http/pprof, the memory summary and the metrics,
+// which say more about the process than its clients should learn.
+//
 // Build it with newServer, serve with Serve, stop with Shutdown. Its methods
 // are safe for concurrent use.
 type server struct {
@@ -49,7 +54,20 @@ type server struct {
 	watcher *track.Watcher
 	tel     *telemetry
 	profile http.Handler // the live-tensor profile
-	http    *http.Server
+	http    *http.Server // the public listener's
+	debug   *http.Server // the debug listener's
+
+	// Request contexts derive from these, so Shutdown can end what is
+	// still running: debug requests at once (a delta profile waits for
+	// minutes), /generate requests when the drain runs out.
+	publicCtx, debugCtx       context.Context
+	cancelPublic, cancelDebug context.CancelFunc
+	debugActive               atomic.Int64 // debug requests running
+
+	// admit holds one token per /generate request doing tensor work: the
+	// budget is sized for cfg.maxInFlight of the largest request at once
+	// (config.validate), and a request beyond them is refused, not queued.
+	admit chan struct{}
 
 	// leaked is the seed's bug, present only with -leak: every decode
 	// step's mask, kept under a key no one ever deletes.
@@ -111,62 +129,133 @@ func newServer(cfg config, logger *slog.Logger, report io.Writer) (*server, erro
 	if cfg.leak {
 		s.leaked = &leakMap{masks: make(map[string]*tensor.Tensor)}
 	}
+	s.admit = make(chan struct{}, cfg.maxInFlight)
+	s.publicCtx, s.cancelPublic = context.WithCancel(context.Background())
+	s.debugCtx, s.cancelDebug = context.WithCancel(context.Background())
+	errorLog := slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	s.http = &http.Server{
 		Handler:           s.Handler(),
+		BaseContext:       func(net.Listener) context.Context { return s.publicCtx },
 		ReadHeaderTimeout: 5 * time.Second,
-		// WriteTimeout bounds how long a slow client holds a response. The
-		// profile handler refuses a ?seconds= delta that would outlast it,
-		// so it also caps delta profiles at 59 seconds.
+		// WriteTimeout bounds how long a slow client holds a response.
 		WriteTimeout: 60 * time.Second,
 		IdleTimeout:  2 * time.Minute,
-		ErrorLog:     slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		ErrorLog:     errorLog,
+	}
+	s.debug = &http.Server{
+		Handler:           s.DebugHandler(),
+		BaseContext:       func(net.Listener) context.Context { return s.debugCtx },
+		ReadHeaderTimeout: 5 * time.Second,
+		// The profile handlers move the deadline past a delta window
+		// (?seconds=N); the tensors profile caps the window at 5 minutes.
+		WriteTimeout: 60 * time.Second,
+		IdleTimeout:  2 * time.Minute,
+		ErrorLog:     errorLog,
 	}
 	return s, nil
 }
 
-// Handler returns the server's routes:
+// Handler returns the public listener's routes, all a client may reach:
 //
-//	GET|POST /generate            run the decode loop (see parseGenerate)
-//	GET /debug/pprof/tensors      live tensors as a pprof profile
-//	GET /debug/tensors/summary    the memory summary as text
-//	GET /metrics                  OpenTelemetry metrics, Prometheus format
+//	POST /generate     run the decode loop (see parseGenerate); other methods get 405
+//	GET /healthz       200 "ok" while serving, 503 once shutdown has begun
 func (s *server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /generate", s.serveGenerate)
 	mux.HandleFunc("POST /generate", s.serveGenerate)
-	mux.Handle("/debug/pprof/tensors", s.profile)
-	mux.HandleFunc("GET /debug/tensors/summary", s.serveSummary)
-	mux.Handle("GET /metrics", s.tel.handler)
+	mux.HandleFunc("GET /healthz", s.serveHealth)
 	return mux
 }
 
-// Serve accepts connections on ln until Shutdown; it returns nil once
-// Shutdown has begun, and any other error of the listener.
-func (s *server) Serve(ln net.Listener) error {
-	s.log.Info("serving", slog.String("addr", ln.Addr().String()), slog.Bool("leak", s.cfg.leak),
-		slog.String("budget", format.Bytes(s.cfg.budget)))
-	if err := s.http.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
+// DebugHandler returns the debug listener's routes, mounted one by one
+// (importing net/http/pprof also registers it on http.DefaultServeMux,
+// which nothing here serves):
+//
+//	GET /debug/pprof/             net/http/pprof: index, heap, goroutine, profile, trace, ...
+//	GET /debug/pprof/tensors      live tensors as a pprof profile (pprofexport)
+//	GET /debug/tensors/summary    the memory summary as text
+//	GET /metrics                  OpenTelemetry metrics, Prometheus format
+func (s *server) DebugHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/debug/pprof/tensors", s.profile)
+	mux.HandleFunc("GET /debug/tensors/summary", s.serveSummary)
+	mux.Handle("GET /metrics", s.tel.handler)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.debugActive.Add(1)
+		defer s.debugActive.Add(-1)
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// Serve accepts connections on public and, unless it is nil, on debug,
+// until Shutdown; it returns nil once Shutdown has begun, and otherwise the
+// first error of either listener.
+func (s *server) Serve(public, debug net.Listener) error {
+	attrs := []any{slog.String("addr", public.Addr().String()), slog.Bool("leak", s.cfg.leak),
+		slog.String("budget", format.Bytes(s.cfg.budget)), slog.Int("max_inflight", s.cfg.maxInFlight)}
+	if debug != nil {
+		attrs = append(attrs, slog.String("debug_addr", debug.Addr().String()))
 	}
-	return nil
+	s.log.Info("serving", attrs...)
+	debugErr := make(chan error, 1)
+	if debug != nil {
+		go func() { debugErr <- s.debug.Serve(debug) }()
+	} else {
+		debugErr <- http.ErrServerClosed
+	}
+	err := s.http.Serve(public)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	} else {
+		// The public listener failed: stop the debug one too, so this
+		// returns and the caller can shut down.
+		_ = s.debug.Close()
+	}
+	if derr := <-debugErr; !errors.Is(derr, http.ErrServerClosed) {
+		err = errors.Join(err, derr)
+	}
+	return err
+}
+
+// serveHealth answers GET /healthz: 200 while the server admits requests,
+// 503 once shutdown has begun, so a load balancer stops sending them.
+func (s *server) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	down := s.shutDown
+	s.mu.Unlock()
+	if down {
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, "ok\n")
 }
 
 // Shutdown stops the server gracefully, in an order that leaves nothing
 // behind and reports what would have been:
 //
-//  1. stop accepting and drain the requests in flight (until ctx is done;
-//     then close their connections and wait for their handlers, which stop
-//     at the next decode step);
-//  2. stop the watcher and close the prompt-mask cache, whose masks are
+//  1. end the debug requests at once, a pending delta profile among them
+//     (their contexts are cancelled; each answers 503), and close the
+//     debug listener;
+//  2. stop accepting and drain the /generate requests in flight until ctx
+//     is done; then cancel their contexts, so they stop at the next decode
+//     step, and close their connections;
+//  3. stop the watcher and close the prompt-mask cache, whose masks are
 //     owned, not leaked;
-//  3. report every tensor still live: memory that nothing will free. The
+//  4. report every tensor still live: memory that nothing will free. The
 //     summary goes to the report writer and the top sites to the log, and
 //     the returned error is a *liveTensorsError;
-//  4. free what the leak map holds, stop the metrics, and close the pool,
+//  5. free what the leak map holds, stop the metrics, and close the pool,
 //     which returns every block to the device (and would name any block
 //     still handed out).
 //
-// A second call returns errShutDown.
+// A drain cut short is logged, not returned: the error, and so the exit
+// status, says whether tensors were left live. A second call returns
+// errShutDown.
 func (s *server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if s.shutDown {
@@ -176,11 +265,20 @@ func (s *server) Shutdown(ctx context.Context) error {
 	s.shutDown = true
 	s.mu.Unlock()
 
-	var errs []error
-	if err := s.http.Shutdown(ctx); err != nil {
-		s.log.Warn("drain cut short; closing connections", slog.Any("err", err))
-		errs = append(errs, fmt.Errorf("draining requests: %w", err), s.http.Close())
+	if n := s.debugActive.Load(); n > 0 {
+		s.log.Info("ending debug requests", slog.Int64("running", n))
 	}
+	s.cancelDebug()
+	if err := s.debug.Shutdown(ctx); err != nil {
+		_ = s.debug.Close()
+	}
+	if err := s.http.Shutdown(ctx); err != nil {
+		s.log.Warn("drain cut short: cancelling the requests still running", slog.Any("err", err))
+		s.cancelPublic()
+		_ = s.http.Close()
+	}
+	s.cancelPublic()
+	var errs []error
 	s.inflight.closeAndWait()
 	errs = append(errs, s.watcher.Stop(), s.prompts.Close())
 
@@ -198,7 +296,11 @@ func (s *server) Shutdown(ctx context.Context) error {
 	if s.leaked != nil {
 		errs = append(errs, s.leaked.freeAll())
 	}
-	errs = append(errs, s.tel.shutdown(ctx), s.pool.Close(), s.dev.Close())
+	// The drain's deadline may have passed: the metrics get a moment of
+	// their own to stop.
+	telCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	errs = append(errs, s.tel.shutdown(telCtx), s.pool.Close(), s.dev.Close())
 	return errors.Join(errs...)
 }
 

@@ -69,7 +69,7 @@ func TestEndToEnd(t *testing.T) {
 const leakedMasks = loadRequests * loadTokens
 
 func checkMetrics(t *testing.T, ts *testServer, leak bool) {
-	status, m := ts.get(t, "/metrics")
+	status, m := ts.get(t, ts.debug+"/metrics")
 	require.Equal(t, http.StatusOK, status)
 	value := func(name string, labels ...string) float64 {
 		v, ok := metric(m, name, labels...)
@@ -116,7 +116,7 @@ func checkMetrics(t *testing.T, ts *testServer, leak bool) {
 }
 
 func checkProfile(t *testing.T, ts *testServer, leak bool) {
-	rows := flatRows(pprofTop(t, ts.base+"/debug/pprof/tensors", "-sample_index=inuse_space"))
+	rows := flatRows(pprofTop(t, ts.debug+"/debug/pprof/tensors", "-sample_index=inuse_space"))
 	require.NotEmpty(t, rows)
 	if leak {
 		assert.True(t, strings.HasSuffix(rows[0], leakFunc), "the leaking function tops the profile: %q", rows)
