@@ -216,8 +216,7 @@ func (h *handler) serveDelta(w http.ResponseWriter, r *http.Request, q query) {
 	}
 	// A delta reads only the start's per-site counters: drop its groups,
 	// which grow with the labels of the live set, for the window's length.
-	start = &track.Snapshot{Tracker: start.Tracker, Time: start.Time, Totals: start.Totals,
-		Filter: start.Filter, Sites: start.Sites}
+	start = start.SitesOnly()
 	end, err := h.wait(r.Context(), q, window)
 	if err != nil {
 		serveWaitError(w, err)

@@ -216,11 +216,10 @@ func DeltaProfile(start, end *track.Snapshot, opts ...Option) (*profile.Profile,
 	return combine(start, end, []int64{-1, -1, 0, 0}, "delta", cfg)
 }
 
-// sameTracker reports whether two snapshots come from one tracker. It
-// compares the trackers' names, which two trackers may share; it is the one
-// place to change when snapshots carry a tracker identity.
+// sameTracker reports whether two snapshots come from one tracker: the same
+// tracker, not two of one name.
 func sameTracker(a, b *track.Snapshot) bool {
-	return a.Tracker == b.Tracker
+	return a.SameTracker(b)
 }
 
 // combine merges after with before scaled by ratios (per sample value),

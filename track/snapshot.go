@@ -156,6 +156,18 @@ func (s *Snapshot) SameTracker(o *Snapshot) bool {
 	return s != nil && o != nil && s.tracker != nil && s.tracker == o.tracker
 }
 
+// SitesOnly returns a copy of s without its groups and allocations: what a
+// delta needs of its start (per-site figures), without holding memory that
+// grows with the live set while the window runs. It stays comparable with
+// snapshots of the same tracker (SameTracker).
+func (s *Snapshot) SitesOnly() *Snapshot {
+	if s == nil {
+		return nil
+	}
+	return &Snapshot{tracker: s.tracker, Tracker: s.Tracker, Time: s.Time, Totals: s.Totals,
+		Filter: s.Filter, Sites: s.Sites}
+}
+
 // Snapshot copies the whole live set, every allocation listed. A nil
 // tracker has an empty snapshot.
 func (t *Tracker) Snapshot() *Snapshot {
