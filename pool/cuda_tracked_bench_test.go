@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/tensor/cuda"
@@ -52,7 +53,7 @@ func BenchmarkCUDATrackedOverhead(b *testing.B) {
 	defer untracked.Close()
 
 	for _, size := range []int{4 << 10, 1 << 20, 16 << 20} {
-		b.Run(strings.ReplaceAll(tensor.FormatBytes(int64(size)), " ", ""), func(b *testing.B) {
+		b.Run(strings.ReplaceAll(format.Bytes(int64(size)), " ", ""), func(b *testing.B) {
 			benchTrackedOverhead(b, dev, tracked, untracked, size)
 		})
 	}
