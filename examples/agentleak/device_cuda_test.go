@@ -17,18 +17,24 @@ import (
 // mask line. CI runs it on the fake driver (scripts/fakecuda.sh).
 func TestOnCUDA(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		args []string
-		want []string
+		name    string
+		args    []string
+		want    []string
+		stopped bool // the run stops early on out-of-memory: an error
 	}{
-		{"leaky", nil, []string{"leak suspect after", maskFunc, "cuda:0"}},
-		{"fixed", []string{"-fixed"}, []string{"no leak suspect", "cuda:0"}},
-		{"oom", []string{"-requests", "2000", "-budget", "2097152"}, []string{"out of memory on cuda:0", maskFunc}},
+		{"leaky", nil, []string{"leak suspect after", maskFunc, "cuda:0"}, false},
+		{"fixed", []string{"-fixed"}, []string{"no leak suspect", "cuda:0"}, false},
+		{"oom", []string{"-requests", "2000", "-budget", "2097152"}, []string{"out of memory on cuda:0", maskFunc}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
 			args := append([]string{"-device", "cuda:0", "-profile", filepath.Join(t.TempDir(), "tensors.pb.gz")}, tc.args...)
-			require.NoError(t, run(context.Background(), args, &out, false))
+			err := run(context.Background(), args, &out, false)
+			if tc.stopped {
+				require.Error(t, err)
+			} else {
+				require.NoError(t, err)
+			}
 			for _, w := range tc.want {
 				assert.Contains(t, out.String(), w)
 			}

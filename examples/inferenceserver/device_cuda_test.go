@@ -26,11 +26,11 @@ func TestOnCUDA(t *testing.T) {
 				require.NoError(t, o.err, "request %d", i)
 				require.Equal(t, http.StatusOK, o.status, "request %d: %s", i, o.body)
 			}
-			_, metrics := ts.get(t, "/metrics")
-			v, ok := metric(metrics, "tensorlife_pool_memory_reserved_bytes", `device="cuda:0"`)
+			_, metrics := ts.get(t, ts.debug+"/metrics")
+			v, ok := metric(metrics, "tensorlife_pool_memory_usage_bytes", `tensorlife_device="cuda:0"`)
 			assert.True(t, ok, "no pool metric for cuda:0")
 			assert.Positive(t, v)
-			_, summary := ts.get(t, "/debug/tensors/summary")
+			_, summary := ts.get(t, ts.debug+"/debug/tensors/summary")
 			assert.Contains(t, summary, "cuda:0")
 
 			err := ts.shutdown(t)
