@@ -65,37 +65,40 @@ agentleak "agentleak leaky" 0 -profile "$work/tensors.pb.gz" &&
 	{ [[ -s $work/tensors.pb.gz ]] || fail "agentleak profile" "no profile written"; }
 agentleak "agentleak fixed" 0 -fixed -profile "" &&
 	expect "agentleak fixed" "$work/agentleak fixed.out" '^no leak suspect' "$device"
-agentleak "agentleak oom" 0 -requests 2000 -budget 2097152 -profile "" &&
+# The leak runs the budget out: the run stops early, which is exit status 1.
+agentleak "agentleak oom" 1 -requests 2000 -budget 2097152 -profile "" &&
 	expect "agentleak oom" "$work/agentleak oom.out" "out of memory on $device" 'decodeLeaky'
 agentleak "agentleak bad device" 2 -device nope -profile "" &&
 	expect "agentleak bad device" "$work/agentleak bad device.out" 'invalid value "nope" for flag -device'
 
 # ---- inferenceserver ------------------------------------------------------
 
-# http_get PORT PATH: prints the response (status line, headers, body).
-http_get() {
-	local port=$1 path=$2
+# http METHOD PORT PATH: prints the response (status line, headers, body).
+http() {
+	local method=$1 port=$2 path=$3
 	exec 3<>"/dev/tcp/127.0.0.1/$port" || return 1
-	printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$path" >&3
+	printf '%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n' "$method" "$path" >&3
 	cat <&3
 	exec 3<&-
 }
 
-# server NAME WANT_STATUS REQUESTS ARGS...: starts the server on a free port,
-# sends REQUESTS /generate requests and reads /metrics and the summary, then
-# stops it with SIGTERM and checks its exit status.
+# server NAME WANT_STATUS REQUESTS ARGS...: starts the server on free ports,
+# sends REQUESTS POST /generate requests to the public listener and reads
+# /metrics and the summary from the debug listener, then stops it with
+# SIGTERM and checks its exit status.
 server() {
-	local name=$1 want=$2 requests=$3 log=$work/$1.log port= i status
+	local name=$1 want=$2 requests=$3 log=$work/$1.log port= debug= i status
 	shift 3
-	"$bin/inferenceserver" -device "$device" -addr 127.0.0.1:0 -drain 10s "$@" >"$log" 2>&1 &
+	"$bin/inferenceserver" -device "$device" -addr 127.0.0.1:0 -debug-addr 127.0.0.1:0 -drain 10s "$@" >"$log" 2>&1 &
 	server_pid=$!
 	for ((i = 0; i < 300; i++)); do
 		port=$(sed -n 's/.*msg=serving addr=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -n1)
-		[[ -n $port ]] && break
+		debug=$(sed -n 's/.*debug_addr=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -n1)
+		[[ -n $port && -n $debug ]] && break
 		if ! kill -0 "$server_pid" 2>/dev/null; then break; fi
 		sleep 0.1
 	done
-	if [[ -z $port ]]; then
+	if [[ -z $port || -z $debug ]]; then
 		fail "$name" "the server did not start" "$log"
 		kill "$server_pid" 2>/dev/null
 		wait "$server_pid" 2>/dev/null
@@ -104,14 +107,14 @@ server() {
 	fi
 	local bad=0
 	for ((i = 0; i < requests; i++)); do
-		if ! http_get "$port" "/generate?prompt=64&tokens=16&batch=2" >"$work/resp" 2>&1 ||
+		if ! http POST "$port" "/generate?prompt=64&tokens=16&batch=2" >"$work/resp" 2>&1 ||
 			! head -n1 "$work/resp" | grep -Eq '^HTTP/1\.[01] 200'; then
 			bad=1
 			cp "$work/resp" "$work/$name.bad"
 		fi
 	done
-	http_get "$port" /metrics >"$work/$name.metrics" 2>&1
-	http_get "$port" /debug/tensors/summary >"$work/$name.summary" 2>&1
+	http GET "$debug" /metrics >"$work/$name.metrics" 2>&1
+	http GET "$debug" /debug/tensors/summary >"$work/$name.summary" 2>&1
 	kill -TERM "$server_pid"
 	wait "$server_pid"
 	status=$?
@@ -124,7 +127,7 @@ server() {
 		fail "$name" "exit status $status after SIGTERM, want $want" "$log"
 		return 1
 	fi
-	expect "$name metrics" "$work/$name.metrics" "tensorlife_pool_memory_reserved_bytes\\{.*device=\"$device\"" &&
+	expect "$name metrics" "$work/$name.metrics" "tensorlife_pool_memory_usage_bytes\\{.*tensorlife_device=\"$device\"" &&
 		expect "$name summary" "$work/$name.summary" "$device"
 }
 
