@@ -32,6 +32,7 @@ type Site struct {
 	frees      atomic.Int64
 	freedBytes atomic.Int64
 	gcLeaks    atomic.Int64
+	ages       siteAges // live figures by age, for the watcher
 
 	symOnce sync.Once
 	frames  []Frame

@@ -126,7 +126,8 @@ type Record struct {
 	site       *Site
 	labels     Labels
 	id         uint64
-	born       int64 // nanoseconds since the tracker started, monotonic
+	born       int64  // nanoseconds since the tracker started, monotonic
+	gen        uint64 // the tracker's age clock when recorded (watcher windows)
 	state      atomic.Uint32
 	class      uint16 // index of its device and kind in its shard's classes
 	leaked     atomic.Bool
@@ -186,6 +187,13 @@ type Tracker struct {
 	misuse    atomic.Int64
 	events    [numEventKinds]atomic.Int64
 	noteShard atomic.Uint32 // spreads noted events over the history shards
+
+	// clock is the age clock: the number of windows ended by the watcher
+	// that drives it (clockOwner, the first watcher whose window ends while
+	// none drives it). Records are stamped with it, so a site can tell the
+	// bytes that outlived their window from those in flight.
+	clock      atomic.Uint64
+	clockOwner atomic.Pointer[Watcher]
 
 	leakWatchers watchers
 }
@@ -261,6 +269,8 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	r.labels = LabelsFrom(ctx)
 	r.id = t.nextID.Add(1)
 	r.born = t.now()
+	r.gen = t.clock.Load()
+	site.ages.add(r.gen, r.gen, r.Bytes, 1)
 
 	sh := &t.shards[r.id%shardCount]
 	sh.mu.Lock()
@@ -341,6 +351,7 @@ func (t *Tracker) Release(r *Record) error {
 
 	r.site.frees.Add(1)
 	r.site.freedBytes.Add(r.Bytes)
+	r.site.ages.add(r.gen, t.clock.Load(), -r.Bytes, -1)
 	t.liveBytes.Add(-r.Bytes)
 	return nil
 }

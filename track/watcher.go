@@ -27,12 +27,15 @@ var (
 )
 
 // Watcher defaults. With one window per request, a site that keeps memory
-// on every request is flagged after 6 requests (MostOf defaults to three
+// on every request is flagged after 7 requests (MostOf defaults to three
 // quarters of the windows).
 const (
 	DefaultWindows      = 8    // K: windows judged at once
 	DefaultWatchHistory = 32   // windows remembered per site
 	DefaultMinGrowth    = 4096 // bytes a suspect must grow by over K windows
+	// DefaultSurvivorAge is A: a tensor counts as a survivor once it has
+	// lived through the end of the window it was made in and one more.
+	DefaultSurvivorAge = 2
 )
 
 // maxHistory bounds the per-site memory of a watcher: 8 bytes per window
@@ -46,6 +49,8 @@ type watcherConfig struct {
 	history   int
 	mostOf    int
 	warmUp    uint64 // windows that only set the baseline
+	age       int    // A: windows a tensor must have lived to be judged
+	ageSet    bool   // SurvivorAge was given: 0 is valid
 	minGrowth int64
 	growthSet bool // MinGrowth was given: 0 is a valid threshold
 	onSuspect func(Suspect)
@@ -141,6 +146,23 @@ func WarmUp(n int) Option {
 	}, forWatcher)
 }
 
+// SurvivorAge sets A, the age in windows from which a tensor's bytes are
+// judged (default DefaultSurvivorAge; 0..8). A tensor made in a window is 1
+// window old when that window ends, so with A = 2 a tensor is judged once it
+// is still live at the end of the window after the one it was made in: it
+// outlived its request. SurvivorAge(0) judges every live byte, as watchers
+// did before they knew ages. Ages count the windows of the watcher that
+// drives the tracker's age clock (see Watcher).
+func SurvivorAge(windows int) Option {
+	return only("SurvivorAge", func(o *options) error {
+		if windows < 0 || windows > ageBuckets {
+			return fmt.Errorf("%w: SurvivorAge(%d): want 0..%d", ErrInvalidOption, windows, ageBuckets)
+		}
+		o.watcher.age, o.watcher.ageSet = windows, true
+		return nil
+	}, forWatcher)
+}
+
 // OnSuspect sets the function called once each time a site becomes a leak
 // suspect. It runs on the goroutine that ended the window (a Tick caller or
 // the Run loop), after the watcher's lock is released; it must not block.
@@ -155,15 +177,21 @@ func OnSuspect(f func(Suspect)) Option {
 	}, forWatcher)
 }
 
-// Suspect is a call site whose live bytes keep growing: a likely leak.
+// Suspect is a call site whose surviving bytes keep growing: a likely leak.
 type Suspect struct {
 	Site      *Site
-	LiveBytes int64 // at the end of the latest window
+	LiveBytes int64 // all live bytes at the end of the latest window
 	LiveCount int64
-	// BaselineBytes were live when the growth that flagged the site began;
+	// SurvivorBytes and SurvivorCount are what the site was judged on: its
+	// live tensors at least SurvivorAge windows old at the end of the
+	// latest window (all live ones with SurvivorAge(0)).
+	SurvivorBytes int64
+	SurvivorCount int64
+	// BaselineBytes survived when the growth that flagged the site began;
 	// the site stops being a suspect when it falls back to them.
 	BaselineBytes int64
-	// GrowthPerWindow is the average growth over the last K windows.
+	// GrowthPerWindow is the average growth of the survivors over the last
+	// K windows, or over the run of growth that flagged a slow leak.
 	GrowthPerWindow int64
 	Grew            int // of the last Windows windows, how many grew
 	Windows         int // K
@@ -171,16 +199,37 @@ type Suspect struct {
 	SinceWindow     uint64 // the window that flagged it, counted from 1
 }
 
-// Watcher watches a tracker's live bytes per call site over windows of
+// Watcher watches a tracker's surviving bytes per call site over windows of
 // requests or time and names the sites that keep growing: leak suspects.
 //
-// At the end of each window it samples every site's live bytes (cost:
-// O(sites), no walk of the live set). A site becomes a suspect when, over
-// the last K windows, its live bytes grew in at least MostOf of them, and
+// Survivors are the live tensors at least SurvivorAge windows old: memory
+// that outlived the request that made it. Memory in flight (activations, the
+// KV cache of a running request), however large and however its size
+// trends, is freed before it survives, so it is never judged; a slow leak
+// that in-flight memory would hide stands out once it is removed.
+//
+// Ages are counted by the tracker's age clock, which one watcher drives:
+// the first whose window ends while no other drives it advances the clock by
+// one at the end of each of its windows, until it stops. A second watcher of
+// the same tracker reads that clock without advancing it, so its ages are
+// counted in the first one's windows. Each record is stamped with the clock
+// and each site counts its live bytes by age (O(1) per record and release);
+// a window end reads those counts (O(sites), no walk of the live set).
+//
+// A site becomes a suspect when, over
+// the last K windows, its survivors grew in at least MostOf of them, and
 // its net growth over the K windows is more than MinGrowth and more than
 // everything it gave back (the sum of its one-window drops) over the
 // history the watcher remembers (WatchHistory windows; while that history
 // fills, what it gave back so far, scaled up to a full history).
+//
+// A sparse leak, one that keeps something every few windows, grows in too
+// few of any K windows. A site is also a suspect (a slow leak) when its
+// survivors grew in at least MostOf windows and never shrank over a run of
+// at least WatchHistory windows: what outlives its request and only ever
+// accumulates leaks, however little each time. Such a suspect clears when
+// it falls back to its baseline or stops growing for K windows or twice its
+// usual interval between steps, whichever is longer.
 //
 // A leak takes and never gives back. A site that swings up and down around
 // a level, even slowly, gives back about as much as it takes, so its net
@@ -191,7 +240,7 @@ type Suspect struct {
 // WatchHistory). Windows before the watcher started count as not grown, so
 // a leak is flagged after MostOf windows at the earliest.
 //
-// A suspect stops being one when its live bytes fall back to its baseline
+// A suspect stops being one when its survivors fall back to its baseline
 // (what was live when its growth began), or when it has not grown over the
 // last K windows (a plateau: whatever it holds is no longer growing).
 //
@@ -226,9 +275,22 @@ type Watcher struct {
 type siteHistory struct {
 	site       *Site
 	suspect    *Suspect // nil unless the site is a suspect now
-	ring       []int64
-	liveCount  int64
-	lastChange uint64 // the last window in which its live bytes changed
+	ring       []int64  // survivor bytes
+	live       siteSample
+	lastChange uint64 // the last window in which its survivors changed
+
+	// The current run: the windows since its survivors last shrank.
+	runStart uint64 // the window the run began at
+	runBase  int64  // survivor bytes then
+	runSteps int    // windows of the run in which they grew
+	lastGrow uint64 // the last window in which they grew
+	quiet    uint64 // a slow suspect clears after this many windows without growth
+}
+
+// siteSample is one site's figures at a window end.
+type siteSample struct {
+	liveCount, liveBytes         int64
+	survivorCount, survivorBytes int64
 }
 
 // NewWatcher returns a watcher of tr. It samples the sites once as the
@@ -248,10 +310,12 @@ func NewWatcher(tr *Tracker, opts ...Option) (*Watcher, error) {
 		return nil, err
 	}
 	w := &Watcher{tr: tr, cfg: cfg, done: make(chan struct{})}
-	tr.eachSiteLive(func(s *Site, liveCount, liveBytes int64) {
+	tr.clockOwner.CompareAndSwap(nil, w)
+	tr.eachSiteSample(cfg.age, func(s *Site, sample siteSample) {
 		h := w.history(s)
-		h.ring[0] = liveBytes
-		h.liveCount = liveCount
+		h.ring[0] = sample.survivorBytes
+		h.live = sample
+		h.runBase = sample.survivorBytes
 	})
 	return w, nil
 }
@@ -282,6 +346,9 @@ func (c *watcherConfig) finish(tr *Tracker) error {
 	if !c.growthSet {
 		c.minGrowth = DefaultMinGrowth
 	}
+	if !c.ageSet {
+		c.age = DefaultSurvivorAge
+	}
 	if c.onSuspect == nil {
 		logger := tr.cfg.logger
 		name := tr.Name()
@@ -292,7 +359,7 @@ func (c *watcherConfig) finish(tr *Tracker) error {
 
 // logSuspect is the default OnSuspect.
 func logSuspect(l *slog.Logger, tracker string, s Suspect) {
-	l.Warn("tensorlife: leak suspect: live bytes keep growing at one call site",
+	l.Warn("tensorlife: leak suspect: surviving bytes keep growing at one call site",
 		slog.String("tracker", tracker),
 		slog.String("site", s.Site.String()),
 		slog.Int64("growth_per_window", s.GrowthPerWindow),
@@ -300,6 +367,7 @@ func logSuspect(l *slog.Logger, tracker string, s Suspect) {
 		slog.Int("windows", s.Windows),
 		slog.Int64("live_bytes", s.LiveBytes),
 		slog.Int64("live_count", s.LiveCount),
+		slog.Int64("survivor_bytes", s.SurvivorBytes),
 		slog.String("stack", s.Site.Stack("")))
 }
 
@@ -318,10 +386,12 @@ func (w *Watcher) history(s *Site) *siteHistory {
 	return h
 }
 
-// eachSiteLive calls f with every site's live figures, read from the
-// per-site counters as SiteTotals reads them, without sorting or
-// allocating: a watcher samples once per window, often once per request.
-func (t *Tracker) eachSiteLive(f func(s *Site, liveCount, liveBytes int64)) {
+// eachSiteSample calls f with every site's live figures, read from the
+// per-site counters as SiteTotals reads them, and its survivors at least age
+// windows old, without sorting or allocating: a watcher samples once per
+// window, often once per request.
+func (t *Tracker) eachSiteSample(age int, f func(s *Site, sample siteSample)) {
+	clock := t.clock.Load()
 	for _, s := range t.stacks.sites() {
 		if s.allocs.Load() == 0 {
 			continue
@@ -329,7 +399,9 @@ func (t *Tracker) eachSiteLive(f func(s *Site, liveCount, liveBytes int64)) {
 		// Frees first, as in SiteTotals: live figures are never negative.
 		frees, freed := s.frees.Load(), s.freedBytes.Load()
 		allocs, allocBytes := s.allocs.Load(), s.allocBytes.Load()
-		f(s, allocs-frees, allocBytes-freed)
+		sample := siteSample{liveCount: allocs - frees, liveBytes: allocBytes - freed}
+		sample.survivorBytes, sample.survivorCount = s.ages.survivors(clock, age)
+		f(s, sample)
 	}
 }
 
@@ -438,6 +510,7 @@ func (w *Watcher) Stop() error {
 	}
 	w.stopped.Store(true)
 	close(w.done)
+	w.tr.clockOwner.CompareAndSwap(w, nil) // another watcher may drive the clock
 	running, exited := w.running, w.loopExited
 	w.lifeMu.Unlock()
 	if running && !w.inCallback.Load() {
@@ -465,7 +538,8 @@ func (w *Watcher) WindowsEnded() uint64 { return w.windows.Load() }
 
 func sortSuspects(s []Suspect) {
 	slices.SortFunc(s, func(a, b Suspect) int {
-		return cmp.Or(cmp.Compare(b.LiveBytes, a.LiveBytes), cmp.Compare(a.Site.id, b.Site.id))
+		return cmp.Or(cmp.Compare(b.LiveBytes, a.LiveBytes), cmp.Compare(b.SurvivorBytes, a.SurvivorBytes),
+			cmp.Compare(a.Site.id, b.Site.id))
 	})
 }
 
@@ -475,21 +549,33 @@ func (w *Watcher) endWindow(fromLoop bool) {
 	now := time.Now()
 	w.mu.Lock()
 	n := w.windows.Add(1)
+	if w.tr.clockOwner.Load() == w || w.tr.clockOwner.CompareAndSwap(nil, w) {
+		w.tr.clock.Add(1)
+	}
 	var flagged []Suspect
-	w.tr.eachSiteLive(func(site *Site, liveCount, liveBytes int64) {
+	w.tr.eachSiteSample(w.cfg.age, func(site *Site, sample siteSample) {
 		h := w.history(site)
+		cur := sample.survivorBytes
+		h.live = sample
 		if n <= w.cfg.warmUp {
 			// Still warming up: the whole history is the latest sample.
 			for i := range h.ring {
-				h.ring[i] = liveBytes
+				h.ring[i] = cur
 			}
-			h.liveCount, h.lastChange = liveCount, n
+			h.lastChange = n
+			h.runStart, h.runBase, h.runSteps = n, cur, 0
 			return
 		}
 		prev := h.ring[(n-1)%uint64(len(h.ring))]
-		h.ring[n%uint64(len(h.ring))] = liveBytes
-		h.liveCount = liveCount
-		if liveBytes != prev {
+		h.ring[n%uint64(len(h.ring))] = cur
+		switch {
+		case cur < prev:
+			h.runStart, h.runBase, h.runSteps = n, cur, 0
+		case cur > prev:
+			h.runSteps++
+			h.lastGrow = n
+		}
+		if cur != prev {
 			h.lastChange = n
 		}
 		// A site unchanged for K windows has not grown in them: it cannot
@@ -547,20 +633,41 @@ func (w *Watcher) judge(h *siteHistory, n uint64, now time.Time) (Suspect, bool)
 	net := live - start
 
 	if s := h.suspect; s != nil {
-		if live <= s.BaselineBytes || net <= 0 {
+		plateau := net <= 0
+		if h.quiet > 0 { // a slow suspect
+			plateau = n-h.lastGrow >= h.quiet
+		}
+		if live <= s.BaselineBytes || plateau {
 			h.suspect = nil
 			w.suspects--
 			return Suspect{}, false
 		}
-		s.LiveBytes, s.LiveCount = live, h.liveCount
-		s.Grew, s.GrowthPerWindow = grew, net/int64(span)
+		s.LiveBytes, s.LiveCount = h.live.liveBytes, h.live.liveCount
+		s.SurvivorBytes, s.SurvivorCount = live, h.live.survivorCount
+		if h.quiet == 0 {
+			s.Grew, s.GrowthPerWindow = grew, net/int64(span)
+		}
 		return Suspect{}, false
 	}
-	if grew < w.cfg.mostOf || net <= w.cfg.minGrowth || float64(net) <= bar {
+	fast := grew >= w.cfg.mostOf && net > w.cfg.minGrowth && float64(net) > bar
+	// A slow leak: grew just now, in at least MostOf windows of a run of a
+	// whole history that never shrank.
+	run := n - h.runStart
+	slow := !fast && h.lastGrow == n && h.runSteps >= w.cfg.mostOf && run >= uint64(w.cfg.history) &&
+		live > h.runBase
+	if !fast && !slow {
 		return Suspect{}, false
 	}
-	s := &Suspect{Site: h.site, LiveBytes: live, LiveCount: h.liveCount, BaselineBytes: start,
+	s := &Suspect{Site: h.site, LiveBytes: h.live.liveBytes, LiveCount: h.live.liveCount,
+		SurvivorBytes: live, SurvivorCount: h.live.survivorCount, BaselineBytes: start,
 		GrowthPerWindow: net / int64(span), Grew: grew, Windows: w.cfg.windows, Since: now, SinceWindow: n}
+	h.quiet = 0
+	if slow {
+		interval := (run + uint64(h.runSteps) - 1) / uint64(h.runSteps)
+		h.quiet = max(uint64(w.cfg.windows), 2*interval)
+		s.BaselineBytes = h.runBase
+		s.GrowthPerWindow = (live - h.runBase) / int64(run)
+	}
 	h.suspect = s
 	w.suspects++
 	return *s, true

@@ -49,11 +49,12 @@ func ExampleWatcher() {
 		}
 		request := 0
 		// One window per request; the callback replaces the default
-		// slog warning.
+		// slog warning. A mask is judged once it outlived its request.
 		w, err := track.NewWatcher(tr, track.EveryTicks(1), track.OnSuspect(func(s track.Suspect) {
 			fn := s.Site.Location().Function
-			fmt.Printf("leaky=%v: after request %d: %s grew in %d of %d windows, %d bytes a window, %d live\n",
-				leaky, request, fn[strings.LastIndexByte(fn, '/')+1:], s.Grew, s.Windows, s.GrowthPerWindow, s.LiveBytes)
+			fmt.Printf("leaky=%v: after request %d: %s grew in %d of %d windows, %d bytes a window, %d survived, %d live\n",
+				leaky, request, fn[strings.LastIndexByte(fn, '/')+1:], s.Grew, s.Windows, s.GrowthPerWindow,
+				s.SurvivorBytes, s.LiveBytes)
 		}))
 		if err != nil {
 			panic(err)
@@ -68,6 +69,6 @@ func ExampleWatcher() {
 	}
 	// Output:
 	// leaky=false: 0 suspects after 200 requests
-	// leaky=true: after request 6: track_test.buildMask grew in 6 of 8 windows, 84440 bytes a window, 506640 live
+	// leaky=true: after request 7: track_test.buildMask grew in 6 of 8 windows, 72377 bytes a window, 506640 survived, 591080 live
 	// leaky=true: 1 suspects after 200 requests
 }

@@ -63,7 +63,9 @@ func newWatchedTracker(t *testing.T, opts ...track.Option) (*track.Tracker, *tra
 	tr, err := track.New(track.WithName("watched"))
 	require.NoError(t, err)
 	log := &suspectLog{}
-	w, err := track.NewWatcher(tr, append([]track.Option{track.OnSuspect(log.add)}, opts...)...)
+	// These tests drive the growth rules with live bytes they set directly:
+	// SurvivorAge(0) judges every live byte, whatever its age.
+	w, err := track.NewWatcher(tr, append([]track.Option{track.OnSuspect(log.add), track.SurvivorAge(0)}, opts...)...)
 	require.NoError(t, err)
 	return tr, w, log
 }
@@ -240,7 +242,7 @@ func TestWatcherShrink(t *testing.T) {
 				}
 				site.setLive(t, live)
 				if win == 0 {
-					w, err = track.NewWatcher(tr, track.OnSuspect(log.add))
+					w, err = track.NewWatcher(tr, track.OnSuspect(log.add), track.SurvivorAge(0))
 					require.NoError(t, err)
 					continue
 				}
@@ -296,7 +298,7 @@ func TestWatcherIgnoresNoise(t *testing.T) {
 					}
 					site.setLive(t, live)
 					if win == 0 { // the level is live before the watcher starts
-						w, err = track.NewWatcher(tr, track.OnSuspect(log.add))
+						w, err = track.NewWatcher(tr, track.OnSuspect(log.add), track.SurvivorAge(0))
 						require.NoError(t, err)
 						continue
 					}
@@ -425,7 +427,7 @@ func TestWatcherDefaultReportLogs(t *testing.T) {
 	var buf bytes.Buffer
 	tr, err := track.New(track.WithName("logged"), track.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
 	require.NoError(t, err)
-	w, err := track.NewWatcher(tr)
+	w, err := track.NewWatcher(tr, track.SurvivorAge(0))
 	require.NoError(t, err)
 	site := &siteDriver{tr: tr, bytes: 4096}
 	for win := 1; win <= 6; win++ {

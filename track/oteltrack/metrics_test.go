@@ -159,7 +159,7 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 	tr.Note(track.EventMaskRebuilt, nil, 256)
 
 	// A site the watcher flags: one 512-byte mask kept per window.
-	w, err := track.NewWatcher(tr, track.MinGrowth(0), track.OnSuspect(func(track.Suspect) {}))
+	w, err := track.NewWatcher(tr, track.MinGrowth(0), track.SurvivorAge(0), track.OnSuspect(func(track.Suspect) {}))
 	require.NoError(t, err)
 	leak := &siteDriver{tr: tr, bytes: 512}
 	for win := 1; win <= 6; win++ {
