@@ -209,8 +209,9 @@ type Suspect struct {
 // that in-flight memory would hide stands out once it is removed.
 //
 // Ages are counted by the tracker's age clock, which one watcher drives:
-// the first whose window ends while no other drives it advances the clock by
-// one at the end of each of its windows, until it stops. A second watcher of
+// the first made of the tracker (or, once it stopped, the next whose window
+// ends) advances the clock by one at the end of each of its windows, until
+// it stops. A second watcher of
 // the same tracker reads that clock without advancing it, so its ages are
 // counted in the first one's windows. Each record is stamped with the clock
 // and each site counts its live bytes by age (O(1) per record and release);

@@ -96,6 +96,8 @@ func TestWatcherRejectsBadInput(t *testing.T) {
 		{"negative growth", []track.Option{track.MinGrowth(-1)}},
 		{"negative warm-up", []track.Option{track.WarmUp(-1)}},
 		{"nil callback", []track.Option{track.OnSuspect(nil)}},
+		{"negative survivor age", []track.Option{track.SurvivorAge(-1)}},
+		{"survivor age over the buckets", []track.Option{track.SurvivorAge(9)}},
 		{"nil option", []track.Option{nil}},
 	}
 	for _, tt := range tests {
