@@ -61,6 +61,9 @@ type env struct {
 	dev   *countingDevice
 	tr    *track.Tracker
 	alloc tensor.Allocator
+	// checks are the tracktest options of the end-of-test check: a test
+	// that double frees on purpose adds tracktest.AllowMisuse().
+	checks []tracktest.Option
 }
 
 // newEnv returns an env that checks, when the test ends, that nothing it
@@ -79,7 +82,7 @@ func newEnv(t testing.TB) *env {
 		if t.Failed() {
 			return
 		}
-		tracktest.VerifyNone(t, tr)
+		tracktest.VerifyNone(t, tr, e.checks...)
 		if n := dev.live(); n != 0 {
 			t.Errorf("%d device blocks still allocated at the end of the test", n)
 		}

@@ -220,7 +220,11 @@ func (t *Tensor) doubleFree() error {
 		if len(pcs) > 0 {
 			err.FirstFree = tr.Intern(pcs)
 		}
-		tr.Note(track.EventDoubleFree, err.Allocated, t.b.bytes)
+		// The second Free's line, where the history event puts it: two
+		// frames, as the first free keeps.
+		tr.NoteMisuse(track.Misuse{Kind: track.EventDoubleFree, ID: t.b.rec.ID(), Bytes: t.b.bytes,
+			Labels: t.b.rec.Labels(), Allocated: err.Allocated, FirstFree: err.FirstFree,
+			SecondFree: tr.Caller(2, freeDepth)})
 	}
 	if invariants.Enabled {
 		panic(err)

@@ -94,13 +94,16 @@ func TestFreedTensorAnswersErrFreed(t *testing.T) {
 
 func freeOnce(t *testing.T, x *tensor.Tensor) { require.NoError(t, x.Free()) }
 
+func freeAgain(x *tensor.Tensor) error { return x.Free() }
+
 func TestDoubleFreeNamesBothSites(t *testing.T) {
-	_, tr, alloc := setup(t, 1<<20)
+	_, tr, alloc := setupUnchecked(t, 1<<20, track.KeepHistory(64))
+	t.Cleanup(func() { tracktest.VerifyNone(t, tr, tracktest.AllowMisuse()) }) // double frees on purpose
 	x, err := tensor.New(context.Background(), alloc, tensor.Uint8, 8)
 	require.NoError(t, err)
 	freeOnce(t, x)
 
-	err, panicked := invariants.Recover(x.Free)
+	err, panicked := invariants.Recover(func() error { return freeAgain(x) })
 	assert.Equal(t, invariants.Enabled, panicked, "a double free panics in invariants builds")
 	require.ErrorIs(t, err, tensor.ErrDoubleFree)
 	var dfe *tensor.DoubleFreeError
@@ -113,6 +116,25 @@ func TestDoubleFreeNamesBothSites(t *testing.T) {
 	assert.EqualValues(t, 1, tr.Totals().Event(track.EventDoubleFree))
 	assert.EqualValues(t, 1, tr.Totals().Misuse)
 	assert.EqualValues(t, 0, tr.Totals().LiveCount, "a double free must not release twice")
+
+	// The tracker keeps all three lines; the history event names the
+	// second Free's.
+	ms, lost, _ := tr.MisuseSince(0)
+	require.Len(t, ms, 1)
+	assert.Zero(t, lost)
+	assert.Equal(t, "github.com/tensorlife/tensorlife/tensor_test.freeAgain", ms[0].SecondFree.Location().Function)
+	assert.Equal(t, dfe.FirstFree, ms[0].FirstFree)
+	assert.Equal(t, x.ID(), ms[0].ID)
+	h, err := tr.History()
+	require.NoError(t, err)
+	var second *track.Site
+	for _, e := range h.Events {
+		if e.Kind == track.EventDoubleFree {
+			second = e.Site
+		}
+	}
+	require.NotNil(t, second, "the double free is in the history")
+	assert.Equal(t, "github.com/tensorlife/tensorlife/tensor_test.freeAgain", second.Location().Function)
 }
 
 func TestRetainKeepsMemoryUntilLastOwner(t *testing.T) {

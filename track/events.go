@@ -1,5 +1,7 @@
 package track
 
+import "sync"
+
 // EventKind names something that happened to memory. Allocations, frees and
 // GC-found leaks are counted by the registry itself; the other kinds are
 // counted when a package reports them with Note. Totals.Event reads any of
@@ -62,4 +64,76 @@ func (t *Tracker) Note(k EventKind, site *Site, bytes int64) {
 		sh.history.add(Event{Kind: k, Time: t.now(), Bytes: bytes, Site: site})
 		sh.mu.Unlock()
 	}
+}
+
+// Misuse is one double free as the tensor layer saw it: the handle's
+// allocation, where it was first freed and where it was freed again.
+type Misuse struct {
+	Kind       EventKind // EventDoubleFree
+	Seq        uint64    // order among the tracker's misuses, from 1
+	ID         uint64    // the allocation's record id
+	Bytes      int64
+	Labels     Labels // the allocation's labels
+	Allocated  *Site  // nil when unknown
+	FirstFree  *Site  // nil when unknown
+	SecondFree *Site  // nil when unknown
+}
+
+// misuseLogSize bounds the misuses a tracker remembers for MisuseSince;
+// older ones are counted, not kept.
+const misuseLogSize = 256
+
+// misuseLog keeps the latest misuses under its own lock: misuse is rare,
+// and a test checks it once.
+type misuseLog struct {
+	mu   sync.Mutex
+	seq  uint64
+	ring [misuseLogSize]Misuse
+}
+
+// NoteMisuse reports a double free with its sites, as Note does (counted,
+// as misuse too, and with History on recorded; the history event carries the
+// second Free's site when known), and keeps it for MisuseSince, which
+// package tracktest reads to fail a test in which it happened.
+func (t *Tracker) NoteMisuse(m Misuse) {
+	if m.Kind != EventDoubleFree {
+		return
+	}
+	t.events[m.Kind].Add(1)
+	t.misuse.Add(1)
+	site := m.SecondFree
+	if site == nil {
+		site = m.Allocated
+	}
+	if t.cfg.historyEvents > 0 {
+		sh := &t.shards[t.noteShard.Add(1)%shardCount]
+		sh.mu.Lock()
+		sh.history.add(Event{Kind: m.Kind, Time: t.now(), ID: m.ID, Bytes: m.Bytes, Site: site, Labels: m.Labels})
+		sh.mu.Unlock()
+	}
+	l := &t.misuses
+	l.mu.Lock()
+	l.seq++
+	m.Seq = l.seq
+	l.ring[l.seq%misuseLogSize] = m
+	l.mu.Unlock()
+}
+
+// MisuseSince returns the misuses noted after seq (0: all that are kept),
+// oldest first, how many of those were no longer kept, and the latest seq,
+// to pass to the next call.
+func (t *Tracker) MisuseSince(seq uint64) (ms []Misuse, lost, latest uint64) {
+	l := &t.misuses
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	latest = l.seq
+	first := seq + 1
+	if latest >= misuseLogSize && first <= latest-misuseLogSize {
+		lost = latest - misuseLogSize + 1 - first
+		first = latest - misuseLogSize + 1
+	}
+	for s := first; s <= latest; s++ {
+		ms = append(ms, l.ring[s%misuseLogSize])
+	}
+	return ms, lost, latest
 }

@@ -196,6 +196,7 @@ type Tracker struct {
 	clockOwner atomic.Pointer[Watcher]
 
 	leakWatchers watchers
+	misuses      misuseLog // the latest double frees, for tests
 }
 
 // New returns an isolated Tracker. Options are validated here: an invalid

@@ -1,6 +1,7 @@
 package tracktest
 
 import (
+	"errors"
 	"runtime"
 	"time"
 
@@ -9,7 +10,9 @@ import (
 
 // Find checks tr (nil means track.Default()) for live tensors, settling
 // first as VerifyNone does, and returns nil when none is left. Otherwise it
-// returns a *LeakError (matching ErrLeaked) that lists them, or an error
+// returns a *LeakError (matching ErrLeaked) that lists them; a tensor
+// freed twice since the last Find or VerifyNone of tr adds a *MisuseError
+// (matching ErrMisuse; both joined when both are found); or an error
 // matching ErrInvalidOption for a bad option. It is VerifyNone for code that
 // is not a test: a service's shutdown path, a command's self-check.
 func Find(tr *track.Tracker, opts ...Option) error {
@@ -18,10 +21,18 @@ func Find(tr *track.Tracker, opts ...Option) error {
 		return err
 	}
 	tr = tracker(tr)
+	misuse := cfg.watchMisuse(tr, "", false)
+	var errs []error
 	if le := cfg.check(tr, "", cfg.watchDrops(tr, "")); le != nil {
-		return le
+		errs = append(errs, le)
 	}
-	return nil
+	if me := misuse.check(true); me != nil {
+		errs = append(errs, me)
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
 }
 
 func tracker(tr *track.Tracker) *track.Tracker {

@@ -68,6 +68,17 @@ type config struct {
 	ignoreFuncs  []string
 	ignoreKinds  []string
 	ignoreLabels [][2]string
+	allowMisuse  bool
+}
+
+// AllowMisuse lets a check pass although a tensor was freed twice while it
+// watched: for tests that double free on purpose. It applies to every
+// check.
+func AllowMisuse() Option {
+	return optionFunc(func(c *config) error {
+		c.allowMisuse = true
+		return nil
+	})
 }
 
 // newConfig applies opts for the entry point e and validates the result: the

@@ -38,6 +38,10 @@ var scopeIDs atomic.Uint64
 // collector finds dropped without Free, and reports each one with its
 // site, even after the tracker has reclaimed it.
 //
+// The scope also fails t when a tensor made under it (carrying its label)
+// is freed twice between the call and the check, naming the allocation line
+// and both Free lines; AllowMisuse lets it pass.
+//
 // The returned context derives from t.Context() when t has it, which the
 // testing package cancels just before cleanups run, so code under test
 // sees the test's end; otherwise from context.Background().
@@ -55,7 +59,9 @@ func Context(t ScopeT, tr *track.Tracker, opts ...Option) context.Context {
 		fmt.Fprintln(stderr, "tracktest: Context called with a nil ScopeT: nothing will be checked")
 		return context.Background()
 	}
-	markHelper(t)
+	if h, ok := t.(helper); ok {
+		h.Helper()
+	}
 	parent := context.Background()
 	if c, ok := t.(interface{ Context() context.Context }); ok {
 		if ctx := c.Context(); ctx != nil {
@@ -76,10 +82,16 @@ func Context(t ScopeT, tr *track.Tracker, opts ...Option) context.Context {
 	}
 	tr = tracker(tr)
 	drops := cfg.watchDrops(tr, scope)
+	misuse := cfg.watchMisuse(tr, scope, true)
 	t.Cleanup(func() {
-		markHelper(t)
+		if h, ok := t.(helper); ok {
+			h.Helper()
+		}
 		if le := cfg.check(tr, scope, drops); le != nil {
 			t.Error(le)
+		}
+		if me := misuse.check(false); me != nil {
+			t.Error(me)
 		}
 	})
 	return ctx

@@ -16,14 +16,12 @@ type TestingT interface {
 	Error(args ...any)
 }
 
+// helper is the part of testing.TB that marks a frame as a helper. Every
+// frame of this package between a test and its Error call calls it itself:
+// Helper marks the function that calls it, so a shared function that called
+// it would mark only itself.
 type helper interface {
 	Helper()
-}
-
-func markHelper(t TestingT) {
-	if h, ok := t.(helper); ok {
-		h.Helper()
-	}
 }
 
 // VerifyNone fails t when tensors are live in tr (nil means
@@ -37,6 +35,11 @@ func markHelper(t TestingT) {
 // Call it last, typically deferred first thing in the test:
 //
 //	defer tracktest.VerifyNone(t, tr)
+//
+// VerifyNone also fails t when a tensor of tr was freed twice since the
+// last VerifyNone or Find of tr (since tr was made, on the first), naming
+// the allocation line and both Free lines (see MisuseError); AllowMisuse
+// lets such a test pass.
 //
 // VerifyNone checks the whole tracker. Tests that run in parallel and share
 // a tracker see each other's tensors; give each its own tracker, or scope
@@ -53,15 +56,21 @@ func VerifyNone(t TestingT, tr *track.Tracker, opts ...Option) {
 		fmt.Fprintln(stderr, "tracktest: VerifyNone called with a nil TestingT")
 		t = stderrT{}
 	}
-	markHelper(t)
+	if h, ok := t.(helper); ok {
+		h.Helper()
+	}
 	cfg, err := newConfig(entryVerifyNone, opts)
 	if err != nil {
 		t.Error(err)
 		return
 	}
 	tr = tracker(tr)
+	misuse := cfg.watchMisuse(tr, "", false)
 	if le := cfg.check(tr, "", cfg.watchDrops(tr, "")); le != nil {
 		t.Error(le)
+	}
+	if me := misuse.check(true); me != nil {
+		t.Error(me)
 	}
 }
 
@@ -104,11 +113,19 @@ func VerifyTestMain(m TestingM, tr *track.Tracker, opts ...Option) {
 	}
 	tr = tracker(tr)
 	drops := cfg.watchDrops(tr, "")
+	misuse := cfg.watchMisuse(tr, "", true)
 	code := m.Run()
 	if code != 0 {
 		drops.stop()
-	} else if le := cfg.check(tr, "", drops); le != nil {
+		exit(code)
+		return
+	}
+	if le := cfg.check(tr, "", drops); le != nil {
 		fmt.Fprintf(stderr, "%v\n", le)
+		code = 1
+	}
+	if me := misuse.check(false); me != nil {
+		fmt.Fprintf(stderr, "%v\n", me)
 		code = 1
 	}
 	exit(code)

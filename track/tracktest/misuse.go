@@ -1,0 +1,119 @@
+package tracktest
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// ErrMisuse means a check found a tensor freed twice while it watched. The
+// error is a *MisuseError that names the lines.
+var ErrMisuse = errors.New("tracktest: tensor misused")
+
+// MisuseError is the report of a check that found double frees: for each,
+// the line that allocated the tensor, the line that freed it first and the
+// one that freed it again. It matches ErrMisuse with errors.Is. The
+// AllowMisuse option lets a test that double frees on purpose pass.
+type MisuseError struct {
+	Tracker string
+	Scope   string // the Context scope; empty for the whole tracker
+	Misuses []track.Misuse
+	// Lost counts misuses the tracker no longer kept when the check read
+	// them: more happened than it remembers.
+	Lost uint64
+}
+
+// Is reports whether target is ErrMisuse.
+func (e *MisuseError) Is(target error) bool { return target == ErrMisuse }
+
+func (e *MisuseError) Error() string {
+	var b strings.Builder
+	where := fmt.Sprintf("tracker %q", e.Tracker)
+	if e.Scope != "" {
+		where += fmt.Sprintf(", scope %q", e.Scope)
+	}
+	fmt.Fprintf(&b, "tracktest: %d double free(s) in %s", len(e.Misuses)+int(e.Lost), where)
+	if e.Lost > 0 {
+		fmt.Fprintf(&b, " (%d no longer kept)", e.Lost)
+	}
+	b.WriteString(":\n")
+	for _, m := range e.Misuses {
+		fmt.Fprintf(&b, "tensor %d (%d B) freed twice\n", m.ID, m.Bytes)
+		line := func(what string, s *track.Site) {
+			if s == nil {
+				fmt.Fprintf(&b, "  %s: unknown\n", what)
+				return
+			}
+			f := s.Location()
+			fmt.Fprintf(&b, "  %s: %s\n      %s:%d\n", what, f.Function, f.File, f.Line)
+		}
+		line("allocated at", m.Allocated)
+		line("first freed at", m.FirstFree)
+		line("freed again at", m.SecondFree)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// misuseWatch is where a check began reading a tracker's misuses.
+type misuseWatch struct {
+	tr    *track.Tracker
+	scope string
+	from  uint64
+	allow bool
+}
+
+// cursors remembers, per tracker, the misuses VerifyNone and Find already
+// reported, so each is reported by the first such check after it.
+var cursors struct {
+	mu   sync.Mutex
+	last map[*track.Tracker]uint64
+}
+
+// watchMisuse begins watching tr's misuses: from now for a scope or the
+// tests of TestMain, from the last VerifyNone or Find of tr otherwise
+// (since tracks the tracker's whole life until one ran).
+func (c *config) watchMisuse(tr *track.Tracker, scope string, now bool) *misuseWatch {
+	w := &misuseWatch{tr: tr, scope: scope, allow: c.allowMisuse}
+	if now {
+		_, _, w.from = tr.MisuseSince(^uint64(0) - 1)
+		return w
+	}
+	cursors.mu.Lock()
+	w.from = cursors.last[tr]
+	cursors.mu.Unlock()
+	return w
+}
+
+// check returns the misuses since the watch began, within the scope by the
+// allocation's labels, or nil.
+func (w *misuseWatch) check(advance bool) *MisuseError {
+	ms, lost, latest := w.tr.MisuseSince(w.from)
+	if advance {
+		cursors.mu.Lock()
+		if cursors.last == nil {
+			cursors.last = make(map[*track.Tracker]uint64)
+		}
+		cursors.last[w.tr] = max(cursors.last[w.tr], latest)
+		cursors.mu.Unlock()
+	}
+	if w.allow {
+		return nil
+	}
+	e := &MisuseError{Tracker: w.tr.Name(), Scope: w.scope}
+	for _, m := range ms {
+		if v, _ := m.Labels.Get(ScopeLabel); w.scope != "" && v != w.scope {
+			continue
+		}
+		e.Misuses = append(e.Misuses, m)
+	}
+	if w.scope == "" {
+		e.Lost = lost // a lost misuse may have been the scope's or not
+	}
+	if len(e.Misuses) == 0 && e.Lost == 0 {
+		return nil
+	}
+	return e
+}
