@@ -98,6 +98,7 @@ type config struct {
 	logger        *slog.Logger
 	historyEvents int
 	framePointers bool
+	helpers       *helperRules // HelperFunctions; nil if none
 }
 
 func defaultConfig() config {

@@ -3,6 +3,7 @@ package track
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,13 @@ type Site struct {
 	symOnce sync.Once
 	frames  []Frame
 	user    int // index of the first frame outside the library
+
+	// helpers are the tracker's HelperFunctions; head caches the index of
+	// the headline frame (the first neither tensorlife's nor a helper's)
+	// with the helper-mark generation it was computed at, (gen+1)<<16 |
+	// index, since Helper may mark a function after s was symbolized.
+	helpers *helperRules
+	head    atomic.Uint64
 }
 
 // Frame is one symbolized frame of a Site. Frames that share a PC come from
@@ -81,14 +89,37 @@ func (s *Site) Frames() []Frame {
 }
 
 // UserFrames returns Frames without the leading frames of tensorlife's own
-// packages, so the first frame is the caller's line that asked for memory.
-// If every frame is tensorlife's, it returns all of them.
+// packages and of allocation helpers (Helper, HelperFunctions), so the first
+// frame is the caller's line that asked for memory. If every frame is
+// tensorlife's or a helper's, it starts at the first frame that is not
+// tensorlife's; if every frame is tensorlife's, it returns all of them.
 func (s *Site) UserFrames() []Frame {
 	s.symbolize()
-	return s.frames[s.user:]
+	return s.frames[s.headline():]
 }
 
-// Location returns the first user frame: the line that allocated.
+// headline returns the index of the first frame that is neither
+// tensorlife's nor a helper's. It is computed again whenever a function
+// was marked by Helper since it was last computed: O(frames), once per
+// mark, a load and a compare otherwise.
+func (s *Site) headline() int {
+	gen := helperMarks.gen.Load()
+	if v := s.head.Load(); v>>16 == gen+1 {
+		return int(v & 0xffff)
+	}
+	i := s.user
+	for i < len(s.frames) && (IsLibraryFrame(s.frames[i]) || isHelperFrame(s.frames[i], s.helpers)) {
+		i++
+	}
+	if i == len(s.frames) {
+		i = s.user // nothing but helpers: name the outermost library caller
+	}
+	s.head.Store((gen+1)<<16 | uint64(i&0xffff))
+	return i
+}
+
+// Location returns the first user frame: the line that allocated, or that
+// called the helper that allocated.
 func (s *Site) Location() Frame {
 	f := s.UserFrames()
 	if len(f) == 0 {
@@ -171,6 +202,7 @@ type stackTable struct {
 	maxSites int64
 	count    atomic.Int64
 	overflow *Site
+	helpers  *helperRules // given to each site
 
 	// order lists sites by id for snapshots; appended under mu, read as a
 	// copy of the slice header under mu.
@@ -178,7 +210,7 @@ type stackTable struct {
 	order []*Site
 }
 
-func newStackTable(maxSites int) *stackTable {
+func newStackTable(maxSites int, helpers *helperRules) *stackTable {
 	n := 1
 	for n < 2*maxSites {
 		n <<= 1
@@ -188,6 +220,7 @@ func newStackTable(maxSites int) *stackTable {
 		mask:     uint64(n - 1),
 		maxSites: int64(maxSites),
 		overflow: &Site{id: 0, overflow: true},
+		helpers:  helpers,
 	}
 	t.order = append(t.order, t.overflow)
 	return t
@@ -213,7 +246,7 @@ func (t *stackTable) intern(pcs []uintptr) *Site {
 					t.count.Add(-1)
 					return t.overflow
 				}
-				fresh = &Site{hash: h, pcs: append([]uintptr(nil), pcs...)}
+				fresh = &Site{hash: h, pcs: append([]uintptr(nil), pcs...), helpers: t.helpers}
 			}
 			// Insertion is rare (once per distinct stack), so it takes the
 			// lock: the id is assigned before the site becomes visible.
@@ -255,4 +288,51 @@ func (t *stackTable) sites() []*Site {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.order[:len(t.order):len(t.order)]
+}
+
+// DistinctFrame returns the frame that tells s apart from the sites among
+// others that share its Location, so that two stacks through one line (a
+// helper's caller reached from prefill and from decode) are not reported
+// as one: walking from the Location toward the root, the first frame of s
+// at which every such site's stack has differed; if they differ only below
+// the Location (inside helpers or tensorlife), the first differing frame
+// walking toward the leaf. ok is false when no other site shares s's
+// Location, or when nothing tells them apart. others may include s.
+func (s *Site) DistinctFrame(others []*Site) (f Frame, ok bool) {
+	loc := s.Location()
+	var rivals []*Site
+	for _, o := range others {
+		if o != nil && o != s && sameLine(o.Location(), loc) {
+			rivals = append(rivals, o)
+		}
+	}
+	if len(rivals) == 0 {
+		return Frame{}, false
+	}
+	mine := s.UserFrames()
+	for k := 1; k < len(mine); k++ {
+		rivals = slices.DeleteFunc(rivals, func(o *Site) bool {
+			theirs := o.UserFrames()
+			return k >= len(theirs) || !sameLine(theirs[k], mine[k])
+		})
+		if len(rivals) == 0 {
+			return mine[k], true
+		}
+	}
+	// Rootward, s is a prefix of the rivals left: look leafward.
+	all, head := s.Frames(), s.headline()
+	for k := 1; k <= head; k++ {
+		rivals = slices.DeleteFunc(rivals, func(o *Site) bool {
+			theirs, h := o.Frames(), o.headline()
+			return k > h || !sameLine(theirs[h-k], all[head-k])
+		})
+		if len(rivals) == 0 {
+			return all[head-k], true
+		}
+	}
+	return Frame{}, false
+}
+
+func sameLine(a, b Frame) bool {
+	return a.Line == b.Line && a.Function == b.Function && a.File == b.File
 }

@@ -179,13 +179,19 @@ func writeSites(b *strings.Builder, snap *Snapshot, top int, now time.Time) {
 	const head = "  %4s %12s %9s %9s  "
 	fmt.Fprintf(b, head+"%s\n", "rank", "live bytes", "count", "oldest", "site")
 	room := summaryWidth - len(fmt.Sprintf(head, "", "", "", ""))
-	for i, s := range live[:min(top, len(live))] {
+	listed := live[:min(top, len(live))]
+	sites := make([]*Site, len(listed))
+	for i := range listed {
+		sites[i] = listed[i].Site
+	}
+	for i, s := range listed {
 		age := "-"
 		if !s.Oldest.IsZero() {
 			age = format.Age(now.Sub(s.Oldest))
 		}
 		fmt.Fprintf(b, head+"%s\n", strconv.Itoa(i+1), format.Bytes(s.LiveBytes),
 			strconv.FormatInt(s.LiveCount, 10), age, siteLine(s.Site, room))
+		writeVia(b, s.Site, sites, summaryWidth-room, room)
 	}
 }
 
@@ -206,31 +212,56 @@ func writeSuspects(b *strings.Builder, w *Watcher, now time.Time) {
 	const head = "  %12s %14s %5s %9s  "
 	fmt.Fprintf(b, head+"%s\n", "live bytes", "growth/window", "grew", "since", "site")
 	room := summaryWidth - len(fmt.Sprintf(head, "", "", "", ""))
+	sites := make([]*Site, len(suspects))
+	for i := range suspects {
+		sites[i] = suspects[i].Site
+	}
 	for _, s := range suspects {
 		fmt.Fprintf(b, head+"%s\n", format.Bytes(s.LiveBytes), format.Bytes(s.GrowthPerWindow),
 			fmt.Sprintf("%d/%d", s.Grew, s.Windows), format.Age(now.Sub(s.Since)), siteLine(s.Site, room))
+		writeVia(b, s.Site, sites, summaryWidth-room, room)
 	}
+}
+
+// writeVia writes, under a site's row, "via caller (file.go:line)": the
+// frame that tells it apart from another listed site with the same line
+// (one line reached from two callers), if there is one.
+func writeVia(b *strings.Builder, s *Site, listed []*Site, indent, room int) {
+	via, ok := s.DistinctFrame(listed)
+	if !ok {
+		return
+	}
+	fmt.Fprintf(b, "%*s%s\n", indent, "", frameLine("via ", via, room))
 }
 
 // siteLine renders a site as "pkg.Function (file.go:line)" in at most room
 // columns, cutting the function's left end first: its last element and the
 // file name are what a reader looks for.
-func siteLine(s *Site, room int) string {
-	f := s.Location()
-	fn := f.Function
-	if i := strings.LastIndexByte(fn, '/'); i >= 0 {
-		fn = fn[i+1:]
-	}
-	file := f.File
-	if i := strings.LastIndexByte(file, '/'); i >= 0 {
-		file = file[i+1:]
-	}
-	where := fmt.Sprintf(" (%s:%d)", file, f.Line)
+func siteLine(s *Site, room int) string { return frameLine("", s.Location(), room) }
+
+// frameLine renders f as siteLine renders a site, after prefix.
+func frameLine(prefix string, f Frame, room int) string {
+	fn := prefix + shortFunction(f.Function)
+	where := fmt.Sprintf(" (%s:%d)", shortFile(f.File), f.Line)
 	if len(fn)+len(where) > room {
 		keep := max(room-len(where)-3, 0)
 		fn = "..." + fn[len(fn)-min(keep, len(fn)):]
 	}
 	return clip(fn+where, room)
+}
+
+func shortFunction(fn string) string {
+	if i := strings.LastIndexByte(fn, '/'); i >= 0 {
+		return fn[i+1:]
+	}
+	return fn
+}
+
+func shortFile(file string) string {
+	if i := strings.LastIndexByte(file, '/'); i >= 0 {
+		return file[i+1:]
+	}
+	return file
 }
 
 // clip cuts s to n bytes, marking the cut.

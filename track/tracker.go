@@ -207,7 +207,7 @@ func New(opts ...Option) (*Tracker, error) {
 		return nil, err
 	}
 	cfg := o.tracker
-	t := &Tracker{cfg: cfg, start: time.Now(), stacks: newStackTable(cfg.maxSites), walks: newWalkCache(cfg.maxSites)}
+	t := &Tracker{cfg: cfg, start: time.Now(), stacks: newStackTable(cfg.maxSites, cfg.helpers), walks: newWalkCache(cfg.maxSites)}
 	if cfg.historyEvents > 0 {
 		for i := range t.shards {
 			t.shards[i].history.events = make([]Event, ringSize(cfg.historyEvents))

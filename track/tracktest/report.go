@@ -160,12 +160,18 @@ func (e *LeakError) Error() string {
 		b.WriteByte(')')
 	}
 	b.WriteString(":\n")
+	var sites []*track.Site
+	for i := range e.Leaks {
+		if i == 0 || e.Leaks[i].Site != e.Leaks[i-1].Site {
+			sites = append(sites, e.Leaks[i].Site)
+		}
+	}
 	for i := 0; i < len(e.Leaks); {
 		j := i + 1
 		for j < len(e.Leaks) && e.Leaks[j].Site == e.Leaks[i].Site {
 			j++
 		}
-		writeSite(&b, e.Leaks[i:j])
+		writeSite(&b, e.Leaks[i:j], sites)
 		i = j
 	}
 	if live > 0 {
@@ -179,16 +185,21 @@ func (e *LeakError) Error() string {
 	return b.String()
 }
 
-// writeSite renders one site's leaks, which share s.
-func writeSite(b *strings.Builder, leaks []Leak) {
+// writeSite renders one site's leaks, which share s. Where another of the
+// report's sites has the same headline (one line reached through two
+// callers), the heading adds the frame that tells them apart.
+func writeSite(b *strings.Builder, leaks []Leak, sites []*track.Site) {
 	site := leaks[0].Site
 	var bytes int64
 	for i := range leaks {
 		bytes += leaks[i].Bytes
 	}
 	loc := keyOf(site).loc
-	fmt.Fprintf(b, "\nsite %s (%s:%d): %s, %s\n", loc.Function, filepath.Base(loc.File), loc.Line,
-		plural(len(leaks), "tensor"), format.Bytes(bytes))
+	fmt.Fprintf(b, "\nsite %s (%s:%d)", loc.Function, filepath.Base(loc.File), loc.Line)
+	if via, ok := site.DistinctFrame(sites); ok {
+		fmt.Fprintf(b, " via %s (%s:%d)", via.Function, filepath.Base(via.File), via.Line)
+	}
+	fmt.Fprintf(b, ": %s, %s\n", plural(len(leaks), "tensor"), format.Bytes(bytes))
 	for i := range leaks {
 		l := &leaks[i]
 		fmt.Fprintf(b, "    tensor %d: %s%s, %s, kind %s, device %s, age %s", l.ID, l.DType,

@@ -1,0 +1,190 @@
+package track
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tensorlife/tensorlife/internal/fpstack"
+)
+
+// Helper frames. Services allocate through helpers of their own
+// (newKV(ctx, alloc, n) called from prefill, decode and a session cache);
+// naming the helper in every report hides the caller whose tensors leak. A
+// helper marks itself with Helper, as a test helper calls testing.T.Helper,
+// and a tracker marks helpers the user cannot edit with the HelperFunctions
+// option. Reports then name the first frame that is neither tensorlife's nor
+// a helper's (Site.Location).
+//
+// Marks are kept by function name, not entry PC: an inlined helper has no
+// entry of its own, and a name is what HelperFunctions gives too. Helper
+// caches the PC it was called from, so a helper's repeated calls cost a
+// one-frame walk and a lookup. Marks are process-wide and never removed;
+// each new one bumps helperGen, which tells sites symbolized before it to
+// compute their headline again.
+
+// helperMarks holds the functions marked by Helper.
+var helperMarks struct {
+	seen  sync.Map // PC of a Helper call -> struct{}: calls already marked
+	mu    sync.Mutex
+	names atomic.Pointer[map[string]struct{}] // copied on write under mu
+	gen   atomic.Uint64                       // bumped by each new name
+}
+
+// maxHelperMarks bounds the functions Helper marks: a program has a few
+// helpers, and a bound keeps a Helper called from generated code in a loop
+// from growing the set without end. Calls past it are ignored.
+const maxHelperMarks = 4096
+
+// Helper marks the calling function as an allocation helper, in the manner
+// of testing.T.Helper: reports, watcher suspects, out-of-memory errors and
+// profiles name the helper's caller instead of the helper. Call it at the
+// top of a function that allocates on behalf of its callers:
+//
+//	func newKV(ctx context.Context, alloc tensor.Allocator, n int) (*tensor.Tensor, error) {
+//		track.Helper()
+//		return tensor.New(ctx, alloc, tensor.Float16, tensor.Shape{2, n, 128})
+//	}
+//
+// The mark is process-wide and permanent. The first call from a function
+// symbolizes one program counter; later calls read the caller's PC and look
+// it up, allocating nothing. Helper is safe for concurrent use.
+//
+//go:noinline
+func Helper() {
+	var pc [1]uintptr
+	if n, _ := fpstack.Capture(1, pc[:]); n == 0 {
+		return
+	}
+	if _, ok := helperMarks.seen.Load(pc[0]); ok {
+		return
+	}
+	markHelperPC(pc[0])
+}
+
+// markHelperPC marks the function whose code holds the return address pc.
+func markHelperPC(pc uintptr) {
+	f, _ := runtime.CallersFrames([]uintptr{pc}).Next()
+	if f.Function == "" {
+		return
+	}
+	helperMarks.mu.Lock()
+	defer helperMarks.mu.Unlock()
+	old := helperMarks.names.Load()
+	if old != nil {
+		if _, ok := (*old)[f.Function]; ok {
+			helperMarks.seen.Store(pc, struct{}{})
+			return
+		}
+		if len(*old) >= maxHelperMarks {
+			return
+		}
+	}
+	names := make(map[string]struct{}, 1+lenOf(old))
+	if old != nil {
+		for k := range *old {
+			names[k] = struct{}{}
+		}
+	}
+	names[f.Function] = struct{}{}
+	helperMarks.names.Store(&names)
+	helperMarks.seen.Store(pc, struct{}{})
+	helperMarks.gen.Add(1)
+}
+
+func lenOf(m *map[string]struct{}) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
+}
+
+// markedByHelper reports whether fn called Helper.
+func markedByHelper(fn string) bool {
+	names := helperMarks.names.Load()
+	if names == nil {
+		return false
+	}
+	_, ok := (*names)[fn]
+	return ok
+}
+
+// helperRules are the helpers a tracker was told of (HelperFunctions).
+type helperRules struct {
+	exact    map[string]struct{}
+	prefixes []string
+}
+
+func (h *helperRules) match(fn string) bool {
+	if h == nil {
+		return false
+	}
+	if _, ok := h.exact[fn]; ok {
+		return true
+	}
+	for _, p := range h.prefixes {
+		if strings.HasPrefix(fn, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Bounds of HelperFunctions.
+const (
+	// MaxHelperFunctions bounds the names one tracker is given: each frame
+	// of a report is matched against every prefix.
+	MaxHelperFunctions = 256
+	// maxHelperName bounds one name's length.
+	maxHelperName = 1024
+)
+
+// HelperFunctions marks functions the program cannot edit (vendored or
+// generated code) as allocation helpers for this tracker (New), as if each
+// called Helper. A name is a function as runtime.Frame names it,
+// "github.com/acme/infer.newKV" or "github.com/acme/infer.(*Cache).grow";
+// a name ending in "." or "/" is a prefix that marks every function of a
+// package ("github.com/vendor/kv.") or of a module ("github.com/vendor/").
+// Up to MaxHelperFunctions names in all, each non-empty, without spaces,
+// at most 1024 bytes; several HelperFunctions options add up.
+func HelperFunctions(names ...string) Option {
+	names = append([]string(nil), names...) // the caller may reuse its slice
+	return only("HelperFunctions", func(o *options) error {
+		rules := o.tracker.helpers
+		if rules == nil {
+			rules = &helperRules{exact: make(map[string]struct{})}
+		} else {
+			// A copy, so that a Tracker already built keeps its rules.
+			c := &helperRules{exact: make(map[string]struct{}, len(rules.exact)),
+				prefixes: append([]string(nil), rules.prefixes...)}
+			for k := range rules.exact {
+				c.exact[k] = struct{}{}
+			}
+			rules = c
+		}
+		for _, n := range names {
+			if n == "" || len(n) > maxHelperName || strings.ContainsAny(n, " \t\n") {
+				return fmt.Errorf("%w: HelperFunctions(%q): want a function or package name without spaces, 1..%d bytes",
+					ErrInvalidOption, n, maxHelperName)
+			}
+			if strings.HasSuffix(n, ".") || strings.HasSuffix(n, "/") {
+				rules.prefixes = append(rules.prefixes, n)
+			} else {
+				rules.exact[n] = struct{}{}
+			}
+		}
+		if len(rules.exact)+len(rules.prefixes) > MaxHelperFunctions {
+			return fmt.Errorf("%w: HelperFunctions with %d names in all: want at most %d",
+				ErrInvalidOption, len(rules.exact)+len(rules.prefixes), MaxHelperFunctions)
+		}
+		o.tracker.helpers = rules
+		return nil
+	}, forTracker)
+}
+
+// isHelperFrame reports whether f is a marked helper's, by Helper or rules.
+func isHelperFrame(f Frame, rules *helperRules) bool {
+	return markedByHelper(f.Function) || rules.match(f.Function)
+}
