@@ -29,7 +29,8 @@ import (
 // per token, and masks are freed after it is released. The counters are
 // atomics, so Stats and metrics never wait for it.
 type Cache struct {
-	cfg config
+	cfg    config
+	labels track.Labels // what adopted masks are labelled with: {cache=<name>}
 
 	mu      sync.Mutex
 	entries map[string]*lru.Elem[cacheEntry]
@@ -55,7 +56,8 @@ func NewCache(opts ...Option) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cache{cfg: cfg, entries: make(map[string]*lru.Elem[cacheEntry])}, nil
+	return &Cache{cfg: cfg, labels: track.NewLabels("cache", cfg.name),
+		entries: make(map[string]*lru.Elem[cacheEntry])}, nil
 }
 
 // Get returns the caller's own handle on the mask cached under key, which
@@ -95,7 +97,9 @@ func (c *Cache) Get(key string) (*tensor.Tensor, bool) {
 // (counted in Stats.Rejected) and Put returns nil: the caller's mask is
 // still correct, it is just not shared. A rejected Put still replaces: the
 // mask cached under key before is dropped, so Get never serves content the
-// caller has since replaced.
+// caller has since replaced. A mask the cache keeps is labelled
+// {cache=<name>} (CacheName) from then on, for every handle of it: it is
+// the cache's memory now, not the request's that made it.
 func (c *Cache) Put(key string, t *tensor.Tensor) error {
 	if c == nil {
 		return fmt.Errorf("mask: Cache.Put %q: %w", key, ErrNilCache)
@@ -127,6 +131,14 @@ func (c *Cache) Put(key string, t *tensor.Tensor) error {
 		c.rejected.Add(1)
 		return freeAll(append(evicted, own))
 	}
+	// The cache owns the mask from now on: label it as the cache's, so a
+	// profile filtered by request does not show shared memory under the
+	// request that happened to build it. An atomic store: O(1) under mu.
+	if err := own.SetLabels(c.labels); err != nil {
+		c.publish()
+		c.mu.Unlock()
+		return errors.Join(fmt.Errorf("mask: Cache.Put %q: %w", key, err), own.Free(), freeAll(evicted))
+	}
 	e := &lru.Elem[cacheEntry]{Value: cacheEntry{key: key, t: own, bytes: bytes}}
 	c.entries[key] = e
 	c.order.PushFront(e)
@@ -152,8 +164,9 @@ func (c *Cache) Put(key string, t *tensor.Tensor) error {
 // Concurrent misses on one key may each build; the last to finish stays
 // cached, and every caller gets a correct mask.
 //
-// The mask's allocation record keeps the labels of the request that built
-// it, so a profile shows which request first paid for a shared mask.
+// A mask the cache keeps is labelled {cache=<name>} (CacheName) from then
+// on, not with the labels of the request that built it: a profile
+// filtered by request shows only what the request itself holds.
 func (c *Cache) GetOrBuild(ctx context.Context, key string, build func(context.Context) (*tensor.Tensor, error)) (*tensor.Tensor, error) {
 	if c == nil {
 		return nil, fmt.Errorf("mask: Cache.GetOrBuild %q: %w", key, ErrNilCache)

@@ -26,7 +26,7 @@ type Allocation struct {
 func (r *Record) allocation() Allocation {
 	return Allocation{
 		ID: r.id, Bytes: r.Bytes, Kind: r.Kind, Device: r.Device, DType: r.DType,
-		Shape: r.Shape, Labels: r.labels, Time: r.Time(), Site: r.site, Leaked: r.leaked.Load(),
+		Shape: r.Shape, Labels: r.Labels(), Time: r.Time(), Site: r.site, Leaked: r.leaked.Load(),
 	}
 }
 
@@ -116,8 +116,9 @@ func (f Filter) match(r *Record, cutoff int64) bool {
 	if f.LeakedOnly && !r.leaked.Load() {
 		return false
 	}
+	labels := r.Labels()
 	for k, v := range f.Labels {
-		if got, ok := r.labels.Get(k); !ok || got != v {
+		if got, ok := labels.Get(k); !ok || got != v {
 			return false
 		}
 	}
@@ -139,8 +140,8 @@ type groupKey struct {
 	long                string
 }
 
-func keyOf(r *Record) groupKey {
-	k := groupKey{site: r.site, kind: r.Kind, device: r.Device, dtype: r.DType, labels: r.labels.hash(), rank: len(r.Shape)}
+func keyOf(r *Record, labels Labels) groupKey {
+	k := groupKey{site: r.site, kind: r.Kind, device: r.Device, dtype: r.DType, labels: labels.hash(), rank: len(r.Shape)}
 	if len(r.Shape) <= len(k.dims) {
 		copy(k.dims[:], r.Shape)
 	} else {
@@ -200,16 +201,18 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 			if !f.match(r, cutoff) {
 				continue
 			}
-			k := keyOf(r)
+			// Read once: Relabel may replace them while we group.
+			labels := r.Labels()
+			k := keyOf(r, labels)
 			g := groups[k]
-			if g != nil && !g.Labels.Equal(r.labels) {
+			if g != nil && !g.Labels.Equal(labels) {
 				// Two label sets with one hash: keep them apart by pointer.
-				k.collide = r.labels.set
+				k.collide = labels.set
 				g = groups[k]
 			}
 			if g == nil {
 				g = &Group{Site: r.site, Kind: r.Kind, Device: r.Device, DType: r.DType,
-					Shape: r.Shape, Labels: r.labels, Oldest: r.Time()}
+					Shape: r.Shape, Labels: labels, Oldest: r.Time()}
 				groups[k] = g
 			}
 			g.Count++

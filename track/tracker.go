@@ -124,7 +124,7 @@ type Record struct {
 
 	tracker    *Tracker
 	site       *Site
-	labels     Labels
+	labels     atomic.Pointer[labelSet] // a Labels; atomic so that Relabel races no reader
 	id         uint64
 	born       int64  // nanoseconds since the tracker started, monotonic
 	gen        uint64 // the tracker's age clock when recorded (watcher windows)
@@ -146,8 +146,9 @@ func (r *Record) ID() uint64 { return r.id }
 // Site returns the call site that made the allocation.
 func (r *Record) Site() *Site { return r.site }
 
-// Labels returns the labels of the context the allocation was made under.
-func (r *Record) Labels() Labels { return r.labels }
+// Labels returns the labels of the context the allocation was made under,
+// or those Relabel gave it since.
+func (r *Record) Labels() Labels { return Labels{set: r.labels.Load()} }
 
 // Tracker returns the tracker that recorded r, or nil.
 func (r *Record) Tracker() *Tracker { return r.tracker }
@@ -267,7 +268,7 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 
 	r.tracker = t
 	r.site = site
-	r.labels = LabelsFrom(ctx)
+	r.labels.Store(LabelsFrom(ctx).set)
 	r.id = t.nextID.Add(1)
 	r.born = t.now()
 	r.gen = t.clock.Load()
@@ -354,6 +355,38 @@ func (t *Tracker) Release(r *Record) error {
 	r.site.freedBytes.Add(r.Bytes)
 	r.site.ages.add(r.gen, t.clock.Load(), -r.Bytes, -1)
 	t.liveBytes.Add(-r.Bytes)
+	return nil
+}
+
+// Relabel replaces the labels of the live record r: a tensor adopted by a
+// cache belongs to the cache, not to the request that happened to build it,
+// so that -tagfocus request=r1 stops showing shared cache memory as r1's
+// once r1 has ended. Snapshots taken after Relabel returns group r under l;
+// the labels are one atomic pointer, so no reader ever sees half of them.
+// Relabeling a record that is not live through t returns the error Release
+// would (ErrNilRecord, ErrNotRecorded, ErrForeignTracker, ErrReleased) and is
+// counted as misuse.
+func (t *Tracker) Relabel(r *Record, l Labels) error {
+	if t == nil {
+		return ErrNilTracker
+	}
+	if r == nil {
+		t.misuse.Add(1)
+		return ErrNilRecord
+	}
+	if r.tracker != t {
+		t.misuse.Add(1)
+		if r.tracker == nil {
+			return ErrNotRecorded
+		}
+		return fmt.Errorf("%w: record %d of tracker %q relabeled through %q",
+			ErrForeignTracker, r.id, r.tracker.cfg.name, t.cfg.name)
+	}
+	if r.state.Load() != stateLive {
+		t.misuse.Add(1)
+		return fmt.Errorf("%w: record %d from %s relabeled", ErrReleased, r.id, r.site)
+	}
+	r.labels.Store(l.set)
 	return nil
 }
 
@@ -511,5 +544,5 @@ func (t *Tracker) logLeak(l LeakReport) {
 }
 
 func (r *Record) event(k EventKind, at int64) Event {
-	return Event{Kind: k, Time: at, ID: r.id, Bytes: r.Bytes, Site: r.site, Alloc: r.Kind, Labels: r.labels}
+	return Event{Kind: k, Time: at, ID: r.id, Bytes: r.Bytes, Site: r.site, Alloc: r.Kind, Labels: r.Labels()}
 }

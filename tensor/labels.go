@@ -1,0 +1,20 @@
+package tensor
+
+import "github.com/tensorlife/tensorlife/track"
+
+// SetLabels replaces the labels of the tensor's allocation record, which
+// every handle of the tensor (Retain, View) shares: profiles, snapshots
+// and reports show it under l from then on. An owner that adopts a tensor
+// for the long run, such as a cache, calls it so that the tensor is not
+// shown as held by the request that happened to make it. An untracked
+// tensor has no labels to set: SetLabels does nothing. A freed handle
+// returns ErrFreed. Safe for concurrent use.
+func (t *Tensor) SetLabels(l track.Labels) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if t.b.tracker == nil {
+		return nil
+	}
+	return t.b.tracker.Relabel(&t.b.rec, l)
+}

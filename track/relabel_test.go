@@ -1,0 +1,65 @@
+package track_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/track"
+)
+
+func TestRelabel(t *testing.T) {
+	tr := newTracker(t)
+	ctx := track.WithLabels(context.Background(), "request", "r1")
+	r := recordA(tr, ctx, 64, "mask")
+	require.NoError(t, tr.Relabel(r, track.NewLabels("cache", "prompts")))
+	assert.Equal(t, "{cache=prompts}", r.Labels().String())
+	snap, err := tr.SnapshotOf(track.Filter{Labels: map[string]string{"request": "r1"}})
+	require.NoError(t, err)
+	assert.Empty(t, snap.Groups, "relabelled away from r1")
+	snap, err = tr.SnapshotOf(track.Filter{Labels: map[string]string{"cache": "prompts"}})
+	require.NoError(t, err)
+	require.Len(t, snap.Groups, 1)
+
+	other := newTracker(t)
+	misuse := tr.Totals().Misuse
+	assert.ErrorIs(t, tr.Relabel(nil, track.Labels{}), track.ErrNilRecord)
+	assert.ErrorIs(t, other.Relabel(r, track.Labels{}), track.ErrForeignTracker)
+	assert.ErrorIs(t, tr.Relabel(&track.Record{}, track.Labels{}), track.ErrNotRecorded)
+	require.NoError(t, tr.Release(r))
+	assert.ErrorIs(t, tr.Relabel(r, track.Labels{}), track.ErrReleased)
+	assert.Equal(t, misuse+3, tr.Totals().Misuse)
+	var nilTracker *track.Tracker
+	assert.ErrorIs(t, nilTracker.Relabel(r, track.Labels{}), track.ErrNilTracker)
+}
+
+// TestRelabelRacesSnapshots is for -race: labels are replaced while
+// snapshots read them.
+func TestRelabelRacesSnapshots(t *testing.T) {
+	tr := newTracker(t)
+	r := recordA(tr, context.Background(), 64, "mask")
+	a, b := track.NewLabels("cache", "a"), track.NewLabels("cache", "b")
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range 200 {
+			l := a
+			if i%2 == 1 {
+				l = b
+			}
+			assert.NoError(t, tr.Relabel(r, l))
+		}
+	}()
+	for range 50 {
+		snap := tr.Snapshot()
+		require.Len(t, snap.Groups, 1)
+		v, _ := snap.Groups[0].Labels.Get("cache")
+		assert.Contains(t, []string{"", "a", "b"}, v)
+	}
+	wg.Wait()
+	require.NoError(t, tr.Release(r))
+}
