@@ -87,7 +87,9 @@
 //	seconds=N     a delta profile over the next N seconds: alloc values over the window, in-use at
 //	              its end; at most MaxDeltaWindow (5m by default), at most MaxConcurrentDeltas at
 //	              once (4 by default)
-//	min_age=5m    only tensors at least this old (a Go duration)
+//	min_age=5m    only tensors at least this old (a Go duration): the old-leak view, where a
+//	              small slow leak is no longer hidden under in-flight activations
+//	min_windows=8 only tensors that outlived this many windows of the tracker's Watcher
 //	kind=mask     only tensors of this kind
 //	leaked=true   only tensors the garbage collector found without Free
 //	gc=1          run runtime.GC first, as net/http/pprof's heap?gc=1 does

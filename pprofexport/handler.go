@@ -104,7 +104,7 @@ func (h *handler) parse(r *http.Request) (query, error) {
 		return v
 	}
 	debug, seconds, minAge, leaked, gc := get("debug"), get("seconds"), get("min_age"), get("leaked"), get("gc")
-	kind := get("kind")
+	kind, minWindows := get("kind"), get("min_windows")
 	if err != nil {
 		return q, err
 	}
@@ -135,6 +135,13 @@ func (h *handler) parse(r *http.Request) (query, error) {
 		if q.filter.MinAge, err = time.ParseDuration(minAge); err != nil || q.filter.MinAge < 0 {
 			return q, refuse(`invalid value for "min_age": %q, want a duration such as 30s or 5m`, minAge)
 		}
+	}
+	if minWindows != "" {
+		n, perr := strconv.Atoi(minWindows)
+		if perr != nil || n < 0 || n > track.MaxMinWindows {
+			return q, refuse(`invalid value for "min_windows": %q, want 0..%d watcher windows`, minWindows, track.MaxMinWindows)
+		}
+		q.filter.MinWindows = n
 	}
 	if values.Has("kind") {
 		q.filter.Kind = kind

@@ -78,6 +78,9 @@ type config struct {
 	labelKeys []string
 	allLabels bool
 
+	// older narrows the snapshot a writer is given (MinAge, MinWindows).
+	older track.Filter
+
 	// handler only
 	filter         track.Filter
 	maxDeltaWindow time.Duration
@@ -179,6 +182,60 @@ func WithFilter(f track.Filter) Option {
 		c.filter = f
 		return nil
 	})
+}
+
+// MinAge restricts a profile to tensors at least d old: the old-leak view.
+// A slow leak of small tensors sits below go tool pprof -top's cut-off
+// when in-flight activations dominate the live set; among old tensors it
+// is the first row. Given to Profile, Write, WriteFile or WriteText, it
+// narrows the snapshot (track.Snapshot.Select), which must list its
+// allocations, as Tracker.Snapshot's does; given to NewHandler, it is the
+// default of ?min_age=. d >= 0; 0 keeps every tensor. It does not apply to
+// the diff and delta functions.
+func MinAge(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("%w: MinAge(%v): want a duration >= 0", ErrInvalidOption, d)
+		}
+		if c.scope == scopeHandler {
+			c.filter.MinAge = d
+		} else {
+			c.older.MinAge = d
+		}
+		return nil
+	})
+}
+
+// MinWindows restricts a profile to tensors that outlived at least n
+// windows of the tracker's Watcher (track.Filter.MinWindows): the
+// survivors the watcher judges, on the watcher's own clock. It applies
+// where MinAge does, as the default of ?min_windows= for a handler;
+// 0..track.MaxMinWindows.
+func MinWindows(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 0 || n > track.MaxMinWindows {
+			return fmt.Errorf("%w: MinWindows(%d): want 0..%d", ErrInvalidOption, n, track.MaxMinWindows)
+		}
+		if c.scope == scopeHandler {
+			c.filter.MinWindows = n
+		} else {
+			c.older.MinWindows = n
+		}
+		return nil
+	})
+}
+
+// narrow applies MinAge and MinWindows to the snapshot a writer was given.
+func (c *config) narrow(snap *track.Snapshot) (*track.Snapshot, error) {
+	if !c.older.Active() || snap == nil {
+		return snap, nil
+	}
+	out, err := snap.Select(c.older)
+	if err != nil {
+		return nil, fmt.Errorf("%w: MinAge(%v)/MinWindows(%d): %w (take it with Tracker.Snapshot, or SnapshotOf with the filter)",
+			ErrInvalidOption, c.older.MinAge, c.older.MinWindows, err)
+	}
+	return out, nil
 }
 
 // MaxDeltaWindow sets the longest delta window (?seconds=N) a handler

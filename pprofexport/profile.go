@@ -2,6 +2,7 @@ package pprofexport
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,6 +63,9 @@ func Profile(snap *track.Snapshot, opts ...Option) (*profile.Profile, error) {
 	}
 	if snap == nil {
 		return nil, ErrNilSnapshot
+	}
+	if snap, err = cfg.narrow(snap); err != nil {
+		return nil, err
 	}
 	return build(snap, cfg, allocSites(snap)), nil
 }
@@ -159,6 +163,9 @@ func describeFilter(f track.Filter) string {
 	if f.MinAge > 0 {
 		parts = append(parts, "min_age="+f.MinAge.String())
 	}
+	if f.MinWindows > 0 {
+		parts = append(parts, "min_windows="+strconv.Itoa(f.MinWindows))
+	}
 	if f.Kind != "" {
 		parts = append(parts, "kind="+f.Kind)
 	}
@@ -228,6 +235,10 @@ func sameTracker(a, b *track.Snapshot) bool {
 func combine(before, after *track.Snapshot, ratios []int64, what string, cfg config) (*profile.Profile, error) {
 	if before == nil || after == nil {
 		return nil, ErrNilSnapshot
+	}
+	if cfg.older.Active() {
+		return nil, fmt.Errorf("%w: MinAge and MinWindows do not apply to a %s; take both snapshots with the filter",
+			ErrInvalidOption, what)
 	}
 	if !sameTracker(before, after) {
 		return nil, fmt.Errorf("%w: %s of tracker %q and tracker %q", ErrTrackerMismatch, what, before.Tracker, after.Tracker)

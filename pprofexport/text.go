@@ -23,6 +23,9 @@ func WriteText(w io.Writer, snap *track.Snapshot, opts ...Option) error {
 	if err != nil {
 		return err
 	}
+	if snap, err = cfg.narrow(snap); err != nil {
+		return err
+	}
 	return writeText(w, snap, cfg)
 }
 

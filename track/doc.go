@@ -19,8 +19,20 @@
 // identical stacks share one Site, and once MaxSites sites exist, further
 // stacks are counted under one overflow site that every report shows as
 // OverflowFunction, so lost detail is visible, never silently dropped.
-// Site.Location is the first frame outside tensorlife's own packages: the
-// caller's line that asked for memory.
+// Site.Location is the first frame outside tensorlife's own packages and
+// outside allocation helpers: the caller's line that asked for memory. A
+// function that allocates on behalf of its callers marks itself with Helper,
+// as a test helper calls testing.T.Helper:
+//
+//	func newKV(ctx context.Context, p tensor.Allocator, n int) (*tensor.Tensor, error) {
+//		track.Helper()
+//		return tensor.New(ctx, p, tensor.Float16, 2, n, 128)
+//	}
+//
+// and the HelperFunctions option marks functions or packages the program
+// cannot edit. Reports, suspects, OOM errors and profiles then name the
+// helper's caller; when two stacks share that line, Site.DistinctFrame
+// gives the frame that tells them apart.
 //
 // # Snapshots
 //

@@ -45,7 +45,7 @@ const maxHelperMarks = 4096
 //
 //	func newKV(ctx context.Context, alloc tensor.Allocator, n int) (*tensor.Tensor, error) {
 //		track.Helper()
-//		return tensor.New(ctx, alloc, tensor.Float16, tensor.Shape{2, n, 128})
+//		return tensor.New(ctx, alloc, tensor.Float16, 2, n, 128)
 //	}
 //
 // The mark is process-wide and permanent. The first call from a function

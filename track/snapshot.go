@@ -2,8 +2,10 @@ package track
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"github.com/tensorlife/tensorlife/internal/format"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +23,9 @@ type Allocation struct {
 	Time   time.Time // when it was recorded
 	Site   *Site
 	Leaked bool // the garbage collector found it without Free
+	// Windows is how many windows of the tracker's age clock (a Watcher's
+	// windows) the allocation had outlived when the snapshot was taken.
+	Windows uint64
 }
 
 func (r *Record) allocation() Allocation {
@@ -83,6 +88,11 @@ type Filter struct {
 	// MinAge keeps allocations at least this old: long-lived tensors are the
 	// leak suspects.
 	MinAge time.Duration
+	// MinWindows keeps allocations that outlived at least this many windows
+	// of the tracker's age clock (Tracker.Windows), which the tracker's
+	// Watcher advances: the survivors the watcher judges. With no watcher
+	// the clock stands still and MinWindows > 0 keeps nothing. 0..MaxMinWindows.
+	MinWindows int
 	// Kind keeps allocations of this kind; empty keeps all.
 	Kind string
 	// LeakedOnly keeps allocations the garbage collector found without Free.
@@ -95,7 +105,7 @@ type Filter struct {
 
 // Active reports whether f selects only some allocations.
 func (f Filter) Active() bool {
-	return f.MinAge != 0 || f.Kind != "" || f.LeakedOnly || len(f.Labels) > 0
+	return f.MinAge != 0 || f.MinWindows != 0 || f.Kind != "" || f.LeakedOnly || len(f.Labels) > 0
 }
 
 // Validate reports a filter that cannot be applied.
@@ -103,11 +113,20 @@ func (f Filter) Validate() error {
 	if f.MinAge < 0 {
 		return fmt.Errorf("%w: negative MinAge %v", ErrInvalidOption, f.MinAge)
 	}
+	if f.MinWindows < 0 || f.MinWindows > MaxMinWindows {
+		return fmt.Errorf("%w: MinWindows %d: want 0..%d", ErrInvalidOption, f.MinWindows, MaxMinWindows)
+	}
 	return nil
 }
 
-func (f Filter) match(r *Record, cutoff int64) bool {
+// MaxMinWindows bounds Filter.MinWindows.
+const MaxMinWindows = 1 << 20
+
+func (f Filter) match(r *Record, cutoff int64, clock uint64) bool {
 	if f.Kind != "" && r.Kind != f.Kind {
+		return false
+	}
+	if f.MinWindows > 0 && clock-r.gen < uint64(f.MinWindows) {
 		return false
 	}
 	if f.MinAge > 0 && r.born > cutoff {
@@ -192,13 +211,14 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 	}
 	now := time.Now()
 	cutoff := int64(now.Sub(t.start) - f.MinAge)
+	clock := t.clock.Load()
 	groups := make(map[groupKey]*Group)
 	var allocs []Allocation
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		for r := sh.head; r != nil; r = r.next {
-			if !f.match(r, cutoff) {
+			if !f.match(r, cutoff, clock) {
 				continue
 			}
 			// Read once: Relabel may replace them while we group.
@@ -224,7 +244,9 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 				g.Oldest = born
 			}
 			if f.Allocations {
-				allocs = append(allocs, r.allocation())
+				a := r.allocation()
+				a.Windows = clock - min(r.gen, clock)
+				allocs = append(allocs, a)
 			}
 		}
 		sh.mu.Unlock()
@@ -273,6 +295,109 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 	}
 	sortSites(snap.Sites)
 	return snap, nil
+}
+
+// ErrNoAllocations means Snapshot.Select was called on a snapshot that
+// does not list its allocations (Filter.Allocations).
+var ErrNoAllocations = errors.New("track: snapshot lists no allocations")
+
+// Select returns the part of s that f selects, as if s had been taken with
+// f as well as its own filter: groups and live site figures are rebuilt
+// from s.Allocations, ages counted at s.Time. It lets a writer narrow a
+// snapshot it was handed (old tensors only, say) without a second walk of
+// the live set. s must list its allocations (Tracker.Snapshot does);
+// otherwise the error matches ErrNoAllocations. An invalid f matches
+// ErrInvalidOption.
+func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	if !s.Filter.Allocations {
+		return nil, ErrNoAllocations
+	}
+	merged := s.Filter
+	merged.MinAge = max(merged.MinAge, f.MinAge)
+	merged.MinWindows = max(merged.MinWindows, f.MinWindows)
+	merged.LeakedOnly = merged.LeakedOnly || f.LeakedOnly
+	if f.Kind != "" {
+		merged.Kind = f.Kind
+	}
+	if len(f.Labels) > 0 {
+		merged.Labels = make(map[string]string, len(s.Filter.Labels)+len(f.Labels))
+		maps.Copy(merged.Labels, s.Filter.Labels)
+		maps.Copy(merged.Labels, f.Labels)
+	}
+	out := &Snapshot{tracker: s.tracker, Tracker: s.Tracker, Time: s.Time, Totals: s.Totals, Filter: merged}
+	type key struct {
+		site                       *Site
+		kind, device, dtype, shape string
+		labels                     string
+	}
+	groups := make(map[key]*Group)
+	var order []key
+	for _, a := range s.Allocations {
+		if (f.Kind != "" && a.Kind != f.Kind) || (f.LeakedOnly && !a.Leaked) ||
+			(f.MinAge > 0 && s.Time.Sub(a.Time) < f.MinAge) || a.Windows < uint64(f.MinWindows) {
+			continue
+		}
+		match := true
+		for k, v := range f.Labels {
+			if got, ok := a.Labels.Get(k); !ok || got != v {
+				match = false
+			}
+		}
+		if !match {
+			continue
+		}
+		out.Allocations = append(out.Allocations, a)
+		k := key{a.Site, a.Kind, a.Device, a.DType, format.Shape(a.Shape), a.Labels.String()}
+		g := groups[k]
+		if g == nil {
+			g = &Group{Site: a.Site, Kind: a.Kind, Device: a.Device, DType: a.DType, Shape: a.Shape,
+				Labels: a.Labels, Oldest: a.Time}
+			groups[k] = g
+			order = append(order, k)
+		}
+		g.Count++
+		g.Bytes += a.Bytes
+		if a.Leaked {
+			g.Leaked++
+		}
+		if a.Time.Before(g.Oldest) {
+			g.Oldest = a.Time
+		}
+	}
+	live := make(map[*Site]*SiteStats)
+	for _, k := range order {
+		g := groups[k]
+		out.Groups = append(out.Groups, *g)
+		st := live[g.Site]
+		if st == nil {
+			st = &SiteStats{}
+			live[g.Site] = st
+		}
+		st.LiveCount += g.Count
+		st.LiveBytes += g.Bytes
+		if st.Oldest.IsZero() || g.Oldest.Before(st.Oldest) {
+			st.Oldest = g.Oldest
+		}
+	}
+	slices.SortFunc(out.Groups, func(a, b Group) int {
+		if c := cmp.Or(cmp.Compare(a.Site.id, b.Site.id), cmp.Compare(b.Bytes, a.Bytes)); c != 0 {
+			return c
+		}
+		return groupOrder(a, b)
+	})
+	out.Sites = make([]SiteStats, 0, len(s.Sites))
+	for _, st := range s.Sites {
+		n := SiteStats{Site: st.Site, AllocCount: st.AllocCount, AllocBytes: st.AllocBytes, GCLeaks: st.GCLeaks}
+		if l := live[st.Site]; l != nil {
+			n.LiveCount, n.LiveBytes, n.Oldest = l.LiveCount, l.LiveBytes, l.Oldest
+		}
+		out.Sites = append(out.Sites, n)
+	}
+	sortSites(out.Sites)
+	return out, nil
 }
 
 // groupOrder breaks ties between groups of one site deterministically.

@@ -229,6 +229,12 @@ var defaultTracker = sync.OnceValue(func() *Tracker {
 // default options. Allocators record into it unless given another.
 func Default() *Tracker { return defaultTracker() }
 
+// Windows returns the tracker's age clock: the number of windows ended by
+// the Watcher that drives it (0 without one). Each record is stamped with
+// it, so Filter.MinWindows and Allocation.Windows count the windows a
+// tensor has outlived.
+func (t *Tracker) Windows() uint64 { return t.clock.Load() }
+
 // Name returns the tracker's name.
 func (t *Tracker) Name() string { return t.cfg.name }
 

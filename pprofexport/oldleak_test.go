@@ -1,0 +1,122 @@
+package pprofexport_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/pprofexport"
+	"github.com/tensorlife/tensorlife/track"
+)
+
+//go:noinline
+func activation(tr *track.Tracker) *track.Record {
+	r := &track.Record{Bytes: 64 << 10, Kind: "activation", DType: "float16", Device: "host"}
+	if err := tr.Record(context.Background(), r, 0); err != nil {
+		panic(err)
+	}
+	return r
+}
+
+//go:noinline
+func keepSmallState(tr *track.Tracker) *track.Record {
+	r := &track.Record{Bytes: 256, Kind: "state", DType: "float32", Device: "host"}
+	if err := tr.Record(context.Background(), r, 0); err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// sparseSlowLeak runs 500 requests through tr, one watcher window each:
+// every request has 40 to 60 transient 64 KiB activations, every 10th
+// keeps a 256 B tensor forever. It returns with the last request in
+// flight, its activations live, and a function that ends it.
+func sparseSlowLeak(t *testing.T, tr *track.Tracker) (end func()) {
+	w, err := track.NewWatcher(tr)
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var kept, live []*track.Record
+	for i := range 500 {
+		live = live[:0]
+		for range 40 + rng.IntN(21) {
+			live = append(live, activation(tr))
+		}
+		if i%10 == 0 {
+			kept = append(kept, keepSmallState(tr))
+		}
+		if i == 499 {
+			break
+		}
+		for _, r := range live {
+			require.NoError(t, tr.Release(r))
+		}
+		require.NoError(t, w.Tick())
+	}
+	return func() {
+		for _, r := range append(live, kept...) {
+			require.NoError(t, tr.Release(r))
+		}
+	}
+}
+
+func TestOldLeakViewPutsTheSlowLeakFirst(t *testing.T) {
+	tr, err := track.New()
+	require.NoError(t, err)
+	end := sparseSlowLeak(t, tr)
+	defer end()
+	const leak, transient = pkgPath + "keepSmallState", pkgPath + "activation"
+	dir := t.TempDir()
+	top := func(path string, opts ...pprofexport.Option) string {
+		t.Helper()
+		require.NoError(t, pprofexport.WriteFile(path, tr.Snapshot(), opts...))
+		out, err := runPprof(t, "-top", "-sample_index=inuse_space", path)
+		require.NoError(t, err)
+		return firstTopRow(t, out)
+	}
+	assert.Equal(t, transient, top(filepath.Join(dir, "all.pb.gz")), "the control: in-flight memory hides the leak")
+	assert.Equal(t, leak, top(filepath.Join(dir, "old.pb.gz"), pprofexport.MinWindows(2)), "WriteFile with MinWindows")
+
+	h, err := pprofexport.NewHandler(tr)
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, tc := range []struct{ query, want string }{
+		{"", transient},
+		{"?min_windows=2", leak},
+	} {
+		out, err := runPprof(t, "-top", "-sample_index=inuse_space", srv.URL+"/debug/pprof/tensors"+tc.query)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, firstTopRow(t, out), "query %q:\n%s", tc.query, out)
+	}
+}
+
+func TestOldLeakOptions(t *testing.T) {
+	tr, err := track.New()
+	require.NoError(t, err)
+	end := sparseSlowLeak(t, tr)
+	defer end()
+	snap, err := tr.SnapshotOf(track.Filter{})
+	require.NoError(t, err)
+	_, err = pprofexport.Profile(snap, pprofexport.MinWindows(1))
+	assert.ErrorIs(t, err, pprofexport.ErrInvalidOption, "a snapshot without its allocations cannot be narrowed")
+	assert.ErrorIs(t, err, track.ErrNoAllocations)
+	for _, o := range []pprofexport.Option{pprofexport.MinAge(-1), pprofexport.MinWindows(-1), pprofexport.MinWindows(track.MaxMinWindows + 1)} {
+		_, err := pprofexport.Profile(tr.Snapshot(), o)
+		assert.ErrorIs(t, err, pprofexport.ErrInvalidOption)
+	}
+	_, err = pprofexport.DiffProfile(tr.Snapshot(), tr.Snapshot(), pprofexport.MinWindows(1))
+	assert.ErrorIs(t, err, pprofexport.ErrInvalidOption)
+
+	p, err := pprofexport.Profile(tr.Snapshot(), pprofexport.MinWindows(2))
+	require.NoError(t, err)
+	var objects int64
+	for _, s := range p.Sample {
+		objects += s.Value[2]
+	}
+	assert.Equal(t, int64(50), objects, "the 50 kept tensors, no activation")
+}
