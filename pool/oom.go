@@ -27,12 +27,19 @@ func (p *Pool) oomError(size int64, refused string, devErr error) error {
 		Active:     s.Active,
 		Cached:     s.Cached,
 		DeviceFree: -1,
+		Outside:    -1,
 		Reason:     refused,
 		Err:        devErr,
 	}
+	e.LargestCached = p.largestCached()
+	if p.tracker != nil {
+		// The registry holds this pool too: the others are the rest.
+		e.OtherReserved = max(p.tracker.ReservedOn(s.Device)-s.Reserved, 0)
+	}
 	free, total, err := p.dev.MemInfo()
 	if err == nil {
-		e.DeviceFree = free
+		e.DeviceFree, e.DeviceTotal = free, total
+		e.Outside = max(total-free-s.Reserved-e.OtherReserved, 0)
 	}
 	switch {
 	case refused == "budget":
@@ -42,6 +49,21 @@ func (p *Pool) oomError(size int64, refused string, devErr error) error {
 	}
 	e.TopSites = p.topLiveSites()
 	return e
+}
+
+// largestCached returns the size of the largest block in the cache, taking
+// one class lock at a time from the largest class down.
+func (p *Pool) largestCached() int64 {
+	for c := numClasses - 1; c >= 0; c-- {
+		fl := &p.classes[c].freeList
+		fl.mu.Lock()
+		n := len(fl.idle)
+		fl.mu.Unlock()
+		if n > 0 {
+			return classSizes[c]
+		}
+	}
+	return 0
 }
 
 // topLiveSites reads the tracker's per-site counters (no walk of the live

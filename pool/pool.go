@@ -103,7 +103,7 @@ func New(dev tensor.Device, opts ...Option) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pool{
+	p := &Pool{
 		dev:       dev,
 		tracker:   cfg.tracker,
 		id:        allocid.New(),
@@ -111,7 +111,11 @@ func New(dev tensor.Device, opts ...Option) (*Pool, error) {
 		total:     total,
 		maxCached: cfg.maxCached,
 		topSites:  cfg.topSites,
-	}, nil
+	}
+	// Count what the pool reserves as tensorlife's in the tracker's reports
+	// and in other pools' out-of-memory errors (see track.Attach).
+	track.Attach(p.tracker, p)
+	return p, nil
 }
 
 // Device returns the device the pool allocates from.

@@ -69,9 +69,12 @@ func (e *DeviceError) Error() string {
 func (e *DeviceError) Unwrap() error { return e.Err }
 
 // OOMError reports an allocation that a device or a memory budget refused. Its
-// Error text alone tells an operator where the memory went: the request, the
-// limit, the allocator's figures and the call sites holding the most live
-// memory. It matches ErrOutOfMemory with errors.Is.
+// Error text alone tells an operator where the memory went, as a diagnosis:
+// the request, the limit that refused it, what the allocator holds (reserved,
+// active, cached, and the largest cached block, so fragmentation shows), what
+// other tensorlife allocators hold on the device, what is used there outside
+// tensorlife, what the device has free, and the call sites holding the most
+// live memory. It matches ErrOutOfMemory with errors.Is.
 type OOMError struct {
 	Device     string // device name
 	Requested  int64  // bytes asked for (after rounding by the allocator)
@@ -80,6 +83,18 @@ type OOMError struct {
 	Active     int64  // bytes in blocks handed out
 	Cached     int64  // bytes held free for reuse
 	DeviceFree int64  // free bytes the device reported; -1 if unknown
+	// LargestCached is the allocator's largest cached block: with Cached
+	// large and LargestCached below Requested, the cache is fragmented.
+	LargestCached int64
+	// OtherReserved is what the other tensorlife allocators recording in the
+	// same tracker hold on the device (pools, direct allocators, adopted
+	// memory); 0 for an untracked allocator, which knows of no others.
+	OtherReserved int64
+	// Outside is the device's used memory that no tensorlife allocator
+	// holds: used - Reserved - OtherReserved. -1 if unknown.
+	Outside int64
+	// DeviceTotal is the device's total memory; 0 if unknown.
+	DeviceTotal int64
 	// Reason says which limit refused: "budget" or "device".
 	Reason string
 	// TopSites are the live call sites holding the most bytes, largest first,
@@ -97,9 +112,24 @@ func (e *OOMError) Error() string {
 	} else if e.Reason != "" {
 		fmt.Fprintf(&b, " (%s refused)", e.Reason)
 	}
-	fmt.Fprintf(&b, "\n  reserved %s, active %s, cached %s", format.Bytes(e.Reserved), format.Bytes(e.Active), format.Bytes(e.Cached))
+	row := func(name, format string, args ...any) {
+		fmt.Fprintf(&b, "\n  %-20s", name)
+		fmt.Fprintf(&b, format, args...)
+	}
+	row("reserved", "%s: active %s, cached %s, largest cached block %s",
+		format.Bytes(e.Reserved), format.Bytes(e.Active), format.Bytes(e.Cached), format.Bytes(e.LargestCached))
+	if e.OtherReserved > 0 {
+		row("other allocators", "%s reserved on %s by other tensorlife allocators", format.Bytes(e.OtherReserved), e.Device)
+	}
+	if e.Outside >= 0 {
+		row("outside tensorlife", "%s used on %s by memory tensorlife does not hold", format.Bytes(e.Outside), e.Device)
+	}
 	if e.DeviceFree >= 0 {
-		fmt.Fprintf(&b, "; device free %s", format.Bytes(e.DeviceFree))
+		if e.DeviceTotal > 0 {
+			row("free on device", "%s of %s", format.Bytes(e.DeviceFree), format.Bytes(e.DeviceTotal))
+		} else {
+			row("free on device", "%s", format.Bytes(e.DeviceFree))
+		}
 	}
 	format.WriteSites(&b, "top live sites", sitelist.Lines(e.TopSites))
 	if e.Err != nil {

@@ -37,15 +37,20 @@ type HostDevice struct {
 	nextID  uint64
 }
 
-// NewHostDevice returns a host device of capacityBytes (> 0).
-func NewHostDevice(capacityBytes int64) (*HostDevice, error) {
+// NewHostDevice returns a host device of capacityBytes (> 0). Its name is
+// "host" unless DeviceName says otherwise.
+func NewHostDevice(capacityBytes int64, opts ...Option) (*HostDevice, error) {
 	if capacityBytes <= 0 {
 		return nil, fmt.Errorf("%w: host device capacity %d", ErrInvalidSize, capacityBytes)
 	}
-	return &HostDevice{name: "host", capacity: capacityBytes, blocks: make(map[uint64][]byte), nextID: 1}, nil
+	cfg := config{name: "host"}
+	if err := applyOptions(&cfg, opts); err != nil {
+		return nil, err
+	}
+	return &HostDevice{name: cfg.name, capacity: capacityBytes, blocks: make(map[uint64][]byte), nextID: 1}, nil
 }
 
-// Name returns "host".
+// Name returns the device's name: "host", or the name given by DeviceName.
 func (d *HostDevice) Name() string { return d.name }
 
 // Alloc reserves bytes of the device's capacity.

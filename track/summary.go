@@ -77,7 +77,7 @@ func WriteSummary(w io.Writer, tr *Tracker, opts ...Option) error {
 	writeTotals(&b, snap.Totals)
 	writePools(&b, cfg.sources.Pools)
 	writeCaches(&b, cfg.sources.Caches)
-	writeDevices(&b, cfg.sources.Devices)
+	writeDevices(&b, cfg.sources.DeviceMemory(tr))
 	writeSites(&b, snap, cfg.top, now)
 	if cfg.sources.Watcher != nil {
 		writeSuspects(&b, cfg.sources.Watcher, now)
@@ -151,21 +151,24 @@ func writeCaches(b *strings.Builder, caches []CacheSource) {
 	}
 }
 
-func writeDevices(b *strings.Builder, devices []DeviceSource) {
+// writeDevices writes each device's memory split by whose it is: used,
+// of it what tensorlife's allocators reserved and what is outside
+// tensorlife, then free and total.
+func writeDevices(b *strings.Builder, devices []DeviceMemory) {
 	if len(devices) == 0 {
 		return
 	}
-	b.WriteString("\nDevices\n")
-	fmt.Fprintf(b, "  %-16s%13s%13s%13s\n", "name", "used", "total", "free")
+	b.WriteString("\nDevices (outside tensorlife: used on the device, not reserved by tensorlife)\n")
+	fmt.Fprintf(b, "  %-16s%13s%13s%13s%13s%13s\n", "name", "used", "reserved", "outside", "free", "total")
 	for _, d := range devices {
-		free, total, err := d.MemInfo()
-		if err != nil {
-			msg := "memory unknown: " + err.Error()
-			fmt.Fprintf(b, "  %-16s%s\n", clip(d.Name(), 16), clip(msg, summaryWidth-18))
+		if d.Err != nil {
+			msg := "memory unknown: " + d.Err.Error()
+			fmt.Fprintf(b, "  %-16s%s\n", clip(d.Device, 16), clip(msg, summaryWidth-18))
 			continue
 		}
-		fmt.Fprintf(b, "  %-16s%13s%13s%13s\n", clip(d.Name(), 16),
-			format.Bytes(total-free), format.Bytes(total), format.Bytes(free))
+		fmt.Fprintf(b, "  %-16s%13s%13s%13s%13s%13s\n", clip(d.Device, 16),
+			format.Bytes(d.Used), format.Bytes(d.Reserved), format.Bytes(d.Outside),
+			format.Bytes(d.Free), format.Bytes(d.Total))
 	}
 }
 

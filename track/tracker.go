@@ -197,7 +197,8 @@ type Tracker struct {
 	clockOwner atomic.Pointer[Watcher]
 
 	leakWatchers watchers
-	misuses      misuseLog // the latest double frees, for tests
+	misuses      misuseLog         // the latest double frees, for tests
+	allocators   allocatorRegistry // what tensorlife holds per device (allocators.go)
 }
 
 // New returns an isolated Tracker. Options are validated here: an invalid

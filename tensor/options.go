@@ -1,0 +1,62 @@
+package tensor
+
+import (
+	"errors"
+	"fmt"
+	"unicode"
+)
+
+// ErrInvalidOption means an option's value cannot be used.
+var ErrInvalidOption = errors.New("tensor: invalid option")
+
+// Option configures a constructor of this package (NewHostDevice). Options
+// are validated there: an invalid value is an error matching
+// ErrInvalidOption that names the option and its value. Option values are
+// immutable and may be shared.
+type Option interface {
+	apply(*config) error
+}
+
+type config struct {
+	name string
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+// MaxDeviceName bounds DeviceName in bytes: the name is a metrics attribute
+// and a column of every report.
+const MaxDeviceName = 64
+
+// DeviceName names a host device (NewHostDevice; default "host"): 1 to
+// MaxDeviceName printable characters, no spaces. Reports, profiles and
+// metrics split memory by device name, and the books of what tensorlife
+// holds on a device are kept by name, so two host devices standing in for
+// two GPUs need two names ("host:0", "host:1").
+func DeviceName(name string) Option {
+	return optionFunc(func(c *config) error {
+		if name == "" || len(name) > MaxDeviceName {
+			return fmt.Errorf("%w: DeviceName(%q): want 1..%d bytes", ErrInvalidOption, name, MaxDeviceName)
+		}
+		for _, r := range name {
+			if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+				return fmt.Errorf("%w: DeviceName(%q): want printable characters and no spaces", ErrInvalidOption, name)
+			}
+		}
+		c.name = name
+		return nil
+	})
+}
+
+func applyOptions(c *config, opts []Option) error {
+	for _, o := range opts {
+		if o == nil {
+			return fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := o.apply(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
