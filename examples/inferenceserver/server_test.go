@@ -87,8 +87,10 @@ func checkMetrics(t *testing.T, ts *testServer, leak bool) {
 	assert.Positive(t, reserved)
 	assert.LessOrEqual(t, reserved, float64(ts.cfg.budget))
 	assert.Equal(t, float64(ts.cfg.capacity), value("tensorlife_device_memory_limit_bytes", `tensorlife_device="host"`))
-	assert.Equal(t, reserved, value("tensorlife_device_memory_usage_bytes", `tensorlife_device="host"`, `tensorlife_device_memory_state="used"`),
+	assert.Equal(t, reserved, value("tensorlife_device_memory_usage_bytes", `tensorlife_device="host"`, `tensorlife_device_memory_state="tensorlife"`),
 		"the pool is the device's only user")
+	assert.Zero(t, value("tensorlife_device_memory_usage_bytes", `tensorlife_device="host"`, `tensorlife_device_memory_state="outside"`),
+		"nothing on the device is outside tensorlife")
 	_, isGPU := metric(m, "hw_gpu_memory_usage_bytes")
 	assert.False(t, isGPU, "the host device is no GPU")
 	assert.Zero(t, value("tensorlife_tensor_oom_errors_total"))

@@ -73,7 +73,7 @@ func (in *instruments) create(meter metric.Meter, src *track.Sources) ([]metric.
 	}
 	if len(src.Devices) > 0 {
 		specs = append(specs,
-			spec{&in.deviceUsage, upDown, "tensorlife.device.memory.usage", "By", "Device memory as the device reports it, by state: used or free."},
+			spec{&in.deviceUsage, upDown, "tensorlife.device.memory.usage", "By", "Device memory by state: tensorlife (held by tensorlife's allocators), outside (used, not held by tensorlife) or free."},
 			spec{&in.deviceLimit, upDown, "tensorlife.device.memory.limit", "By", "Total memory of the device."},
 			spec{&in.gpuUsage, upDown, "hw.gpu.memory.usage", "By", "GPU memory used, device-wide."},
 			spec{&in.gpuLimit, upDown, "hw.gpu.memory.limit", "By", "Size of the GPU memory."},

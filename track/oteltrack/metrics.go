@@ -59,8 +59,16 @@
 //
 // With Sources.Devices, per tensorlife.device, as the device reports it:
 //
-//	tensorlife.device.memory.usage     By            UpDownCounter  [tensorlife.device.memory.state = used | free]
+//	tensorlife.device.memory.usage     By            UpDownCounter  [tensorlife.device.memory.state = tensorlife | outside | free]
 //	tensorlife.device.memory.limit     By            UpDownCounter  the device's total memory
+//
+// The states add up to the limit. tensorlife is what tensorlife's
+// allocators hold on the device (the pools and direct allocators attached
+// to the tracker, see track.Attach, and Sources.Pools); outside is the rest
+// of the device's used memory: memory tensorlife does not account for (a
+// cgo runtime's buffers, a library's workspace, another process on a GPU).
+// It is track.Sources.DeviceMemory, the figures of the summary's Devices
+// section.
 //
 // A device that identifies its hardware (a method UUID() string returning a
 // non-empty id, as a CUDA device does) is also reported under the hardware
@@ -288,20 +296,20 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 			o.ObserveInt64(in.cacheEvictions, c.Evictions, attrs)
 		}
 	}
-	for _, d := range m.src.Devices {
-		free, total, err := d.MemInfo()
-		if err != nil || total <= 0 {
+	for i, d := range m.src.DeviceMemory(m.tr) {
+		if d.Err != nil || d.Total <= 0 {
 			continue
 		}
-		name := d.Name()
-		o.ObserveInt64(in.deviceUsage, total-free, m.attr(attrKey{attrDevice, name, attrDeviceState, "used"}))
-		o.ObserveInt64(in.deviceUsage, free, m.attr(attrKey{attrDevice, name, attrDeviceState, "free"}))
-		o.ObserveInt64(in.deviceLimit, total, m.attr(attrKey{a: attrDevice, av: name}))
-		if u, ok := d.(uuider); ok {
+		// The three states add up to the device's total memory.
+		o.ObserveInt64(in.deviceUsage, d.Used-d.Outside, m.attr(attrKey{attrDevice, d.Device, attrDeviceState, "tensorlife"}))
+		o.ObserveInt64(in.deviceUsage, d.Outside, m.attr(attrKey{attrDevice, d.Device, attrDeviceState, "outside"}))
+		o.ObserveInt64(in.deviceUsage, d.Free, m.attr(attrKey{attrDevice, d.Device, attrDeviceState, "free"}))
+		o.ObserveInt64(in.deviceLimit, d.Total, m.attr(attrKey{a: attrDevice, av: d.Device}))
+		if u, ok := m.src.Devices[i].(uuider); ok {
 			if id := u.UUID(); id != "" {
 				attrs := m.attr(attrKey{"hw.id", id, "hw.type", "gpu"})
-				o.ObserveInt64(in.gpuUsage, total-free, attrs)
-				o.ObserveInt64(in.gpuLimit, total, attrs)
+				o.ObserveInt64(in.gpuUsage, d.Used, attrs)
+				o.ObserveInt64(in.gpuLimit, d.Total, attrs)
 			}
 		}
 	}

@@ -218,8 +218,12 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 		"tensorlife.mask.cache.misses":       {"{lookup}", "counter", map[string]int64{"tensorlife.cache.name=masks": 3}},
 		"tensorlife.mask.cache.evictions":    {"{entry}", "counter", map[string]int64{"tensorlife.cache.name=masks": 1}},
 		"tensorlife.device.memory.usage": {"By", "updown", map[string]int64{
-			host + ",tensorlife.device.memory.state=used": 2*1024 + 2*256, host + ",tensorlife.device.memory.state=free": 64<<10 - 2*1024 - 2*256,
-			cuda + ",tensorlife.device.memory.state=used": 20 << 30, cuda + ",tensorlife.device.memory.state=free": 60 << 30}},
+			// The fake host pool claims more than the device has used: what
+			// tensorlife holds is capped at used, and nothing is outside.
+			host + ",tensorlife.device.memory.state=tensorlife": 2*1024 + 2*256, host + ",tensorlife.device.memory.state=outside": 0,
+			host + ",tensorlife.device.memory.state=free":       64<<10 - 2*1024 - 2*256,
+			cuda + ",tensorlife.device.memory.state=tensorlife": 2048, cuda + ",tensorlife.device.memory.state=outside": 20<<30 - 2048,
+			cuda + ",tensorlife.device.memory.state=free": 60 << 30}},
 		"tensorlife.device.memory.limit":   {"By", "updown", map[string]int64{host: 64 << 10, cuda: 80 << 30}},
 		"hw.gpu.memory.usage":              {"By", "updown", map[string]int64{"hw.id=GPU-5f2c,hw.type=gpu": 20 << 30}},
 		"hw.gpu.memory.limit":              {"By", "updown", map[string]int64{"hw.id=GPU-5f2c,hw.type=gpu": 80 << 30}},

@@ -1,0 +1,173 @@
+package tensor_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/tracktest"
+)
+
+// foreignBuffer allocates bytes on dev as a library would, outside
+// tensorlife, and counts the releases of its buffer.
+func foreignBuffer(t *testing.T, dev *tensor.HostDevice, bytes int64) (tensor.ForeignMemory, *atomic.Int32) {
+	t.Helper()
+	p, err := dev.Alloc(bytes)
+	require.NoError(t, err)
+	var releases atomic.Int32
+	return tensor.ForeignMemory{Device: dev, Ptr: p, Bytes: bytes, Release: func(q tensor.DevicePtr) error {
+		releases.Add(1)
+		return dev.Free(q, bytes)
+	}}, &releases
+}
+
+//go:noinline
+func adoptHere(ctx context.Context, tr *track.Tracker, mem tensor.ForeignMemory) (*tensor.Tensor, error) {
+	return tensor.Adopt(ctx, tr, mem, tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{4, 64}})
+}
+
+func TestAdoptOwnsForeignMemory(t *testing.T) {
+	dev, tr, _ := setup(t, 1<<20)
+	mem, releases := foreignBuffer(t, dev, 1<<10)
+	ctx := track.WithLabels(context.Background(), "request", "r1")
+	x, err := adoptHere(ctx, tr, mem)
+	require.NoError(t, err)
+
+	assert.Equal(t, tensor.AdoptedKind, x.Kind())
+	assert.Equal(t, "github.com/tensorlife/tensorlife/tensor_test.adoptHere", x.Site().Location().Function)
+	v, _ := x.Labels().Get("request")
+	assert.Equal(t, "r1", v)
+	assert.Equal(t, int64(1<<10), tr.ReservedOn("host"), "adopted memory is tensorlife's")
+	classes := tr.LiveByClass()
+	require.Len(t, classes, 1)
+	assert.Equal(t, track.ClassStats{Device: "host", Kind: "adopted", LiveCount: 1, LiveBytes: 1 << 10}, classes[0])
+
+	// Copies go through the device, into the foreign buffer.
+	require.NoError(t, x.CopyFromHost(make([]byte, 1<<10)))
+
+	view, err := x.View(0, 16)
+	require.NoError(t, err)
+	require.NoError(t, x.Free())
+	assert.Zero(t, releases.Load(), "a view still owns the memory")
+	require.NoError(t, view.Free())
+	assert.Equal(t, int32(1), releases.Load())
+	assert.Zero(t, dev.Used())
+	assert.Zero(t, tr.ReservedOn("host"))
+
+	_, err = x.Ptr()
+	assert.ErrorIs(t, err, tensor.ErrFreed, "use after free")
+	err, panicked := invariants.Recover(x.Free)
+	assert.Equal(t, invariants.Enabled, panicked)
+	assert.ErrorIs(t, err, tensor.ErrDoubleFree)
+	assert.Equal(t, int32(1), releases.Load(), "released exactly once")
+	tracktest.VerifyNone(t, tr, tracktest.AllowMisuse())
+}
+
+func TestAdoptBadInputLeavesMemoryToCaller(t *testing.T) {
+	dev, tr, _ := setup(t, 1<<20)
+	mem, releases := foreignBuffer(t, dev, 256)
+	defer func() { require.NoError(t, mem.Release(mem.Ptr)) }()
+	spec := tensor.Spec{DType: tensor.Uint8, Shape: tensor.Shape{256}}
+	for _, tc := range []struct {
+		name string
+		mem  func(m tensor.ForeignMemory) tensor.ForeignMemory
+		spec tensor.Spec
+		want error
+	}{
+		{"nil device", func(m tensor.ForeignMemory) tensor.ForeignMemory { m.Device = nil; return m }, spec, tensor.ErrNilAllocator},
+		{"nil release", func(m tensor.ForeignMemory) tensor.ForeignMemory { m.Release = nil; return m }, spec, tensor.ErrNilAllocator},
+		{"zero pointer", func(m tensor.ForeignMemory) tensor.ForeignMemory { m.Ptr = 0; return m }, spec, tensor.ErrInvalidPointer},
+		{"no bytes", func(m tensor.ForeignMemory) tensor.ForeignMemory { m.Bytes = 0; return m }, spec, tensor.ErrInvalidSize},
+		{"shape too large", func(m tensor.ForeignMemory) tensor.ForeignMemory { return m },
+			tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{65}}, tensor.ErrSizeMismatch},
+		{"empty shape", func(m tensor.ForeignMemory) tensor.ForeignMemory { return m },
+			tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{0}}, tensor.ErrSizeMismatch},
+		{"bad shape", func(m tensor.ForeignMemory) tensor.ForeignMemory { return m },
+			tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{-1}}, tensor.ErrInvalidShape},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x, err := tensor.Adopt(context.Background(), tr, tc.mem(mem), tc.spec)
+			assert.Nil(t, x)
+			assert.ErrorIs(t, err, tc.want)
+		})
+	}
+	assert.Zero(t, releases.Load(), "a failed Adopt never releases")
+	assert.Zero(t, tr.ReservedOn("host"))
+}
+
+func TestAdoptReleaseErrorIsReturned(t *testing.T) {
+	dev, tr, _ := setup(t, 1<<20)
+	p, err := dev.Alloc(64)
+	require.NoError(t, err)
+	boom := errors.New("library refused")
+	x, err := tensor.Adopt(context.Background(), tr, tensor.ForeignMemory{Device: dev, Ptr: p, Bytes: 64,
+		Release: func(tensor.DevicePtr) error { return boom }}, tensor.Spec{DType: tensor.Uint8, Shape: tensor.Shape{64}, Kind: "onnx"})
+	require.NoError(t, err)
+	assert.Equal(t, "onnx", x.Kind())
+	err = x.Free()
+	assert.ErrorIs(t, err, boom)
+	var de *tensor.DeviceError
+	require.ErrorAs(t, err, &de)
+	assert.Equal(t, "release adopted", de.Op)
+	require.NoError(t, dev.Free(p, 64))
+}
+
+//go:noinline
+func dropAdopted(t *testing.T, tr *track.Tracker, mem tensor.ForeignMemory) {
+	_, err := adoptHere(context.Background(), tr, mem)
+	require.NoError(t, err)
+}
+
+func TestDroppedAdoptedTensorIsReclaimedOnce(t *testing.T) {
+	reports := make(chan track.LeakReport, 1)
+	dev, tr, _ := setupUnchecked(t, 1<<20, track.OnLeak(func(l track.LeakReport) { reports <- l }))
+	mem, releases := foreignBuffer(t, dev, 1<<10)
+	dropAdopted(t, tr, mem)
+	var got track.LeakReport
+	require.Eventually(t, func() bool {
+		runtime.GC()
+		select {
+		case got = <-reports:
+			return true
+		default:
+			return false
+		}
+	}, 5*time.Second, 10*time.Millisecond)
+	assert.Equal(t, "adopted", got.Kind)
+	assert.Equal(t, "github.com/tensorlife/tensorlife/tensor_test.adoptHere", got.Site.Location().Function)
+	require.Eventually(t, func() bool { return releases.Load() == 1 }, time.Second, time.Millisecond)
+	assert.Zero(t, dev.Used())
+}
+
+func TestDeviceNameOption(t *testing.T) {
+	dev, err := tensor.NewHostDevice(1<<10, tensor.DeviceName("host:1"))
+	require.NoError(t, err)
+	assert.Equal(t, "host:1", dev.Name())
+	for _, bad := range []tensor.Option{nil, tensor.DeviceName(""), tensor.DeviceName("two words"),
+		tensor.DeviceName(string(make([]byte, tensor.MaxDeviceName+1)))} {
+		_, err := tensor.NewHostDevice(1<<10, bad)
+		assert.ErrorIs(t, err, tensor.ErrInvalidOption)
+	}
+}
+
+func TestDeviceAllocatorReportsReserved(t *testing.T) {
+	_, tr, alloc := setup(t, 1<<20)
+	x, err := tensor.New(context.Background(), alloc, tensor.Uint8, 1000)
+	require.NoError(t, err)
+	s := alloc.Stats()
+	assert.Equal(t, track.PoolStats{Device: "host", Reserved: 1000, Active: 1000, ActiveBlocks: 1, PeakReserved: 1000,
+		PeakActive: 1000, DeviceAllocs: 1, Misses: 1}, s)
+	assert.Equal(t, int64(1000), tr.ReservedOn("host"))
+	require.NoError(t, x.Free())
+	assert.Zero(t, alloc.Stats().Reserved)
+	assert.Equal(t, int64(1), alloc.Stats().DeviceFrees)
+}
