@@ -91,6 +91,7 @@
 //	              small slow leak is no longer hidden under in-flight activations
 //	min_windows=8 only tensors that outlived this many windows of the tracker's Watcher
 //	kind=mask     only tensors of this kind
+//	device=cuda:1 only tensors on this device (a tracker over several devices)
 //	leaked=true   only tensors the garbage collector found without Free
 //	gc=1          run runtime.GC first, as net/http/pprof's heap?gc=1 does
 //

@@ -104,7 +104,7 @@ func (h *handler) parse(r *http.Request) (query, error) {
 		return v
 	}
 	debug, seconds, minAge, leaked, gc := get("debug"), get("seconds"), get("min_age"), get("leaked"), get("gc")
-	kind, minWindows := get("kind"), get("min_windows")
+	kind, minWindows, device := get("kind"), get("min_windows"), get("device")
 	if err != nil {
 		return q, err
 	}
@@ -145,6 +145,9 @@ func (h *handler) parse(r *http.Request) (query, error) {
 	}
 	if values.Has("kind") {
 		q.filter.Kind = kind
+	}
+	if values.Has("device") {
+		q.filter.Device = device
 	}
 	if leaked != "" {
 		if q.filter.LeakedOnly, err = strconv.ParseBool(leaked); err != nil {

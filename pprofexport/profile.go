@@ -169,6 +169,9 @@ func describeFilter(f track.Filter) string {
 	if f.Kind != "" {
 		parts = append(parts, "kind="+f.Kind)
 	}
+	if f.Device != "" {
+		parts = append(parts, "device="+f.Device)
+	}
 	if f.LeakedOnly {
 		parts = append(parts, "leaked=true")
 	}

@@ -95,6 +95,9 @@ type Filter struct {
 	MinWindows int
 	// Kind keeps allocations of this kind; empty keeps all.
 	Kind string
+	// Device keeps allocations on the device of this name ("cuda:1");
+	// empty keeps all.
+	Device string
 	// LeakedOnly keeps allocations the garbage collector found without Free.
 	LeakedOnly bool
 	// Labels keeps allocations carrying every one of these label values.
@@ -105,7 +108,7 @@ type Filter struct {
 
 // Active reports whether f selects only some allocations.
 func (f Filter) Active() bool {
-	return f.MinAge != 0 || f.MinWindows != 0 || f.Kind != "" || f.LeakedOnly || len(f.Labels) > 0
+	return f.MinAge != 0 || f.MinWindows != 0 || f.Kind != "" || f.Device != "" || f.LeakedOnly || len(f.Labels) > 0
 }
 
 // Validate reports a filter that cannot be applied.
@@ -127,6 +130,9 @@ func (f Filter) match(r *Record, cutoff int64, clock uint64) bool {
 		return false
 	}
 	if f.MinWindows > 0 && clock-r.gen < uint64(f.MinWindows) {
+		return false
+	}
+	if f.Device != "" && r.Device != f.Device {
 		return false
 	}
 	if f.MinAge > 0 && r.born > cutoff {
