@@ -162,7 +162,7 @@ func BenchmarkTrackRecordRelease(b *testing.B) {
 	b.ReportAllocs()
 	descend(benchDepth, func() {
 		for b.Loop() {
-			rec := &track.Record{Bytes: benchBytes, Kind: "tensor", Device: "host", DType: "uint8", Shape: shape}
+			rec := &track.Record{Bytes: benchBytes, Meta: track.InternMeta("tensor", "host", "uint8", shape)}
 			if err := tr.Record(ctx, rec, 0); err != nil {
 				b.Fatal(err)
 			}

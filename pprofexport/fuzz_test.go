@@ -36,13 +36,7 @@ func FuzzProfile(f *testing.F) {
 		recs := make([]track.Record, n)
 		for i := range recs {
 			b := data[recordBytes*i : recordBytes*(i+1)]
-			recs[i] = track.Record{
-				Bytes:  int64(b[0]) << (b[1] % 40),
-				Kind:   kinds[b[1]>>6],
-				DType:  dtypes[b[2]&3],
-				Device: dtypes[b[2]>>6] + "dev",
-				Shape:  []int{int(b[2]), int(b[3]) - 128}[:b[4]%3],
-			}
+			recs[i] = track.Record{Bytes: int64(b[0]) << (b[1] % 40), Meta: track.InternMeta(kinds[b[1]>>6], dtypes[b[2]>>6]+"dev", dtypes[b[2]&3], []int{int(b[2]), int(b[3]) - 128}[:b[4]%3])}
 			ctx := context.Background()
 			if b[3]%3 == 0 {
 				// Label values come straight from the input: any bytes at all.

@@ -16,7 +16,7 @@ import (
 
 //go:noinline
 func activation(tr *track.Tracker) *track.Record {
-	r := &track.Record{Bytes: 64 << 10, Kind: "activation", DType: "float16", Device: "host"}
+	r := &track.Record{Bytes: 64 << 10, Meta: track.InternMeta("activation", "host", "float16", nil)}
 	if err := tr.Record(context.Background(), r, 0); err != nil {
 		panic(err)
 	}
@@ -25,7 +25,7 @@ func activation(tr *track.Tracker) *track.Record {
 
 //go:noinline
 func keepSmallState(tr *track.Tracker) *track.Record {
-	r := &track.Record{Bytes: 256, Kind: "state", DType: "float32", Device: "host"}
+	r := &track.Record{Bytes: 256, Meta: track.InternMeta("state", "host", "float32", nil)}
 	if err := tr.Record(context.Background(), r, 0); err != nil {
 		panic(err)
 	}

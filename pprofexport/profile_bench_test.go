@@ -50,7 +50,7 @@ func liveTensors(b *testing.B, tensors int) *benchLive {
 	shape := []int{256}
 	recs := make([]track.Record, tensors)
 	for i := range recs {
-		recs[i] = track.Record{Bytes: 1024, Kind: "tensor", Device: "cuda:0", DType: "float32", Shape: shape}
+		recs[i] = track.Record{Bytes: 1024, Meta: track.InternMeta("tensor", "cuda:0", "float32", shape)}
 	}
 	per := tensors / benchSites
 	for site := range benchSites {

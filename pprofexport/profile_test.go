@@ -117,12 +117,12 @@ func TestKeepLibraryFrames(t *testing.T) {
 	// library frame. A record made from the OnLeak callback has one: the
 	// tracker's ReportLeak, which calls the callback.
 	var tr *track.Tracker
-	fromLibrary := &track.Record{Bytes: 64, Kind: "tensor", DType: "int8", Shape: []int{64}}
+	fromLibrary := &track.Record{Bytes: 64, Meta: track.InternMeta("tensor", "", "int8", []int{64})}
 	tr, err := track.New(track.OnLeak(func(track.LeakReport) {
 		require.NoError(t, tr.Record(context.Background(), fromLibrary, 1))
 	}))
 	require.NoError(t, err)
-	leaked := &track.Record{Bytes: 1, Kind: "tensor"}
+	leaked := &track.Record{Bytes: 1, Meta: track.InternMeta("tensor", "", "", nil)}
 	require.NoError(t, tr.Record(context.Background(), leaked, 0))
 	require.True(t, tr.ReportLeak(leaked))
 	t.Cleanup(func() {
@@ -132,7 +132,7 @@ func TestKeepLibraryFrames(t *testing.T) {
 	snap, err := tr.SnapshotOf(track.Filter{Kind: "tensor"})
 	require.NoError(t, err)
 
-	const reportLeak = "github.com/tensorlife/tensorlife/track.(*Tracker).ReportLeak"
+	const reportLeak = "github.com/tensorlife/tensorlife/track.(*Tracker).ReportDropped"
 	const self = "github.com/tensorlife/tensorlife/pprofexport_test.TestKeepLibraryFrames"
 	tests := []struct {
 		name string
@@ -207,7 +207,7 @@ func TestProfileFilters(t *testing.T) {
 
 	// A leak is what package tensor reports from a cleanup; report one by
 	// hand on a record of our own.
-	leaked := &track.Record{Bytes: 512, Kind: "mask", Device: "host", DType: "bool", Shape: []int{512}}
+	leaked := &track.Record{Bytes: 512, Meta: track.InternMeta("mask", "host", "bool", []int{512})}
 	require.NoError(t, prog.tracker.Record(context.Background(), leaked, 0))
 	t.Cleanup(func() { require.NoError(t, prog.tracker.Release(leaked)) })
 	require.True(t, prog.tracker.ReportLeak(leaked))
@@ -452,7 +452,7 @@ func TestProfileLeakedLabel(t *testing.T) {
 	prog := newProgram(t, track.ReclaimLeaks(false))
 	recs := make([]track.Record, 3)
 	for i := range recs {
-		recs[i] = track.Record{Bytes: 512, Kind: "mask", Device: "host", DType: "bool", Shape: []int{512}}
+		recs[i] = track.Record{Bytes: 512, Meta: track.InternMeta("mask", "host", "bool", []int{512})}
 		require.NoError(t, prog.tracker.Record(context.Background(), &recs[i], 0))
 	}
 	t.Cleanup(func() {

@@ -40,7 +40,7 @@ func (t *Tensor) copyFromHost(off int64, src []byte, whole bool) error {
 	if len(src) == 0 {
 		return nil
 	}
-	err := t.Device().CopyToDevice(t.b.mem.Ptr.Add(t.off+off), src)
+	err := t.Device().CopyToDevice(t.b.mem.Ptr.Add(t.offset()+off), src)
 	// t must stay reachable until the copy is done: otherwise a handle the
 	// caller drops right after this call could be found leaked mid-copy and
 	// its memory handed to another tensor.
@@ -55,7 +55,7 @@ func (t *Tensor) copyToHost(off int64, dst []byte, whole bool) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	err := t.Device().CopyToHost(dst, t.b.mem.Ptr.Add(t.off+off))
+	err := t.Device().CopyToHost(dst, t.b.mem.Ptr.Add(t.offset()+off))
 	runtime.KeepAlive(t) // see copyFromHost
 	return err
 }
@@ -65,10 +65,10 @@ func (t *Tensor) Fill(value byte) error {
 	if err := t.check(); err != nil {
 		return err
 	}
-	if t.bytes == 0 {
+	if t.Bytes() == 0 {
 		return nil
 	}
-	err := t.Device().Memset(t.b.mem.Ptr.Add(t.off), value, t.bytes)
+	err := t.Device().Memset(t.b.mem.Ptr.Add(t.offset()), value, t.Bytes())
 	runtime.KeepAlive(t) // see copyFromHost
 	return err
 }
@@ -77,10 +77,10 @@ func (t *Tensor) rangeCheck(off, n int64, whole bool) error {
 	if err := t.check(); err != nil {
 		return err
 	}
-	if whole && (off != 0 || n != t.bytes) {
+	if whole && (off != 0 || n != t.Bytes()) {
 		return fmt.Errorf("%w: %d bytes for %v", ErrSizeMismatch, n, t)
 	}
-	if off < 0 || n < 0 || off > t.bytes || n > t.bytes-off {
+	if off < 0 || n < 0 || off > t.Bytes() || n > t.Bytes()-off {
 		return fmt.Errorf("%w: %d bytes at offset %d of %v", ErrSizeMismatch, n, off, t)
 	}
 	return nil
@@ -157,7 +157,7 @@ func ToSlice[T Element](t *Tensor) ([]T, error) {
 	if dt := DTypeOf[T](); dt != t.b.dtype {
 		return nil, fmt.Errorf("%w: reading %v as %v", ErrInvalidDType, t.b.dtype, dt)
 	}
-	n, _ := t.shape.Elements() // checked when the tensor or view was made
+	n, _ := t.shapeRef().Elements() // checked when the tensor or view was made
 	out := make([]T, n)
 	if err := t.CopyToHost(asBytes(out)); err != nil {
 		return nil, err

@@ -13,8 +13,9 @@ func (t *Tensor) SetLabels(l track.Labels) error {
 	if err := t.check(); err != nil {
 		return err
 	}
-	if t.b.tracker == nil {
+	tr := t.b.tracker()
+	if tr == nil {
 		return nil
 	}
-	return t.b.tracker.Relabel(&t.b.rec, l)
+	return tr.Relabel(&t.b.rec, l)
 }

@@ -32,44 +32,66 @@ type Spec struct {
 // Tensor is an owned handle to a block of device memory with a dtype and a
 // shape. The handle is an owner: Free gives its ownership up, and the memory
 // returns to its allocator when the last owner has freed (see Retain). After
-// Free, every operation on the handle returns ErrFreed and a second Free
-// returns a *DoubleFreeError naming the allocation and first free sites;
-// the accessors (ID, DType, Shape, Bytes, Kind, Device) keep answering, so
-// error messages can still describe it.
+// Free, every operation on the handle returns ErrFreed, and is noted to the
+// tracker as a use after free; a second Free returns a *DoubleFreeError
+// naming the allocation and first free sites; the accessors (ID, DType,
+// Shape, Bytes, Kind, Device) keep answering, so error messages can still
+// describe it.
+//
+// Every handle remembers the line that made it (New, Retain, View), so a
+// leak report names the handle that still holds the memory: "held by a View
+// made at decode.go:88".
 //
 // A handle dropped without Free is found by the garbage collector and
-// reported as a leak by its tracker, which by default also returns the
-// memory. Do not rely on that: it is a diagnosis, not a way to free.
+// reported as a leak by its tracker, at the line that made that handle,
+// which by default also gives its ownership up. Do not rely on that: it is
+// a diagnosis, not a way to free. The handle carries a runtime finalizer
+// for this (not runtime.AddCleanup, whose argument box and closure would
+// cost 40 B more per live tensor): do not set one on it.
 //
 // A Tensor is safe for concurrent reads and copies; Free must not race with
 // other calls on the same handle. Tensors must not be copied by value.
 type Tensor struct {
-	b     *block
+	b *block
+	// site is where a Retain or View handle was made; nil for the
+	// allocation's own handle (its site is the record's) and untracked ones.
+	site *track.Site
+	// view is this handle's window on the block; nil for the whole block.
+	view  *window
 	state atomic.Uint32 // 0 live, 1 freed
+	how   uint8         // howOwn, howRetain, howView
 	// freedAt holds the first Free's caller and its caller, as raw program
-	// counters: interned into a Site only if a double free needs them.
+	// counters: interned into a Site only if a misuse report needs them.
 	freedAt [freeDepth]atomic.Uintptr
-	cleanup runtime.Cleanup
-	// This handle's window on the block: the whole block, or a View.
-	off   int64
-	bytes int64
-	shape Shape
+}
+
+// How a handle was made, for reports (track.Holder.How).
+const (
+	howOwn uint8 = iota
+	howRetain
+	howView
+)
+
+var howNames = [...]string{howOwn: track.HowOwn, howRetain: "Retain", howView: "View"}
+
+// window is a View's part of its block.
+type window struct {
+	off, bytes int64
+	shape      Shape
 }
 
 // block is the memory and record shared by every handle of one tensor. It
-// never points at a handle, so handles stay collectable.
+// never points at a handle, so handles stay collectable. It holds nothing
+// twice: kind and shape are in the record's shared Meta, the byte count in
+// the record, so that a live tensor (block, handle, finalizer) stays within
+// 256 B of host memory.
 type block struct {
-	rec     track.Record // first: it is what the tracker's registry holds
-	alloc   Allocator
-	tracker *track.Tracker
-	mem     Block
-	dtype   DType
-	kind    string
-	dims    [4]int // inline storage for shapes of rank <= 4
-	shape   Shape
-	bytes   int64
-	refs    atomic.Int32
-	id      uint64
+	rec   track.Record // first: it is what the tracker's registry holds
+	alloc Allocator
+	mem   Block
+	refs  atomic.Int32
+	dtype DType
+	id    uint64 // the record's id, or a process-wide one if untracked
 }
 
 // untrackedIDs numbers tensors from allocators without a tracker.
@@ -105,32 +127,26 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 	if err != nil {
 		return nil, err
 	}
-	b := &block{alloc: alloc, tracker: alloc.Tracker(), dtype: dt, kind: kind, bytes: bytes}
-	if b.kind == "" {
-		b.kind = DefaultKind
+	if kind == "" {
+		kind = DefaultKind
 	}
-	if len(shape) <= len(b.dims) {
-		b.shape = b.dims[:copy(b.dims[:], shape):len(shape)]
-	} else {
-		b.shape = shape.Clone()
-	}
+	tr := alloc.Tracker()
+	b := &block{alloc: alloc, dtype: dt}
+	b.rec.Bytes = bytes
 	if bytes > 0 {
 		b.mem, err = alloc.Allocate(bytes)
 		if err != nil {
-			if b.tracker != nil && errors.Is(err, ErrOutOfMemory) {
-				b.tracker.Note(track.EventOOM, b.tracker.Caller(skip+1, 32), bytes)
+			if tr != nil && errors.Is(err, ErrOutOfMemory) {
+				tr.Note(track.EventOOM, tr.Caller(skip+1, 32), bytes)
 			}
 			return nil, err
 		}
 	}
+	// The shape is copied here, once per distinct value: shared after.
+	b.rec.Meta = track.InternMeta(kind, alloc.Device().Name(), dt.String(), shape)
 	b.refs.Store(1)
-	if b.tracker != nil {
-		b.rec.Bytes = bytes
-		b.rec.Kind = b.kind
-		b.rec.Device = alloc.Device().Name()
-		b.rec.DType = dt.String()
-		b.rec.Shape = b.shape
-		if err := b.tracker.Record(ctx, &b.rec, skip+1); err != nil {
+	if tr != nil {
+		if err := tr.Record(ctx, &b.rec, skip+1); err != nil {
 			if bytes > 0 {
 				err = errors.Join(err, alloc.Release(b.mem))
 			}
@@ -140,22 +156,31 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 	} else {
 		b.id = untrackedIDs.Add(1)
 	}
-	return newHandle(b, 0, b.bytes, b.shape), nil
+	return newHandle(b, nil, nil, howOwn), nil
 }
 
-func newHandle(b *block, off, bytes int64, shape Shape) *Tensor {
-	t := &Tensor{b: b, off: off, bytes: bytes, shape: shape}
-	t.cleanup = runtime.AddCleanup(t, dropped, b)
+func newHandle(b *block, site *track.Site, view *window, how uint8) *Tensor {
+	t := &Tensor{b: b, site: site, view: view, how: how}
+	runtime.SetFinalizer(t, (*Tensor).dropped)
 	return t
 }
 
-// dropped runs when a handle became unreachable without Free.
-func dropped(b *block) {
-	if b.tracker != nil {
-		b.tracker.ReportLeak(&b.rec)
-		if !b.tracker.ReclaimsLeaks() {
+// tracker returns the tracker that recorded the tensor; nil if untracked.
+func (b *block) tracker() *track.Tracker { return b.rec.Tracker() }
+
+// dropped runs when a handle became unreachable without Free: it reports
+// this handle, at the line that made it, and gives its ownership up.
+func (t *Tensor) dropped() {
+	if t.state.Load() != 0 {
+		return
+	}
+	b := t.b
+	if tr := b.tracker(); tr != nil {
+		tr.ReportDropped(&b.rec, t.site, howNames[t.how])
+		if !tr.ReclaimsLeaks() {
 			return
 		}
+		b.rec.Unhold(t.site, howNames[t.how])
 	}
 	_ = b.unref() // nobody is left to hand an error to; the tracker counted the leak
 }
@@ -166,10 +191,10 @@ func (b *block) unref() error {
 		return nil
 	}
 	var err error
-	if b.tracker != nil {
-		err = b.tracker.Release(&b.rec)
+	if tr := b.tracker(); tr != nil {
+		err = tr.Release(&b.rec)
 	}
-	if b.bytes > 0 {
+	if b.rec.Bytes > 0 {
 		err = errors.Join(err, b.alloc.Release(b.mem))
 	}
 	return err
@@ -188,9 +213,9 @@ func (t *Tensor) Free() error {
 	if !t.state.CompareAndSwap(0, 1) {
 		return t.doubleFree()
 	}
-	t.cleanup.Stop()
-	if t.b.tracker != nil {
-		// Two frames name the first free in a double-free report; a short
+	runtime.SetFinalizer(t, nil)
+	if tr := t.b.tracker(); tr != nil {
+		// Two frames name the first free in a misuse report; a short
 		// capture with no interning keeps Free cheap.
 		var pc [freeDepth]uintptr
 		n, ok := fpstack.Walk(1, pc[:]) // Free's caller and its caller
@@ -200,6 +225,7 @@ func (t *Tensor) Free() error {
 		for i := range n {
 			t.freedAt[i].Store(pc[i])
 		}
+		t.b.rec.Unhold(t.site, howNames[t.how])
 	}
 	return t.b.unref()
 }
@@ -207,22 +233,37 @@ func (t *Tensor) Free() error {
 // freeDepth is how many frames Free keeps of its caller's stack.
 const freeDepth = 2
 
+// firstFree interns the first Free's frames; nil if unknown.
+func (t *Tensor) firstFree(tr *track.Tracker) *track.Site {
+	var pcs []uintptr
+	for i := range t.freedAt {
+		if pc := t.freedAt[i].Load(); pc != 0 {
+			pcs = append(pcs, pc)
+		}
+	}
+	if len(pcs) == 0 {
+		return nil
+	}
+	return tr.Intern(pcs)
+}
+
+// handleSite is where this handle was made: its own site for a Retain or
+// View, the allocation's for the tensor's own handle.
+func (t *Tensor) handleSite() *track.Site {
+	if t.site != nil {
+		return t.site
+	}
+	return t.b.rec.Site()
+}
+
 func (t *Tensor) doubleFree() error {
-	err := &DoubleFreeError{ID: t.b.id, DType: t.b.dtype, Shape: t.shape, Bytes: t.bytes}
-	if tr := t.b.tracker; tr != nil {
+	err := &DoubleFreeError{ID: t.b.id, DType: t.b.dtype, Shape: t.shapeRef(), Bytes: t.Bytes()}
+	if tr := t.b.tracker(); tr != nil {
 		err.Allocated = t.b.rec.Site()
-		var pcs []uintptr
-		for i := range t.freedAt {
-			if pc := t.freedAt[i].Load(); pc != 0 {
-				pcs = append(pcs, pc)
-			}
-		}
-		if len(pcs) > 0 {
-			err.FirstFree = tr.Intern(pcs)
-		}
+		err.FirstFree = t.firstFree(tr)
 		// The second Free's line, where the history event puts it: two
 		// frames, as the first free keeps.
-		tr.NoteMisuse(track.Misuse{Kind: track.EventDoubleFree, ID: t.b.rec.ID(), Bytes: t.b.bytes,
+		tr.NoteMisuse(track.Misuse{Kind: track.EventDoubleFree, ID: t.b.rec.ID(), Bytes: t.b.rec.Bytes,
 			Labels: t.b.rec.Labels(), Allocated: err.Allocated, FirstFree: err.FirstFree,
 			SecondFree: tr.Caller(2, freeDepth)})
 	}
@@ -234,20 +275,40 @@ func (t *Tensor) doubleFree() error {
 
 // Retain returns a new handle that owns the same memory: the memory stays
 // until both handles are freed. A cache that keeps a tensor a request also
-// uses holds its own handle this way.
+// uses holds its own handle this way. The new handle remembers the line that
+// called Retain.
+//
+//go:noinline
 func (t *Tensor) Retain() (*Tensor, error) {
 	if err := t.check(); err != nil {
 		return nil, err
 	}
 	t.b.refs.Add(1)
-	return newHandle(t.b, t.off, t.bytes, t.shape), nil
+	return newHandle(t.b, t.holdSite(howRetain), t.view, howRetain), nil
+}
+
+// holdSite captures the line that called Retain or View (two frames up)
+// and counts the new handle as a holder of the record.
+//
+//go:noinline
+func (t *Tensor) holdSite(how uint8) *track.Site {
+	tr := t.b.tracker()
+	if tr == nil {
+		return nil
+	}
+	site := tr.CallerSite(2)
+	t.b.rec.Hold(site, howNames[how])
+	return site
 }
 
 // View returns a new handle on part of this one's memory: shape dims,
 // starting offset elements in, same dtype, contiguous. Like Retain, the view
 // is an owner that must be freed, so memory a view still uses is never
 // returned. A growing mask hands out views of exactly its current length
-// this way, over one allocation.
+// this way, over one allocation. The view remembers the line that called
+// View.
+//
+//go:noinline
 func (t *Tensor) View(offset int, dims ...int) (*Tensor, error) {
 	if err := t.check(); err != nil {
 		return nil, err
@@ -259,22 +320,64 @@ func (t *Tensor) View(offset int, dims ...int) (*Tensor, error) {
 	}
 	size := int64(t.b.dtype.Size())
 	// Check the offset before multiplying, so that no offset wraps around.
-	if offset < 0 || int64(offset) > t.bytes/size || bytes > t.bytes-int64(offset)*size {
+	if offset < 0 || int64(offset) > t.Bytes()/size || bytes > t.Bytes()-int64(offset)*size {
 		return nil, fmt.Errorf("%w: view %v at element %d of %v", ErrSizeMismatch, shape, offset, t)
 	}
 	t.b.refs.Add(1)
-	return newHandle(t.b, t.off+int64(offset)*size, bytes, shape.Clone()), nil
+	w := &window{off: t.offset() + int64(offset)*size, bytes: bytes, shape: shape.Clone()}
+	return newHandle(t.b, t.holdSite(howView), w, howView), nil
 }
 
+// check returns ErrFreed for a freed handle and notes the use to the
+// tracker as misuse, with the line of the use (the caller of the method
+// that called check).
 func (t *Tensor) check() error {
-	if t == nil || t.b == nil || t.state.Load() != 0 {
+	if t == nil || t.b == nil {
+		return ErrFreed
+	}
+	if t.state.Load() != 0 {
+		t.useAfterFree()
 		return ErrFreed
 	}
 	return nil
 }
 
+// useAfterFree notes a use of a freed handle. Misuse is rare: the use's
+// stack is captured with runtime.Callers, deep enough to reach past
+// tensorlife's frames.
+//
+//go:noinline
+func (t *Tensor) useAfterFree() {
+	tr := t.b.tracker()
+	if tr == nil {
+		return
+	}
+	tr.NoteMisuse(track.Misuse{Kind: track.EventUseAfterFree, ID: t.b.rec.ID(), Bytes: t.b.rec.Bytes,
+		Labels: t.b.rec.Labels(), Allocated: t.b.rec.Site(), FirstFree: t.firstFree(tr),
+		Use: tr.Caller(2, 16)})
+}
+
+// offset is the handle's first byte in its block.
+func (t *Tensor) offset() int64 {
+	if t.view != nil {
+		return t.view.off
+	}
+	return 0
+}
+
+// shapeRef is the handle's shape, shared: callers must not modify it.
+func (t *Tensor) shapeRef() Shape {
+	if t.view != nil {
+		return t.view.shape
+	}
+	if m := t.b.rec.Meta; m != nil {
+		return m.Shape
+	}
+	return nil
+}
+
 // Freed reports whether Free has been called on this handle.
-func (t *Tensor) Freed() bool { return t.check() != nil }
+func (t *Tensor) Freed() bool { return t == nil || t.b == nil || t.state.Load() != 0 }
 
 // ID returns the tensor's id: its record id in its tracker, or a
 // process-wide counter for untracked tensors. Handles from Retain share it.
@@ -284,29 +387,35 @@ func (t *Tensor) ID() uint64 { return t.b.id }
 func (t *Tensor) DType() DType { return t.b.dtype }
 
 // Shape returns a copy of the dimensions.
-func (t *Tensor) Shape() Shape { return t.shape.Clone() }
+func (t *Tensor) Shape() Shape { return t.shapeRef().Clone() }
 
 // Rank returns the number of dimensions.
-func (t *Tensor) Rank() int { return len(t.shape) }
+func (t *Tensor) Rank() int { return len(t.shapeRef()) }
 
 // Dim returns dimension i, or -1 if i is out of range.
 func (t *Tensor) Dim(i int) int {
-	if i < 0 || i >= len(t.shape) {
+	shape := t.shapeRef()
+	if i < 0 || i >= len(shape) {
 		return -1
 	}
-	return t.shape[i]
+	return shape[i]
 }
 
 // Bytes returns the tensor's size in bytes (not the allocator's rounding).
-func (t *Tensor) Bytes() int64 { return t.bytes }
+func (t *Tensor) Bytes() int64 {
+	if t.view != nil {
+		return t.view.bytes
+	}
+	return t.b.rec.Bytes
+}
 
 // HeldBytes returns the bytes of device memory this handle keeps alive:
 // Bytes for a tensor, the whole parent allocation for a View. A cache that
 // bounds what it holds counts these.
-func (t *Tensor) HeldBytes() int64 { return t.b.bytes }
+func (t *Tensor) HeldBytes() int64 { return t.b.rec.Bytes }
 
 // Kind returns the kind the tensor was made with.
-func (t *Tensor) Kind() string { return t.b.kind }
+func (t *Tensor) Kind() string { return t.b.rec.Kind() }
 
 // Device returns the device the memory is on.
 func (t *Tensor) Device() Device { return t.b.alloc.Device() }
@@ -316,10 +425,21 @@ func (t *Tensor) Allocator() Allocator { return t.b.alloc }
 
 // Site returns the call site that made the tensor; nil if untracked.
 func (t *Tensor) Site() *track.Site {
-	if t.b.tracker == nil {
+	if t.b.tracker() == nil {
 		return nil
 	}
 	return t.b.rec.Site()
+}
+
+// HandleSite returns the call site that made this handle: the allocation's
+// site for the handle New returned, the line that called Retain or View for
+// the others; nil if untracked. It is the line a leak report names when this
+// handle is the one still holding the memory.
+func (t *Tensor) HandleSite() *track.Site {
+	if t.b.tracker() == nil {
+		return nil
+	}
+	return t.handleSite()
 }
 
 // Labels returns the labels the tensor was made under.
@@ -333,15 +453,15 @@ func (t *Tensor) Ptr() (DevicePtr, error) {
 	if err := t.check(); err != nil {
 		return 0, err
 	}
-	if t.bytes == 0 {
+	if t.Bytes() == 0 {
 		return 0, nil
 	}
-	return t.b.mem.Ptr.Add(t.off), nil
+	return t.b.mem.Ptr.Add(t.offset()), nil
 }
 
 // String describes the tensor: "tensor 7 float32[2 3] on host (24 B)".
 func (t *Tensor) String() string {
-	s := fmt.Sprintf("tensor %d %v%v on %s (%s)", t.b.id, t.b.dtype, t.shape, t.Device().Name(), format.Bytes(t.bytes))
+	s := fmt.Sprintf("tensor %d %v%v on %s (%s)", t.b.id, t.b.dtype, t.shapeRef(), t.Device().Name(), format.Bytes(t.Bytes()))
 	if t.Freed() {
 		s += " freed"
 	}

@@ -70,7 +70,8 @@ func TestNewRecordsAndFreeReleases(t *testing.T) {
 }
 
 func TestFreedTensorAnswersErrFreed(t *testing.T) {
-	_, _, alloc := setup(t, 1<<20)
+	_, tr, alloc := setupUnchecked(t, 1<<20)
+	t.Cleanup(func() { tracktest.VerifyNone(t, tr, tracktest.AllowMisuse()) }) // uses after free on purpose
 	x, err := tensor.New(context.Background(), alloc, tensor.Int32, 4)
 	require.NoError(t, err)
 	require.NoError(t, x.Free())
@@ -90,6 +91,41 @@ func TestFreedTensorAnswersErrFreed(t *testing.T) {
 	assert.Contains(t, x.String(), "freed")
 	var nilTensor *tensor.Tensor
 	assert.ErrorIs(t, nilTensor.Free(), tensor.ErrFreed)
+
+	// Each use was noted as misuse, at the line of the use.
+	ms, _, _ := tr.MisuseSince(0)
+	require.Len(t, ms, 6, "Ptr, CopyFromHost, CopyToHost, Fill, Retain, ToSlice")
+	for _, m := range ms {
+		assert.Equal(t, track.EventUseAfterFree, m.Kind)
+		assert.Equal(t, x.ID(), m.ID)
+		require.NotNil(t, m.Use)
+		assert.Equal(t, "github.com/tensorlife/tensorlife/tensor_test.TestFreedTensorAnswersErrFreed", m.Use.Location().Function)
+		require.NotNil(t, m.FirstFree)
+		assert.Equal(t, m.Use.Location().Function, m.FirstFree.Location().Function)
+	}
+	assert.EqualValues(t, 6, tr.Totals().Event(track.EventUseAfterFree))
+}
+
+func useFreed(x *tensor.Tensor) error { return x.Fill(1) }
+
+func TestUseAfterFreeFailsTheCheck(t *testing.T) {
+	_, tr, alloc := setupUnchecked(t, 1<<20)
+	x, err := tensor.New(context.Background(), alloc, tensor.Uint8, 8)
+	require.NoError(t, err)
+	freeOnce(t, x)
+	require.ErrorIs(t, useFreed(x), tensor.ErrFreed)
+
+	err = tracktest.Find(tr)
+	require.ErrorIs(t, err, tracktest.ErrMisuse, "a use after free fails the check")
+	msg := err.Error()
+	assert.Contains(t, msg, "1 use(s) after free")
+	assert.Contains(t, msg, "used after free")
+	assert.Contains(t, msg, "used at: github.com/tensorlife/tensorlife/tensor_test.useFreed")
+	assert.Contains(t, msg, "first freed at: github.com/tensorlife/tensorlife/tensor_test.freeOnce")
+	assert.Contains(t, msg, "allocated at: github.com/tensorlife/tensorlife/tensor_test.TestUseAfterFreeFailsTheCheck")
+
+	require.ErrorIs(t, useFreed(x), tensor.ErrFreed)
+	assert.NoError(t, tracktest.Find(tr, tracktest.AllowMisuse()), "AllowMisuse lets it pass")
 }
 
 func freeOnce(t *testing.T, x *tensor.Tensor) { require.NoError(t, x.Free()) }

@@ -187,7 +187,7 @@ func TestWriteSVGShortensLongNamesInTheLegendOnly(t *testing.T) {
 }
 
 func allocateFromAFunctionWhoseNameIsMuchTooLongToFitInTheLegendOfThePictureSoItIsShortened(t *testing.T, tr *track.Tracker) *track.Record {
-	r := &track.Record{Bytes: 1 << 20, Kind: "tensor"}
+	r := &track.Record{Bytes: 1 << 20, Meta: track.InternMeta("tensor", "", "", nil)}
 	require.NoError(t, tr.Record(context.Background(), r, 0))
 	return r
 }

@@ -38,7 +38,7 @@ var benchTracker = sync.OnceValues(func() (*track.Tracker, error) {
 		if i >= benchPairs {
 			continue
 		}
-		r := &track.Record{Bytes: int64(256 * (1 + i%64)), Kind: "tensor"}
+		r := &track.Record{Bytes: int64(256 * (1 + i%64)), Meta: track.InternMeta("tensor", "", "", nil)}
 		if err := recordAt(tr, ctx, r, i%50); err != nil {
 			return nil, err
 		}

@@ -42,7 +42,7 @@ func BenchmarkRecordReleaseRatio(b *testing.B) {
 				}
 				r := &recs[next]
 				next++
-				r.Bytes, r.Kind, r.Device, r.DType, r.Shape = 4096, "tensor", "host", "float32", shape
+				r.Bytes, r.Meta = 4096, track.InternMeta("tensor", "host", "float32", shape)
 				if err := tr.Record(ctx, r, 0); err != nil {
 					b.Fatal(err)
 				}

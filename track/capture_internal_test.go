@@ -12,7 +12,7 @@ import (
 
 //go:noinline
 func captureLeaf(t *testing.T, tr *Tracker) *Record {
-	r := &Record{Bytes: 8, Kind: "tensor", Device: "host"}
+	r := &Record{Bytes: 8, Meta: InternMeta("tensor", "host", "", nil)}
 	require.NoError(t, tr.Record(context.Background(), r, 0))
 	return r
 }

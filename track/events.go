@@ -23,10 +23,12 @@ const (
 	EventMaskRebuilt
 	// EventLeakSuspect: the growth watcher flagged a site.
 	EventLeakSuspect
+	// EventUseAfterFree: an operation was attempted on a freed handle.
+	EventUseAfterFree
 	numEventKinds
 )
 
-var eventNames = [numEventKinds]string{"alloc", "free", "gc_leak", "double_free", "oom", "mask_rebuilt", "leak_suspect"}
+var eventNames = [numEventKinds]string{"alloc", "free", "gc_leak", "double_free", "oom", "mask_rebuilt", "leak_suspect", "use_after_free"}
 
 // String returns the event's name, as used in metrics and reports.
 func (k EventKind) String() string {
@@ -66,17 +68,19 @@ func (t *Tracker) Note(k EventKind, site *Site, bytes int64) {
 	}
 }
 
-// Misuse is one double free as the tensor layer saw it: the handle's
-// allocation, where it was first freed and where it was freed again.
+// Misuse is one double free or use after free as the tensor layer saw it:
+// the handle's allocation, where it was first freed and where it was freed
+// again or used.
 type Misuse struct {
-	Kind       EventKind // EventDoubleFree
+	Kind       EventKind // EventDoubleFree or EventUseAfterFree
 	Seq        uint64    // order among the tracker's misuses, from 1
 	ID         uint64    // the allocation's record id
 	Bytes      int64
 	Labels     Labels // the allocation's labels
 	Allocated  *Site  // nil when unknown
 	FirstFree  *Site  // nil when unknown
-	SecondFree *Site  // nil when unknown
+	SecondFree *Site  // nil when unknown or not a double free
+	Use        *Site  // the use of a freed handle; nil unless EventUseAfterFree
 }
 
 // misuseLogSize bounds the misuses a tracker remembers for MisuseSince;
@@ -91,17 +95,21 @@ type misuseLog struct {
 	ring [misuseLogSize]Misuse
 }
 
-// NoteMisuse reports a double free with its sites, as Note does (counted,
-// as misuse too, and with History on recorded; the history event carries the
-// second Free's site when known), and keeps it for MisuseSince, which
-// package tracktest reads to fail a test in which it happened.
+// NoteMisuse reports a double free or a use after free with its sites, as
+// Note does (counted, as misuse too, and with History on recorded; the
+// history event carries the second Free's or the use's site when known),
+// and keeps it for MisuseSince, which package tracktest reads to fail a
+// test in which it happened.
 func (t *Tracker) NoteMisuse(m Misuse) {
-	if m.Kind != EventDoubleFree {
+	if m.Kind != EventDoubleFree && m.Kind != EventUseAfterFree {
 		return
 	}
 	t.events[m.Kind].Add(1)
 	t.misuse.Add(1)
 	site := m.SecondFree
+	if m.Kind == EventUseAfterFree {
+		site = m.Use
+	}
 	if site == nil {
 		site = m.Allocated
 	}

@@ -15,7 +15,7 @@ func Example() {
 	ctx := track.WithLabels(context.Background(), "request", "r-1")
 
 	// What package tensor does for every tensor it makes:
-	rec := &track.Record{Bytes: 4096, Kind: "mask", Device: "host", DType: "bool", Shape: []int{64, 64}}
+	rec := &track.Record{Bytes: 4096, Meta: track.InternMeta("mask", "host", "bool", []int{64, 64})}
 	if err := tr.Record(ctx, rec, 0); err != nil {
 		panic(err)
 	}

@@ -20,7 +20,7 @@ const testPkg = "github.com/tensorlife/tensorlife/track_test."
 //go:noinline
 func newKV(tr *track.Tracker, n int64) *track.Record {
 	track.Helper()
-	r := &track.Record{Bytes: n, Kind: "kv-cache"}
+	r := &track.Record{Bytes: n, Meta: track.InternMeta("kv-cache", "", "", nil)}
 	if err := tr.Record(context.Background(), r, 0); err != nil {
 		panic(err)
 	}
@@ -31,7 +31,7 @@ func newKV(tr *track.Tracker, n int64) *track.Record {
 //
 //go:noinline
 func unmarkedKV(tr *track.Tracker, n int64) *track.Record {
-	r := &track.Record{Bytes: n, Kind: "kv-cache"}
+	r := &track.Record{Bytes: n, Meta: track.InternMeta("kv-cache", "", "", nil)}
 	if err := tr.Record(context.Background(), r, 0); err != nil {
 		panic(err)
 	}
@@ -72,7 +72,7 @@ func lateKV(tr *track.Tracker, n int64, mark bool) *track.Record {
 	if mark {
 		track.Helper()
 	}
-	r := &track.Record{Bytes: n, Kind: "kv-cache"}
+	r := &track.Record{Bytes: n, Meta: track.InternMeta("kv-cache", "", "", nil)}
 	if err := tr.Record(context.Background(), r, 0); err != nil {
 		panic(err)
 	}
@@ -94,7 +94,7 @@ func TestHelperMarkedAfterSymbolizing(t *testing.T) {
 
 //go:noinline
 func vendorAlloc(tr *track.Tracker, n int64) *track.Record {
-	r := &track.Record{Bytes: n, Kind: "tensor"}
+	r := &track.Record{Bytes: n, Meta: track.InternMeta("tensor", "", "", nil)}
 	if err := tr.Record(context.Background(), r, 0); err != nil {
 		panic(err)
 	}

@@ -5,34 +5,60 @@ import (
 	"sync/atomic"
 )
 
-// LeakReport describes a tensor that the garbage collector found unreachable
-// while it was still live: it was dropped without Free.
+// LeakReport describes a handle that the garbage collector found
+// unreachable while its allocation was still live: it was dropped without
+// Free. Each dropped handle is reported on its own, at the line that made
+// it (Holder): three dropped Retain handles of one tensor are three reports.
 type LeakReport struct {
 	Allocation
-	// Reclaimed reports whether the memory is being returned to its allocator
-	// (the tracker's ReclaimLeaks option).
+	// Holder is the dropped handle: the allocation's own (How HowOwn, at
+	// the allocation's site) or an extra owner, at the line that made it.
+	Holder Holder
+	// Reclaimed reports whether the handle's ownership is being given up
+	// (the tracker's ReclaimLeaks option): the memory returns when no
+	// other handle holds it.
 	Reclaimed bool
 }
 
-// ReportLeak marks r as leaked: counted, reported through the OnLeak callback,
-// and flagged in snapshots. The owner of r (package tensor) calls it from a
-// runtime cleanup once a handle is unreachable, then returns the memory and
-// releases r if ReclaimLeaks is true. It reports each record once and
-// returns whether this call reported it; records not live in t are ignored.
-func (t *Tracker) ReportLeak(r *Record) bool {
-	if r == nil || r.tracker != t || r.state.Load() != stateLive || r.leaked.Swap(true) {
+// ReportLeak reports r's own handle dropped: ReportDropped(r, nil, "").
+func (t *Tracker) ReportLeak(r *Record) bool { return t.ReportDropped(r, nil, "") }
+
+// ReportDropped reports one handle of r found dropped without Free: the
+// allocation's own handle when site is nil, else the extra holder counted
+// by Record.Hold(site, how). It is counted (Totals.GCLeaks counts handles),
+// reported through the OnLeak callback with the handle's line, and r is
+// flagged in snapshots. The owner of r (package tensor) calls it from the
+// handle's finalizer, then, if ReclaimLeaks is true, gives the handle's
+// ownership up (Unhold, and Release with the last owner); if not, the
+// handle is kept counted as dropped. It returns whether it reported;
+// records not live in t are ignored.
+func (t *Tracker) ReportDropped(r *Record, site *Site, how string) bool {
+	if r == nil || r.tracker != t || r.state() != stateLive {
 		return false
+	}
+	if site == nil && r.word.Or(ownDropped)&ownDropped != 0 {
+		return false // the own handle has one finalizer: a second report is a caller's repeat
+	}
+	r.setLeaked()
+	holder := Holder{Site: r.site, How: HowOwn, Dropped: 1}
+	if site != nil {
+		holder = Holder{Site: site, How: how, Dropped: 1}
+	}
+	if !t.cfg.reclaimLeaks {
+		r.markDropped(site, how)
 	}
 	t.gcLeaks.Add(1)
 	r.site.gcLeaks.Add(1)
 	if t.cfg.historyEvents > 0 {
 		at := t.now()
+		ev := r.event(EventGCLeak, at)
+		ev.Site = holder.Site
 		sh := &t.shards[r.id%shardCount]
 		sh.mu.Lock()
-		sh.history.add(r.event(EventGCLeak, at))
+		sh.history.add(ev)
 		sh.mu.Unlock()
 	}
-	report := LeakReport{Allocation: r.allocation(), Reclaimed: t.cfg.reclaimLeaks}
+	report := LeakReport{Allocation: r.allocation(), Holder: holder, Reclaimed: t.cfg.reclaimLeaks}
 	t.cfg.onLeak(report)
 	if ws := t.leakWatchers.Load(); ws != nil {
 		for _, w := range *ws {

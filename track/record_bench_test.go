@@ -39,7 +39,7 @@ func benchRecordRelease(b *testing.B, opts ...track.Option) {
 	shape := []int{32, 32}
 	leaf := func() {
 		for b.Loop() {
-			rec := &track.Record{Bytes: 4096, Kind: "tensor", Device: "host", DType: "float32", Shape: shape}
+			rec := &track.Record{Bytes: 4096, Meta: track.InternMeta("tensor", "host", "float32", shape)}
 			if err := tr.Record(ctx, rec, 0); err != nil {
 				b.Fatal(err)
 			}
@@ -65,7 +65,7 @@ func BenchmarkRecordReleasePreallocated(b *testing.B) {
 	shape := []int{32, 32}
 	recs := make([]track.Record, b.N)
 	for i := range recs {
-		recs[i].Bytes, recs[i].Kind, recs[i].Device, recs[i].DType, recs[i].Shape = 4096, "tensor", "host", "float32", shape
+		recs[i].Bytes, recs[i].Meta = 4096, track.InternMeta("tensor", "host", "float32", shape)
 	}
 	leaf := func() {
 		b.ResetTimer()

@@ -22,16 +22,34 @@ type Allocation struct {
 	Labels Labels
 	Time   time.Time // when it was recorded
 	Site   *Site
-	Leaked bool // the garbage collector found it without Free
+	Leaked bool // the garbage collector found a handle of it without Free
 	// Windows is how many windows of the tracker's age clock (a Watcher's
 	// windows) the allocation had outlived when the snapshot was taken.
 	Windows uint64
+	// Holders are the handles that keep the memory: the allocation's own
+	// handle while it is not freed, and extra owners (Retain, View, cache
+	// entries) by the line that made them. A report names these lines: the
+	// one to change is where the handle that still holds the memory was
+	// made.
+	Holders []Holder
+}
+
+// LiveHolders counts the handles of a that are neither freed nor found
+// dropped: 0 means only dropped handles keep it.
+func (a *Allocation) LiveHolders() int {
+	n := 0
+	for _, h := range a.Holders {
+		n += h.Live
+	}
+	return n
 }
 
 func (r *Record) allocation() Allocation {
+	m := metaOf(r)
 	return Allocation{
-		ID: r.id, Bytes: r.Bytes, Kind: r.Kind, Device: r.Device, DType: r.DType,
-		Shape: r.Shape, Labels: r.Labels(), Time: r.Time(), Site: r.site, Leaked: r.leaked.Load(),
+		ID: r.id, Bytes: r.Bytes, Kind: m.Kind, Device: m.Device, DType: m.DType,
+		Shape: m.Shape, Labels: r.Labels(), Time: r.Time(), Site: r.site, Leaked: r.leaked(),
+		Holders: r.holderList(),
 	}
 }
 
@@ -126,19 +144,21 @@ func (f Filter) Validate() error {
 const MaxMinWindows = 1 << 20
 
 func (f Filter) match(r *Record, cutoff int64, clock uint64) bool {
-	if f.Kind != "" && r.Kind != f.Kind {
+	if f.Kind != "" && metaOf(r).Kind != f.Kind {
 		return false
 	}
-	if f.MinWindows > 0 && clock-r.gen < uint64(f.MinWindows) {
+	// The record's generation is the clock's low 32 bits: the difference
+	// in 32 bits is right across a wrap.
+	if f.MinWindows > 0 && uint32(clock)-r.gen < uint32(f.MinWindows) {
 		return false
 	}
-	if f.Device != "" && r.Device != f.Device {
+	if f.Device != "" && metaOf(r).Device != f.Device {
 		return false
 	}
 	if f.MinAge > 0 && r.born > cutoff {
 		return false
 	}
-	if f.LeakedOnly && !r.leaked.Load() {
+	if f.LeakedOnly && !r.leaked() {
 		return false
 	}
 	labels := r.Labels()
@@ -166,11 +186,12 @@ type groupKey struct {
 }
 
 func keyOf(r *Record, labels Labels) groupKey {
-	k := groupKey{site: r.site, kind: r.Kind, device: r.Device, dtype: r.DType, labels: labels.hash(), rank: len(r.Shape)}
-	if len(r.Shape) <= len(k.dims) {
-		copy(k.dims[:], r.Shape)
+	m := metaOf(r)
+	k := groupKey{site: r.site, kind: m.Kind, device: m.Device, dtype: m.DType, labels: labels.hash(), rank: len(m.Shape)}
+	if len(m.Shape) <= len(k.dims) {
+		copy(k.dims[:], m.Shape)
 	} else {
-		k.long = format.Shape(r.Shape)
+		k.long = format.Shape(m.Shape)
 	}
 	return k
 }
@@ -237,13 +258,14 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 				g = groups[k]
 			}
 			if g == nil {
-				g = &Group{Site: r.site, Kind: r.Kind, Device: r.Device, DType: r.DType,
-					Shape: r.Shape, Labels: labels, Oldest: r.Time()}
+				m := metaOf(r)
+				g = &Group{Site: r.site, Kind: m.Kind, Device: m.Device, DType: m.DType,
+					Shape: m.Shape, Labels: labels, Oldest: r.Time()}
 				groups[k] = g
 			}
 			g.Count++
 			g.Bytes += r.Bytes
-			if r.leaked.Load() {
+			if r.leaked() {
 				g.Leaked++
 			}
 			if born := t.start.Add(time.Duration(r.born)); born.Before(g.Oldest) {
@@ -251,7 +273,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 			}
 			if f.Allocations {
 				a := r.allocation()
-				a.Windows = clock - min(r.gen, clock)
+				a.Windows = uint64(uint32(clock) - r.gen)
 				allocs = append(allocs, a)
 			}
 		}

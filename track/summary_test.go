@@ -49,7 +49,7 @@ func (d summaryDevice) MemInfo() (int64, int64, error) { return d.free, d.total,
 func summaryKVCache(t *testing.T, tr *Tracker, n int, bytes int64) []*Record {
 	var out []*Record
 	for range n {
-		r := &Record{Bytes: bytes, Kind: "kv-cache", Device: "cuda:0", DType: "float16"}
+		r := &Record{Bytes: bytes, Meta: InternMeta("kv-cache", "cuda:0", "float16", nil)}
 		require.NoError(t, tr.Record(context.Background(), r, 0))
 		out = append(out, r)
 	}
@@ -60,7 +60,7 @@ func summaryKVCache(t *testing.T, tr *Tracker, n int, bytes int64) []*Record {
 func summaryMasks(t *testing.T, tr *Tracker, n int, bytes int64) []*Record {
 	var out []*Record
 	for range n {
-		r := &Record{Bytes: bytes, Kind: "mask", Device: "cuda:0", DType: "bool"}
+		r := &Record{Bytes: bytes, Meta: InternMeta("mask", "cuda:0", "bool", nil)}
 		require.NoError(t, tr.Record(context.Background(), r, 0))
 		out = append(out, r)
 	}
@@ -70,7 +70,7 @@ func summaryMasks(t *testing.T, tr *Tracker, n int, bytes int64) []*Record {
 //go:noinline
 func summaryAllocationsFromAFunctionWhoseNameIsFarTooLongToFitOnOneLineOfTheSummaryReport(
 	t *testing.T, tr *Tracker, bytes int64) *Record {
-	r := &Record{Bytes: bytes, Kind: "logits", Device: "cuda:0", DType: "float32"}
+	r := &Record{Bytes: bytes, Meta: InternMeta("logits", "cuda:0", "float32", nil)}
 	require.NoError(t, tr.Record(context.Background(), r, 0))
 	return r
 }

@@ -28,7 +28,7 @@ func newTracker(t *testing.T, opts ...track.Option) *track.Tracker {
 //
 //go:noinline
 func recordA(tr *track.Tracker, ctx context.Context, bytes int64, kind string) *track.Record {
-	r := &track.Record{Bytes: bytes, Kind: kind, Device: "host", DType: "float32", Shape: []int{int(bytes / 4)}}
+	r := &track.Record{Bytes: bytes, Meta: track.InternMeta(kind, "host", "float32", []int{int(bytes / 4)})}
 	if err := tr.Record(ctx, r, 0); err != nil {
 		panic(err)
 	}
@@ -37,7 +37,7 @@ func recordA(tr *track.Tracker, ctx context.Context, bytes int64, kind string) *
 
 //go:noinline
 func recordB(tr *track.Tracker, ctx context.Context, bytes int64) *track.Record {
-	r := &track.Record{Bytes: bytes, Kind: "mask", Device: "host", DType: "bool", Shape: []int{int(bytes)}}
+	r := &track.Record{Bytes: bytes, Meta: track.InternMeta("mask", "host", "bool", []int{int(bytes)})}
 	if err := tr.Record(ctx, r, 0); err != nil {
 		panic(err)
 	}

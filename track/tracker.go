@@ -113,24 +113,28 @@ func (sh *shardData) class(device, kind string) uint16 {
 // that: snapshots read them. The caller owns the Record's memory (tensor
 // embeds it in its block), so recording allocates nothing but a new site.
 //
+// A Record is packed: what it holds apart from its size is one shared Meta
+// (InternMeta), and its flags share one word, so that a live tensor costs
+// at most 256 B of host memory with its handle and block.
+//
 // A Record must not point back at the object whose lifetime it tracks, or
 // the garbage collector could never find that object leaked.
 type Record struct {
-	Bytes  int64  // device bytes the allocation holds
-	Kind   string // what it is for: "tensor", "mask", "kv-cache", ...
-	Device string // device name, "cuda:0"
-	DType  string // element type name
-	Shape  []int  // dimensions; kept, not copied: callers must not modify it
+	Bytes int64 // device bytes the allocation holds
+	// Meta is the allocation's kind, device, dtype and shape, shared
+	// (InternMeta); nil reads as the zero Meta.
+	Meta *Meta
 
-	tracker    *Tracker
-	site       *Site
-	labels     atomic.Pointer[labelSet] // a Labels; atomic so that Relabel races no reader
-	id         uint64
-	born       int64  // nanoseconds since the tracker started, monotonic
-	gen        uint64 // the tracker's age clock when recorded (watcher windows)
-	state      atomic.Uint32
-	class      uint16 // index of its device and kind in its shard's classes
-	leaked     atomic.Bool
+	tracker *Tracker
+	site    *Site
+	labels  atomic.Pointer[labelSet]  // a Labels; atomic so that Relabel races no reader
+	holders atomic.Pointer[holderSet] // extra owners; nil while only the own handle holds it
+	id      uint64
+	born    int64  // nanoseconds since the tracker started, monotonic
+	gen     uint32 // the tracker's age clock when recorded (watcher windows)
+	// word packs the state (stateMask), the leaked flag and, above
+	// classShift, the index of the record's device and kind in its shard.
+	word       atomic.Uint32
 	prev, next *Record
 }
 
@@ -138,7 +142,29 @@ const (
 	stateNew uint32 = iota
 	stateLive
 	stateReleased
+
+	stateMask  = 3
+	leakedFlag = 4
+	ownDropped = 8 // the own handle was reported dropped: once only
+	classShift = 16
 )
+
+func (r *Record) state() uint32 { return r.word.Load() & stateMask }
+func (r *Record) leaked() bool  { return r.word.Load()&leakedFlag != 0 }
+func (r *Record) class() uint16 { return uint16(r.word.Load() >> classShift) }
+
+// setLeaked flags r leaked and reports whether it was already.
+func (r *Record) setLeaked() bool { return r.word.Or(leakedFlag)&leakedFlag != 0 }
+
+// genFull widens the recorded 32-bit generation against the tracker's
+// clock, which never runs behind it.
+func (r *Record) genFull(t *Tracker) uint64 {
+	clock := t.clock.Load()
+	return clock - uint64(uint32(clock)-r.gen)
+}
+
+// Kind returns the allocation's kind, from its Meta.
+func (r *Record) Kind() string { return metaOf(r).Kind }
 
 // ID returns the record's id, unique within its tracker; 0 before Record.
 func (r *Record) ID() uint64 { return r.id }
@@ -162,7 +188,7 @@ func (r *Record) Time() time.Time {
 }
 
 // Live reports whether r is recorded and not yet released.
-func (r *Record) Live() bool { return r.state.Load() == stateLive }
+func (r *Record) Live() bool { return r.state() == stateLive }
 
 // Tracker is the live registry of allocations. It records each allocation
 // with its call site, labels and size, keeps live and cumulative totals per
@@ -267,7 +293,7 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 		t.misuse.Add(1)
 		return fmt.Errorf("%w: %d", ErrInvalidBytes, r.Bytes)
 	}
-	if !r.state.CompareAndSwap(stateNew, stateLive) {
+	if !r.word.CompareAndSwap(stateNew, stateLive) {
 		t.misuse.Add(1)
 		return ErrAlreadyRecorded
 	}
@@ -278,8 +304,9 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	r.labels.Store(LabelsFrom(ctx).set)
 	r.id = t.nextID.Add(1)
 	r.born = t.now()
-	r.gen = t.clock.Load()
-	site.ages.add(r.gen, r.gen, r.Bytes, 1)
+	gen := t.clock.Load()
+	r.gen = uint32(gen)
+	site.ages.add(gen, gen, r.Bytes, 1)
 
 	sh := &t.shards[r.id%shardCount]
 	sh.mu.Lock()
@@ -290,8 +317,10 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	sh.head = r
 	sh.allocs++
 	sh.allocBytes += r.Bytes
-	r.class = sh.class(r.Device, r.Kind)
-	c := &sh.classes[r.class]
+	m := metaOf(r)
+	class := sh.class(m.Device, m.Kind)
+	r.word.Or(uint32(class) << classShift)
+	c := &sh.classes[class]
 	c.count++
 	c.bytes += r.Bytes
 	if t.cfg.historyEvents > 0 {
@@ -329,9 +358,15 @@ func (t *Tracker) Release(r *Record) error {
 		return fmt.Errorf("%w: record %d of tracker %q released through %q",
 			ErrForeignTracker, r.id, r.tracker.cfg.name, t.cfg.name)
 	}
-	if !r.state.CompareAndSwap(stateLive, stateReleased) {
-		t.misuse.Add(1)
-		return fmt.Errorf("%w: record %d from %s", ErrReleased, r.id, r.site)
+	for {
+		w := r.word.Load()
+		if w&stateMask != stateLive {
+			t.misuse.Add(1)
+			return fmt.Errorf("%w: record %d from %s", ErrReleased, r.id, r.site)
+		}
+		if r.word.CompareAndSwap(w, w&^stateMask|stateReleased) {
+			break
+		}
 	}
 	var at int64
 	if t.cfg.historyEvents > 0 {
@@ -350,7 +385,7 @@ func (t *Tracker) Release(r *Record) error {
 	r.prev, r.next = nil, nil
 	sh.frees++
 	sh.freedBytes += r.Bytes
-	c := &sh.classes[r.class]
+	c := &sh.classes[r.class()]
 	c.count--
 	c.bytes -= r.Bytes
 	if t.cfg.historyEvents > 0 {
@@ -360,7 +395,7 @@ func (t *Tracker) Release(r *Record) error {
 
 	r.site.frees.Add(1)
 	r.site.freedBytes.Add(r.Bytes)
-	r.site.ages.add(r.gen, t.clock.Load(), -r.Bytes, -1)
+	r.site.ages.add(r.genFull(t), t.clock.Load(), -r.Bytes, -1)
 	t.liveBytes.Add(-r.Bytes)
 	return nil
 }
@@ -389,7 +424,7 @@ func (t *Tracker) Relabel(r *Record, l Labels) error {
 		return fmt.Errorf("%w: record %d of tracker %q relabeled through %q",
 			ErrForeignTracker, r.id, r.tracker.cfg.name, t.cfg.name)
 	}
-	if r.state.Load() != stateLive {
+	if r.state() != stateLive {
 		t.misuse.Add(1)
 		return fmt.Errorf("%w: record %d from %s relabeled", ErrReleased, r.id, r.site)
 	}
@@ -406,6 +441,17 @@ func (t *Tracker) Caller(skip, depth int) *Site {
 	depth = max(1, min(depth, maxDepth))
 	n := runtime.Callers(skip+2, buf[:depth])
 	return t.stacks.intern(buf[:n])
+}
+
+// CallerSite returns the Site of the caller's stack as Record captures it:
+// a frame-pointer walk looked up in the tracker's cache, runtime.Callers on
+// a miss; skip as in Record. Owners use it to remember where an extra
+// handle on an allocation was made (Record.Hold) at a fraction of the cost
+// of runtime.Callers. Every function skip passes over must not be inlined.
+//
+//go:noinline
+func (t *Tracker) CallerSite(skip int) *Site {
+	return t.site(skip)
 }
 
 // Intern returns the Site for program counters captured by the caller with
@@ -542,6 +588,7 @@ func (t *Tracker) logLeak(l LeakReport) {
 		slog.Uint64("id", l.ID),
 		slog.Int64("bytes", l.Bytes),
 		slog.String("kind", l.Kind),
+		slog.String("holder", l.Holder.String()),
 		slog.String("dtype", l.DType),
 		slog.Any("shape", l.Shape),
 		slog.String("labels", l.Labels.String()),
@@ -551,5 +598,5 @@ func (t *Tracker) logLeak(l LeakReport) {
 }
 
 func (r *Record) event(k EventKind, at int64) Event {
-	return Event{Kind: k, Time: at, ID: r.id, Bytes: r.Bytes, Site: r.site, Alloc: r.Kind, Labels: r.Labels()}
+	return Event{Kind: k, Time: at, ID: r.id, Bytes: r.Bytes, Site: r.site, Alloc: metaOf(r).Kind, Labels: r.Labels()}
 }

@@ -18,7 +18,7 @@ import (
 //
 //go:noinline
 func record(t testing.TB, tr *track.Tracker, bytes int64) *track.Record {
-	r := &track.Record{Bytes: bytes, Kind: "tensor", Device: "cuda:0", DType: "float16", Shape: []int{int(bytes / 2)}}
+	r := &track.Record{Bytes: bytes, Meta: track.InternMeta("tensor", "cuda:0", "float16", []int{int(bytes / 2)})}
 	require.NoError(t, tr.Record(context.Background(), r, 1))
 	return r
 }

@@ -36,7 +36,7 @@ func BenchmarkWatcherTick(b *testing.B) {
 	for i := range sites {
 		descendForWatcher(i/10, func() {
 			descendOther(i%10, func() {
-				r := &track.Record{Bytes: 256, Kind: "mask", Device: "host"}
+				r := &track.Record{Bytes: 256, Meta: track.InternMeta("mask", "host", "", nil)}
 				if err := tr.Record(context.Background(), r, 0); err != nil {
 					b.Fatal(err)
 				}

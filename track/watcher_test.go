@@ -30,7 +30,7 @@ type siteDriver struct {
 func (d *siteDriver) setLive(t testing.TB, n int) {
 	t.Helper()
 	for len(d.recs) < n {
-		r := &track.Record{Bytes: d.bytes, Kind: "mask", Device: "host", DType: "bool", Shape: []int{int(d.bytes)}}
+		r := &track.Record{Bytes: d.bytes, Meta: track.InternMeta("mask", "host", "bool", []int{int(d.bytes)})}
 		require.NoError(t, d.tr.Record(context.Background(), r, 1))
 		d.recs = append(d.recs, r)
 	}
@@ -453,7 +453,7 @@ func TestWatcherConcurrentTicks(t *testing.T) {
 	for g := range 4 {
 		wg.Go(func() {
 			for i := range 200 {
-				r := &track.Record{Bytes: 128, Kind: "tensor", Device: "host"}
+				r := &track.Record{Bytes: 128, Meta: track.InternMeta("tensor", "host", "", nil)}
 				if err := tr.Record(context.Background(), r, 0); err != nil {
 					t.Error(err)
 					return
@@ -486,7 +486,7 @@ func TestWatcherConcurrentTicks(t *testing.T) {
 func agentRequest(t *testing.T, tr *track.Tracker, tokens int, keep func(step int, mask *track.Record) bool) {
 	for step := 1; step <= tokens; step++ {
 		n := 128 + step
-		mask := &track.Record{Bytes: int64(n * n), Kind: "mask", Device: "cuda:0", DType: "bool", Shape: []int{n, n}}
+		mask := &track.Record{Bytes: int64(n * n), Meta: track.InternMeta("mask", "cuda:0", "bool", []int{n, n})}
 		require.NoError(t, tr.Record(context.Background(), mask, 0))
 		if !keep(step, mask) {
 			require.NoError(t, tr.Release(mask))

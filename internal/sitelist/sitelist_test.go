@@ -12,7 +12,7 @@ import (
 
 func Example() {
 	tr, _ := track.New()
-	r := &track.Record{Bytes: 4096, Kind: "kv-cache", Device: "host"}
+	r := &track.Record{Bytes: 4096, Meta: track.InternMeta("kv-cache", "host", "", nil)}
 	_ = tr.Record(context.Background(), r, 0)
 	lines := sitelist.Lines(tr.SiteTotals())
 	var b strings.Builder

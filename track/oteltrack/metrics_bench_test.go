@@ -26,7 +26,7 @@ func liveTracker(b *testing.B, n int) *sdkmetric.ManualReader {
 	ctx := context.Background()
 	recs := make([]track.Record, n)
 	for i := range recs {
-		recs[i] = track.Record{Bytes: 256, Kind: kinds[i%len(kinds)], Device: devices[i%len(devices)]}
+		recs[i] = track.Record{Bytes: 256, Meta: track.InternMeta(kinds[i%len(kinds)], devices[i%len(devices)], "", nil)}
 		if err := tr.Record(ctx, &recs[i], 0); err != nil {
 			b.Fatal(err)
 		}

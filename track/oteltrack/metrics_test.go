@@ -46,7 +46,7 @@ type siteDriver struct {
 func (d *siteDriver) setLive(t testing.TB, n int) {
 	t.Helper()
 	for len(d.recs) < n {
-		r := &track.Record{Bytes: d.bytes, Kind: "mask", Device: "host", DType: "bool", Shape: []int{int(d.bytes)}}
+		r := &track.Record{Bytes: d.bytes, Meta: track.InternMeta("mask", "host", "bool", []int{int(d.bytes)})}
 		require.NoError(t, d.tr.Record(context.Background(), r, 1))
 		d.recs = append(d.recs, r)
 	}
@@ -152,7 +152,7 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 	require.ErrorIs(t, err, tensor.ErrOutOfMemory)
 
 	// A KV-cache block on another device that the GC found leaked.
-	kv := &track.Record{Bytes: 4096, Kind: "kv-cache", Device: "cuda:0", DType: "float16", Shape: []int{2048}}
+	kv := &track.Record{Bytes: 4096, Meta: track.InternMeta("kv-cache", "cuda:0", "float16", []int{2048})}
 	require.NoError(t, tr.Record(ctx, kv, 0))
 	require.True(t, tr.ReportLeak(kv))
 	tr.Note(track.EventMaskRebuilt, nil, 256)
@@ -296,7 +296,7 @@ func TestMetricsDefaultProvider(t *testing.T) {
 
 	tr, err := track.New()
 	require.NoError(t, err)
-	rec := &track.Record{Bytes: 100, Kind: "tensor", Device: "host"}
+	rec := &track.Record{Bytes: 100, Meta: track.InternMeta("tensor", "host", "", nil)}
 	require.NoError(t, tr.Record(context.Background(), rec, 0))
 	m, err := oteltrack.Register(tr)
 	require.NoError(t, err)
@@ -352,7 +352,7 @@ func ExampleRegister() {
 	}
 	defer m.Stop()
 
-	mask := &track.Record{Bytes: 4096, Kind: "mask", Device: "cuda:0", DType: "bool", Shape: []int{64, 64}}
+	mask := &track.Record{Bytes: 4096, Meta: track.InternMeta("mask", "cuda:0", "bool", []int{64, 64})}
 	if err := tr.Record(context.Background(), mask, 0); err != nil {
 		panic(err)
 	}

@@ -23,7 +23,7 @@ type dropLog struct {
 
 	mu      sync.Mutex
 	stopped bool
-	leaks   []track.Allocation
+	leaks   []Leak
 	more    int
 }
 
@@ -48,12 +48,13 @@ func (d *dropLog) add(r track.LeakReport) {
 	}
 	a := r.Allocation
 	a.Leaked = true // what a report means, whenever the tracker flags it
+	l := Leak{Allocation: a, State: Dropped, Holder: r.Holder}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch {
 	case d.stopped:
 	case len(d.leaks) < maxDropped:
-		d.leaks = append(d.leaks, a)
+		d.leaks = append(d.leaks, l)
 	case r.Reclaimed:
 		// Past the cap, only a tensor the tracker reclaims goes unlisted:
 		// one it keeps stays live, flagged, and the check lists it from there.
@@ -61,12 +62,12 @@ func (d *dropLog) add(r track.LeakReport) {
 	}
 }
 
-// stop ends the watch and returns the tensors logged, and how many more
+// stop ends the watch and returns the handles logged, one Leak each, and how many more
 // were found beyond maxDropped. A report that the tracker had begun to
 // deliver before stop may reach add after it and is left out: the tracker
 // reclaims a tensor only once its report is delivered, so that tensor was
 // live at the check's last look and is reported from there.
-func (d *dropLog) stop() (leaks []track.Allocation, more int) {
+func (d *dropLog) stop() (leaks []Leak, more int) {
 	d.stopW()
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -94,14 +94,28 @@ func (c *config) check(tr *track.Tracker, scope string, drops *dropLog) *LeakErr
 	dropped, more := drops.stop()
 
 	le := &LeakError{Tracker: tr.Name(), Scope: scope, Checked: snap.Time, MoreDropped: more}
-	for _, a := range live {
-		found[a.ID] = a
+	// Each dropped handle is its own leak, at the line that made it; a
+	// tensor flagged without a report seen here (found before the watch)
+	// is listed once as dropped; a tensor some handle still holds is
+	// listed live, with the handles that hold it.
+	reported := make(map[uint64]bool, len(dropped))
+	for _, l := range dropped {
+		reported[l.ID] = true
+		le.addLeak(l)
 	}
-	for _, a := range dropped {
-		found[a.ID] = a
+	for _, a := range live {
+		delete(found, a.ID)
+		if a.LiveHolders() > 0 || !a.Leaked {
+			le.add(a, Live)
+		}
+		if a.Leaked && !reported[a.ID] {
+			le.add(a, Dropped)
+		}
 	}
 	for _, a := range found {
-		le.add(a)
+		if !reported[a.ID] {
+			le.add(a, Dropped)
+		}
 	}
 	if len(le.Leaks) == 0 && more == 0 {
 		return nil

@@ -9,14 +9,15 @@ import (
 	"github.com/tensorlife/tensorlife/track"
 )
 
-// ErrMisuse means a check found a tensor freed twice while it watched. The
-// error is a *MisuseError that names the lines.
+// ErrMisuse means a check found a tensor freed twice, or used after its
+// Free, while it watched. The error is a *MisuseError that names the lines.
 var ErrMisuse = errors.New("tracktest: tensor misused")
 
-// MisuseError is the report of a check that found double frees: for each,
-// the line that allocated the tensor, the line that freed it first and the
-// one that freed it again. It matches ErrMisuse with errors.Is. The
-// AllowMisuse option lets a test that double frees on purpose pass.
+// MisuseError is the report of a check that found double frees or uses
+// after free: for each, the line that allocated the tensor, the line that
+// freed it first and the one that freed it again or used it. It matches
+// ErrMisuse with errors.Is. The AllowMisuse option lets a test that
+// misuses a tensor on purpose pass.
 type MisuseError struct {
 	Tracker string
 	Scope   string // the Context scope; empty for the whole tracker
@@ -35,13 +36,32 @@ func (e *MisuseError) Error() string {
 	if e.Scope != "" {
 		where += fmt.Sprintf(", scope %q", e.Scope)
 	}
-	fmt.Fprintf(&b, "tracktest: %d double free(s) in %s", len(e.Misuses)+int(e.Lost), where)
+	var doubles, uses int
+	for _, m := range e.Misuses {
+		if m.Kind == track.EventUseAfterFree {
+			uses++
+		} else {
+			doubles++
+		}
+	}
+	var kinds []string
+	if doubles > 0 || uses == 0 {
+		kinds = append(kinds, fmt.Sprintf("%d double free(s)", doubles+int(e.Lost)))
+	}
+	if uses > 0 {
+		kinds = append(kinds, fmt.Sprintf("%d use(s) after free", uses))
+	}
+	fmt.Fprintf(&b, "tracktest: %s in %s", strings.Join(kinds, " and "), where)
 	if e.Lost > 0 {
 		fmt.Fprintf(&b, " (%d no longer kept)", e.Lost)
 	}
 	b.WriteString(":\n")
 	for _, m := range e.Misuses {
-		fmt.Fprintf(&b, "tensor %d (%d B) freed twice\n", m.ID, m.Bytes)
+		if m.Kind == track.EventUseAfterFree {
+			fmt.Fprintf(&b, "tensor %d (%d B) used after free\n", m.ID, m.Bytes)
+		} else {
+			fmt.Fprintf(&b, "tensor %d (%d B) freed twice\n", m.ID, m.Bytes)
+		}
 		line := func(what string, s *track.Site) {
 			if s == nil {
 				fmt.Fprintf(&b, "  %s: unknown\n", what)
@@ -52,7 +72,11 @@ func (e *MisuseError) Error() string {
 		}
 		line("allocated at", m.Allocated)
 		line("first freed at", m.FirstFree)
-		line("freed again at", m.SecondFree)
+		if m.Kind == track.EventUseAfterFree {
+			line("used at", m.Use)
+		} else {
+			line("freed again at", m.SecondFree)
+		}
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -71,9 +71,9 @@ type config struct {
 	allowMisuse  bool
 }
 
-// AllowMisuse lets a check pass although a tensor was freed twice while it
-// watched: for tests that double free on purpose. It applies to every
-// check.
+// AllowMisuse lets a check pass although a tensor was freed twice, or used
+// after its Free, while it watched: for tests that misuse tensors on
+// purpose. It applies to every check.
 func AllowMisuse() Option {
 	return optionFunc(func(c *config) error {
 		c.allowMisuse = true

@@ -43,11 +43,17 @@ func (s LeakState) String() string {
 }
 
 // Leak is one leaked tensor: its allocation as the tracker recorded it, how
-// it was found leaked, and its age when the check ended.
+// it was found leaked, and its age when the check ended. A tensor with
+// several handles dropped is one Leak per dropped handle.
 type Leak struct {
 	track.Allocation
 	State LeakState
 	Age   time.Duration
+	// Holder is the dropped handle, at the line that made it, for a
+	// Dropped leak reported by the garbage collector while the check
+	// watched; zero otherwise (Allocation.Holders lists who holds a live
+	// tensor).
+	Holder track.Holder
 }
 
 // LeakError is the report of a check that found leaked tensors. Its Error
@@ -75,14 +81,23 @@ type LeakError struct {
 	MoreDropped int
 }
 
-// add lists a: dropped when the collector flagged it, else live.
-func (e *LeakError) add(a track.Allocation) {
-	state := Live
-	if a.Leaked {
-		state = Dropped
+// add lists a in state s.
+func (e *LeakError) add(a track.Allocation, s LeakState) {
+	e.addLeak(Leak{Allocation: a, State: s})
+}
+
+// addLeak lists l, its age taken at the check; a tensor's bytes count once
+// however many of its handles are listed.
+func (e *LeakError) addLeak(l Leak) {
+	l.Age = max(0, e.Checked.Sub(l.Time))
+	for i := range e.Leaks {
+		if e.Leaks[i].ID == l.ID {
+			e.Bytes -= l.Bytes
+			break
+		}
 	}
-	e.Leaks = append(e.Leaks, Leak{Allocation: a, State: state, Age: max(0, e.Checked.Sub(a.Time))})
-	e.Bytes += a.Bytes
+	e.Leaks = append(e.Leaks, l)
+	e.Bytes += l.Bytes
 }
 
 // Is reports whether target is ErrLeaked.
@@ -209,11 +224,34 @@ func writeSite(b *strings.Builder, leaks []Leak, sites []*track.Site) {
 		}
 		if l.State != Live {
 			fmt.Fprintf(b, ", %s", l.State)
+			if l.Holder.How != "" && l.Holder.How != track.HowOwn {
+				fmt.Fprintf(b, ": %s", l.Holder)
+			}
 		}
 		b.WriteByte('\n')
+		if l.State == Live {
+			writeHolders(b, l.Holders)
+		}
 	}
 	b.WriteString("  stack:\n")
 	b.WriteString(site.Stack("    "))
+}
+
+// writeHolders names the handles that keep a live tensor when any but its
+// own handle does: the line to change is where the holder was made.
+func writeHolders(b *strings.Builder, hs []track.Holder) {
+	if len(hs) == 1 && hs[0].How == track.HowOwn {
+		return // the site line already names it
+	}
+	for _, h := range hs {
+		if h.Live > 0 {
+			fmt.Fprintf(b, "      held by %s, never freed", h)
+			if h.Live > 1 {
+				fmt.Fprintf(b, " (%d handles)", h.Live)
+			}
+			b.WriteByte('\n')
+		}
+	}
 }
 
 func plural(n int, noun string) string {

@@ -1,0 +1,180 @@
+package track
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+)
+
+// Holder is one kind of handle that keeps an allocation's memory alive: the
+// allocation's own handle, or extra owners made later (a View, a Retain, a
+// cache entry), grouped by the line that made them. When the allocation's
+// own handle was freed and a View still holds the memory, the View's line
+// is the one to change, not the allocation's.
+type Holder struct {
+	// Site is where the handle was made: the allocation's site for its own
+	// handle, nil for the handles counted past the bound (OtherHolders).
+	Site *Site
+	// How says what made the handle, as its owner named it ("Retain",
+	// "View"); HowOwn for the allocation's own handle.
+	How string
+	// Live counts the handles not freed and not found dropped.
+	Live int
+	// Dropped counts handles the garbage collector found without Free
+	// whose memory the tracker keeps (ReclaimLeaks(false)).
+	Dropped int
+}
+
+// HowOwn is Holder.How of an allocation's own handle, the one New returned.
+const HowOwn = "allocation"
+
+// String describes the holder as a report line says it: "a View made at
+// decode.go:88".
+func (h Holder) String() string {
+	what := "a " + h.How
+	if h.How == HowOwn {
+		what = "its own handle"
+	}
+	if h.Site == nil {
+		return what + " made at other sites"
+	}
+	loc := h.Site.Location()
+	return fmt.Sprintf("%s made at %s:%d (%s)", what, filepath.Base(loc.File), loc.Line, loc.Function)
+}
+
+// maxHolders bounds the holder sites one record keeps apart; further ones
+// are counted together (Holder.Site nil), so a tensor retained from many
+// lines costs bounded memory.
+const maxHolders = 4
+
+// holderSet counts a record's extra holders by site. A record gets one
+// on its first extra holder: most tensors have only their own handle and
+// pay a nil pointer. Hold and Unhold are O(maxHolders) under the set's lock,
+// which nothing else takes while holding it.
+type holderSet struct {
+	mu      sync.Mutex
+	own     int8 // the allocation's own handle: 1 live, 0 freed, -1 dropped and kept
+	entries [maxHolders]holderCount
+	other   holderCount
+}
+
+type holderCount struct {
+	site          *Site
+	how           string
+	live, dropped int32
+}
+
+func (s *holderSet) find(site *Site, how string, add bool) *holderCount {
+	for i := range s.entries {
+		e := &s.entries[i]
+		if e.site == site && e.how == how && (e.live > 0 || e.dropped > 0) {
+			return e
+		}
+	}
+	if add {
+		for i := range s.entries {
+			if e := &s.entries[i]; e.live == 0 && e.dropped == 0 {
+				e.site, e.how = site, how
+				return e
+			}
+		}
+	}
+	return &s.other
+}
+
+func (r *Record) holderSet() *holderSet {
+	if s := r.holders.Load(); s != nil {
+		return s
+	}
+	s := &holderSet{own: 1}
+	if r.leaked() {
+		s.own = -1
+	}
+	if r.holders.CompareAndSwap(nil, s) {
+		return s
+	}
+	return r.holders.Load()
+}
+
+// Hold counts a new handle on r, made at site (Tracker.CallerSite) by how
+// ("Retain", "View"). The owner calls Unhold when that handle is freed.
+// Calls on a record of no tracker, or with a nil site, are ignored.
+func (r *Record) Hold(site *Site, how string) {
+	if r == nil || site == nil || r.tracker == nil {
+		return
+	}
+	s := r.holderSet()
+	s.mu.Lock()
+	s.find(site, how, true).live++
+	s.mu.Unlock()
+}
+
+// Unhold uncounts a handle counted by Hold (site, how as given there), or,
+// with a nil site, the allocation's own handle. The owner calls it when the
+// handle is freed, before the last owner releases r.
+func (r *Record) Unhold(site *Site, how string) {
+	if r == nil || r.tracker == nil {
+		return
+	}
+	s := r.holders.Load()
+	if s == nil {
+		return // only the own handle ever held r: nothing is counted
+	}
+	s.mu.Lock()
+	if site == nil {
+		s.own = 0
+	} else if e := s.find(site, how, false); e.live > 0 {
+		e.live--
+	}
+	s.mu.Unlock()
+}
+
+// markDropped moves a handle from live to dropped: the garbage collector
+// found it without Free and the tracker keeps its memory.
+func (r *Record) markDropped(site *Site, how string) {
+	if site == nil {
+		if s := r.holders.Load(); s != nil {
+			s.mu.Lock()
+			s.own = -1
+			s.mu.Unlock()
+		}
+		return // without a set, the leaked flag says the own handle dropped
+	}
+	s := r.holderSet()
+	s.mu.Lock()
+	if e := s.find(site, how, false); e.live > 0 {
+		e.live--
+		e.dropped++
+	}
+	s.mu.Unlock()
+}
+
+// holderList returns r's holders, its own handle first.
+func (r *Record) holderList() []Holder {
+	s := r.holders.Load()
+	if s == nil {
+		h := Holder{Site: r.site, How: HowOwn, Live: 1}
+		if r.leaked() {
+			h.Live, h.Dropped = 0, 1
+		}
+		return []Holder{h}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Holder
+	switch s.own {
+	case 1:
+		out = append(out, Holder{Site: r.site, How: HowOwn, Live: 1})
+	case -1:
+		out = append(out, Holder{Site: r.site, How: HowOwn, Dropped: 1})
+	}
+	for _, e := range s.entries {
+		if e.live > 0 || e.dropped > 0 {
+			out = append(out, Holder{Site: e.site, How: e.how, Live: int(e.live), Dropped: int(e.dropped)})
+		}
+	}
+	if s.other.live > 0 || s.other.dropped > 0 {
+		out = append(out, Holder{How: "handle", Live: int(s.other.live), Dropped: int(s.other.dropped)})
+	}
+	return out
+}
