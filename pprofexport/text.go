@@ -7,6 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tensorlife/tensorlife/internal/format"
+
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -85,8 +87,7 @@ func age(now, oldest time.Time) string {
 	if oldest.IsZero() {
 		return "-"
 	}
-	d := max(now.Sub(oldest), 0)
-	return d.Round(time.Millisecond).String()
+	return format.Age(now.Sub(oldest))
 }
 
 // siteID is the site's id; -1 for a missing site.

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/tensorlife/tensorlife/internal/format"
+
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -167,9 +169,9 @@ func (sw *svgWriter) write() {
 func (sw *svgWriter) summary() string {
 	tl := sw.tl
 	s := fmt.Sprintf("%s to %s · %s events · peak %s", formatDuration(tl.From), formatDuration(tl.To),
-		formatCount(int64(tl.Events)), formatBytes(tl.Peak))
+		formatCount(int64(tl.Events)), format.Bytes(tl.Peak))
 	if tl.BudgetLine > 0 {
-		s += " · budget " + formatBytes(tl.BudgetLine)
+		s += " · budget " + format.Bytes(tl.BudgetLine)
 	}
 	if tl.Dropped > 0 {
 		s += fmt.Sprintf(" · history full: %s older events dropped", formatCount(tl.Dropped+int64(tl.Omitted)))
@@ -224,7 +226,7 @@ func (sw *svgWriter) series() {
 		sw.area(xs, lower, upper)
 		sw.s(`"><title>`)
 		sw.text(fullName(ser))
-		sw.text(fmt.Sprintf("\npeak %s, at the end %s", formatBytes(ser.Peak), formatBytes(ser.Values[n-1])))
+		sw.text(fmt.Sprintf("\npeak %s, at the end %s", format.Bytes(ser.Peak), format.Bytes(ser.Values[n-1])))
 		sw.s("</title></path>\n")
 		lower, upper = upper, lower
 	}
@@ -276,22 +278,22 @@ func (sw *svgWriter) budget() {
 		return
 	}
 	if sw.budgetOff {
-		sw.s(`<g class="budget off-scale"><title>budget `, formatBytes(tl.BudgetLine), `</title><text x="`,
+		sw.s(`<g class="budget off-scale"><title>budget `, format.Bytes(tl.BudgetLine), `</title><text x="`,
 			strconv.Itoa(plotLeft+plotWidth-4), `" y="`, strconv.Itoa(plotTop-8), `" text-anchor="end" fill="#222222">`)
-		sw.text(fmt.Sprintf("↑ budget %s, %s× the peak, is above the chart", formatBytes(tl.BudgetLine),
+		sw.text(fmt.Sprintf("↑ budget %s, %s× the peak, is above the chart", format.Bytes(tl.BudgetLine),
 			formatNumber(float64(tl.BudgetLine)/float64(sw.maxTotal), 0)))
 		sw.s("</text></g>\n")
 		return
 	}
 	y := sw.py(tl.BudgetLine)
-	sw.s(`<g class="budget"><title>budget `, formatBytes(tl.BudgetLine), `</title><line x1="`, strconv.Itoa(plotLeft),
+	sw.s(`<g class="budget"><title>budget `, format.Bytes(tl.BudgetLine), `</title><line x1="`, strconv.Itoa(plotLeft),
 		`" x2="`, strconv.Itoa(plotLeft+plotWidth), `" y1="`)
 	sw.num(y)
 	sw.s(`" y2="`)
 	sw.num(y)
 	sw.s(`" stroke="#222222" stroke-width="1.5" stroke-dasharray="6 4"/><text x="`, strconv.Itoa(plotLeft+plotWidth-4), `" y="`)
 	sw.num(y - 5)
-	sw.s(`" text-anchor="end" fill="#222222">budget `, formatBytes(tl.BudgetLine), "</text></g>\n")
+	sw.s(`" text-anchor="end" fill="#222222">budget `, format.Bytes(tl.BudgetLine), "</text></g>\n")
 }
 
 // marksToDraw returns the markers the picture draws and how many drawable
@@ -338,7 +340,7 @@ func (sw *svgWriter) mark(m Marker) {
 	st := markStyle[m.Kind]
 	x := sw.px(m.Time)
 	sw.s(`<g class="marker `, m.Kind.String(), `"><title>`)
-	desc := fmt.Sprintf("%s at %s: %s", st.label, formatDuration(m.Time), formatBytes(m.Bytes))
+	desc := fmt.Sprintf("%s at %s: %s", st.label, formatDuration(m.Time), format.Bytes(m.Bytes))
 	if m.Name != "" {
 		desc += "\n" + markerSite(m)
 	}
@@ -402,7 +404,7 @@ func (sw *svgWriter) legend(kinds []kindCount, skipped int) {
 			colors[i], `"/><text x="`, strconv.Itoa(plotLeft+18), `" y="`, strconv.Itoa(y), `">`)
 		sw.text(truncate(ser.Name, maxLegendLen))
 		sw.s(`<tspan dx="10" fill="#777777">`)
-		sw.text("peak " + formatBytes(ser.Peak))
+		sw.text("peak " + format.Bytes(ser.Peak))
 		sw.s("</tspan></text></g>\n")
 		y += legendRow
 	}

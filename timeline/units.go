@@ -23,15 +23,6 @@ func byteUnit(v float64) (float64, string) {
 	return size, byteUnits[i]
 }
 
-// formatBytes renders n as "512 B", "4 KiB", "1.5 MiB".
-func formatBytes(n int64) string {
-	if n < 0 {
-		return "-" + formatBytes(-n)
-	}
-	size, unit := byteUnit(float64(n))
-	return formatNumber(float64(n)/size, 1) + " " + unit
-}
-
 // timeUnit returns the unit for durations up to span nanoseconds.
 func timeUnit(span float64) (float64, string) {
 	switch {

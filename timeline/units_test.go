@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tensorlife/tensorlife/internal/format"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -19,10 +21,10 @@ func TestHumanUnits(t *testing.T) {
 		want string
 	}{
 		{0, "0 B"}, {512, "512 B"}, {1024, "1 KiB"}, {1536, "1.5 KiB"}, {256 << 20, "256 MiB"},
-		{3 << 30, "3 GiB"}, {-2048, "-2 KiB"}, {math.MaxInt64, "8 EiB"},
+		{3 << 30, "3 GiB"}, {-2048, "-2 KiB"}, {math.MaxInt64, "8 EiB"}, {math.MinInt64, "-8 EiB"},
 	}
 	for _, tc := range bytesCases {
-		t.Run(tc.want, func(t *testing.T) { assert.Equal(t, tc.want, formatBytes(tc.n)) })
+		t.Run(tc.want, func(t *testing.T) { assert.Equal(t, tc.want, format.Bytes(tc.n)) })
 	}
 	durations := []struct {
 		ns   int64
