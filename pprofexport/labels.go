@@ -27,6 +27,10 @@ const (
 	// garbage collector found without Free (-tagfocus leaked=true); absent
 	// on the others.
 	LabelLeaked = "leaked"
+	// LabelHeldBy is the string label naming the extra owner still holding
+	// a sample's memory after the tensors' own handles were freed: "a View
+	// made at decode.go:88 (main.decode)" (-tagfocus held_by=View).
+	LabelHeldBy = "held_by"
 	// LabelPrefix keeps request labels apart from the names above: a
 	// request label whose key is one of them, or starts with LabelPrefix
 	// itself, is written as LabelPrefix plus its key. "bytes" becomes
@@ -37,7 +41,7 @@ const (
 
 func reservedLabel(key string) bool {
 	switch key {
-	case LabelDType, LabelDevice, LabelKind, LabelShape, LabelBytes, LabelLeaked:
+	case LabelDType, LabelDevice, LabelKind, LabelShape, LabelBytes, LabelLeaked, LabelHeldBy:
 		return true
 	}
 	return false
@@ -73,6 +77,8 @@ type labelKey struct {
 	labels              string // the request labels kept, encoded
 	perTensor           int64
 	leaked              bool
+	heldSite            *track.Site // Group.HeldBy, which the sample's labels name
+	heldHow             string
 }
 
 // keptLabels are the request labels of a label set that a profile keeps.
@@ -126,6 +132,9 @@ func (lb *labeler) keep(l track.Labels) keptLabels {
 func (lb *labeler) labels(g *track.Group, leaked bool) *sampleLabels {
 	kept := lb.keep(g.Labels)
 	k := labelKey{dtype: g.DType, device: g.Device, kind: g.Kind, rank: len(g.Shape), labels: kept.key, leaked: leaked}
+	if g.HeldBy != nil {
+		k.heldSite, k.heldHow = g.HeldBy.Site, g.HeldBy.How
+	}
 	if g.Count > 0 {
 		k.perTensor = g.Bytes / g.Count
 	}
@@ -150,6 +159,9 @@ func (lb *labeler) labels(g *track.Group, leaked bool) *sampleLabels {
 	set(LabelShape, format.Shape(g.Shape))
 	if leaked {
 		set(LabelLeaked, leakedTrue)
+	}
+	if g.HeldBy != nil {
+		set(LabelHeldBy, g.HeldBy.String())
 	}
 	for i := 0; i < len(kept.pairs); i += 2 {
 		set(kept.pairs[i], kept.pairs[i+1])

@@ -178,3 +178,27 @@ func (r *Record) holderList() []Holder {
 	}
 	return out
 }
+
+// heldBy returns the first extra owner still holding r's memory once its
+// own handle no longer does (freed, or dropped and kept); ok is false while
+// the own handle holds it, or when nothing but dropped handles do.
+func (r *Record) heldBy() (h Holder, ok bool) {
+	s := r.holders.Load()
+	if s == nil {
+		return Holder{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.own == 1 {
+		return Holder{}, false
+	}
+	for _, e := range s.entries {
+		if e.live > 0 {
+			return Holder{Site: e.site, How: e.how, Live: int(e.live)}, true
+		}
+	}
+	if s.other.live > 0 {
+		return Holder{How: "handle", Live: int(s.other.live)}, true
+	}
+	return Holder{}, false
+}

@@ -79,6 +79,11 @@ type Group struct {
 	Bytes  int64
 	Oldest time.Time
 	Leaked int64 // how many of Count the GC found without Free
+	// HeldBy is, for allocations whose own handle was freed or dropped, the
+	// extra owner still holding their memory (a View, a Retain, a cache
+	// entry) by the line that made it; nil while the own handle holds it.
+	// A profile labels such samples held_by.
+	HeldBy *Holder
 }
 
 // Snapshot is an immutable copy of a tracker's live set at one moment,
@@ -183,6 +188,8 @@ type groupKey struct {
 	rank                int
 	dims                [8]int
 	long                string
+	heldSite            *Site
+	heldHow             string
 }
 
 func keyOf(r *Record, labels Labels) groupKey {
@@ -257,10 +264,18 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 				k.collide = labels.set
 				g = groups[k]
 			}
+			held, heldOK := r.heldBy()
+			if heldOK {
+				k.heldSite, k.heldHow = held.Site, held.How
+				g = groups[k]
+			}
 			if g == nil {
 				m := metaOf(r)
 				g = &Group{Site: r.site, Kind: m.Kind, Device: m.Device, DType: m.DType,
 					Shape: m.Shape, Labels: labels, Oldest: r.Time()}
+				if heldOK {
+					g.HeldBy = &Holder{Site: held.Site, How: held.How}
+				}
 				groups[k] = g
 			}
 			g.Count++
