@@ -45,13 +45,15 @@ const summaryWidth = 100
 // WriteSummary writes a text report of tr's memory in the manner of
 // torch.cuda.memory_summary: totals and peak, the figures of the pools,
 // caches and devices passed as options, the top call sites by live bytes
-// with the age of their oldest tensor, and a watcher's current suspects.
+// with the bytes that outlived their window, and a watcher's current
+// suspects.
 // Lines fit in 100 columns; the site lines name the function and file:line
 // that allocated. A tracker with nothing live gets a report saying so.
 //
-// It walks the live set once (SnapshotOf) for the sites' ages, so its cost
-// grows with live tensors: for a report, not for a scrape. It may be
-// called concurrently with allocation.
+// It reads counters only (Totals, SiteTotals, the sources' figures, the
+// per-site age counters the watcher judges), never walking the live set,
+// so it costs the same at a thousand live tensors as at a million. It may
+// be called concurrently with allocation.
 func WriteSummary(w io.Writer, tr *Tracker, opts ...Option) error {
 	if isnil.Value(w) {
 		return ErrNilWriter
@@ -67,22 +69,18 @@ func WriteSummary(w io.Writer, tr *Tracker, opts ...Option) error {
 	if err := cfg.sources.Validate(tr); err != nil {
 		return err
 	}
-	snap, err := tr.SnapshotOf(Filter{})
-	if err != nil {
-		return err // the zero Filter is valid; kept for the contract
-	}
 	now := cfg.now()
 	var b strings.Builder
 	writeHeader(&b, tr, now)
-	writeTotals(&b, snap.Totals)
+	writeTotals(&b, tr.Totals())
 	writePools(&b, cfg.sources.Pools)
 	writeCaches(&b, cfg.sources.Caches)
 	writeDevices(&b, cfg.sources.DeviceMemory(tr))
-	writeSites(&b, snap, cfg.top, now)
+	writeSites(&b, tr, cfg.top)
 	if cfg.sources.Watcher != nil {
 		writeSuspects(&b, cfg.sources.Watcher, now)
 	}
-	_, err = io.WriteString(w, b.String())
+	_, err := io.WriteString(w, b.String())
 	return err
 }
 
@@ -172,15 +170,24 @@ func writeDevices(b *strings.Builder, devices []DeviceMemory) {
 	}
 }
 
-func writeSites(b *strings.Builder, snap *Snapshot, top int, now time.Time) {
-	live := snap.Top(len(snap.Sites))
+func writeSites(b *strings.Builder, tr *Tracker, top int) {
+	var live []SiteStats
+	for _, st := range tr.SiteTotals() { // per-site counters: no walk of the live set
+		if st.LiveBytes > 0 || st.LiveCount > 0 {
+			live = append(live, st)
+		}
+	}
 	fmt.Fprintf(b, "\nTop sites by live bytes (%d of %d sites with live tensors)\n", min(top, len(live)), len(live))
 	if len(live) == 0 {
 		b.WriteString("  nothing is live\n")
 		return
 	}
-	const head = "  %4s %12s %9s %9s  "
-	fmt.Fprintf(b, head+"%s\n", "rank", "live bytes", "count", "oldest", "site")
+	// The outlived column is what the watcher judges: bytes of tensors that
+	// outlived their window. Without a watcher the age clock stands still
+	// and the column says so.
+	clock := tr.clock.Load()
+	const head = "  %4s %12s %9s %12s  "
+	fmt.Fprintf(b, head+"%s\n", "rank", "live bytes", "count", "outlived", "site")
 	room := summaryWidth - len(fmt.Sprintf(head, "", "", "", ""))
 	listed := live[:min(top, len(live))]
 	sites := make([]*Site, len(listed))
@@ -188,12 +195,13 @@ func writeSites(b *strings.Builder, snap *Snapshot, top int, now time.Time) {
 		sites[i] = listed[i].Site
 	}
 	for i, s := range listed {
-		age := "-"
-		if !s.Oldest.IsZero() {
-			age = format.Age(now.Sub(s.Oldest))
+		outlived := "-"
+		if clock > 0 {
+			bytes, _ := s.Site.ages.survivors(clock, DefaultSurvivorAge)
+			outlived = format.Bytes(bytes)
 		}
 		fmt.Fprintf(b, head+"%s\n", strconv.Itoa(i+1), format.Bytes(s.LiveBytes),
-			strconv.FormatInt(s.LiveCount, 10), age, siteLine(s.Site, room))
+			strconv.FormatInt(s.LiveCount, 10), outlived, siteLine(s.Site, room))
 		writeVia(b, s.Site, sites, summaryWidth-room, room)
 	}
 }
