@@ -40,7 +40,7 @@ func TestDebugEndpointsAreOffThePublicListener(t *testing.T) {
 		{"/debug/pprof/heap?debug=1", "heap profile"},
 		{"/debug/pprof/cmdline", ""},
 		{"/debug/tensors/summary", "tensorlife memory summary"},
-		{"/metrics", "tensorlife_tensor_count"},
+		{"/metrics", "tensorlife_tensor_live"},
 	}
 	for _, d := range debug {
 		status, body := ts.get(t, ts.debug+d.path)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -76,10 +78,14 @@ func checkMetrics(t *testing.T, ts *testServer, leak bool) {
 		require.True(t, ok, "/metrics has no %s%v", name, labels)
 		return v
 	}
+	// The exposition passes the checks promtool check metrics runs.
+	problems, err := promlint.New(strings.NewReader(m)).Lint()
+	require.NoError(t, err)
+	assert.Empty(t, problems, "promlint")
 	cached := float64(len(loadPrompts))
 	assert.Equal(t, float64(loadRequests), value("tensorlife_watcher_windows_total"),
 		"one window per request, the warm-up included")
-	assert.Equal(t, cached, value("tensorlife_mask_cache_entry_count", `tensorlife_cache_name="prompt-masks"`))
+	assert.Equal(t, cached, value("tensorlife_mask_cache_entry_live", `tensorlife_cache_name="prompt-masks"`))
 	assert.GreaterOrEqual(t, value("tensorlife_tensor_allocations_total"), float64(loadRequests*(1+loadTokens)),
 		"a KV cache and a logits tensor per step, at least")
 	assert.Equal(t, float64(ts.cfg.budget), value("tensorlife_pool_memory_limit_bytes", `tensorlife_device="host"`))
@@ -96,9 +102,9 @@ func checkMetrics(t *testing.T, ts *testServer, leak bool) {
 	assert.Zero(t, value("tensorlife_tensor_oom_errors_total"))
 	assert.Zero(t, value("tensorlife_tensor_leaks_total"))
 	// No request is running: nothing but masks is live.
-	assert.Equal(t, value("tensorlife_tensor_count"), value("tensorlife_tensor_count", `tensorlife_tensor_kind="mask"`))
+	assert.Equal(t, value("tensorlife_tensor_live"), value("tensorlife_tensor_live", `tensorlife_tensor_kind="mask"`))
 
-	masks := value("tensorlife_tensor_count", `tensorlife_tensor_kind="mask"`)
+	masks := value("tensorlife_tensor_live", `tensorlife_tensor_kind="mask"`)
 	// The count of sites ever flagged: a suspect stops being one when its
 	// growth stops, as the leak's does when the load ends.
 	flagged := value("tensorlife_watcher_flags_total")
@@ -111,7 +117,7 @@ func checkMetrics(t *testing.T, ts *testServer, leak bool) {
 		assert.Equal(t, cached, masks, "only the cached prompt masks")
 		assert.Zero(t, rebuilds)
 		assert.Zero(t, flagged)
-		assert.Zero(t, value("tensorlife_watcher_suspect_count"))
+		assert.Zero(t, value("tensorlife_watcher_suspect_active"))
 		assert.Equal(t, value("tensorlife_mask_cache_memory_usage_bytes"), value("tensorlife_tensor_memory_usage_bytes"),
 			"every live byte is in the prompt-mask cache")
 	}

@@ -39,7 +39,7 @@ const (
 // and returns them for the callback registration.
 func (in *instruments) create(meter metric.Meter, src *track.Sources) ([]metric.Observable, error) {
 	specs := []spec{
-		{&in.tensorCount, upDown, "tensorlife.tensor.count", "{tensor}", "Live tensors, recorded and not freed."},
+		{&in.tensorCount, upDown, "tensorlife.tensor.live", "{tensor}", "Live tensors, recorded and not freed."},
 		{&in.tensorMemory, upDown, "tensorlife.tensor.memory.usage", "By", "Device bytes held by live tensors."},
 		{&in.peak, gauge, "tensorlife.tensor.memory.peak", "By", "Highest live tensor bytes since the tracker started."},
 		{&in.allocated, counter, "tensorlife.tensor.memory.allocated", "By", "Tensor bytes allocated since the tracker started."},
@@ -65,7 +65,7 @@ func (in *instruments) create(meter metric.Meter, src *track.Sources) ([]metric.
 		specs = append(specs,
 			spec{&in.cacheUsage, upDown, "tensorlife.mask.cache.memory.usage", "By", "Bytes a mask cache holds."},
 			spec{&in.cacheLimit, upDown, "tensorlife.mask.cache.memory.limit", "By", "A mask cache's byte budget."},
-			spec{&in.cacheEntries, upDown, "tensorlife.mask.cache.entry.count", "{entry}", "Entries a mask cache holds."},
+			spec{&in.cacheEntries, upDown, "tensorlife.mask.cache.entry.live", "{entry}", "Entries a mask cache holds."},
 			spec{&in.cacheHits, counter, "tensorlife.mask.cache.hits", "{lookup}", "Mask cache lookups that found a mask."},
 			spec{&in.cacheMisses, counter, "tensorlife.mask.cache.misses", "{lookup}", "Mask cache lookups that found none."},
 			spec{&in.cacheEvictions, counter, "tensorlife.mask.cache.evictions", "{entry}", "Masks a cache evicted to keep its bounds."},
@@ -81,7 +81,7 @@ func (in *instruments) create(meter metric.Meter, src *track.Sources) ([]metric.
 	}
 	if src.Watcher != nil {
 		specs = append(specs,
-			spec{&in.suspects, upDown, "tensorlife.watcher.suspect.count", "{site}", "Current leak suspects."},
+			spec{&in.suspects, upDown, "tensorlife.watcher.suspect.active", "{site}", "Current leak suspects."},
 			spec{&in.flags, counter, "tensorlife.watcher.flags", "{site}", "Times the growth watcher flagged a site as a leak suspect."},
 			spec{&in.windows, counter, "tensorlife.watcher.windows", "{window}", "Windows the growth watcher ended."},
 		)

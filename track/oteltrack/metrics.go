@@ -22,11 +22,13 @@
 //
 // Names, units and attributes follow the OpenTelemetry semantic conventions:
 // memory is a *.usage UpDownCounter split by a state attribute with a
-// *.limit beside it, counts of things in existence are *.count
-// UpDownCounters, attributes are namespaced, and all are low-cardinality
-// (never tensor ids, labels or stacks).
+// *.limit beside it, names are singular, attributes are namespaced, and all
+// are low-cardinality (never tensor ids, labels or stacks). Counts of things
+// in existence are UpDownCounters named for the state they count
+// (tensorlife.tensor.live), not *.count: Prometheus reserves _count for
+// histograms and summaries, and promtool rejects it elsewhere.
 //
-//	tensorlife.tensor.count            {tensor}      UpDownCounter  live tensors [tensorlife.device, tensorlife.tensor.kind]
+//	tensorlife.tensor.live            {tensor}      UpDownCounter  live tensors [tensorlife.device, tensorlife.tensor.kind]
 //	tensorlife.tensor.memory.usage     By            UpDownCounter  bytes of live tensors [tensorlife.device, tensorlife.tensor.kind]
 //	tensorlife.tensor.memory.peak      By            Gauge          highest live bytes since the tracker started
 //	tensorlife.tensor.memory.allocated By            Counter        bytes allocated since start
@@ -53,7 +55,7 @@
 //
 //	tensorlife.mask.cache.memory.usage By            UpDownCounter
 //	tensorlife.mask.cache.memory.limit By            UpDownCounter  the byte budget
-//	tensorlife.mask.cache.entry.count  {entry}       UpDownCounter
+//	tensorlife.mask.cache.entry.live  {entry}       UpDownCounter
 //	tensorlife.mask.cache.hits, .misses {lookup}     Counter
 //	tensorlife.mask.cache.evictions    {entry}       Counter
 //
@@ -79,7 +81,7 @@
 //
 // With Sources.Watcher:
 //
-//	tensorlife.watcher.suspect.count   {site}        UpDownCounter  current leak suspects
+//	tensorlife.watcher.suspect.active   {site}        UpDownCounter  current leak suspects
 //	tensorlife.watcher.flags           {site}        Counter        times a site became a suspect
 //	tensorlife.watcher.windows         {window}      Counter        windows the watcher ended
 package oteltrack

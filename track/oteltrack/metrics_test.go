@@ -191,7 +191,7 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 		cuda       = "tensorlife.device=cuda:0"
 	)
 	want := map[string]instrument{
-		"tensorlife.tensor.count": {"{tensor}", "updown", map[string]int64{hostTensor: 2, hostMask: 2 + 6, cudaKV: 1}},
+		"tensorlife.tensor.live": {"{tensor}", "updown", map[string]int64{hostTensor: 2, hostMask: 2 + 6, cudaKV: 1}},
 		"tensorlife.tensor.memory.usage": {"By", "updown",
 			map[string]int64{hostTensor: 2048, hostMask: 2*256 + 6*512, cudaKV: 4096}},
 		"tensorlife.tensor.memory.peak":      {"By", "gauge", map[string]int64{"": 9728}},
@@ -213,7 +213,7 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 		"tensorlife.pool.oom_errors":         {"{error}", "counter", map[string]int64{host: 1, cuda: 0}},
 		"tensorlife.mask.cache.memory.usage": {"By", "updown", map[string]int64{"tensorlife.cache.name=masks": 512}},
 		"tensorlife.mask.cache.memory.limit": {"By", "updown", map[string]int64{"tensorlife.cache.name=masks": 1 << 20}},
-		"tensorlife.mask.cache.entry.count":  {"{entry}", "updown", map[string]int64{"tensorlife.cache.name=masks": 2}},
+		"tensorlife.mask.cache.entry.live":   {"{entry}", "updown", map[string]int64{"tensorlife.cache.name=masks": 2}},
 		"tensorlife.mask.cache.hits":         {"{lookup}", "counter", map[string]int64{"tensorlife.cache.name=masks": 7}},
 		"tensorlife.mask.cache.misses":       {"{lookup}", "counter", map[string]int64{"tensorlife.cache.name=masks": 3}},
 		"tensorlife.mask.cache.evictions":    {"{entry}", "counter", map[string]int64{"tensorlife.cache.name=masks": 1}},
@@ -224,12 +224,12 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 			host + ",tensorlife.device.memory.state=free":       64<<10 - 2*1024 - 2*256,
 			cuda + ",tensorlife.device.memory.state=tensorlife": 2048, cuda + ",tensorlife.device.memory.state=outside": 20<<30 - 2048,
 			cuda + ",tensorlife.device.memory.state=free": 60 << 30}},
-		"tensorlife.device.memory.limit":   {"By", "updown", map[string]int64{host: 64 << 10, cuda: 80 << 30}},
-		"hw.gpu.memory.usage":              {"By", "updown", map[string]int64{"hw.id=GPU-5f2c,hw.type=gpu": 20 << 30}},
-		"hw.gpu.memory.limit":              {"By", "updown", map[string]int64{"hw.id=GPU-5f2c,hw.type=gpu": 80 << 30}},
-		"tensorlife.watcher.suspect.count": {"{site}", "updown", map[string]int64{"": 1}},
-		"tensorlife.watcher.flags":         {"{site}", "counter", map[string]int64{"": 1}},
-		"tensorlife.watcher.windows":       {"{window}", "counter", map[string]int64{"": 6}},
+		"tensorlife.device.memory.limit":    {"By", "updown", map[string]int64{host: 64 << 10, cuda: 80 << 30}},
+		"hw.gpu.memory.usage":               {"By", "updown", map[string]int64{"hw.id=GPU-5f2c,hw.type=gpu": 20 << 30}},
+		"hw.gpu.memory.limit":               {"By", "updown", map[string]int64{"hw.id=GPU-5f2c,hw.type=gpu": 80 << 30}},
+		"tensorlife.watcher.suspect.active": {"{site}", "updown", map[string]int64{"": 1}},
+		"tensorlife.watcher.flags":          {"{site}", "counter", map[string]int64{"": 1}},
+		"tensorlife.watcher.windows":        {"{window}", "counter", map[string]int64{"": 6}},
 	}
 
 	got := collect()
