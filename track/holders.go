@@ -1,6 +1,9 @@
 package track
 
 import (
+	"cmp"
+	"slices"
+	"strings"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -201,4 +204,44 @@ func (r *Record) heldBy() (h Holder, ok bool) {
 		return Holder{How: "handle", Live: int(s.other.live)}, true
 	}
 	return Holder{}, false
+}
+
+// holdersAt returns up to max distinct extra owners that still hold live
+// allocations of site after their own handles were freed, most handles
+// first. It walks the live set, one shard lock at a time: the watcher calls
+// it once for a site it newly flags, never per window.
+func (t *Tracker) holdersAt(site *Site, max int) []Holder {
+	type key struct {
+		site *Site
+		how  string
+	}
+	count := map[key]int{}
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for r := sh.head; r != nil; r = r.next {
+			if r.site != site || r.holders.Load() == nil {
+				continue
+			}
+			if h, ok := r.heldBy(); ok {
+				count[key{h.Site, h.How}] += h.Live
+			}
+		}
+		sh.mu.Unlock()
+	}
+	out := make([]Holder, 0, len(count))
+	for k, n := range count {
+		out = append(out, Holder{Site: k.site, How: k.how, Live: n})
+	}
+	slices.SortFunc(out, func(a, b Holder) int {
+		return cmp.Or(cmp.Compare(b.Live, a.Live), strings.Compare(a.How, b.How), cmp.Compare(siteID(a.Site), siteID(b.Site)))
+	})
+	return out[:min(max, len(out))]
+}
+
+func siteID(s *Site) int {
+	if s == nil {
+		return -1
+	}
+	return s.id
 }

@@ -231,6 +231,9 @@ func writeSuspects(b *strings.Builder, w *Watcher, now time.Time) {
 		fmt.Fprintf(b, head+"%s\n", format.Bytes(s.LiveBytes), format.Bytes(s.GrowthPerWindow),
 			fmt.Sprintf("%d/%d", s.Grew, s.Windows), format.Age(now.Sub(s.Since)), siteLine(s.Site, room))
 		writeVia(b, s.Site, sites, summaryWidth-room, room)
+		for _, h := range s.HeldBy {
+			fmt.Fprintf(b, "%*s%s\n", summaryWidth-room, "", clip("held by "+h.String(), room))
+		}
 	}
 }
 

@@ -197,6 +197,12 @@ type Suspect struct {
 	Windows         int // K
 	Since           time.Time
 	SinceWindow     uint64 // the window that flagged it, counted from 1
+	// HeldBy names, when the site's tensors are kept alive by extra owners
+	// after their own handles were freed (a View, a Retain, a cache entry),
+	// those owners by the line that made them, most handles first: the
+	// line to change. Empty while the allocations' own handles hold them.
+	// Filled once, when the site is flagged.
+	HeldBy []Holder
 }
 
 // Watcher watches a tracker's surviving bytes per call site over windows of
@@ -358,6 +364,34 @@ func (c *watcherConfig) finish(tr *Tracker) error {
 	return nil
 }
 
+// maxSuspectHolders bounds Suspect.HeldBy.
+const maxSuspectHolders = 4
+
+// nameHolders fills the newly flagged suspects' HeldBy, in the copies to
+// report and in the watcher's own. It walks the live set once per flagged
+// site, outside the watcher's lock: flags are rare, windows are not.
+func (w *Watcher) nameHolders(flagged []Suspect) {
+	for i := range flagged {
+		flagged[i].HeldBy = w.tr.holdersAt(flagged[i].Site, maxSuspectHolders)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range flagged {
+		if id := s.Site.id; id < len(w.sites) && w.sites[id] != nil && w.sites[id].suspect != nil &&
+			w.sites[id].suspect.SinceWindow == s.SinceWindow {
+			w.sites[id].suspect.HeldBy = s.HeldBy
+		}
+	}
+}
+
+func holderNames(hs []Holder) []string {
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		out[i] = h.String()
+	}
+	return out
+}
+
 // logSuspect is the default OnSuspect.
 func logSuspect(l *slog.Logger, tracker string, s Suspect) {
 	l.Warn("tensorlife: leak suspect: surviving bytes keep growing at one call site",
@@ -369,6 +403,7 @@ func logSuspect(l *slog.Logger, tracker string, s Suspect) {
 		slog.Int64("live_bytes", s.LiveBytes),
 		slog.Int64("live_count", s.LiveCount),
 		slog.Int64("survivor_bytes", s.SurvivorBytes),
+		slog.Any("held_by", holderNames(s.HeldBy)),
 		slog.String("stack", s.Site.Stack("")))
 }
 
@@ -595,6 +630,7 @@ func (w *Watcher) endWindow(fromLoop bool) {
 		return
 	}
 	sortSuspects(flagged)
+	w.nameHolders(flagged)
 	if fromLoop {
 		w.inCallback.Store(true)
 		defer w.inCallback.Store(false)

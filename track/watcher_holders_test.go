@@ -1,0 +1,56 @@
+package track_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// keepViewOfStep makes a step's tensor, keeps a View of it and frees the
+// tensor: the View's line is what holds the memory.
+//
+//go:noinline
+func keepViewOfStep(t *testing.T, alloc tensor.Allocator) *tensor.Tensor {
+	x, err := tensor.New(context.Background(), alloc, tensor.Float32, 1024)
+	require.NoError(t, err)
+	v, err := x.View(0, 256) // the line a suspect must name
+	require.NoError(t, err)
+	require.NoError(t, x.Free())
+	return v
+}
+
+// A suspect whose memory only Views keep names the View's line.
+func TestSuspectNamesTheHolder(t *testing.T) {
+	tr, err := track.New()
+	require.NoError(t, err)
+	dev, err := tensor.NewHostDevice(64 << 20)
+	require.NoError(t, err)
+	alloc, err := tensor.NewDeviceAllocator(dev, tr)
+	require.NoError(t, err)
+	w, err := track.NewWatcher(tr, track.OnSuspect(func(track.Suspect) {}))
+	require.NoError(t, err)
+	var kept []*tensor.Tensor
+	for range 16 {
+		kept = append(kept, keepViewOfStep(t, alloc))
+		require.NoError(t, w.Tick())
+	}
+	suspects := w.Suspects()
+	require.Len(t, suspects, 1)
+	require.NotEmpty(t, suspects[0].HeldBy)
+	h := suspects[0].HeldBy[0]
+	assert.Equal(t, "View", h.How)
+	assert.True(t, strings.HasPrefix(h.String(), "a View made at watcher_holders_test.go:"), h.String())
+	assert.Positive(t, h.Live, "the Views kept when the site was flagged")
+	var sb strings.Builder
+	require.NoError(t, track.WriteSummary(&sb, tr, track.WithSources(track.Sources{Watcher: w})))
+	assert.Contains(t, sb.String(), "held by a View made at watcher_holders_test.go:")
+	for _, v := range kept {
+		require.NoError(t, v.Free())
+	}
+}
