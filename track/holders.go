@@ -2,10 +2,10 @@ package track
 
 import (
 	"cmp"
-	"slices"
-	"strings"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 )
 
