@@ -90,21 +90,15 @@ func InternMeta(kind, device, dtype string, shape []int) *Meta {
 	return m
 }
 
+// metaHash mixes one-shot string hashes and the dimensions: a streaming
+// maphash.Hash costs several times as much on the allocation path.
 func metaHash(kind, device, dtype string, shape []int) uint64 {
-	var h maphash.Hash
-	h.SetSeed(metaTable.seed)
-	h.WriteString(kind)
-	h.WriteByte(0)
-	h.WriteString(device)
-	h.WriteByte(0)
-	h.WriteString(dtype)
-	var buf [8]byte
+	seed := metaTable.seed
+	h := maphash.String(seed, kind)
+	h = (h ^ maphash.String(seed, device)) * 0x9E3779B97F4A7C15
+	h = (h ^ maphash.String(seed, dtype)) * 0x9E3779B97F4A7C15
 	for _, d := range shape {
-		u := uint64(d)
-		for i := range buf {
-			buf[i] = byte(u >> (8 * i))
-		}
-		_, _ = h.Write(buf[:])
+		h = (h ^ uint64(d)) * 0x9E3779B97F4A7C15
 	}
-	return h.Sum64()
+	return h ^ h>>31
 }
