@@ -42,6 +42,10 @@ type Cache struct {
 	bytes, count                      atomic.Int64 // mirrors of used and len(entries)
 }
 
+// CacheOwner is how reports name a Cache's own handle on a mask it keeps:
+// "held by a mask cache entry made at ..." (tensor.Tensor.RetainFor).
+const CacheOwner = "mask cache entry"
+
 type cacheEntry struct {
 	key   string
 	t     *tensor.Tensor // the cache's own handle
@@ -107,7 +111,7 @@ func (c *Cache) Put(key string, t *tensor.Tensor) error {
 	if t == nil {
 		return fmt.Errorf("mask: Cache.Put %q: %w", key, ErrNilMask)
 	}
-	own, err := t.Retain()
+	own, err := t.RetainFor(CacheOwner)
 	if err != nil {
 		return fmt.Errorf("mask: Cache.Put %q: %w", key, err)
 	}

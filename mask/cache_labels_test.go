@@ -62,3 +62,29 @@ func TestCachedMaskCarriesTheCachesLabels(t *testing.T) {
 	free(t, x)
 	require.NoError(t, c.Purge())
 }
+
+// A mask only the cache keeps is held by a "mask cache entry", not by an
+// anonymous Retain that looks forgotten.
+func TestCachedMaskIsHeldByTheCacheEntry(t *testing.T) {
+	e := newEnv(t)
+	b := e.builder(t)
+	c := newCache(t, CacheName("prompts"))
+	m, err := c.GetOrBuild(context.Background(), "system", func(ctx context.Context) (*tensor.Tensor, error) {
+		return b.Causal(ctx, 8)
+	})
+	require.NoError(t, err)
+	free(t, m) // the request's handles are gone; the cache's stays
+
+	snap := e.tr.Snapshot()
+	require.Len(t, snap.Allocations, 1)
+	var hows []string
+	for _, h := range snap.Allocations[0].Holders {
+		if h.Live > 0 {
+			hows = append(hows, h.How)
+		}
+	}
+	assert.Equal(t, []string{CacheOwner}, hows)
+	require.Len(t, snap.Groups, 1)
+	require.NotNil(t, snap.Groups[0].HeldBy)
+	assert.Contains(t, snap.Groups[0].HeldBy.String(), "a mask cache entry made at cache_labels_test.go:")
+}

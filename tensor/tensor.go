@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 
 	"github.com/tensorlife/tensorlife/internal/fpstack"
@@ -72,7 +73,44 @@ const (
 	howView
 )
 
-var howNames = [...]string{howOwn: track.HowOwn, howRetain: "Retain", howView: "View"}
+// owners names the kinds of handle reports tell apart: the three above, then
+// the owners named with RetainFor, copied on write. A handle keeps an index
+// into it, one byte.
+var (
+	ownersMu sync.Mutex
+	owners   atomic.Pointer[[]string]
+)
+
+func init() { owners.Store(&[]string{howOwn: track.HowOwn, howRetain: "Retain", howView: "View"}) }
+
+// maxOwners bounds the owner names RetainFor keeps apart; further names are
+// reported as "Retain".
+const maxOwners = 64
+
+func howName(how uint8) string { return (*owners.Load())[how] }
+
+// ownerIndex returns the index of owner's name, adding it if there is room.
+func ownerIndex(owner string) uint8 {
+	for i, n := range *owners.Load() {
+		if n == owner {
+			return uint8(i)
+		}
+	}
+	ownersMu.Lock()
+	defer ownersMu.Unlock()
+	cur := *owners.Load()
+	for i, n := range cur {
+		if n == owner {
+			return uint8(i)
+		}
+	}
+	if len(cur) >= maxOwners {
+		return howRetain
+	}
+	next := append(cur[:len(cur):len(cur)], owner)
+	owners.Store(&next)
+	return uint8(len(next) - 1)
+}
 
 // window is a View's part of its block.
 type window struct {
@@ -176,11 +214,11 @@ func (t *Tensor) dropped() {
 	}
 	b := t.b
 	if tr := b.tracker(); tr != nil {
-		tr.ReportDropped(&b.rec, t.site, howNames[t.how])
+		tr.ReportDropped(&b.rec, t.site, howName(t.how))
 		if !tr.ReclaimsLeaks() {
 			return
 		}
-		b.rec.Unhold(t.site, howNames[t.how])
+		b.rec.Unhold(t.site, howName(t.how))
 	}
 	_ = b.unref() // nobody is left to hand an error to; the tracker counted the leak
 }
@@ -225,7 +263,7 @@ func (t *Tensor) Free() error {
 		for i := range n {
 			t.freedAt[i].Store(pc[i])
 		}
-		t.b.rec.Unhold(t.site, howNames[t.how])
+		t.b.rec.Unhold(t.site, howName(t.how))
 	}
 	return t.b.unref()
 }
@@ -287,6 +325,25 @@ func (t *Tensor) Retain() (*Tensor, error) {
 	return newHandle(t.b, t.holdSite(howRetain), t.view, howRetain), nil
 }
 
+// RetainFor is Retain for a named owner, such as a cache: reports name the
+// handle by owner ("held by a mask cache entry made at ..."), so that the
+// memory a cache keeps is not taken for a Retain someone forgot to free. An
+// empty owner is Retain. At most 64 owner names are told apart in a
+// process; further ones are reported as Retain.
+//
+//go:noinline
+func (t *Tensor) RetainFor(owner string) (*Tensor, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	how := howRetain
+	if owner != "" {
+		how = ownerIndex(owner)
+	}
+	t.b.refs.Add(1)
+	return newHandle(t.b, t.holdSite(how), t.view, how), nil
+}
+
 // holdSite captures the line that called Retain or View (two frames up)
 // and counts the new handle as a holder of the record.
 //
@@ -297,7 +354,7 @@ func (t *Tensor) holdSite(how uint8) *track.Site {
 		return nil
 	}
 	site := tr.CallerSite(2)
-	t.b.rec.Hold(site, howNames[how])
+	t.b.rec.Hold(site, howName(how))
 	return site
 }
 
