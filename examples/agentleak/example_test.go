@@ -23,7 +23,7 @@ func Example() {
 	res := s.serve(context.Background(), newProgress(&bytes.Buffer{}, false, o.requests))
 	fmt.Println("served", res.served, "requests")
 	fmt.Println("leak suspect after", s.suspectAt, "requests:", path.Base(s.firstSuspect.Site.Location().Function))
-	fmt.Println("masks rebuilt:", s.masks.Rebuilds())
+	fmt.Println("masks rebuilt:", s.rebuilds())
 	if err := s.close(); err != nil {
 		fmt.Println(err)
 	}

@@ -18,6 +18,10 @@
 // runs on a GPU too, with -capacity capping the memory it takes:
 //
 //	go run -tags cuda ./examples/agentleak -device cuda:0
+//
+// With several devices (-device host,host stands in for two GPUs) it
+// spreads the requests over them round-robin, one pool of -budget per
+// device on one tracker; the summary and the profile split by device.
 package main
 
 import (
@@ -86,7 +90,7 @@ type options struct {
 	timeline string // where to write the SVG picture; empty: none
 	trace    string // where to write the Perfetto trace; empty: none
 
-	device devflag.Spec // -device: host or cuda:N
+	device devflag.List // -device: host or cuda:N, or several, comma-separated
 }
 
 func parseFlags(args []string, out io.Writer) (options, error) {

@@ -18,15 +18,16 @@ import (
 	"github.com/tensorlife/tensorlife/track"
 )
 
-// session is one run: a device, a tracker, a pool with a budget, the mask
-// builder and cache, the growth watcher, and the agent.
+// session is one run: one tracker over the devices, on each device a pool
+// with a budget, a mask builder and a prompt-mask cache, the growth watcher,
+// and the agent.
 type session struct {
 	o       options
-	dev     devflag.Device
+	devs    []devflag.Device
 	tr      *track.Tracker
-	pool    *pool.Pool
-	masks   *mask.Builder
-	prompts *mask.Cache
+	pools   []*pool.Pool
+	masks   []*mask.Builder
+	prompts []*mask.Cache
 	watcher *track.Watcher
 	agent   *agent
 
@@ -40,7 +41,7 @@ type session struct {
 func newSession(o options) (*session, error) {
 	s := &session{o: o}
 	var err error
-	if s.dev, err = devflag.Open(o.device, o.capacity); err != nil {
+	if s.devs, err = devflag.OpenAll(o.device, o.capacity); err != nil {
 		return nil, err
 	}
 	topts := []track.Option{track.WithName("agentleak"), track.OnLeak(func(track.LeakReport) {})}
@@ -48,23 +49,15 @@ func newSession(o options) (*session, error) {
 		topts = append(topts, track.KeepHistory(1<<20))
 	}
 	if s.tr, err = track.New(topts...); err != nil {
-		return nil, err
+		return nil, errors.Join(err, s.close())
 	}
-	if s.pool, err = pool.New(s.dev, pool.WithTracker(s.tr), pool.Budget(o.budget)); err != nil {
-		return nil, err
-	}
-	s.masks, err = mask.NewBuilder(s.pool, mask.WithDType(tensor.Float32), mask.OnRebuild(func(r mask.Rebuild) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.firstRebuild == nil {
-			s.firstRebuild = &r
+	lanes := make([]lane, 0, len(s.devs))
+	for _, dev := range s.devs {
+		l, err := s.newLane(dev)
+		if err != nil {
+			return nil, errors.Join(err, s.close())
 		}
-	}))
-	if err != nil {
-		return nil, err
-	}
-	if s.prompts, err = mask.NewCache(mask.CacheName("prompt-masks"), mask.MaxBytes(1<<20), mask.MaxEntries(16)); err != nil {
-		return nil, err
+		lanes = append(lanes, l)
 	}
 	s.watcher, err = track.NewWatcher(s.tr, track.OnSuspect(func(sus track.Suspect) {
 		s.mu.Lock()
@@ -74,10 +67,69 @@ func newSession(o options) (*session, error) {
 		}
 	}))
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, s.close())
 	}
-	s.agent = newAgent(o.workload, s.pool, s.masks, s.prompts)
+	s.agent = newAgent(o.workload, lanes)
 	return s, nil
+}
+
+// newLane builds dev's pool, mask builder and prompt-mask cache, all on the
+// one tracker. With several devices the cache's name says its device.
+func (s *session) newLane(dev devflag.Device) (lane, error) {
+	p, err := pool.New(dev, pool.WithTracker(s.tr), pool.Budget(s.o.budget))
+	if err != nil {
+		return lane{}, err
+	}
+	s.pools = append(s.pools, p)
+	masks, err := mask.NewBuilder(p, mask.WithDType(tensor.Float32), mask.OnRebuild(func(r mask.Rebuild) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.firstRebuild == nil {
+			s.firstRebuild = &r
+		}
+	}))
+	if err != nil {
+		return lane{}, err
+	}
+	s.masks = append(s.masks, masks)
+	name := "prompt-masks"
+	if len(s.devs) > 1 {
+		name = "prompts@" + dev.Name() // short: the summary shows 16 columns of a name
+	}
+	prompts, err := mask.NewCache(mask.CacheName(name), mask.MaxBytes(1<<20), mask.MaxEntries(16))
+	if err != nil {
+		return lane{}, err
+	}
+	s.prompts = append(s.prompts, prompts)
+	return lane{alloc: p, masks: masks, prompts: prompts}, nil
+}
+
+// rebuilds is how many masks were rebuilt, over every device.
+func (s *session) rebuilds() int64 {
+	var n int64
+	for _, m := range s.masks {
+		n += m.Rebuilds()
+	}
+	return n
+}
+
+// sources are every pool and cache, and with several devices the devices,
+// so the summary splits them. One device's figures are its pool's line, and
+// the summary of a default run stays as it always was.
+func (s *session) sources() track.Sources {
+	src := track.Sources{Watcher: s.watcher}
+	for _, p := range s.pools {
+		src.Pools = append(src.Pools, p)
+	}
+	for _, c := range s.prompts {
+		src.Caches = append(src.Caches, c)
+	}
+	if len(s.devs) > 1 {
+		for _, d := range s.devs {
+			src.Devices = append(src.Devices, d)
+		}
+	}
+	return src
 }
 
 // result is how the run ended.
@@ -124,7 +176,7 @@ func (s *session) report(w io.Writer, res result) error {
 	s.mu.Unlock()
 	if rebuild != nil {
 		fmt.Fprintf(w, "mask rebuilt %d times, first in request %s, at\n%s\n  %s\n\n",
-			s.masks.Rebuilds(), rebuild.Labels, where(rebuild.Location), mask.Advice)
+			s.rebuilds(), rebuild.Labels, where(rebuild.Location), mask.Advice)
 	}
 	if suspect != nil {
 		fmt.Fprintf(w, "leak suspect after %d requests: growing %s per request, %s live in %d tensors, at\n%s\n\n",
@@ -137,16 +189,29 @@ func (s *session) report(w io.Writer, res result) error {
 		fmt.Fprintf(w, "the run stopped:\n%s\n\n", indent(res.err.Error()))
 	}
 
-	err := track.WriteSummary(w, s.tr, track.TopSites(5), track.WithSources(track.Sources{
-		Pools: []track.PoolSource{s.pool}, Caches: []track.CacheSource{s.prompts}, Watcher: s.watcher}))
+	err := track.WriteSummary(w, s.tr, track.TopSites(5), track.WithSources(s.sources()))
 	fmt.Fprintln(w)
 	return errors.Join(err, s.writeFiles(w))
 }
 
 // close frees everything: the leaked masks (as a shutdown would), the
-// cache, and the pool, which reports any block still in use.
+// caches, and the pools, which report any block still in use. It closes
+// only what was built, so a session that failed halfway closes too.
 func (s *session) close() error {
-	return errors.Join(s.agent.close(), s.prompts.Close(), s.watcher.Stop(), s.pool.Close(), s.dev.Close())
+	var errs []error
+	if s.agent != nil {
+		errs = append(errs, s.agent.close())
+	}
+	for _, c := range s.prompts {
+		errs = append(errs, c.Close())
+	}
+	if s.watcher != nil {
+		errs = append(errs, s.watcher.Stop())
+	}
+	for _, p := range s.pools {
+		errs = append(errs, p.Close())
+	}
+	return errors.Join(append(errs, devflag.CloseAll(s.devs))...)
 }
 
 // where renders a frame on two indented lines, the file relative to the

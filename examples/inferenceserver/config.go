@@ -32,9 +32,10 @@ type config struct {
 	maxTokens int
 	maxBatch  int
 
-	// device is -device: the host device (the zero value) or cuda:N, on
-	// which capacity caps the memory taken from the GPU.
-	device devflag.Spec
+	// device is -device: the host device (the zero value), cuda:N, on
+	// which capacity caps the memory taken from the GPU, or several of them,
+	// each with capacity, its own pool of budget and prompt cache of cache.
+	device devflag.List
 
 	// What clients can reach and how much of the budget they can hold.
 	debugAddr   string // the debug listener (profiles, pprof, metrics); empty: none

@@ -21,7 +21,7 @@ import (
 func TestOnCUDA(t *testing.T) {
 	for _, leak := range []bool{false, true} {
 		t.Run(map[bool]string{false: "clean", true: "leak"}[leak], func(t *testing.T) {
-			ts := startServer(t, func(c *config) { c.device, c.leak = devflag.Spec{CUDA: true}, leak })
+			ts := startServer(t, func(c *config) { c.device, c.leak = devflag.List{{CUDA: true}}, leak })
 			for i, o := range ts.load(64, 8, func(int) string { return "prompt=64&tokens=16&batch=2" }) {
 				require.NoError(t, o.err, "request %d", i)
 				require.Equal(t, http.StatusOK, o.status, "request %d: %s", i, o.body)
@@ -41,7 +41,7 @@ func TestOnCUDA(t *testing.T) {
 				require.NoError(t, err)
 				tracktest.VerifyNone(t, ts.tr)
 			}
-			assert.Zero(t, ts.dev.Blocks(), "shutdown gave every block back to the GPU")
+			assert.Zero(t, ts.lanes[0].dev.Blocks(), "shutdown gave every block back to the GPU")
 			assert.True(t, strings.Contains(ts.report.String(), "cuda:0"), "the shutdown summary names the device")
 		})
 	}

@@ -190,28 +190,31 @@ func (s *server) mode() string {
 // causal mask from the shared cache, then one step per token. Every tensor
 // it makes carries ctx's labels and is freed before it returns, except, with
 // -leak, the step masks.
+//
+// With several devices, each request runs on the next in turn.
 func (s *server) generate(ctx context.Context, id string, req generateRequest) (err error) {
-	kv, err := tensor.Make(ctx, s.pool, tensor.Spec{DType: tensor.Float16,
+	l := s.nextLane()
+	kv, err := tensor.Make(ctx, l.pool, tensor.Spec{DType: tensor.Float16,
 		Shape: tensor.Shape{req.Batch, req.Prompt + req.Tokens, kvWidth}, Kind: "kv-cache"})
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, kv.Free()) }()
-	if err := s.prefill(ctx, req.Prompt); err != nil {
+	if err := s.prefill(ctx, l, req.Prompt); err != nil {
 		return err
 	}
 	if s.leaked != nil {
-		return s.decodeLeaky(ctx, id, req)
+		return s.decodeLeaky(ctx, l, id, req)
 	}
-	return s.decodeFixed(ctx, req)
+	return s.decodeFixed(ctx, l, req)
 }
 
 // prefill takes the prompt's causal mask from the cache, building it on a
 // miss: requests repeat prompt lengths, so the mask is worth sharing, and
 // the cache's byte budget bounds what sharing costs.
-func (s *server) prefill(ctx context.Context, prompt int) error {
-	m, err := s.prompts.GetOrBuild(ctx, "causal/"+strconv.Itoa(prompt), func(ctx context.Context) (*tensor.Tensor, error) {
-		return s.buildPromptMask(ctx, prompt)
+func (s *server) prefill(ctx context.Context, l *lane, prompt int) error {
+	m, err := l.prompts.GetOrBuild(ctx, "causal/"+strconv.Itoa(prompt), func(ctx context.Context) (*tensor.Tensor, error) {
+		return s.buildPromptMask(ctx, l, prompt)
 	})
 	if err != nil {
 		return err
@@ -223,15 +226,15 @@ func (s *server) prefill(ctx context.Context, prompt int) error {
 
 // buildPromptMask makes a prompt's causal mask; profiles show cached
 // prompt masks under this name.
-func (s *server) buildPromptMask(ctx context.Context, prompt int) (*tensor.Tensor, error) {
-	return s.masks.Causal(ctx, prompt)
+func (s *server) buildPromptMask(ctx context.Context, l *lane, prompt int) (*tensor.Tensor, error) {
+	return l.masks.Causal(ctx, prompt)
 }
 
 // decodeFixed builds the request's mask once and grows it one token per
 // step: a few bytes copied per step, nothing allocated, one mask freed at
 // the end.
-func (s *server) decodeFixed(ctx context.Context, req generateRequest) (err error) {
-	m, err := s.masks.NewGrowable(ctx, req.Batch, req.Prompt+req.Tokens)
+func (s *server) decodeFixed(ctx context.Context, l *lane, req generateRequest) (err error) {
+	m, err := l.masks.NewGrowable(ctx, req.Batch, req.Prompt+req.Tokens)
 	if err != nil {
 		return err
 	}
@@ -250,7 +253,7 @@ func (s *server) decodeFixed(ctx context.Context, req generateRequest) (err erro
 		if err != nil {
 			return fmt.Errorf("step %d: %w", step, err)
 		}
-		if err := errors.Join(s.step(ctx, req.Batch), view.Free()); err != nil {
+		if err := errors.Join(s.step(ctx, l, req.Batch), view.Free()); err != nil {
 			return fmt.Errorf("step %d: %w", step, err)
 		}
 	}
@@ -260,7 +263,7 @@ func (s *server) decodeFixed(ctx context.Context, req generateRequest) (err erro
 // decodeLeaky is the seed's bug, served with -leak: the valid positions
 // grow by one token per step, and every step turns them into a new mask
 // tensor, kept forever in a map that nothing evicts.
-func (s *server) decodeLeaky(ctx context.Context, id string, req generateRequest) error {
+func (s *server) decodeLeaky(ctx context.Context, l *lane, id string, req generateRequest) error {
 	lengths := make([]int, req.Batch)
 	for pos := req.Prompt; pos < req.Prompt+req.Tokens; pos++ {
 		if err := ctx.Err(); err != nil {
@@ -269,12 +272,12 @@ func (s *server) decodeLeaky(ctx context.Context, id string, req generateRequest
 		for i := range lengths {
 			lengths[i] = pos + 1
 		}
-		m, err := s.masks.Padding(ctx, lengths, pos+1) // the leak: a new mask every step
+		m, err := l.masks.Padding(ctx, lengths, pos+1) // the leak: a new mask every step
 		if err != nil {
 			return fmt.Errorf("step %d: %w", pos-req.Prompt, err)
 		}
 		s.leaked.put(id+"/"+strconv.Itoa(pos), m)
-		if err := s.step(ctx, req.Batch); err != nil {
+		if err := s.step(ctx, l, req.Batch); err != nil {
 			return fmt.Errorf("step %d: %w", pos-req.Prompt, err)
 		}
 	}
@@ -282,8 +285,8 @@ func (s *server) decodeLeaky(ctx context.Context, id string, req generateRequest
 }
 
 // step stands for one forward pass: its logits are made and freed.
-func (s *server) step(ctx context.Context, batch int) error {
-	logits, err := tensor.Make(ctx, s.pool, tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{batch, vocabSize}, Kind: "logits"})
+func (s *server) step(ctx context.Context, l *lane, batch int) error {
+	logits, err := tensor.Make(ctx, l.pool, tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{batch, vocabSize}, Kind: "logits"})
 	if err != nil {
 		return err
 	}

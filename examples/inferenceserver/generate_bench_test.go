@@ -30,7 +30,7 @@ func BenchmarkGenerate(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		if n := s.masks.Rebuilds(); n != 0 {
+		if n := s.rebuilds(); n != 0 {
 			b.Fatalf("%d masks rebuilt", n)
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*tokens), "ns/token")

@@ -95,7 +95,7 @@ func TestGenerateParameters(t *testing.T) {
 			}
 		})
 	}
-	assert.Zero(t, s.masks.Rebuilds(), "the fixed loop never rebuilds a mask")
+	assert.Zero(t, s.rebuilds(), "the fixed loop never rebuilds a mask")
 }
 
 // TestOutOfMemoryNamesTheLeak lets the leak run into a small budget: the
@@ -139,7 +139,7 @@ func TestOutOfMemoryNamesTheLeak(t *testing.T) {
 	assert.Contains(t, oomLine, "budget limit 256 KiB")
 	assert.Contains(t, oomLine, "top live sites:")
 	assert.Contains(t, oomLine, leakFunc, "the log names the leak")
-	assert.Positive(t, s.pool.Stats().OOMs)
+	assert.Positive(t, s.lanes[0].pool.Stats().OOMs)
 }
 
 func TestShutdownTwice(t *testing.T) {

@@ -135,5 +135,5 @@ func TestLargestRequestsFitTheBudgetTogether(t *testing.T) {
 		require.NoError(t, o.err)
 		assert.Equal(t, http.StatusOK, o.status, "request %d: %s", i, strings.TrimSpace(o.body))
 	}
-	assert.Zero(t, ts.pool.Stats().OOMs)
+	assert.Zero(t, ts.lanes[0].pool.Stats().OOMs)
 }

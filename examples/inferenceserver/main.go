@@ -63,6 +63,11 @@
 // and metrics take any tensor.Device:
 //
 //	go run -tags cuda ./examples/inferenceserver -device cuda:0 -leak
+//
+// Several devices, comma-separated (-device cuda:0,cuda:1, or host,host
+// standing in for two GPUs), each get a pool of -budget and a prompt cache
+// of -cache on one tracker; requests take them round-robin, and the
+// summary, metrics, profile (?device=) and OOM errors name the device.
 package main
 
 import (

@@ -44,13 +44,12 @@ type server struct {
 	log    *slog.Logger
 	report io.Writer // where Shutdown writes the memory summary
 
-	// The host device or a GPU (-device): everything below takes any
-	// tensor.Device.
-	dev     devflag.Device
+	// The host devices or GPUs (-device), one lane each, all on one
+	// tracker: everything below takes any tensor.Device. Requests take the
+	// lanes in turn (next).
+	lanes   []*lane
+	next    atomic.Uint64
 	tr      *track.Tracker
-	pool    *pool.Pool
-	masks   *mask.Builder
-	prompts *mask.Cache
 	watcher *track.Watcher
 	tel     *telemetry
 	profile http.Handler // the live-tensor profile
@@ -88,25 +87,19 @@ func newServer(cfg config, logger *slog.Logger, report io.Writer) (*server, erro
 		return nil, err
 	}
 	s := &server{cfg: cfg, log: logger, report: report}
-	var err error
-	if s.dev, err = devflag.Open(cfg.device, cfg.capacity); err != nil {
+	devs, err := devflag.OpenAll(cfg.device, cfg.capacity)
+	if err != nil {
 		return nil, err
 	}
 	if s.tr, err = track.New(track.WithName("inferenceserver"), track.WithLogger(logger)); err != nil {
-		return nil, err
+		return nil, errors.Join(err, devflag.CloseAll(devs))
 	}
-	if s.pool, err = pool.New(s.dev, pool.WithTracker(s.tr), pool.Budget(cfg.budget)); err != nil {
-		return nil, err
-	}
-	// Float32 additive masks, as attention kernels add them to scores.
-	s.masks, err = mask.NewBuilder(s.pool, mask.WithDType(tensor.Float32),
-		mask.MaxLength(cfg.maxPrompt+cfg.maxTokens), mask.WithLogger(logger))
-	if err != nil {
-		return nil, err
-	}
-	s.prompts, err = mask.NewCache(mask.CacheName("prompt-masks"), mask.MaxBytes(cfg.cache), mask.MaxEntries(64))
-	if err != nil {
-		return nil, err
+	for _, dev := range devs {
+		l, err := newLane(cfg, logger, s.tr, dev, len(devs) > 1)
+		if err != nil {
+			return nil, errors.Join(err, s.closeLanes(), devflag.CloseAll(devs[len(s.lanes)+1:])) // newLane closed its own
+		}
+		s.lanes = append(s.lanes, l)
 	}
 	// One window per request (the default), after the warm-up (see tick):
 	// a site that keeps memory on most of the last 8 requests is named
@@ -280,7 +273,10 @@ func (s *server) Shutdown(ctx context.Context) error {
 	s.cancelPublic()
 	var errs []error
 	s.inflight.closeAndWait()
-	errs = append(errs, s.watcher.Stop(), s.prompts.Close())
+	errs = append(errs, s.watcher.Stop())
+	for _, l := range s.lanes {
+		errs = append(errs, l.prompts.Close())
+	}
 
 	live := s.tr.Totals()
 	errs = append(errs, s.writeSummary(s.report))
@@ -300,7 +296,7 @@ func (s *server) Shutdown(ctx context.Context) error {
 	// their own to stop.
 	telCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	errs = append(errs, s.tel.shutdown(telCtx), s.pool.Close(), s.dev.Close())
+	errs = append(errs, s.tel.shutdown(telCtx), s.closeLanes())
 	return errors.Join(errs...)
 }
 
@@ -388,6 +384,79 @@ func (g *gate) closeAndWait() {
 // sources are the figures the summary and the metrics read besides the
 // tracker's own.
 func (s *server) sources() track.Sources {
-	return track.Sources{Pools: []track.PoolSource{s.pool}, Caches: []track.CacheSource{s.prompts},
-		Devices: []track.DeviceSource{s.dev}, Watcher: s.watcher}
+	src := track.Sources{Watcher: s.watcher}
+	for _, l := range s.lanes {
+		src.Pools = append(src.Pools, l.pool)
+		src.Caches = append(src.Caches, l.prompts)
+		src.Devices = append(src.Devices, l.dev)
+	}
+	return src
+}
+
+// lane is one device's share of the server: the device, a pool with the
+// budget over it, a mask builder and a bounded prompt-mask cache over the
+// pool (a mask serves only the device that holds it).
+type lane struct {
+	dev     devflag.Device
+	pool    *pool.Pool
+	masks   *mask.Builder
+	prompts *mask.Cache
+}
+
+// newLane builds dev's pool, mask builder and prompt-mask cache on tr. With
+// several devices the cache's name says its device. On error dev is closed.
+func newLane(cfg config, logger *slog.Logger, tr *track.Tracker, dev devflag.Device, several bool) (_ *lane, err error) {
+	l := &lane{dev: dev}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, l.close())
+		}
+	}()
+	if l.pool, err = pool.New(dev, pool.WithTracker(tr), pool.Budget(cfg.budget)); err != nil {
+		return nil, err
+	}
+	// Float32 additive masks, as attention kernels add them to scores.
+	l.masks, err = mask.NewBuilder(l.pool, mask.WithDType(tensor.Float32),
+		mask.MaxLength(cfg.maxPrompt+cfg.maxTokens), mask.WithLogger(logger))
+	if err != nil {
+		return nil, err
+	}
+	name := "prompt-masks"
+	if several {
+		name = "prompts@" + dev.Name() // short: the summary shows 16 columns of a name
+	}
+	l.prompts, err = mask.NewCache(mask.CacheName(name), mask.MaxBytes(cfg.cache), mask.MaxEntries(64))
+	return l, err
+}
+
+// close gives the lane's pool back to its device and closes the device.
+func (l *lane) close() error {
+	var errs []error
+	if l.pool != nil {
+		errs = append(errs, l.pool.Close())
+	}
+	return errors.Join(append(errs, l.dev.Close())...)
+}
+
+// closeLanes closes every lane's pool and device.
+func (s *server) closeLanes() error {
+	var errs []error
+	for _, l := range s.lanes {
+		errs = append(errs, l.close())
+	}
+	return errors.Join(errs...)
+}
+
+// nextLane returns the lane the next request runs on: round-robin.
+func (s *server) nextLane() *lane {
+	return s.lanes[(s.next.Add(1)-1)%uint64(len(s.lanes))]
+}
+
+// rebuilds is how many masks were rebuilt, over every lane.
+func (s *server) rebuilds() int64 {
+	var n int64
+	for _, l := range s.lanes {
+		n += l.masks.Rebuilds()
+	}
+	return n
 }

@@ -167,6 +167,6 @@ func checkShutdown(t *testing.T, ts *testServer, leak bool) {
 	}
 	// Either way, shutdown freed everything and gave the device back.
 	tracktest.VerifyNone(t, ts.tr)
-	assert.Zero(t, ts.dev.Used())
-	assert.Zero(t, ts.dev.Blocks())
+	assert.Zero(t, ts.lanes[0].dev.Used())
+	assert.Zero(t, ts.lanes[0].dev.Blocks())
 }

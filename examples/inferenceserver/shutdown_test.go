@@ -46,5 +46,5 @@ func TestShutdownDrainsRequestsInFlight(t *testing.T) {
 	assert.Equal(t, int(ts.requests.Load()), served, "every admitted request completed")
 	assert.GreaterOrEqual(t, served, 40)
 	tracktest.VerifyNone(t, ts.tr)
-	assert.Zero(t, ts.dev.Used())
+	assert.Zero(t, ts.lanes[0].dev.Used())
 }
