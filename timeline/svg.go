@@ -432,6 +432,9 @@ func fullName(s *Series) string {
 		return fmt.Sprintf("other: the %d sites not shown on their own", s.Sites)
 	}
 	name := fmt.Sprintf("%s\n%s:%d", s.Function, s.File, s.Line)
+	if s.Device != "" {
+		name += "\non " + s.Device
+	}
 	if s.Sites > 1 {
 		name += fmt.Sprintf("\n(%d call stacks)", s.Sites)
 	}
@@ -483,10 +486,15 @@ func seriesColors(series []Series) []string {
 
 // colorIndex is the palette index a series' location hashes to. The file
 // counts by its name alone: the directory differs between checkouts. (The
-// runtime writes source paths with forward slashes on every system.)
+// runtime writes source paths with forward slashes on every system.) A
+// series of one device hashes its device too, so one line's bands on two
+// devices differ.
 func colorIndex(s *Series) int {
 	h := fnv.New32a()
 	fmt.Fprintf(h, "%s\x00%s\x00%d", s.Function, path.Base(s.File), s.Line)
+	if s.Device != "" {
+		fmt.Fprintf(h, "\x00%s", s.Device)
+	}
 	return int(h.Sum32() % uint32(len(palette)))
 }
 

@@ -38,7 +38,8 @@ type Timeline struct {
 	// Series are live bytes at each sample: the top sites by Peak, largest
 	// first, then "other" if any site is left out. Allocations are grouped
 	// by the line that made them (track.Site.Location), so call stacks that
-	// end on one line make one series.
+	// end on one line make one series; when the window holds more than one
+	// device, by line and device, each series named "<line> @<device>".
 	Series []Series
 	// Total is the sum of the series at each sample.
 	Total []int64
@@ -64,7 +65,51 @@ type Timeline struct {
 
 	events    []track.Event // the window, for the trace
 	groups    []group
-	siteGroup []int32 // group index by track.Site.ID; -1 unknown
+	siteGroup []int32 // group index by slot (track.Site.ID and device); -1 unknown
+	// devices are the window's devices in order of first event, when more
+	// than one: then groups are per line and device. Few, so a linear scan
+	// finds one (and equal strings share their bytes: track.Event.Device).
+	devices []string
+}
+
+// slot is the siteGroup index of a site's allocations on device: the
+// site's id alone when the window holds one device.
+func (tl *Timeline) slot(id int, device string) int {
+	n := len(tl.devices)
+	if n == 0 {
+		return id
+	}
+	return id*n + tl.deviceIndex(device)
+}
+
+// deviceIndex returns device's place in tl.devices; 0 for one not there
+// (a site's live bytes before the window, which carry no device).
+func (tl *Timeline) deviceIndex(device string) int {
+	for i, d := range tl.devices {
+		if d == device {
+			return i
+		}
+	}
+	return 0
+}
+
+// windowDevices returns the devices of win's allocations and frees in
+// order of first event, or nil when there are fewer than two.
+func windowDevices(win []track.Event) []string {
+	var devices []string
+	for i := range win {
+		if !changesBytes(win[i].Kind) {
+			continue
+		}
+		d := win[i].Device
+		if !slices.Contains(devices, d) {
+			devices = append(devices, d)
+		}
+	}
+	if len(devices) < 2 {
+		return nil
+	}
+	return devices
 }
 
 // Series is one band of the picture and one counter of the trace.
@@ -74,6 +119,9 @@ type Series struct {
 	// for the sum of the sites not shown on their own. Names are unique
 	// within a Timeline.
 	Name string
+	// Device is the device of the series' allocations when the timeline
+	// splits by device (Timeline.Series); empty otherwise and for "other".
+	Device string
 	// Function, File and Line locate the allocating line in full; empty for
 	// "other".
 	Function string
@@ -110,13 +158,14 @@ const OtherName = "other"
 
 // group is every allocation made at one line.
 type group struct {
-	name  string
-	frame track.Frame
-	site  *track.Site
-	sites int
-	pre   int64 // live bytes at From
-	cur   int64
-	peak  int64
+	name   string
+	frame  track.Frame
+	device string // when the timeline splits by device
+	site   *track.Site
+	sites  int
+	pre    int64 // live bytes at From
+	cur    int64
+	peak   int64
 }
 
 // Build reads tr's event history and live site totals and builds the
@@ -205,19 +254,22 @@ func build(log *track.HistoryLog, live []track.SiteStats, cfg config) *Timeline 
 	if n := len(win); n > 0 {
 		tl.To = max(tl.To, win[n-1].Time)
 	}
-	b := builder{tl: tl, byFrame: map[track.Frame]int32{}, names: map[string]int{}}
+	tl.devices = windowDevices(win)
+	b := builder{tl: tl, byFrame: map[groupKey]int32{}, names: map[string]int{}}
 
 	// Rebuilding backwards: the bytes at From are today's minus what the
-	// window's events did since.
+	// window's events did since. The live figures are per site, not per
+	// device: with several devices a site's bytes start on the first
+	// device, and its series per device are exact only in their changes.
 	if after >= 0 {
 		for _, st := range live {
 			if st.LiveBytes != 0 {
-				b.groupOf(st.Site).pre += st.LiveBytes
+				b.groupOf(st.Site, "").pre += st.LiveBytes
 			}
 		}
 		for i := range win {
 			if changesBytes(win[i].Kind) {
-				b.groupOf(win[i].Site).pre -= delta(&win[i])
+				b.groupOf(win[i].Site, win[i].Device).pre -= delta(&win[i])
 			}
 		}
 	}
@@ -230,25 +282,32 @@ func build(log *track.HistoryLog, live []track.SiteStats, cfg config) *Timeline 
 // builder holds the scratch state of one build.
 type builder struct {
 	tl      *Timeline
-	byFrame map[track.Frame]int32
+	byFrame map[groupKey]int32
 	names   map[string]int
 	// rank maps a group to its series index; len(tl.Series)-1 is "other"
 	// when there is one.
 	rank []int32
 }
 
-// groupOf returns the group of site, creating it on first use. Sites are
-// found by id in a slice: a map lookup per event would dominate the cost of
-// building from a million events.
-func (b *builder) groupOf(site *track.Site) *group {
-	return &b.tl.groups[b.groupIndex(site)]
+// groupKey is what a group gathers: one line, on one device when the
+// timeline splits by device.
+type groupKey struct {
+	frame  track.Frame
+	device string
 }
 
-func (b *builder) groupIndex(site *track.Site) int32 {
+// groupOf returns the group of site's allocations on device, creating it on
+// first use. Sites are found by slot in a slice: a map lookup per event
+// would dominate the cost of building from a million events.
+func (b *builder) groupOf(site *track.Site, device string) *group {
+	return &b.tl.groups[b.groupIndex(site, device)]
+}
+
+func (b *builder) groupIndex(site *track.Site, device string) int32 {
 	tl := b.tl
 	id := -1
 	if site != nil {
-		id = site.ID()
+		id = tl.slot(site.ID(), device)
 		if id < len(tl.siteGroup) && tl.siteGroup[id] >= 0 {
 			return tl.siteGroup[id]
 		}
@@ -259,12 +318,17 @@ func (b *builder) groupIndex(site *track.Site) int32 {
 	} else {
 		fr = track.Frame{Function: track.UnknownFunction}
 	}
-	key := track.Frame{Function: fr.Function, File: fr.File, Line: fr.Line}
+	key := groupKey{frame: track.Frame{Function: fr.Function, File: fr.File, Line: fr.Line}}
+	name := label(key.frame)
+	if tl.devices != nil {
+		key.device = tl.devices[tl.deviceIndex(device)]
+		name += " @" + key.device
+	}
 	g, ok := b.byFrame[key]
 	if !ok {
 		g = int32(len(tl.groups))
 		b.byFrame[key] = g
-		tl.groups = append(tl.groups, group{name: b.uniqueName(label(key)), frame: key, site: site})
+		tl.groups = append(tl.groups, group{name: b.uniqueName(name), frame: key.frame, device: key.device, site: site})
 	}
 	if id >= 0 {
 		for id >= len(tl.siteGroup) {
@@ -311,7 +375,7 @@ func (b *builder) rankGroups(win []track.Event, bands int) {
 	tl := b.tl
 	for i := range win {
 		if changesBytes(win[i].Kind) {
-			b.groupIndex(win[i].Site)
+			b.groupIndex(win[i].Site, win[i].Device)
 		}
 	}
 	gs := tl.groups
@@ -324,7 +388,7 @@ func (b *builder) rankGroups(win []track.Event, bands int) {
 		if !changesBytes(e.Kind) {
 			continue
 		}
-		g := &gs[b.groupIndex(e.Site)]
+		g := &gs[b.groupIndex(e.Site, e.Device)]
 		g.cur += delta(e)
 		g.peak = max(g.peak, g.cur)
 	}
@@ -346,7 +410,7 @@ func (b *builder) rankGroups(win []track.Event, bands int) {
 	for i, g := range order[:top] {
 		b.rank[g] = int32(i)
 		grp := &gs[g]
-		tl.Series = append(tl.Series, Series{Name: grp.name, Function: grp.frame.Function, File: grp.frame.File,
+		tl.Series = append(tl.Series, Series{Name: grp.name, Device: grp.device, Function: grp.frame.Function, File: grp.frame.File,
 			Line: grp.frame.Line, Site: grp.site, Sites: grp.sites, Peak: grp.peak})
 	}
 	if rest := len(order) - top; rest > 0 {
@@ -387,7 +451,7 @@ func (b *builder) sample(win []track.Event, times []int64) {
 			if !changesBytes(e.Kind) {
 				continue
 			}
-			g := b.groupIndex(e.Site)
+			g := b.groupIndex(e.Site, e.Device)
 			d := delta(e)
 			gs[g].cur += d
 			total += d
@@ -470,11 +534,11 @@ func (b *builder) markers(win []track.Event) {
 }
 
 // siteName returns the label of the group an allocation event belongs to.
-func (tl *Timeline) siteName(site *track.Site) string {
+func (tl *Timeline) siteName(site *track.Site, device string) string {
 	if site == nil {
 		return track.UnknownFunction
 	}
-	if id := site.ID(); id < len(tl.siteGroup) && tl.siteGroup[id] >= 0 {
+	if id := tl.slot(site.ID(), device); id < len(tl.siteGroup) && tl.siteGroup[id] >= 0 {
 		return tl.groups[tl.siteGroup[id]].name
 	}
 	return label(site.Location())

@@ -183,7 +183,7 @@ func (tw *traceWriter) event(e *track.Event) {
 		tw.buf = strconv.AppendUint(tw.buf, e.ID, 10)
 		tw.buf = append(tw.buf, `,"bytes":`...)
 		tw.buf = strconv.AppendInt(tw.buf, e.Bytes, 10)
-		tw.buf = append(tw.buf, tw.siteJSON(e.Site)...)
+		tw.buf = append(tw.buf, tw.siteJSON(e.Site, e.Device)...)
 	} else {
 		tw.head(e.Kind.String(), "i", e.Time, counterTID)
 		tw.buf = append(tw.buf, `,"s":"g","args":{"bytes":`...)
@@ -206,14 +206,14 @@ func (tw *traceWriter) event(e *track.Event) {
 	tw.maybeFlush()
 }
 
-func (tw *traceWriter) siteJSON(site *track.Site) []byte {
+func (tw *traceWriter) siteJSON(site *track.Site, device string) []byte {
 	tl := tw.tl
 	if site != nil {
-		if id := site.ID(); id < len(tl.siteGroup) && tl.siteGroup[id] >= 0 {
+		if id := tl.slot(site.ID(), device); id < len(tl.siteGroup) && tl.siteGroup[id] >= 0 {
 			return tw.sites[tl.siteGroup[id]]
 		}
 	}
-	return appendJSONString([]byte(`,"site":`), tl.siteName(site))
+	return appendJSONString([]byte(`,"site":`), tl.siteName(site, device))
 }
 
 // markerSiteJSON encodes `,"site":"…"` for a marker's site, once per site:

@@ -19,6 +19,9 @@ type Event struct {
 	Bytes int64
 	Site  *Site  // nil if unknown
 	Alloc string // allocation kind ("mask"); empty for events without one
+	// Device is the allocation's device ("cuda:0"); empty for events
+	// without one. It shares the record's string, so it costs no copy.
+	Device string
 	// Labels of the allocation (alloc, free, GC leak events).
 	Labels Labels
 }

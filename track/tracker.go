@@ -598,5 +598,6 @@ func (t *Tracker) logLeak(l LeakReport) {
 }
 
 func (r *Record) event(k EventKind, at int64) Event {
-	return Event{Kind: k, Time: at, ID: r.id, Bytes: r.Bytes, Site: r.site, Alloc: metaOf(r).Kind, Labels: r.Labels()}
+	m := metaOf(r)
+	return Event{Kind: k, Time: at, ID: r.id, Bytes: r.Bytes, Site: r.site, Alloc: m.Kind, Device: m.Device, Labels: r.Labels()}
 }
