@@ -317,18 +317,9 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 			st = &SiteStats{Site: g.Site}
 			bySite[g.Site] = st
 		}
-		st.LiveCount += g.Count
-		st.LiveBytes += g.Bytes
-		if st.Oldest.IsZero() || g.Oldest.Before(st.Oldest) {
-			st.Oldest = g.Oldest
-		}
+		st.add(g)
 	}
-	slices.SortFunc(snap.Groups, func(a, b Group) int {
-		if c := cmp.Or(cmp.Compare(a.Site.id, b.Site.id), cmp.Compare(b.Bytes, a.Bytes)); c != 0 {
-			return c
-		}
-		return groupOrder(a, b) // formats shapes and labels: only on ties
-	})
+	sortGroups(snap.Groups)
 	snap.Sites = make([]SiteStats, 0, len(bySite))
 	for s, st := range bySite {
 		st.AllocCount = s.allocs.Load()
@@ -419,18 +410,9 @@ func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
 			st = &SiteStats{}
 			live[g.Site] = st
 		}
-		st.LiveCount += g.Count
-		st.LiveBytes += g.Bytes
-		if st.Oldest.IsZero() || g.Oldest.Before(st.Oldest) {
-			st.Oldest = g.Oldest
-		}
+		st.add(g)
 	}
-	slices.SortFunc(out.Groups, func(a, b Group) int {
-		if c := cmp.Or(cmp.Compare(a.Site.id, b.Site.id), cmp.Compare(b.Bytes, a.Bytes)); c != 0 {
-			return c
-		}
-		return groupOrder(a, b)
-	})
+	sortGroups(out.Groups)
 	out.Sites = make([]SiteStats, 0, len(s.Sites))
 	for _, st := range s.Sites {
 		n := SiteStats{Site: st.Site, AllocCount: st.AllocCount, AllocBytes: st.AllocBytes, GCLeaks: st.GCLeaks}
@@ -441,6 +423,25 @@ func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
 	}
 	sortSites(out.Sites)
 	return out, nil
+}
+
+// add counts g's live figures in st.
+func (st *SiteStats) add(g *Group) {
+	st.LiveCount += g.Count
+	st.LiveBytes += g.Bytes
+	if st.Oldest.IsZero() || g.Oldest.Before(st.Oldest) {
+		st.Oldest = g.Oldest
+	}
+}
+
+// sortGroups orders groups by site, then by bytes, largest first.
+func sortGroups(groups []Group) {
+	slices.SortFunc(groups, func(a, b Group) int {
+		if c := cmp.Or(cmp.Compare(a.Site.id, b.Site.id), cmp.Compare(b.Bytes, a.Bytes)); c != 0 {
+			return c
+		}
+		return groupOrder(a, b) // formats shapes and labels: only on ties
+	})
 }
 
 // groupOrder breaks ties between groups of one site deterministically.

@@ -339,10 +339,9 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	return nil
 }
 
-// Release removes r from the live registry. Releasing a record twice, or
-// through a tracker that did not record it, returns an error and is counted
-// as misuse.
-func (t *Tracker) Release(r *Record) error {
+// owns checks that r was recorded by t, counting misuse; verb says what was
+// being done, for the error.
+func (t *Tracker) owns(r *Record, verb string) error {
 	if t == nil {
 		return ErrNilTracker
 	}
@@ -355,8 +354,18 @@ func (t *Tracker) Release(r *Record) error {
 		if r.tracker == nil {
 			return ErrNotRecorded
 		}
-		return fmt.Errorf("%w: record %d of tracker %q released through %q",
-			ErrForeignTracker, r.id, r.tracker.cfg.name, t.cfg.name)
+		return fmt.Errorf("%w: record %d of tracker %q %s through %q",
+			ErrForeignTracker, r.id, r.tracker.cfg.name, verb, t.cfg.name)
+	}
+	return nil
+}
+
+// Release removes r from the live registry. Releasing a record twice, or
+// through a tracker that did not record it, returns an error and is counted
+// as misuse.
+func (t *Tracker) Release(r *Record) error {
+	if err := t.owns(r, "released"); err != nil {
+		return err
 	}
 	for {
 		w := r.word.Load()
@@ -409,20 +418,8 @@ func (t *Tracker) Release(r *Record) error {
 // would (ErrNilRecord, ErrNotRecorded, ErrForeignTracker, ErrReleased) and is
 // counted as misuse.
 func (t *Tracker) Relabel(r *Record, l Labels) error {
-	if t == nil {
-		return ErrNilTracker
-	}
-	if r == nil {
-		t.misuse.Add(1)
-		return ErrNilRecord
-	}
-	if r.tracker != t {
-		t.misuse.Add(1)
-		if r.tracker == nil {
-			return ErrNotRecorded
-		}
-		return fmt.Errorf("%w: record %d of tracker %q relabeled through %q",
-			ErrForeignTracker, r.id, r.tracker.cfg.name, t.cfg.name)
+	if err := t.owns(r, "relabeled"); err != nil {
+		return err
 	}
 	if r.state() != stateLive {
 		t.misuse.Add(1)
