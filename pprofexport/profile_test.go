@@ -503,3 +503,11 @@ func TestDiffOfTwoTrackersIsRefused(t *testing.T) {
 	assert.ErrorIs(t, err, pprofexport.ErrTrackerMismatch)
 	assert.ErrorIs(t, pprofexport.WriteDiff(&bytes.Buffer{}, before, after), pprofexport.ErrTrackerMismatch)
 }
+
+// Two trackers of one name are still two trackers: their sites do not match.
+func TestDiffOfTwoTrackersOfOneNameIsRefused(t *testing.T) {
+	one := newProgram(t, track.WithName("same"))
+	two := newProgram(t, track.WithName("same"))
+	_, err := pprofexport.DiffProfile(one.snapshot(), two.snapshot())
+	assert.ErrorIs(t, err, pprofexport.ErrTrackerMismatch)
+}

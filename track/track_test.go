@@ -298,3 +298,15 @@ func TestGroupsByLabelContent(t *testing.T) {
 	}
 	assert.Equal(t, "{a=1}", track.LabelsFrom(track.WithLabels(nil, "a", "1")).String())
 }
+
+// A nil *Tracker answers with ErrNilTracker or zero figures, never a panic.
+func TestNilTracker(t *testing.T) {
+	var tr *track.Tracker
+	_, err := tr.SnapshotOf(track.Filter{})
+	assert.ErrorIs(t, err, track.ErrNilTracker)
+	assert.ErrorIs(t, tr.Record(context.Background(), &track.Record{Bytes: 1}, 0), track.ErrNilTracker)
+	assert.ErrorIs(t, tr.Release(&track.Record{}), track.ErrNilTracker)
+	assert.Equal(t, track.Totals{}, tr.Totals())
+	assert.Nil(t, tr.LiveByClass())
+	assert.Empty(t, tr.Snapshot().Allocations)
+}
