@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/tensorlife/tensorlife/internal/isnil"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -52,7 +53,7 @@ type ForeignMemory struct {
 //
 //go:noinline
 func Adopt(ctx context.Context, tracker *track.Tracker, mem ForeignMemory, spec Spec) (*Tensor, error) {
-	if mem.Device == nil {
+	if isnil.Value(mem.Device) {
 		return nil, fmt.Errorf("%w: Adopt: nil ForeignMemory.Device", ErrNilAllocator)
 	}
 	if mem.Release == nil {
