@@ -1,10 +1,8 @@
 package pool
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/tensorlife/tensorlife/internal/format"
@@ -132,35 +130,16 @@ func (p *Pool) Close() error {
 	return err
 }
 
-// liveSitesOnDevice aggregates the tracker's live groups on the pool's
-// device per site. It walks the live set, which is fine at Close.
+// liveSitesOnDevice returns the tracker's sites with live tensors on the
+// pool's device, most bytes first. It walks the live set (a snapshot
+// filtered by device), which is fine at Close.
 func (p *Pool) liveSitesOnDevice() []track.SiteStats {
 	if p.tracker == nil {
 		return nil
 	}
-	snap, err := p.tracker.SnapshotOf(track.Filter{})
+	snap, err := p.tracker.SnapshotOf(track.Filter{Device: p.dev.Name()})
 	if err != nil {
 		return nil
 	}
-	name := p.dev.Name()
-	bySite := map[*track.Site]int{}
-	var out []track.SiteStats
-	for _, g := range snap.Groups {
-		if g.Device != name {
-			continue
-		}
-		i, ok := bySite[g.Site]
-		if !ok {
-			i = len(out)
-			bySite[g.Site] = i
-			out = append(out, track.SiteStats{Site: g.Site})
-		}
-		out[i].LiveCount += g.Count
-		out[i].LiveBytes += g.Bytes
-	}
-	slices.SortStableFunc(out, func(a, b track.SiteStats) int {
-		fa, fb := a.Site.Location(), b.Site.Location()
-		return cmp.Or(cmp.Compare(b.LiveBytes, a.LiveBytes), strings.Compare(fa.File, fb.File), cmp.Compare(fa.Line, fb.Line))
-	})
-	return out
+	return snap.Top(len(snap.Sites)) // the sites with live tensors there, most bytes first
 }

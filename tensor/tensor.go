@@ -317,13 +317,7 @@ func (t *Tensor) doubleFree() error {
 // called Retain.
 //
 //go:noinline
-func (t *Tensor) Retain() (*Tensor, error) {
-	if err := t.check(); err != nil {
-		return nil, err
-	}
-	t.b.refs.Add(1)
-	return newHandle(t.b, t.holdSite(howRetain), t.view, howRetain), nil
-}
+func (t *Tensor) Retain() (*Tensor, error) { return t.retain(howRetain) }
 
 // RetainFor is Retain for a named owner, such as a cache: reports name the
 // handle by owner ("held by a mask cache entry made at ..."), so that the
@@ -333,27 +327,36 @@ func (t *Tensor) Retain() (*Tensor, error) {
 //
 //go:noinline
 func (t *Tensor) RetainFor(owner string) (*Tensor, error) {
-	if err := t.check(); err != nil {
-		return nil, err
-	}
 	how := howRetain
 	if owner != "" {
 		how = ownerIndex(owner)
 	}
-	t.b.refs.Add(1)
-	return newHandle(t.b, t.holdSite(how), t.view, how), nil
+	return t.retain(how)
 }
 
-// holdSite captures the line that called Retain or View (two frames up)
-// and counts the new handle as a holder of the record.
+// retain makes the new owner for Retain and RetainFor, whose caller is the
+// line the handle remembers.
 //
 //go:noinline
-func (t *Tensor) holdSite(how uint8) *track.Site {
+func (t *Tensor) retain(how uint8) (*Tensor, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	t.b.refs.Add(1)
+	return newHandle(t.b, t.holdSite(how, 3), t.view, how), nil
+}
+
+// holdSite captures the line skip frames above holdSite's caller (the
+// caller of Retain or View) and counts the new handle as a holder of the
+// record.
+//
+//go:noinline
+func (t *Tensor) holdSite(how uint8, skip int) *track.Site {
 	tr := t.b.tracker()
 	if tr == nil {
 		return nil
 	}
-	site := tr.CallerSite(2)
+	site := tr.CallerSite(skip)
 	t.b.rec.Hold(site, howName(how))
 	return site
 }
@@ -382,7 +385,7 @@ func (t *Tensor) View(offset int, dims ...int) (*Tensor, error) {
 	}
 	t.b.refs.Add(1)
 	w := &window{off: t.offset() + int64(offset)*size, bytes: bytes, shape: shape.Clone()}
-	return newHandle(t.b, t.holdSite(howView), w, howView), nil
+	return newHandle(t.b, t.holdSite(howView, 2), w, howView), nil
 }
 
 // check returns ErrFreed for a freed handle and notes the use to the

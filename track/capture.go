@@ -18,10 +18,11 @@ import (
 // two captures name the same frames (wrapper frames that runtime.Callers
 // hides aside): sites are exactly what runtime.Callers alone would give.
 //
-// A walk the guards refuse (a corrupt chain, a fault, capture turned off by
-// the FramePointers option or TENSORLIFE_STACK=callers) falls back to
-// runtime.Callers and is counted (Totals.StackFallbacks); a walk that does
-// not agree with runtime.Callers is cached as untrusted, counted
+// A walk the guards refuse (a corrupt chain, a fault) falls back to
+// runtime.Callers and is counted (Totals.StackFallbacks); with the walk
+// turned off (the FramePointers option, TENSORLIFE_STACK=callers) every
+// capture is runtime.Callers's and nothing is counted. A walk that does not
+// agree with runtime.Callers is cached as untrusted, counted
 // (Totals.StackMismatches), and served by runtime.Callers from then on.
 
 // walkCache maps frame-pointer walks to sites in a fixed open-addressed
@@ -88,27 +89,26 @@ func (c *walkCache) insert(h uint64, pcs []uintptr, site *Site) {
 //
 //go:noinline
 func (t *Tracker) site(skip int) *Site {
-	var walk [maxDepth]uintptr
-	n, ok := 0, false
-	if t.cfg.framePointers {
-		n, ok = fpstack.Walk(skip+2, walk[:])
-	}
-	var h uint64
-	if ok {
-		h = hashPCs(walk[:n])
-		if e := t.walks.lookup(h, walk[:n]); e != nil {
-			if e.site != nil {
-				return e.site
-			}
-			return t.callersSite(skip+1, nil, 0) // untrusted walk
-		}
-	} else if t.cfg.framePointers {
-		t.stackFallbacks.Add(1)
-	}
-	if !ok {
+	if !t.cfg.framePointers {
 		return t.callersSite(skip+1, nil, 0)
 	}
-	return t.callersSite(skip+1, walk[:n], h)
+	var walk [maxDepth]uintptr
+	n, ok := fpstack.Walk(skip+2, walk[:])
+	if !ok {
+		if fpstack.Enabled() { // refused by a guard, not turned off by the operator
+			t.stackFallbacks.Add(1)
+		}
+		return t.callersSite(skip+1, nil, 0)
+	}
+	h := hashPCs(walk[:n])
+	switch e := t.walks.lookup(h, walk[:n]); {
+	case e == nil:
+		return t.callersSite(skip+1, walk[:n], h)
+	case e.site == nil: // a walk that disagreed once is not trusted
+		return t.callersSite(skip+1, nil, 0)
+	default:
+		return e.site
+	}
 }
 
 // callersSite captures the stack with runtime.Callers, interns it, and, when

@@ -61,11 +61,18 @@ func (t *Tracker) Note(k EventKind, site *Site, bytes int64) {
 		t.misuse.Add(1)
 	}
 	if t.cfg.historyEvents > 0 {
-		sh := &t.shards[t.noteShard.Add(1)%shardCount]
-		sh.mu.Lock()
-		sh.history.add(Event{Kind: k, Time: t.now(), Bytes: bytes, Site: site})
-		sh.mu.Unlock()
+		t.remember(uint64(t.noteShard.Add(1)), Event{Kind: k, Time: t.now(), Bytes: bytes, Site: site})
 	}
+}
+
+// remember keeps e in the event history, in the ring of shard i (modulo the
+// shard count): a record's events go to its own shard, noted events are
+// spread over all. Callers check that the history is on.
+func (t *Tracker) remember(i uint64, e Event) {
+	sh := &t.shards[i%shardCount]
+	sh.mu.Lock()
+	sh.history.add(e)
+	sh.mu.Unlock()
 }
 
 // Misuse is one double free or use after free as the tensor layer saw it:
@@ -114,10 +121,7 @@ func (t *Tracker) NoteMisuse(m Misuse) {
 		site = m.Allocated
 	}
 	if t.cfg.historyEvents > 0 {
-		sh := &t.shards[t.noteShard.Add(1)%shardCount]
-		sh.mu.Lock()
-		sh.history.add(Event{Kind: m.Kind, Time: t.now(), ID: m.ID, Bytes: m.Bytes, Site: site, Labels: m.Labels})
-		sh.mu.Unlock()
+		t.remember(uint64(t.noteShard.Add(1)), Event{Kind: m.Kind, Time: t.now(), ID: m.ID, Bytes: m.Bytes, Site: site, Labels: m.Labels})
 	}
 	l := &t.misuses
 	l.mu.Lock()

@@ -2,6 +2,7 @@ package track
 
 import (
 	"fmt"
+	"maps"
 	"runtime"
 	"strings"
 	"sync"
@@ -82,23 +83,14 @@ func markHelperPC(pc uintptr) {
 			return
 		}
 	}
-	names := make(map[string]struct{}, 1+lenOf(old))
+	names := map[string]struct{}{}
 	if old != nil {
-		for k := range *old {
-			names[k] = struct{}{}
-		}
+		names = maps.Clone(*old)
 	}
 	names[f.Function] = struct{}{}
 	helperMarks.names.Store(&names)
 	helperMarks.seen.Store(pc, struct{}{})
 	helperMarks.gen.Add(1)
-}
-
-func lenOf(m *map[string]struct{}) int {
-	if m == nil {
-		return 0
-	}
-	return len(*m)
 }
 
 // markedByHelper reports whether fn called Helper.
@@ -152,17 +144,11 @@ const (
 func HelperFunctions(names ...string) Option {
 	names = append([]string(nil), names...) // the caller may reuse its slice
 	return only("HelperFunctions", func(o *options) error {
+		// Each New starts from no rules, so several HelperFunctions of one
+		// New add to the rules this New made, and nothing else shares them.
 		rules := o.tracker.helpers
 		if rules == nil {
 			rules = &helperRules{exact: make(map[string]struct{})}
-		} else {
-			// A copy, so that a Tracker already built keeps its rules.
-			c := &helperRules{exact: make(map[string]struct{}, len(rules.exact)),
-				prefixes: append([]string(nil), rules.prefixes...)}
-			for k := range rules.exact {
-				c.exact[k] = struct{}{}
-			}
-			rules = c
 		}
 		for _, n := range names {
 			if n == "" || len(n) > maxHelperName || strings.ContainsAny(n, " \t\n") {

@@ -186,22 +186,24 @@ func (r *Record) holderList() []Holder {
 // own handle no longer does (freed, or dropped and kept); ok is false while
 // the own handle holds it, or when nothing but dropped handles do.
 func (r *Record) heldBy() (h Holder, ok bool) {
-	s := r.holders.Load()
-	if s == nil {
-		return Holder{}, false
+	if r.holders.Load() == nil {
+		return Holder{}, false // only the own handle ever held r
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.own == 1 {
-		return Holder{}, false
-	}
-	for _, e := range s.entries {
-		if e.live > 0 {
-			return Holder{Site: e.site, How: e.how, Live: int(e.live)}, true
+	return heldByOf(r.holderList())
+}
+
+// heldByOf is heldBy for a holder list (Allocation.Holders): the first
+// live extra owner, unless the allocation's own handle is still live.
+func heldByOf(hs []Holder) (Holder, bool) {
+	for _, h := range hs {
+		if h.How == HowOwn && h.Live > 0 {
+			return Holder{}, false
 		}
 	}
-	if s.other.live > 0 {
-		return Holder{How: "handle", Live: int(s.other.live)}, true
+	for _, h := range hs {
+		if h.How != HowOwn && h.Live > 0 {
+			return h, true
+		}
 	}
 	return Holder{}, false
 }

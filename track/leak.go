@@ -50,13 +50,9 @@ func (t *Tracker) ReportDropped(r *Record, site *Site, how string) bool {
 	t.gcLeaks.Add(1)
 	r.site.gcLeaks.Add(1)
 	if t.cfg.historyEvents > 0 {
-		at := t.now()
-		ev := r.event(EventGCLeak, at)
+		ev := r.event(EventGCLeak, t.now())
 		ev.Site = holder.Site
-		sh := &t.shards[r.id%shardCount]
-		sh.mu.Lock()
-		sh.history.add(ev)
-		sh.mu.Unlock()
+		t.remember(r.id, ev)
 	}
 	report := LeakReport{Allocation: r.allocation(), Holder: holder, Reclaimed: t.cfg.reclaimLeaks}
 	t.cfg.onLeak(report)

@@ -148,25 +148,13 @@ func (f Filter) Validate() error {
 // MaxMinWindows bounds Filter.MinWindows.
 const MaxMinWindows = 1 << 20
 
-func (f Filter) match(r *Record, cutoff int64, clock uint64) bool {
-	if f.Kind != "" && metaOf(r).Kind != f.Kind {
+// admits reports whether an allocation of these figures passes f: the one
+// test behind SnapshotOf (on records) and Snapshot.Select (on allocations).
+func (f Filter) admits(kind, device string, leaked bool, age time.Duration, windows uint64, labels Labels) bool {
+	if (f.Kind != "" && kind != f.Kind) || (f.Device != "" && device != f.Device) ||
+		(f.LeakedOnly && !leaked) || age < f.MinAge || windows < uint64(f.MinWindows) {
 		return false
 	}
-	// The record's generation is the clock's low 32 bits: the difference
-	// in 32 bits is right across a wrap.
-	if f.MinWindows > 0 && uint32(clock)-r.gen < uint32(f.MinWindows) {
-		return false
-	}
-	if f.Device != "" && metaOf(r).Device != f.Device {
-		return false
-	}
-	if f.MinAge > 0 && r.born > cutoff {
-		return false
-	}
-	if f.LeakedOnly && !r.leaked() {
-		return false
-	}
-	labels := r.Labels()
 	for k, v := range f.Labels {
 		if got, ok := labels.Get(k); !ok || got != v {
 			return false
@@ -192,15 +180,61 @@ type groupKey struct {
 	heldHow             string
 }
 
-func keyOf(r *Record, labels Labels) groupKey {
-	m := metaOf(r)
-	k := groupKey{site: r.site, kind: m.Kind, device: m.Device, dtype: m.DType, labels: labels.hash(), rank: len(m.Shape)}
-	if len(m.Shape) <= len(k.dims) {
-		copy(k.dims[:], m.Shape)
+// grouper aggregates allocations into Groups, for SnapshotOf (from records)
+// and Snapshot.Select (from allocations) alike.
+type grouper map[groupKey]*Group
+
+// add counts one allocation. held is the extra owner holding it once its
+// own handle is gone; nil while the own handle holds it.
+func (gr grouper) add(site *Site, kind, device, dtype string, shape []int, labels Labels, held *Holder,
+	bytes int64, leaked bool, born time.Time) {
+	k := groupKey{site: site, kind: kind, device: device, dtype: dtype, labels: labels.hash(), rank: len(shape)}
+	if len(shape) <= len(k.dims) {
+		copy(k.dims[:], shape)
 	} else {
-		k.long = format.Shape(m.Shape)
+		k.long = format.Shape(shape)
 	}
-	return k
+	if held != nil {
+		k.heldSite, k.heldHow = held.Site, held.How
+	}
+	g := gr[k]
+	if g != nil && !g.Labels.Equal(labels) {
+		// Two label sets with one hash: keep them apart by pointer.
+		k.collide = labels.set
+		g = gr[k]
+	}
+	if g == nil {
+		g = &Group{Site: site, Kind: kind, Device: device, DType: dtype, Shape: shape, Labels: labels, Oldest: born}
+		if held != nil {
+			g.HeldBy = &Holder{Site: held.Site, How: held.How}
+		}
+		gr[k] = g
+	}
+	g.Count++
+	g.Bytes += bytes
+	if leaked {
+		g.Leaked++
+	}
+	if born.Before(g.Oldest) {
+		g.Oldest = born
+	}
+}
+
+// finish returns the groups in order and adds their live figures to their
+// sites in bySite, making the entries it lacks.
+func (gr grouper) finish(bySite map[*Site]*SiteStats) []Group {
+	out := make([]Group, 0, len(gr))
+	for _, g := range gr {
+		out = append(out, *g)
+		st := bySite[g.Site]
+		if st == nil {
+			st = &SiteStats{Site: g.Site}
+			bySite[g.Site] = st
+		}
+		st.add(g)
+	}
+	sortGroups(out)
+	return out
 }
 
 // SameTracker reports whether s and o were taken of the same tracker, so
@@ -244,51 +278,30 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 		return nil, err
 	}
 	now := time.Now()
-	cutoff := int64(now.Sub(t.start) - f.MinAge)
+	sinceStart := int64(now.Sub(t.start))
 	clock := t.clock.Load()
-	groups := make(map[groupKey]*Group)
+	groups := grouper{}
 	var allocs []Allocation
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		for r := sh.head; r != nil; r = r.next {
-			if !f.match(r, cutoff, clock) {
+			m := metaOf(r)
+			// The record's generation is the clock's low 32 bits: the
+			// difference in 32 bits is right across a wrap.
+			windows := uint64(uint32(clock) - r.gen)
+			labels := r.Labels() // read once: Relabel may replace them
+			if !f.admits(m.Kind, m.Device, r.leaked(), time.Duration(sinceStart-r.born), windows, labels) {
 				continue
 			}
-			// Read once: Relabel may replace them while we group.
-			labels := r.Labels()
-			k := keyOf(r, labels)
-			g := groups[k]
-			if g != nil && !g.Labels.Equal(labels) {
-				// Two label sets with one hash: keep them apart by pointer.
-				k.collide = labels.set
-				g = groups[k]
+			var held *Holder
+			if h, ok := r.heldBy(); ok {
+				held = &h
 			}
-			held, heldOK := r.heldBy()
-			if heldOK {
-				k.heldSite, k.heldHow = held.Site, held.How
-				g = groups[k]
-			}
-			if g == nil {
-				m := metaOf(r)
-				g = &Group{Site: r.site, Kind: m.Kind, Device: m.Device, DType: m.DType,
-					Shape: m.Shape, Labels: labels, Oldest: r.Time()}
-				if heldOK {
-					g.HeldBy = &Holder{Site: held.Site, How: held.How}
-				}
-				groups[k] = g
-			}
-			g.Count++
-			g.Bytes += r.Bytes
-			if r.leaked() {
-				g.Leaked++
-			}
-			if born := t.start.Add(time.Duration(r.born)); born.Before(g.Oldest) {
-				g.Oldest = born
-			}
+			groups.add(r.site, m.Kind, m.Device, m.DType, m.Shape, labels, held, r.Bytes, r.leaked(), r.Time())
 			if f.Allocations {
 				a := r.allocation()
-				a.Windows = uint64(uint32(clock) - r.gen)
+				a.Windows = windows
 				allocs = append(allocs, a)
 			}
 		}
@@ -309,17 +322,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 			}
 		}
 	}
-	snap.Groups = make([]Group, 0, len(groups))
-	for _, g := range groups {
-		snap.Groups = append(snap.Groups, *g)
-		st := bySite[g.Site]
-		if st == nil {
-			st = &SiteStats{Site: g.Site}
-			bySite[g.Site] = st
-		}
-		st.add(g)
-	}
-	sortGroups(snap.Groups)
+	snap.Groups = groups.finish(bySite)
 	snap.Sites = make([]SiteStats, 0, len(bySite))
 	for s, st := range bySite {
 		st.AllocCount = s.allocs.Load()
@@ -356,63 +359,29 @@ func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
 	if f.Kind != "" {
 		merged.Kind = f.Kind
 	}
+	if f.Device != "" {
+		merged.Device = f.Device
+	}
 	if len(f.Labels) > 0 {
 		merged.Labels = make(map[string]string, len(s.Filter.Labels)+len(f.Labels))
 		maps.Copy(merged.Labels, s.Filter.Labels)
 		maps.Copy(merged.Labels, f.Labels)
 	}
 	out := &Snapshot{tracker: s.tracker, Tracker: s.Tracker, Time: s.Time, Totals: s.Totals, Filter: merged}
-	type key struct {
-		site                       *Site
-		kind, device, dtype, shape string
-		labels                     string
-	}
-	groups := make(map[key]*Group)
-	var order []key
+	groups := grouper{}
 	for _, a := range s.Allocations {
-		if (f.Kind != "" && a.Kind != f.Kind) || (f.LeakedOnly && !a.Leaked) ||
-			(f.MinAge > 0 && s.Time.Sub(a.Time) < f.MinAge) || a.Windows < uint64(f.MinWindows) {
-			continue
-		}
-		match := true
-		for k, v := range f.Labels {
-			if got, ok := a.Labels.Get(k); !ok || got != v {
-				match = false
-			}
-		}
-		if !match {
+		if !f.admits(a.Kind, a.Device, a.Leaked, s.Time.Sub(a.Time), a.Windows, a.Labels) {
 			continue
 		}
 		out.Allocations = append(out.Allocations, a)
-		k := key{a.Site, a.Kind, a.Device, a.DType, format.Shape(a.Shape), a.Labels.String()}
-		g := groups[k]
-		if g == nil {
-			g = &Group{Site: a.Site, Kind: a.Kind, Device: a.Device, DType: a.DType, Shape: a.Shape,
-				Labels: a.Labels, Oldest: a.Time}
-			groups[k] = g
-			order = append(order, k)
+		var held *Holder
+		if h, ok := heldByOf(a.Holders); ok {
+			held = &h
 		}
-		g.Count++
-		g.Bytes += a.Bytes
-		if a.Leaked {
-			g.Leaked++
-		}
-		if a.Time.Before(g.Oldest) {
-			g.Oldest = a.Time
-		}
+		groups.add(a.Site, a.Kind, a.Device, a.DType, a.Shape, a.Labels, held, a.Bytes, a.Leaked, a.Time)
 	}
 	live := make(map[*Site]*SiteStats)
-	for _, k := range order {
-		g := groups[k]
-		out.Groups = append(out.Groups, *g)
-		st := live[g.Site]
-		if st == nil {
-			st = &SiteStats{}
-			live[g.Site] = st
-		}
-		st.add(g)
-	}
-	sortGroups(out.Groups)
+	out.Groups = groups.finish(live)
 	out.Sites = make([]SiteStats, 0, len(s.Sites))
 	for _, st := range s.Sites {
 		n := SiteStats{Site: st.Site, AllocCount: st.AllocCount, AllocBytes: st.AllocBytes, GCLeaks: st.GCLeaks}
@@ -448,7 +417,14 @@ func sortGroups(groups []Group) {
 func groupOrder(a, b Group) int {
 	return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.DType, b.DType),
 		strings.Compare(a.Device, b.Device), strings.Compare(format.Shape(a.Shape), format.Shape(b.Shape)),
-		strings.Compare(a.Labels.String(), b.Labels.String()))
+		strings.Compare(a.Labels.String(), b.Labels.String()), strings.Compare(heldName(a.HeldBy), heldName(b.HeldBy)))
+}
+
+func heldName(h *Holder) string {
+	if h == nil {
+		return ""
+	}
+	return h.String()
 }
 
 func sortSites(s []SiteStats) {

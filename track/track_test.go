@@ -310,3 +310,27 @@ func TestNilTracker(t *testing.T) {
 	assert.Nil(t, tr.LiveByClass())
 	assert.Empty(t, tr.Snapshot().Allocations)
 }
+
+// Select narrows a snapshot with the same filter SnapshotOf applies: the
+// same groups, whichever way the filter was applied.
+func TestSelectFiltersAsSnapshotOf(t *testing.T) {
+	tr := newTracker(t)
+	ctx := track.WithLabels(context.Background(), "request", "r1")
+	var recs []*track.Record
+	for _, dev := range []string{"cuda:0", "cuda:1", "cuda:1"} {
+		r := &track.Record{Bytes: 64, Meta: track.InternMeta("mask", dev, "bool", []int{8, 8})}
+		require.NoError(t, tr.Record(ctx, r, 0))
+		recs = append(recs, r)
+	}
+	for _, f := range []track.Filter{{Device: "cuda:1"}, {Kind: "mask"}, {Kind: "tensor"},
+		{Labels: map[string]string{"request": "r1"}}, {Device: "cuda:0", Labels: map[string]string{"request": "r2"}}} {
+		direct, err := tr.SnapshotOf(f)
+		require.NoError(t, err)
+		selected, err := tr.Snapshot().Select(f)
+		require.NoError(t, err)
+		assert.Equal(t, direct.Groups, selected.Groups, "filter %+v", f)
+	}
+	for _, r := range recs {
+		require.NoError(t, tr.Release(r))
+	}
+}

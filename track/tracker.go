@@ -156,12 +156,9 @@ func (r *Record) class() uint16 { return uint16(r.word.Load() >> classShift) }
 // setLeaked flags r leaked and reports whether it was already.
 func (r *Record) setLeaked() bool { return r.word.Or(leakedFlag)&leakedFlag != 0 }
 
-// genFull widens the recorded 32-bit generation against the tracker's
-// clock, which never runs behind it.
-func (r *Record) genFull(t *Tracker) uint64 {
-	clock := t.clock.Load()
-	return clock - uint64(uint32(clock)-r.gen)
-}
+// genAt widens the recorded 32-bit generation against the tracker's clock,
+// which never runs behind it.
+func (r *Record) genAt(clock uint64) uint64 { return clock - uint64(uint32(clock)-r.gen) }
 
 // Kind returns the allocation's kind, from its Meta.
 func (r *Record) Kind() string { return metaOf(r).Kind }
@@ -404,7 +401,8 @@ func (t *Tracker) Release(r *Record) error {
 
 	r.site.frees.Add(1)
 	r.site.freedBytes.Add(r.Bytes)
-	r.site.ages.add(r.genFull(t), t.clock.Load(), -r.Bytes, -1)
+	clock := t.clock.Load()
+	r.site.ages.add(r.genAt(clock), clock, -r.Bytes, -1)
 	t.liveBytes.Add(-r.Bytes)
 	return nil
 }
@@ -478,7 +476,8 @@ type Totals struct {
 	// (a chain its guards did not trust, or a fault), served by
 	// runtime.Callers instead; StackMismatches counts distinct walks that
 	// named other frames than runtime.Callers and are not trusted since.
-	// Both stay 0 with the FramePointers(false) option.
+	// Both stay 0 with the walk turned off (FramePointers(false),
+	// TENSORLIFE_STACK=callers).
 	StackFallbacks, StackMismatches int64
 	// Events counts events by kind: allocations, frees and GC leaks as
 	// above, the rest as reported with Note.

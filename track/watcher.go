@@ -569,6 +569,11 @@ func (w *Watcher) Suspects() []Suspect {
 	return out
 }
 
+// SuspectCount returns how many sites are suspects now, as of the latest
+// window: a counter, cheap enough for a metrics callback, where Suspects
+// copies and sorts.
+func (w *Watcher) SuspectCount() int { return int(w.suspectCount.Load()) }
+
 // WindowsEnded returns how many windows have ended.
 func (w *Watcher) WindowsEnded() uint64 { return w.windows.Load() }
 

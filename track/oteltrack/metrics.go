@@ -316,7 +316,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		}
 	}
 	if w := m.src.Watcher; w != nil {
-		o.ObserveInt64(in.suspects, int64(len(w.Suspects())))
+		o.ObserveInt64(in.suspects, int64(w.SuspectCount()))
 		o.ObserveInt64(in.flags, tt.Event(track.EventLeakSuspect))
 		o.ObserveInt64(in.windows, int64(w.WindowsEnded()))
 	}
