@@ -40,7 +40,7 @@ func (t *Tensor) copyFromHost(off int64, src []byte, whole bool) error {
 	if len(src) == 0 {
 		return nil
 	}
-	err := t.Device().CopyToDevice(t.b.mem.Ptr.Add(t.offset()+off), src)
+	err := t.Device().CopyToDevice(t.blk().mem.Ptr.Add(t.offset()+off), src)
 	// t must stay reachable until the copy is done: otherwise a handle the
 	// caller drops right after this call could be found leaked mid-copy and
 	// its memory handed to another tensor.
@@ -55,7 +55,7 @@ func (t *Tensor) copyToHost(off int64, dst []byte, whole bool) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	err := t.Device().CopyToHost(dst, t.b.mem.Ptr.Add(t.offset()+off))
+	err := t.Device().CopyToHost(dst, t.blk().mem.Ptr.Add(t.offset()+off))
 	runtime.KeepAlive(t) // see copyFromHost
 	return err
 }
@@ -68,7 +68,7 @@ func (t *Tensor) Fill(value byte) error {
 	if t.Bytes() == 0 {
 		return nil
 	}
-	err := t.Device().Memset(t.b.mem.Ptr.Add(t.offset()), value, t.Bytes())
+	err := t.Device().Memset(t.blk().mem.Ptr.Add(t.offset()), value, t.Bytes())
 	runtime.KeepAlive(t) // see copyFromHost
 	return err
 }
@@ -154,8 +154,8 @@ func ToSlice[T Element](t *Tensor) ([]T, error) {
 	if err := t.check(); err != nil {
 		return nil, err
 	}
-	if dt := DTypeOf[T](); dt != t.b.dtype {
-		return nil, fmt.Errorf("%w: reading %v as %v", ErrInvalidDType, t.b.dtype, dt)
+	if dt := DTypeOf[T](); dt != t.blk().dtype {
+		return nil, fmt.Errorf("%w: reading %v as %v", ErrInvalidDType, t.blk().dtype, dt)
 	}
 	n, _ := t.shapeRef().Elements() // checked when the tensor or view was made
 	out := make([]T, n)

@@ -13,9 +13,9 @@ func (t *Tensor) SetLabels(l track.Labels) error {
 	if err := t.check(); err != nil {
 		return err
 	}
-	tr := t.b.tracker()
+	tr := t.blk().tracker()
 	if tr == nil {
 		return nil
 	}
-	return tr.Relabel(&t.b.rec, l)
+	return tr.Relabel(&t.blk().rec, l)
 }

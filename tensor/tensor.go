@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/tensorlife/tensorlife/internal/fpstack"
 	"github.com/tensorlife/tensorlife/internal/isnil"
@@ -53,17 +54,63 @@ type Spec struct {
 // A Tensor is safe for concurrent reads and copies; Free must not race with
 // other calls on the same handle. Tensors must not be copied by value.
 type Tensor struct {
+	// b is the block this handle owns a share of; nil in the handle New
+	// returned for an untracked tensor, which shares one allocation with
+	// its block (inline; see ownedTensor). Read it with blk.
 	b *block
 	// site is where a Retain or View handle was made; nil for the
 	// allocation's own handle (its site is the record's) and untracked ones.
 	site *track.Site
 	// view is this handle's window on the block; nil for the whole block.
-	view  *window
-	state atomic.Uint32 // 0 live, 1 freed
-	how   uint8         // howOwn, howRetain, howView
-	// freedAt holds the first Free's caller and its caller, as raw program
-	// counters: interned into a Site only if a misuse report needs them.
-	freedAt [freeDepth]atomic.Uintptr
+	view *window
+	// state is 0 while the handle is live; once freed, the number of the
+	// line that freed it (freeLineNumber), or freedUnknown.
+	state  atomic.Uint32
+	how    uint8 // howOwn, howRetain, howView, or an owner's index
+	inline bool  // the handle is an ownedTensor's: its block follows it
+}
+
+// blk returns the block this handle owns a share of; nil for a zero Tensor.
+func (t *Tensor) blk() *block {
+	if t.inline {
+		return &(*ownedTensor)(unsafe.Pointer(t)).b
+	}
+	return t.b
+}
+
+// ownedTensor is an untracked tensor as New makes it: the handle New
+// returns, then its block, in one allocation, with one finalizer for both.
+//
+// A tracked tensor cannot be laid out so: its tracker's registry holds the
+// record in the block, so a handle in the same allocation would never
+// become unreachable and a dropped handle would never be reported. An
+// untracked tensor reports nothing; the garbage collector only has to give
+// its memory back once no handle can reach it. One object does that: the
+// handle New returned is the object, and every Retain or View handle points
+// into it, so it becomes unreachable exactly when all handles have. Half
+// the allocations and finalizers of a handle-and-block pair make an
+// untracked New+Free about as cheap as any GC-watched handle can be.
+//
+// The own handle cannot point at its block: a pointer from an object to
+// itself would keep its finalizer from ever running. It finds the block by
+// its place instead (blk), which is why its Tensor comes first and why a
+// Tensor must never be copied by value (go vet's copylocks check reports
+// such copies).
+type ownedTensor struct {
+	own Tensor // first: a pointer to it is a pointer to the ownedTensor
+	b   block
+}
+
+// ownerOf returns the ownedTensor holding b, an untracked tensor's block.
+func ownerOf(b *block) *ownedTensor {
+	return (*ownedTensor)(unsafe.Add(unsafe.Pointer(b), -int(unsafe.Offsetof(ownedTensor{}.b))))
+}
+
+// collected runs when no handle of an untracked tensor is reachable any
+// more while one still owns the memory (the last owner's Free takes the
+// finalizer off): it gives the memory back.
+func (o *ownedTensor) collected() {
+	_ = o.b.release() // nobody is left to hand an error to
 }
 
 // How a handle was made, for reports (track.Holder.How).
@@ -127,13 +174,27 @@ type block struct {
 	rec   track.Record // first: it is what the tracker's registry holds
 	alloc Allocator
 	mem   Block
-	refs  atomic.Int32
+	// extra counts the owners beyond the first: zero, its initial value,
+	// for a tensor with one handle, and -1 once the last owner has gone.
+	extra atomic.Int32
 	dtype DType
-	id    uint64 // the record's id, or a process-wide one if untracked
+	// id is the record's id, or for an untracked tensor a process-wide
+	// number taken the first time it is asked for (ident).
+	id atomic.Uint64
 }
 
-// untrackedIDs numbers tensors from allocators without a tracker.
+// untrackedIDs numbers untracked tensors, in the order their ids are
+// first asked for: no allocation pays for an id nobody reads.
 var untrackedIDs atomic.Uint64
+
+// ident returns the tensor's id.
+func (b *block) ident() uint64 {
+	if id := b.id.Load(); id != 0 {
+		return id
+	}
+	b.id.CompareAndSwap(0, untrackedIDs.Add(1))
+	return b.id.Load()
+}
 
 // New makes a tensor of dtype dt and shape dims from alloc. The tensor is
 // recorded in alloc's tracker with the caller's stack and ctx's labels.
@@ -169,7 +230,17 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 		kind = DefaultKind
 	}
 	tr := alloc.Tracker()
-	b := &block{alloc: alloc, dtype: dt}
+	var b *block
+	var t *Tensor
+	if tr == nil {
+		o := &ownedTensor{}
+		o.own.inline = true
+		b, t = &o.b, &o.own
+	} else {
+		b = &block{}
+		t = &Tensor{b: b}
+	}
+	b.alloc, b.dtype = alloc, dt
 	b.rec.Bytes = bytes
 	if bytes > 0 {
 		b.mem, err = alloc.Allocate(bytes)
@@ -181,53 +252,70 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 		}
 	}
 	// The shape is copied here, once per distinct value: shared after.
-	b.rec.Meta = track.InternMeta(kind, alloc.Device().Name(), dt.String(), shape)
-	b.refs.Store(1)
-	if tr != nil {
-		if err := tr.Record(ctx, &b.rec, skip+1); err != nil {
-			if bytes > 0 {
-				err = errors.Join(err, alloc.Release(b.mem))
-			}
-			return nil, err
+	b.rec.Meta = internMeta(kind, alloc.Device().Name(), dt, shape)
+	if tr == nil {
+		if bytes > 0 {
+			runtime.SetFinalizer((*ownedTensor)(unsafe.Pointer(t)), (*ownedTensor).collected)
 		}
-		b.id = b.rec.ID()
-	} else {
-		b.id = untrackedIDs.Add(1)
+		return t, nil
 	}
-	return newHandle(b, nil, nil, howOwn), nil
+	if err := tr.Record(ctx, &b.rec, skip+1); err != nil {
+		if bytes > 0 {
+			err = errors.Join(err, alloc.Release(b.mem))
+		}
+		return nil, err
+	}
+	b.id.Store(b.rec.ID())
+	runtime.SetFinalizer(t, (*Tensor).dropped)
+	return t, nil
 }
 
+// newHandle makes a further handle on b. A tracked one carries a finalizer
+// that reports it if dropped; an untracked one points into its tensor's
+// ownedTensor, whose finalizer serves every handle.
 func newHandle(b *block, site *track.Site, view *window, how uint8) *Tensor {
 	t := &Tensor{b: b, site: site, view: view, how: how}
-	runtime.SetFinalizer(t, (*Tensor).dropped)
+	if b.tracker() != nil {
+		runtime.SetFinalizer(t, (*Tensor).dropped)
+	}
 	return t
 }
 
 // tracker returns the tracker that recorded the tensor; nil if untracked.
 func (b *block) tracker() *track.Tracker { return b.rec.Tracker() }
 
-// dropped runs when a handle became unreachable without Free: it reports
-// this handle, at the line that made it, and gives its ownership up.
+// dropped runs when a tracked handle became unreachable without Free: it
+// reports this handle, at the line that made it, and gives its ownership
+// up unless the tracker keeps leaks.
 func (t *Tensor) dropped() {
 	if t.state.Load() != 0 {
 		return
 	}
 	b := t.b
-	if tr := b.tracker(); tr != nil {
-		tr.ReportDropped(&b.rec, t.site, howName(t.how))
-		if !tr.ReclaimsLeaks() {
-			return
-		}
-		b.rec.Unhold(t.site, howName(t.how))
+	tr := b.tracker()
+	tr.ReportDropped(&b.rec, t.site, howName(t.how))
+	if !tr.ReclaimsLeaks() {
+		return
 	}
+	b.rec.Unhold(t.site, howName(t.how))
 	_ = b.unref() // nobody is left to hand an error to; the tracker counted the leak
 }
 
 // unref drops one owner, returning the memory with the last.
 func (b *block) unref() error {
-	if n := b.refs.Add(-1); n != 0 {
+	// With no other owner, nobody else can change the count: no atomic
+	// read-modify-write is needed to know this is the last.
+	if b.extra.Load() != 0 && b.extra.Add(-1) >= 0 {
 		return nil
 	}
+	if b.tracker() == nil && b.rec.Bytes > 0 {
+		runtime.SetFinalizer(ownerOf(b), nil) // nothing left for it to give back
+	}
+	return b.release()
+}
+
+// release gives the record and the memory back.
+func (b *block) release() error {
 	var err error
 	if tr := b.tracker(); tr != nil {
 		err = tr.Release(&b.rec)
@@ -245,27 +333,28 @@ func (b *block) unref() error {
 //
 //go:noinline
 func (t *Tensor) Free() error {
-	if t == nil || t.b == nil {
+	if t == nil {
 		return ErrFreed
 	}
-	if !t.state.CompareAndSwap(0, 1) {
+	b := t.blk()
+	if b == nil {
+		return ErrFreed
+	}
+	if !t.state.CompareAndSwap(0, freedUnknown) {
 		return t.doubleFree()
 	}
-	runtime.SetFinalizer(t, nil)
-	if tr := t.b.tracker(); tr != nil {
-		// Two frames name the first free in a misuse report; a short
-		// capture with no interning keeps Free cheap.
-		var pc [freeDepth]uintptr
-		n, ok := fpstack.Walk(1, pc[:]) // Free's caller and its caller
-		if !ok {
-			n = runtime.Callers(2, pc[:])
+	if tr := b.tracker(); tr != nil {
+		runtime.SetFinalizer(t, nil)
+		// Two frames name the first free in a misuse report: a short
+		// capture, numbered once per distinct line, keeps Free cheap.
+		var pcs freeLine
+		if _, ok := fpstack.Walk(1, pcs[:]); !ok { // Free's caller and its caller
+			runtime.Callers(2, pcs[:])
 		}
-		for i := range n {
-			t.freedAt[i].Store(pc[i])
-		}
-		t.b.rec.Unhold(t.site, howName(t.how))
+		t.state.Store(freeLineNumber(&pcs))
+		b.rec.Unhold(t.site, howName(t.how))
 	}
-	return t.b.unref()
+	return b.unref()
 }
 
 // freeDepth is how many frames Free keeps of its caller's stack.
@@ -273,12 +362,7 @@ const freeDepth = 2
 
 // firstFree interns the first Free's frames; nil if unknown.
 func (t *Tensor) firstFree(tr *track.Tracker) *track.Site {
-	var pcs []uintptr
-	for i := range t.freedAt {
-		if pc := t.freedAt[i].Load(); pc != 0 {
-			pcs = append(pcs, pc)
-		}
-	}
+	pcs := freeLineOf(t.state.Load())
 	if len(pcs) == 0 {
 		return nil
 	}
@@ -291,18 +375,19 @@ func (t *Tensor) handleSite() *track.Site {
 	if t.site != nil {
 		return t.site
 	}
-	return t.b.rec.Site()
+	return t.blk().rec.Site()
 }
 
 func (t *Tensor) doubleFree() error {
-	err := &DoubleFreeError{ID: t.b.id, DType: t.b.dtype, Shape: t.shapeRef(), Bytes: t.Bytes()}
-	if tr := t.b.tracker(); tr != nil {
-		err.Allocated = t.b.rec.Site()
+	b := t.blk()
+	err := &DoubleFreeError{ID: b.ident(), DType: b.dtype, Shape: t.shapeRef(), Bytes: t.Bytes()}
+	if tr := b.tracker(); tr != nil {
+		err.Allocated = b.rec.Site()
 		err.FirstFree = t.firstFree(tr)
 		// The second Free's line, where the history event puts it: two
 		// frames, as the first free keeps.
-		tr.NoteMisuse(track.Misuse{Kind: track.EventDoubleFree, ID: t.b.rec.ID(), Bytes: t.b.rec.Bytes,
-			Labels: t.b.rec.Labels(), Allocated: err.Allocated, FirstFree: err.FirstFree,
+		tr.NoteMisuse(track.Misuse{Kind: track.EventDoubleFree, ID: b.rec.ID(), Bytes: b.rec.Bytes,
+			Labels: b.rec.Labels(), Allocated: err.Allocated, FirstFree: err.FirstFree,
 			SecondFree: tr.Caller(2, freeDepth)})
 	}
 	if invariants.Enabled {
@@ -342,8 +427,9 @@ func (t *Tensor) retain(how uint8) (*Tensor, error) {
 	if err := t.check(); err != nil {
 		return nil, err
 	}
-	t.b.refs.Add(1)
-	return newHandle(t.b, t.holdSite(how, 3), t.view, how), nil
+	b := t.blk()
+	b.extra.Add(1)
+	return newHandle(b, t.holdSite(how, 3), t.view, how), nil
 }
 
 // holdSite captures the line skip frames above holdSite's caller (the
@@ -352,12 +438,13 @@ func (t *Tensor) retain(how uint8) (*Tensor, error) {
 //
 //go:noinline
 func (t *Tensor) holdSite(how uint8, skip int) *track.Site {
-	tr := t.b.tracker()
+	b := t.blk()
+	tr := b.tracker()
 	if tr == nil {
 		return nil
 	}
 	site := tr.CallerSite(skip)
-	t.b.rec.Hold(site, howName(how))
+	b.rec.Hold(site, howName(how))
 	return site
 }
 
@@ -373,26 +460,27 @@ func (t *Tensor) View(offset int, dims ...int) (*Tensor, error) {
 	if err := t.check(); err != nil {
 		return nil, err
 	}
+	b := t.blk()
 	shape := Shape(dims)
-	bytes, err := shape.Bytes(t.b.dtype)
+	bytes, err := shape.Bytes(b.dtype)
 	if err != nil {
 		return nil, err
 	}
-	size := int64(t.b.dtype.Size())
+	size := int64(b.dtype.Size())
 	// Check the offset before multiplying, so that no offset wraps around.
 	if offset < 0 || int64(offset) > t.Bytes()/size || bytes > t.Bytes()-int64(offset)*size {
 		return nil, fmt.Errorf("%w: view %v at element %d of %v", ErrSizeMismatch, shape, offset, t)
 	}
-	t.b.refs.Add(1)
+	b.extra.Add(1)
 	w := &window{off: t.offset() + int64(offset)*size, bytes: bytes, shape: shape.Clone()}
-	return newHandle(t.b, t.holdSite(howView, 2), w, howView), nil
+	return newHandle(b, t.holdSite(howView, 2), w, howView), nil
 }
 
 // check returns ErrFreed for a freed handle and notes the use to the
 // tracker as misuse, with the line of the use (the caller of the method
 // that called check).
 func (t *Tensor) check() error {
-	if t == nil || t.b == nil {
+	if t == nil || t.blk() == nil {
 		return ErrFreed
 	}
 	if t.state.Load() != 0 {
@@ -408,12 +496,13 @@ func (t *Tensor) check() error {
 //
 //go:noinline
 func (t *Tensor) useAfterFree() {
-	tr := t.b.tracker()
+	b := t.blk()
+	tr := b.tracker()
 	if tr == nil {
 		return
 	}
-	tr.NoteMisuse(track.Misuse{Kind: track.EventUseAfterFree, ID: t.b.rec.ID(), Bytes: t.b.rec.Bytes,
-		Labels: t.b.rec.Labels(), Allocated: t.b.rec.Site(), FirstFree: t.firstFree(tr),
+	tr.NoteMisuse(track.Misuse{Kind: track.EventUseAfterFree, ID: b.rec.ID(), Bytes: b.rec.Bytes,
+		Labels: b.rec.Labels(), Allocated: b.rec.Site(), FirstFree: t.firstFree(tr),
 		Use: tr.Caller(2, 16)})
 }
 
@@ -430,21 +519,21 @@ func (t *Tensor) shapeRef() Shape {
 	if t.view != nil {
 		return t.view.shape
 	}
-	if m := t.b.rec.Meta; m != nil {
+	if m := t.blk().rec.Meta; m != nil {
 		return m.Shape
 	}
 	return nil
 }
 
 // Freed reports whether Free has been called on this handle.
-func (t *Tensor) Freed() bool { return t == nil || t.b == nil || t.state.Load() != 0 }
+func (t *Tensor) Freed() bool { return t == nil || t.blk() == nil || t.state.Load() != 0 }
 
 // ID returns the tensor's id: its record id in its tracker, or a
 // process-wide counter for untracked tensors. Handles from Retain share it.
-func (t *Tensor) ID() uint64 { return t.b.id }
+func (t *Tensor) ID() uint64 { return t.blk().ident() }
 
 // DType returns the element type.
-func (t *Tensor) DType() DType { return t.b.dtype }
+func (t *Tensor) DType() DType { return t.blk().dtype }
 
 // Shape returns a copy of the dimensions.
 func (t *Tensor) Shape() Shape { return t.shapeRef().Clone() }
@@ -466,29 +555,30 @@ func (t *Tensor) Bytes() int64 {
 	if t.view != nil {
 		return t.view.bytes
 	}
-	return t.b.rec.Bytes
+	return t.blk().rec.Bytes
 }
 
 // HeldBytes returns the bytes of device memory this handle keeps alive:
 // Bytes for a tensor, the whole parent allocation for a View. A cache that
 // bounds what it holds counts these.
-func (t *Tensor) HeldBytes() int64 { return t.b.rec.Bytes }
+func (t *Tensor) HeldBytes() int64 { return t.blk().rec.Bytes }
 
 // Kind returns the kind the tensor was made with.
-func (t *Tensor) Kind() string { return t.b.rec.Kind() }
+func (t *Tensor) Kind() string { return t.blk().rec.Kind() }
 
 // Device returns the device the memory is on.
-func (t *Tensor) Device() Device { return t.b.alloc.Device() }
+func (t *Tensor) Device() Device { return t.blk().alloc.Device() }
 
 // Allocator returns the allocator the memory came from.
-func (t *Tensor) Allocator() Allocator { return t.b.alloc }
+func (t *Tensor) Allocator() Allocator { return t.blk().alloc }
 
 // Site returns the call site that made the tensor; nil if untracked.
 func (t *Tensor) Site() *track.Site {
-	if t.b.tracker() == nil {
+	b := t.blk()
+	if b.tracker() == nil {
 		return nil
 	}
-	return t.b.rec.Site()
+	return b.rec.Site()
 }
 
 // HandleSite returns the call site that made this handle: the allocation's
@@ -496,14 +586,14 @@ func (t *Tensor) Site() *track.Site {
 // the others; nil if untracked. It is the line a leak report names when this
 // handle is the one still holding the memory.
 func (t *Tensor) HandleSite() *track.Site {
-	if t.b.tracker() == nil {
+	if t.blk().tracker() == nil {
 		return nil
 	}
 	return t.handleSite()
 }
 
 // Labels returns the labels the tensor was made under.
-func (t *Tensor) Labels() track.Labels { return t.b.rec.Labels() }
+func (t *Tensor) Labels() track.Labels { return t.blk().rec.Labels() }
 
 // Ptr returns the device address of the first byte; 0 for an empty tensor.
 // The address is valid while the handle is owned and reachable: keep t
@@ -516,12 +606,13 @@ func (t *Tensor) Ptr() (DevicePtr, error) {
 	if t.Bytes() == 0 {
 		return 0, nil
 	}
-	return t.b.mem.Ptr.Add(t.offset()), nil
+	return t.blk().mem.Ptr.Add(t.offset()), nil
 }
 
 // String describes the tensor: "tensor 7 float32[2 3] on host (24 B)".
 func (t *Tensor) String() string {
-	s := fmt.Sprintf("tensor %d %v%v on %s (%s)", t.b.id, t.b.dtype, t.shapeRef(), t.Device().Name(), format.Bytes(t.Bytes()))
+	b := t.blk()
+	s := fmt.Sprintf("tensor %d %v%v on %s (%s)", b.ident(), b.dtype, t.shapeRef(), t.Device().Name(), format.Bytes(t.Bytes()))
 	if t.Freed() {
 		s += " freed"
 	}

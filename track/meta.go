@@ -1,7 +1,7 @@
 package track
 
 import (
-	"hash/maphash"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -42,13 +42,13 @@ const metaSlots = 1 << 14
 // (once per distinct value) take one. It never grows, so it never moves a
 // slot that a lookup is reading.
 var metaTable struct {
-	seed  maphash.Seed
+	seed  uint64
 	slots [metaSlots]atomic.Pointer[Meta]
 	count atomic.Int64
 	mu    sync.Mutex
 }
 
-func init() { metaTable.seed = maphash.MakeSeed() }
+func init() { metaTable.seed = rand.Uint64() }
 
 // maxProbe bounds a lookup's probes, so that a full region of the table
 // costs a few compares, not a scan.
@@ -90,15 +90,58 @@ func InternMeta(kind, device, dtype string, shape []int) *Meta {
 	return m
 }
 
-// metaHash mixes one-shot string hashes and the dimensions: a streaming
-// maphash.Hash costs several times as much on the allocation path.
+// metaHash mixes the strings and the dimensions with a multiply-xorshift
+// over eight bytes at a time, seeded per process. It is not a defence
+// against chosen collisions (maphash is, at three times the cost on the
+// allocation path); it need not be: kinds, devices and dtypes are the
+// program's own few values, and a collision costs a probe, or at worst a
+// Meta that is not shared, never a wrong answer.
 func metaHash(kind, device, dtype string, shape []int) uint64 {
-	seed := metaTable.seed
-	h := maphash.String(seed, kind)
-	h = (h ^ maphash.String(seed, device)) * 0x9E3779B97F4A7C15
-	h = (h ^ maphash.String(seed, dtype)) * 0x9E3779B97F4A7C15
+	h := metaTable.seed
+	h = mixString(h, kind)
+	h = mixString(h, device)
+	h = mixString(h, dtype)
 	for _, d := range shape {
-		h = (h ^ uint64(d)) * 0x9E3779B97F4A7C15
+		h = mix(h, uint64(d))
 	}
 	return h ^ h>>31
+}
+
+func mix(h, w uint64) uint64 {
+	h = (h ^ w) * 0x9E3779B97F4A7C15
+	return h ^ h>>29
+}
+
+// mixString folds s, and its length, into h, one word per eight bytes;
+// the last word overlaps the one before it, and a string under eight bytes
+// is read in two overlapping halves, as wyhash does: every byte counts,
+// with no loop over single bytes.
+func mixString(h uint64, s string) uint64 {
+	n := len(s)
+	h = mix(h, uint64(n))
+	switch {
+	case n > 8:
+		for rest := s; len(rest) > 8; rest = rest[8:] {
+			h = mix(h, le64(rest))
+		}
+		return mix(h, le64(s[n-8:]))
+	case n == 8:
+		return mix(h, le64(s))
+	case n >= 4:
+		return mix(h, uint64(le32(s))<<32|uint64(le32(s[n-4:])))
+	case n > 0:
+		return mix(h, uint64(s[0])<<16|uint64(s[n>>1])<<8|uint64(s[n-1]))
+	}
+	return h
+}
+
+func le64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+func le32(s string) uint32 {
+	_ = s[3]
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
 }
