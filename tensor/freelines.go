@@ -14,7 +14,9 @@ import "sync/atomic"
 // is a live handle, freedUnknown a handle freed at a line not kept (an
 // untracked tensor's, or one past a full table). Lookups take no lock and
 // inserts only a compare-and-swap; the table never grows or moves a slot.
-var freeLines [freeLineSlots]atomic.Pointer[freeLine]
+var freeLines freeLineTable
+
+type freeLineTable [freeLineSlots]atomic.Pointer[freeLine]
 
 type freeLine [freeDepth]uintptr
 
@@ -28,18 +30,18 @@ const (
 	firstFreeLine uint32 = 2
 )
 
-// freeLineNumber returns the number of the line pcs names, adding it if it
+// number returns the number of the line pcs names, adding it if it
 // is new and there is room; freedUnknown if there is none.
-func freeLineNumber(pcs *freeLine) uint32 {
+func (tab *freeLineTable) number(pcs *freeLine) uint32 {
 	h := (uint64(pcs[0])*0x9E3779B97F4A7C15 ^ uint64(pcs[1])) * 0xBF58476D1CE4E5B9
 	h ^= h >> 29
 	for i := range uint64(freeLineProbes) {
 		slot := (h + i) % freeLineSlots
-		l := freeLines[slot].Load()
+		l := tab[slot].Load()
 		if l == nil {
 			kept := *pcs
-			if !freeLines[slot].CompareAndSwap(nil, &kept) {
-				l = freeLines[slot].Load() // another Free took the slot first
+			if !tab[slot].CompareAndSwap(nil, &kept) {
+				l = tab[slot].Load() // another Free took the slot first
 			} else {
 				return uint32(slot) + firstFreeLine
 			}
@@ -51,13 +53,13 @@ func freeLineNumber(pcs *freeLine) uint32 {
 	return freedUnknown
 }
 
-// freeLineOf returns the program counters of line number n; nil for
+// line returns the program counters of line number n; nil for
 // freedUnknown and for a live handle's state.
-func freeLineOf(n uint32) []uintptr {
+func (tab *freeLineTable) line(n uint32) []uintptr {
 	if n < firstFreeLine {
 		return nil
 	}
-	l := freeLines[n-firstFreeLine].Load()
+	l := tab[n-firstFreeLine].Load()
 	if l == nil {
 		return nil
 	}

@@ -64,7 +64,7 @@ type Tensor struct {
 	// view is this handle's window on the block; nil for the whole block.
 	view *window
 	// state is 0 while the handle is live; once freed, the number of the
-	// line that freed it (freeLineNumber), or freedUnknown.
+	// line that freed it (freeLines), or freedUnknown.
 	state  atomic.Uint32
 	how    uint8 // howOwn, howRetain, howView, or an owner's index
 	inline bool  // the handle is an ownedTensor's: its block follows it
@@ -85,11 +85,15 @@ func (t *Tensor) blk() *block {
 // record in the block, so a handle in the same allocation would never
 // become unreachable and a dropped handle would never be reported. An
 // untracked tensor reports nothing; the garbage collector only has to give
-// its memory back once no handle can reach it. One object does that: the
-// handle New returned is the object, and every Retain or View handle points
-// into it, so it becomes unreachable exactly when all handles have. Half
-// the allocations and finalizers of a handle-and-block pair make an
-// untracked New+Free about as cheap as any GC-watched handle can be.
+// back the share of a handle dropped without Free. The ownedTensor's
+// finalizer does that for the handle New returned; it runs once that
+// handle and every Retain or View handle (each points into the object, and
+// carries a finalizer of its own) are unreachable, and the last owner's
+// Free takes it off. Half the allocations and finalizers of a
+// handle-and-block pair make an untracked New+Free about as cheap as any
+// GC-watched handle can be. The price: if the handle New returned is
+// dropped without Free, the memory returns once no handle of the tensor is
+// reachable, freed or not, rather than when the others are freed.
 //
 // The own handle cannot point at its block: a pointer from an object to
 // itself would keep its finalizer from ever running. It finds the block by
@@ -270,34 +274,32 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 	return t, nil
 }
 
-// newHandle makes a further handle on b. A tracked one carries a finalizer
-// that reports it if dropped; an untracked one points into its tensor's
-// ownedTensor, whose finalizer serves every handle.
+// newHandle makes a further handle on b, with a finalizer that reports it
+// if it is dropped without Free and gives its ownership up.
 func newHandle(b *block, site *track.Site, view *window, how uint8) *Tensor {
 	t := &Tensor{b: b, site: site, view: view, how: how}
-	if b.tracker() != nil {
-		runtime.SetFinalizer(t, (*Tensor).dropped)
-	}
+	runtime.SetFinalizer(t, (*Tensor).dropped)
 	return t
 }
 
 // tracker returns the tracker that recorded the tensor; nil if untracked.
 func (b *block) tracker() *track.Tracker { return b.rec.Tracker() }
 
-// dropped runs when a tracked handle became unreachable without Free: it
-// reports this handle, at the line that made it, and gives its ownership
-// up unless the tracker keeps leaks.
+// dropped runs when a handle other than an untracked tensor's own became
+// unreachable without Free: its tracker reports it, at the line that made
+// it, and it gives its ownership up unless the tracker keeps leaks.
 func (t *Tensor) dropped() {
 	if t.state.Load() != 0 {
 		return
 	}
 	b := t.b
-	tr := b.tracker()
-	tr.ReportDropped(&b.rec, t.site, howName(t.how))
-	if !tr.ReclaimsLeaks() {
-		return
+	if tr := b.tracker(); tr != nil {
+		tr.ReportDropped(&b.rec, t.site, howName(t.how))
+		if !tr.ReclaimsLeaks() {
+			return
+		}
+		b.rec.Unhold(t.site, howName(t.how))
 	}
-	b.rec.Unhold(t.site, howName(t.how))
 	_ = b.unref() // nobody is left to hand an error to; the tracker counted the leak
 }
 
@@ -343,15 +345,17 @@ func (t *Tensor) Free() error {
 	if !t.state.CompareAndSwap(0, freedUnknown) {
 		return t.doubleFree()
 	}
+	if !t.inline {
+		runtime.SetFinalizer(t, nil) // an ownedTensor's goes with its last owner
+	}
 	if tr := b.tracker(); tr != nil {
-		runtime.SetFinalizer(t, nil)
 		// Two frames name the first free in a misuse report: a short
 		// capture, numbered once per distinct line, keeps Free cheap.
 		var pcs freeLine
 		if _, ok := fpstack.Walk(1, pcs[:]); !ok { // Free's caller and its caller
 			runtime.Callers(2, pcs[:])
 		}
-		t.state.Store(freeLineNumber(&pcs))
+		t.state.Store(freeLines.number(&pcs))
 		b.rec.Unhold(t.site, howName(t.how))
 	}
 	return b.unref()
@@ -362,7 +366,7 @@ const freeDepth = 2
 
 // firstFree interns the first Free's frames; nil if unknown.
 func (t *Tensor) firstFree(tr *track.Tracker) *track.Site {
-	pcs := freeLineOf(t.state.Load())
+	pcs := freeLines.line(t.state.Load())
 	if len(pcs) == 0 {
 		return nil
 	}
