@@ -29,7 +29,8 @@ type HostDevice struct {
 
 	mu     sync.RWMutex
 	used   int64
-	blocks map[uint64][]byte
+	blocks blockTable
+	live   int // blocks allocated and not freed
 	// freeIDs are reused first in, first out, so that a stale pointer to a
 	// freed block points at nothing for as long as possible and is refused
 	// as invalid, rather than landing in the next block allocated.
@@ -47,7 +48,7 @@ func NewHostDevice(capacityBytes int64, opts ...Option) (*HostDevice, error) {
 	if err := applyOptions(&cfg, opts); err != nil {
 		return nil, err
 	}
-	return &HostDevice{name: cfg.name, capacity: capacityBytes, blocks: make(map[uint64][]byte), nextID: 1}, nil
+	return &HostDevice{name: cfg.name, capacity: capacityBytes, nextID: 1}, nil
 }
 
 // Name returns the device's name: "host", or the name given by DeviceName.
@@ -67,7 +68,7 @@ func (d *HostDevice) Alloc(bytes int64) (DevicePtr, error) {
 		d.mu.Unlock()
 		return 0, d.err("alloc", bytes, fmt.Errorf("%w: %s free of %s", ErrOutOfMemory, format.Bytes(free), format.Bytes(d.capacity)))
 	}
-	if len(d.blocks) >= maxHostBlocks {
+	if d.live >= maxHostBlocks {
 		d.mu.Unlock()
 		return 0, d.err("alloc", bytes, fmt.Errorf("%w: too many live blocks", ErrOutOfMemory))
 	}
@@ -80,13 +81,13 @@ func (d *HostDevice) Alloc(bytes int64) (DevicePtr, error) {
 		id = d.nextID
 		d.nextID++
 	}
-	d.blocks[id] = nil // reserved; filled below, outside the lock
+	d.live++ // id is reserved: its slot stays nil until filled, outside the lock
 	d.mu.Unlock()
 
 	mem := make([]byte, bytes) // zeroing large blocks must not hold the lock
 
 	d.mu.Lock()
-	d.blocks[id] = mem
+	*d.blocks.slot(id) = mem
 	d.mu.Unlock()
 	return DevicePtr(id << hostShift), nil
 }
@@ -96,14 +97,15 @@ func (d *HostDevice) Free(p DevicePtr, bytes int64) error {
 	id, off := uint64(p)>>hostShift, uint64(p)&(1<<hostShift-1)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	mem, ok := d.blocks[id]
-	if !ok || off != 0 || mem == nil {
+	mem := d.blocks.get(id)
+	if off != 0 || mem == nil {
 		return d.err("free", bytes, fmt.Errorf("%w: %#x", ErrInvalidPointer, uintptr(p)))
 	}
 	if int64(len(mem)) != bytes {
 		return d.err("free", bytes, fmt.Errorf("%w: block %#x holds %d bytes", ErrSizeMismatch, uintptr(p), len(mem)))
 	}
-	delete(d.blocks, id)
+	*d.blocks.slot(id) = nil
+	d.live--
 	d.freeIDs = append(d.freeIDs, id)
 	d.used -= bytes
 	return nil
@@ -127,7 +129,7 @@ func (d *HostDevice) Used() int64 {
 func (d *HostDevice) Blocks() int {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	return len(d.blocks)
+	return d.live
 }
 
 // CopyToDevice copies src into the block at dst.
@@ -178,8 +180,8 @@ func (d *HostDevice) span(op string, p DevicePtr, n int64) ([]byte, error) {
 		return nil, nil
 	}
 	id, off := uint64(p)>>hostShift, int64(uint64(p)&(1<<hostShift-1))
-	mem, ok := d.blocks[id]
-	if !ok || mem == nil {
+	mem := d.blocks.get(id)
+	if mem == nil {
 		return nil, d.err(op, n, fmt.Errorf("%w: %#x", ErrInvalidPointer, uintptr(p)))
 	}
 	if n > int64(len(mem))-off {
@@ -190,4 +192,32 @@ func (d *HostDevice) span(op string, p DevicePtr, n int64) ([]byte, error) {
 
 func (d *HostDevice) err(op string, bytes int64, cause error) error {
 	return &DeviceError{Op: op, Device: d.name, Bytes: bytes, Err: cause}
+}
+
+// blockTable maps a host block's id to its memory: a directory of fixed
+// chunks, so that a block costs its slice header and nothing more (a map
+// costs three times that per entry, and doubles as it grows). Ids are
+// dense: handed out in order and reused, so chunks fill up.
+type blockTable struct {
+	chunks []*[blockChunk][]byte
+}
+
+const blockChunk = 1 << 10
+
+// get returns block id's memory; nil if none.
+func (t *blockTable) get(id uint64) []byte {
+	c := id / blockChunk
+	if c >= uint64(len(t.chunks)) {
+		return nil
+	}
+	return t.chunks[c][id%blockChunk]
+}
+
+// slot returns block id's place in the table, making its chunk if needed.
+func (t *blockTable) slot(id uint64) *[]byte {
+	c := id / blockChunk
+	for c >= uint64(len(t.chunks)) {
+		t.chunks = append(t.chunks, new([blockChunk][]byte))
+	}
+	return &t.chunks[c][id%blockChunk]
 }
