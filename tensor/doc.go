@@ -42,5 +42,14 @@
 // or as a runtime.AddCleanup: either would cost 20 to 40 bytes more per
 // live tensor, against a budget of 256. The price is a rule: never call
 // runtime.SetFinalizer on a *Tensor (the runtime refuses a second
-// finalizer on one object).
+// finalizer on one object). An untracked tensor, which reports nothing,
+// goes further: the handle New returns and the tensor's block are one
+// object with one finalizer, which gives the memory back once no handle
+// of the tensor is reachable, so an untracked New+Free makes one
+// allocation and sets one finalizer.
+//
+// A live tensor costs about 236 B of host memory, tracked or not: its block
+// and record (144 B), its handle (32 B) and the runtime's finalizer record.
+// A freed handle remembers the line that freed it, for misuse reports, as
+// a number into a process-wide table of the few lines that free tensors.
 package tensor
