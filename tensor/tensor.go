@@ -178,12 +178,12 @@ type block struct {
 	rec   track.Record // first: it is what the tracker's registry holds
 	alloc Allocator
 	mem   Block
-	// extra counts the owners beyond the first: zero, its initial value,
-	// for a tensor with one handle, and -1 once the last owner has gone.
+	// extra counts the owners beyond one: zero, its initial value, while
+	// one owner is left.
 	extra atomic.Int32
 	dtype DType
-	// id is the record's id, or for an untracked tensor a process-wide
-	// number taken the first time it is asked for (ident).
+	// id is an untracked tensor's process-wide number, taken the first
+	// time it is asked for (ident); a tracked one's is its record's.
 	id atomic.Uint64
 }
 
@@ -193,6 +193,9 @@ var untrackedIDs atomic.Uint64
 
 // ident returns the tensor's id.
 func (b *block) ident() uint64 {
+	if b.tracker() != nil {
+		return b.rec.ID()
+	}
 	if id := b.id.Load(); id != 0 {
 		return id
 	}
@@ -234,11 +237,11 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 		kind = DefaultKind
 	}
 	tr := alloc.Tracker()
+	var o *ownedTensor // an untracked tensor: handle and block in one
 	var b *block
 	var t *Tensor
 	if tr == nil {
-		o := &ownedTensor{}
-		o.own.inline = true
+		o = &ownedTensor{own: Tensor{inline: true}}
 		b, t = &o.b, &o.own
 	} else {
 		b = &block{}
@@ -257,9 +260,9 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 	}
 	// The shape is copied here, once per distinct value: shared after.
 	b.rec.Meta = internMeta(kind, alloc.Device().Name(), dt, shape)
-	if tr == nil {
+	if o != nil {
 		if bytes > 0 {
-			runtime.SetFinalizer((*ownedTensor)(unsafe.Pointer(t)), (*ownedTensor).collected)
+			runtime.SetFinalizer(o, (*ownedTensor).collected)
 		}
 		return t, nil
 	}
@@ -269,7 +272,6 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 		}
 		return nil, err
 	}
-	b.id.Store(b.rec.ID())
 	runtime.SetFinalizer(t, (*Tensor).dropped)
 	return t, nil
 }
