@@ -22,9 +22,18 @@ func callersBaseline(buf *[32]uintptr) int { return runtime.Callers(2, buf[:]) }
 // rounds benchDepth frames below the loop (goal: x-newfree <= 0.75).
 func BenchmarkTrackedNewFreeRatio(b *testing.B) {
 	p := benchPool(b, pool.WithTracker(benchTracker(b)))
-	ctx := context.Background()
+	measured := warmNewFree(b, p)
 	var buf [32]uintptr
-	measured := func() {
+	baseline := func() { callersBaseline(&buf) }
+	descend(benchDepth, func() {
+		benchratio.Run(b, "newfree", measured, baseline, benchratio.BaselineName("callers"))
+	})
+}
+
+// warmNewFree warms p and returns a tensor.New+Free of benchBytes from it.
+func warmNewFree(b *testing.B, p *pool.Pool) func() {
+	ctx := context.Background()
+	newFree := func() {
 		x, err := tensor.New(ctx, p, tensor.Uint8, benchBytes)
 		if err != nil {
 			b.Fatal(err)
@@ -33,11 +42,8 @@ func BenchmarkTrackedNewFreeRatio(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	measured() // warm the pool
-	baseline := func() { callersBaseline(&buf) }
-	descend(benchDepth, func() {
-		benchratio.Run(b, "newfree", measured, baseline, benchratio.BaselineName("callers"))
-	})
+	newFree()
+	return newFree
 }
 
 // watched is the floor's handle: 64 B, as small as an owned handle gets.
@@ -51,27 +57,17 @@ func noteDropped(int) {}
 
 // BenchmarkUntrackedNewFreeRatio compares an untracked tensor.New+Free
 // through a warm pool with two baselines, each in interleaved rounds of its
-// own:
+// own, and reports x-newfree against each:
 //
-//   - "x-newfree": the floor of any owned, GC-watched handle, one 64 B
+//   - /floor: the floor of any owned, GC-watched handle, one 64 B
 //     allocation with runtime.AddCleanup, then Stop (the goal was 1.3);
-//   - "x-newfree-over-hit": the floor plus the pool's own hit path
+//   - /floor+hit: the floor plus the pool's own hit path
 //     (Allocate+Release of a cached block), which an untracked tensor
 //     cannot skip and the floor does not do: what the tensor layer adds
 //     over the cheapest handle on memory from the same pool.
 func BenchmarkUntrackedNewFreeRatio(b *testing.B) {
 	p := benchPool(b, pool.WithoutTracking())
-	ctx := context.Background()
-	measured := func() {
-		x, err := tensor.New(ctx, p, tensor.Uint8, benchBytes)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := x.Free(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	measured() // warm the pool
+	measured := warmNewFree(b, p)
 	floorAndHit := func() {
 		floor()
 		poolHit(b, p)

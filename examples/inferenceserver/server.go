@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -126,26 +127,26 @@ func newServer(cfg config, logger *slog.Logger, report io.Writer) (*server, erro
 	s.publicCtx, s.cancelPublic = context.WithCancel(context.Background())
 	s.debugCtx, s.cancelDebug = context.WithCancel(context.Background())
 	errorLog := slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
-	s.http = &http.Server{
-		Handler:           s.Handler(),
-		BaseContext:       func(net.Listener) context.Context { return s.publicCtx },
+	s.http = newHTTPServer(s.publicCtx, s.Handler(), errorLog)
+	// The profile handlers move the debug listener's write deadline past a
+	// delta window (?seconds=N); the tensors profile caps the window at 5
+	// minutes.
+	s.debug = newHTTPServer(s.debugCtx, s.DebugHandler(), errorLog)
+	return s, nil
+}
+
+// newHTTPServer returns a server for h whose requests' contexts derive from
+// ctx, so that cancelling ctx ends the requests in flight.
+func newHTTPServer(ctx context.Context, h http.Handler, errorLog *log.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ReadHeaderTimeout: 5 * time.Second,
 		// WriteTimeout bounds how long a slow client holds a response.
 		WriteTimeout: 60 * time.Second,
 		IdleTimeout:  2 * time.Minute,
 		ErrorLog:     errorLog,
 	}
-	s.debug = &http.Server{
-		Handler:           s.DebugHandler(),
-		BaseContext:       func(net.Listener) context.Context { return s.debugCtx },
-		ReadHeaderTimeout: 5 * time.Second,
-		// The profile handlers move the deadline past a delta window
-		// (?seconds=N); the tensors profile caps the window at 5 minutes.
-		WriteTimeout: 60 * time.Second,
-		IdleTimeout:  2 * time.Minute,
-		ErrorLog:     errorLog,
-	}
-	return s, nil
 }
 
 // Handler returns the public listener's routes, all a client may reach:

@@ -2,6 +2,7 @@ package fpstack
 
 import (
 	"fmt"
+	"iter"
 	"runtime"
 	"strings"
 )
@@ -189,17 +190,10 @@ func walkFrames(dst []walkFrame, pcs []uintptr) []walkFrame {
 }
 
 func appendWalkFrames(dst []walkFrame, pcs []uintptr) []walkFrame {
-	if len(pcs) == 0 {
-		return dst
-	}
-	frames := runtime.CallersFrames(pcs)
-	for {
-		f, more := frames.Next()
+	for f := range logicalFrames(pcs) {
 		dst = append(dst, walkFrame{Frame: frameOf(f), wrapper: IsWrapper(f)})
-		if !more {
-			return dst
-		}
 	}
+	return dst
 }
 
 // physicalName returns the name of the function whose body holds the
@@ -219,15 +213,24 @@ func physicalName(pc uintptr) string {
 
 // callersFrames appends the logical frames of runtime.Callers PCs.
 func callersFrames(dst []Frame, pcs []uintptr) []Frame {
-	if len(pcs) == 0 {
-		return dst
-	}
-	frames := runtime.CallersFrames(pcs)
-	for {
-		f, more := frames.Next()
+	for f := range logicalFrames(pcs) {
 		dst = append(dst, frameOf(f))
-		if !more {
-			return dst
+	}
+	return dst
+}
+
+// logicalFrames yields the frames runtime.CallersFrames makes of pcs.
+func logicalFrames(pcs []uintptr) iter.Seq[runtime.Frame] {
+	return func(yield func(runtime.Frame) bool) {
+		if len(pcs) == 0 {
+			return
+		}
+		frames := runtime.CallersFrames(pcs)
+		for {
+			f, more := frames.Next()
+			if !yield(f) || !more {
+				return
+			}
 		}
 	}
 }

@@ -14,43 +14,29 @@ import (
 // harness, start at their closure's frame (Walk(0) and runtime.Callers(1))
 // and fill a buffer of depth PCs on a stack deeper than that. The setup
 // checks that the two name the same logical frames, no more and no less.
-func BenchmarkWalk(b *testing.B) {
-	for _, depth := range []int{15, 32} {
-		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
-			atDepth(depth+8, func() {
-				buf := make([]uintptr, depth)
-				walk := func() {
-					if _, ok := fpstack.Walk(0, buf); !ok {
-						b.Fatal("walk refused")
-					}
-				}
-				callers := func() { runtime.Callers(1, buf) }
-				checkSameFrames(b, depth,
-					func(pcs []uintptr) int { n, _ := fpstack.Walk(0, pcs); return n },
-					func(pcs []uintptr) int { return runtime.Callers(1, pcs) })
-				benchratio.Run(b, "walk", walk, callers, benchratio.BaselineName("callers"))
-			})
-		})
-	}
-}
+func BenchmarkWalk(b *testing.B) { benchmarkCapture(b, "walk", fpstack.Walk) }
 
 // BenchmarkCapture is BenchmarkWalk through Capture, which adds the
 // fallback check and a call.
-func BenchmarkCapture(b *testing.B) {
+func BenchmarkCapture(b *testing.B) { benchmarkCapture(b, "capture", fpstack.Capture) }
+
+// benchmarkCapture runs BenchmarkWalk's comparison for capture, Walk or
+// Capture, which must not fall back.
+func benchmarkCapture(b *testing.B, name string, capture func(skip int, buf []uintptr) (int, bool)) {
 	for _, depth := range []int{15, 32} {
 		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
 			atDepth(depth+8, func() {
 				buf := make([]uintptr, depth)
-				capture := func() {
-					if _, walked := fpstack.Capture(0, buf); !walked {
-						b.Fatal("capture fell back")
+				measured := func() {
+					if _, walked := capture(0, buf); !walked {
+						b.Fatalf("%s fell back to runtime.Callers", name)
 					}
 				}
 				callers := func() { runtime.Callers(1, buf) }
 				checkSameFrames(b, depth,
-					func(pcs []uintptr) int { n, _ := fpstack.Capture(0, pcs); return n },
+					func(pcs []uintptr) int { n, _ := capture(0, pcs); return n },
 					func(pcs []uintptr) int { return runtime.Callers(1, pcs) })
-				benchratio.Run(b, "capture", capture, callers, benchratio.BaselineName("callers"))
+				benchratio.Run(b, name, measured, callers, benchratio.BaselineName("callers"))
 			})
 		})
 	}
