@@ -93,7 +93,8 @@ func (c *config) check(tr *track.Tracker, scope string, drops *dropLog) *LeakErr
 	}
 	dropped, more := drops.stop()
 
-	le := &LeakError{Tracker: tr.Name(), Scope: scope, Checked: snap.Time, MoreDropped: more}
+	le := &LeakError{Tracker: tr.Name(), Scope: scope, Checked: snap.Time, MoreDropped: more,
+		counted: make(map[uint64]struct{}, len(dropped)+len(live))}
 	// Each dropped handle is its own leak, at the line that made it; a
 	// tensor flagged without a report seen here (found before the watch)
 	// is listed once as dropped; a tensor some handle still holds is
@@ -117,6 +118,7 @@ func (c *config) check(tr *track.Tracker, scope string, drops *dropLog) *LeakErr
 			le.add(a, Dropped)
 		}
 	}
+	le.counted = nil // the report is done: Bytes is final
 	if len(le.Leaks) == 0 && more == 0 {
 		return nil
 	}

@@ -79,6 +79,10 @@ type LeakError struct {
 	// check keeps at most 1000 of them, so that a test dropping handles in
 	// a loop cannot grow the report without bound.
 	MoreDropped int
+
+	// counted holds the ids whose bytes Bytes already counts, while the
+	// check lists leaks.
+	counted map[uint64]struct{}
 }
 
 // add lists a in state s.
@@ -90,14 +94,11 @@ func (e *LeakError) add(a track.Allocation, s LeakState) {
 // however many of its handles are listed.
 func (e *LeakError) addLeak(l Leak) {
 	l.Age = max(0, e.Checked.Sub(l.Time))
-	for i := range e.Leaks {
-		if e.Leaks[i].ID == l.ID {
-			e.Bytes -= l.Bytes
-			break
-		}
-	}
 	e.Leaks = append(e.Leaks, l)
-	e.Bytes += l.Bytes
+	if _, ok := e.counted[l.ID]; !ok {
+		e.counted[l.ID] = struct{}{}
+		e.Bytes += l.Bytes
+	}
 }
 
 // Is reports whether target is ErrLeaked.
