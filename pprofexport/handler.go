@@ -59,18 +59,6 @@ type query struct {
 	gc      bool
 }
 
-// badRequest is a query the handler refuses, with the status to say so.
-type badRequest struct {
-	status int
-	msg    string
-}
-
-func (e *badRequest) Error() string { return e.msg }
-
-func refuse(format string, args ...any) error {
-	return &badRequest{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
-}
-
 // param returns the value of a query parameter. Parameters other than the
 // handler's are ignored, as net/http/pprof ignores them: scrapers add their
 // own to every target. A parameter repeated with one value is that value
@@ -83,17 +71,19 @@ func param(values url.Values, name string) (string, error) {
 	}
 	for _, v := range vs[1:] {
 		if v != vs[0] {
-			return "", refuse("parameter %q given different values: %q", name, vs)
+			return "", fmt.Errorf("parameter %q given different values: %q", name, vs)
 		}
 	}
 	return vs[0], nil
 }
 
+// parse reads the request's query. Its error refuses the request: the
+// handler answers 400 Bad Request with the error's text.
 func (h *handler) parse(r *http.Request) (query, error) {
 	q := query{filter: h.cfg.filter}
 	values, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return q, refuse("malformed query: %v", err)
+		return q, fmt.Errorf("malformed query: %v", err)
 	}
 	get := func(name string) string {
 		if err != nil {
@@ -113,33 +103,33 @@ func (h *handler) parse(r *http.Request) (query, error) {
 	case "1":
 		q.debug = 1
 	default:
-		return q, refuse(`invalid value for "debug": %q, want 0 (profile) or 1 (text)`, debug)
+		return q, fmt.Errorf(`invalid value for "debug": %q, want 0 (profile) or 1 (text)`, debug)
 	}
 	if seconds != "" {
 		if q.seconds, err = strconv.ParseInt(seconds, 10, 64); err != nil || q.seconds <= 0 {
-			return q, refuse(`invalid value for "seconds": %q, want a positive integer`, seconds)
+			return q, fmt.Errorf(`invalid value for "seconds": %q, want a positive integer`, seconds)
 		}
 		if q.debug != 0 {
-			return q, refuse(`"seconds" and "debug" cannot be combined`)
+			return q, errors.New(`"seconds" and "debug" cannot be combined`)
 		}
 		limit := int64(h.cfg.maxDeltaWindow / time.Second)
 		switch {
 		case h.cfg.maxDeltas == 0:
-			return q, refuse(`delta profiles ("seconds") are turned off on this endpoint (MaxConcurrentDeltas(0))`)
+			return q, errors.New(`delta profiles ("seconds") are turned off on this endpoint (MaxConcurrentDeltas(0))`)
 		case q.seconds > limit:
-			return q, refuse(`"seconds"=%d is longer than this endpoint's longest delta window, %d seconds (MaxDeltaWindow)`,
+			return q, fmt.Errorf(`"seconds"=%d is longer than this endpoint's longest delta window, %d seconds (MaxDeltaWindow)`,
 				q.seconds, limit)
 		}
 	}
 	if minAge != "" {
 		if q.filter.MinAge, err = time.ParseDuration(minAge); err != nil || q.filter.MinAge < 0 {
-			return q, refuse(`invalid value for "min_age": %q, want a duration such as 30s or 5m`, minAge)
+			return q, fmt.Errorf(`invalid value for "min_age": %q, want a duration such as 30s or 5m`, minAge)
 		}
 	}
 	if minWindows != "" {
 		n, perr := strconv.Atoi(minWindows)
 		if perr != nil || n < 0 || n > track.MaxMinWindows {
-			return q, refuse(`invalid value for "min_windows": %q, want 0..%d watcher windows`, minWindows, track.MaxMinWindows)
+			return q, fmt.Errorf(`invalid value for "min_windows": %q, want 0..%d watcher windows`, minWindows, track.MaxMinWindows)
 		}
 		q.filter.MinWindows = n
 	}
@@ -151,7 +141,7 @@ func (h *handler) parse(r *http.Request) (query, error) {
 	}
 	if leaked != "" {
 		if q.filter.LeakedOnly, err = strconv.ParseBool(leaked); err != nil {
-			return q, refuse(`invalid value for "leaked": %q, want true or false`, leaked)
+			return q, fmt.Errorf(`invalid value for "leaked": %q, want true or false`, leaked)
 		}
 	}
 	if gc != "" {
@@ -159,7 +149,7 @@ func (h *handler) parse(r *http.Request) (query, error) {
 			// net/http/pprof reads gc=1 as a number; accept any integer too.
 			n, nerr := strconv.Atoi(gc)
 			if nerr != nil {
-				return q, refuse(`invalid value for "gc": %q, want true or false`, gc)
+				return q, fmt.Errorf(`invalid value for "gc": %q, want true or false`, gc)
 			}
 			q.gc = n > 0
 		}
@@ -176,7 +166,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	q, err := h.parse(r)
 	if err != nil {
-		serveRefusal(w, err)
+		serveError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if q.seconds > 0 {
@@ -216,7 +206,7 @@ func (h *handler) serveDelta(w http.ResponseWriter, r *http.Request, q query) {
 	}
 	window := time.Duration(q.seconds) * time.Second
 	if err := extendWriteDeadline(w, r, window); err != nil {
-		serveRefusal(w, err)
+		serveError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	start, err := h.snapshot(q)
@@ -256,7 +246,7 @@ func extendWriteDeadline(w http.ResponseWriter, r *http.Request, window time.Dur
 	if err == nil || window < srv.WriteTimeout {
 		return nil
 	}
-	return refuse(`"seconds"=%d reaches the server's WriteTimeout of %v, which cannot be extended here (%v): ask for less than %v`,
+	return fmt.Errorf(`"seconds"=%d reaches the server's WriteTimeout of %v, which cannot be extended here (%v): ask for less than %v`,
 		int64(window/time.Second), srv.WriteTimeout, err, srv.WriteTimeout)
 }
 
@@ -302,16 +292,6 @@ func writeBody(w http.ResponseWriter, contentType, attachment string, body []byt
 	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body) // the client has gone; nothing left to tell it
-}
-
-// serveRefusal answers a request the handler refuses.
-func serveRefusal(w http.ResponseWriter, err error) {
-	var br *badRequest
-	if errors.As(err, &br) {
-		serveError(w, br.status, br.msg)
-		return
-	}
-	serveError(w, http.StatusBadRequest, err.Error())
 }
 
 // serveWaitError answers a delta window that ended early. The request's
