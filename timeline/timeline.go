@@ -307,9 +307,9 @@ func (b *builder) groupIndex(site *track.Site, device string) int32 {
 	tl := b.tl
 	id := -1
 	if site != nil {
-		id = tl.slot(site.ID(), device)
-		if id < len(tl.siteGroup) && tl.siteGroup[id] >= 0 {
-			return tl.siteGroup[id]
+		var g int32
+		if g, id = tl.groupAt(site, device); g >= 0 {
+			return g
 		}
 	}
 	var fr track.Frame
@@ -338,6 +338,16 @@ func (b *builder) groupIndex(site *track.Site, device string) int32 {
 		tl.groups[g].sites++
 	}
 	return g
+}
+
+// groupAt returns the group of site's allocations on device, -1 when it has
+// none yet, and the slot that holds it in siteGroup.
+func (tl *Timeline) groupAt(site *track.Site, device string) (g int32, slot int) {
+	slot = tl.slot(site.ID(), device)
+	if slot < len(tl.siteGroup) {
+		return tl.siteGroup[slot], slot
+	}
+	return -1, slot
 }
 
 func (b *builder) uniqueName(name string) string {
@@ -531,15 +541,4 @@ func (b *builder) markers(win []track.Event) {
 		}
 		b.tl.Markers = append(b.tl.Markers, m)
 	}
-}
-
-// siteName returns the label of the group an allocation event belongs to.
-func (tl *Timeline) siteName(site *track.Site, device string) string {
-	if site == nil {
-		return track.UnknownFunction
-	}
-	if id := tl.slot(site.ID(), device); id < len(tl.siteGroup) && tl.siteGroup[id] >= 0 {
-		return tl.groups[tl.siteGroup[id]].name
-	}
-	return label(site.Location())
 }

@@ -206,14 +206,16 @@ func (tw *traceWriter) event(e *track.Event) {
 	tw.maybeFlush()
 }
 
+// siteJSON encodes `,"site":"…"` for an allocation event: its group's name,
+// encoded once per group; the site's own label for a site without a group.
 func (tw *traceWriter) siteJSON(site *track.Site, device string) []byte {
-	tl := tw.tl
-	if site != nil {
-		if id := tl.slot(site.ID(), device); id < len(tl.siteGroup) && tl.siteGroup[id] >= 0 {
-			return tw.sites[tl.siteGroup[id]]
-		}
+	if site == nil {
+		return appendJSONString([]byte(`,"site":`), track.UnknownFunction)
 	}
-	return appendJSONString([]byte(`,"site":`), tl.siteName(site, device))
+	if g, _ := tw.tl.groupAt(site, device); g >= 0 {
+		return tw.sites[g]
+	}
+	return tw.markerSiteJSON(site)
 }
 
 // markerSiteJSON encodes `,"site":"…"` for a marker's site, once per site:
