@@ -20,19 +20,16 @@ func Find(tr *track.Tracker, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	tr = tracker(tr)
-	misuse := cfg.watchMisuse(tr, "", false)
-	var errs []error
-	if le := cfg.check(tr, "", cfg.watchDrops(tr, "")); le != nil {
-		errs = append(errs, le)
+	le, me := cfg.checkWatched(cfg.watch(tracker(tr), "", false))
+	switch {
+	case le == nil && me == nil:
+		return nil
+	case me == nil:
+		return le
+	case le == nil:
+		return me
 	}
-	if me := misuse.check(true); me != nil {
-		errs = append(errs, me)
-	}
-	if len(errs) == 1 {
-		return errs[0]
-	}
-	return errors.Join(errs...)
+	return errors.Join(le, me)
 }
 
 func tracker(tr *track.Tracker) *track.Tracker {
@@ -40,6 +37,32 @@ func tracker(tr *track.Tracker) *track.Tracker {
 		return track.Default()
 	}
 	return tr
+}
+
+// watch is what a check follows from its start besides the live set: the
+// tensors tr finds dropped without Free and tr's misuses, within scope when
+// it is not empty.
+type watch struct {
+	tr     *track.Tracker
+	scope  string
+	drops  *dropLog
+	misuse *misuseWatch
+}
+
+// watch begins watching tr. now says the checked span begins here (a scope,
+// the tests of TestMain); otherwise misuses are read from the last
+// VerifyNone or Find of tr. The caller must end the watch with checkWatched,
+// or stop w.drops.
+func (c *config) watch(tr *track.Tracker, scope string, now bool) *watch {
+	misuse := c.watchMisuse(tr, scope, now)
+	return &watch{tr: tr, scope: scope, drops: c.watchDrops(tr, scope), misuse: misuse}
+}
+
+// checkWatched ends w: it looks for leaked tensors, then for misuses since
+// w began. Each result is nil when nothing was found.
+func (c *config) checkWatched(w *watch) (*LeakError, *MisuseError) {
+	le := c.check(w.tr, w.scope, w.drops)
+	return le, w.misuse.check()
 }
 
 // check looks for leaked tensors in tr, within the scope when scope is not

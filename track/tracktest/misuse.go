@@ -87,6 +87,10 @@ type misuseWatch struct {
 	scope string
 	from  uint64
 	allow bool
+	// now is set for a watch that began at its call (a scope, the tests
+	// of TestMain); one that began at the last VerifyNone or Find of tr
+	// moves that mark on when it checks.
+	now bool
 }
 
 // cursors remembers, per tracker, the misuses VerifyNone and Find already
@@ -100,7 +104,7 @@ var cursors struct {
 // tests of TestMain, from the last VerifyNone or Find of tr otherwise
 // (since tracks the tracker's whole life until one ran).
 func (c *config) watchMisuse(tr *track.Tracker, scope string, now bool) *misuseWatch {
-	w := &misuseWatch{tr: tr, scope: scope, allow: c.allowMisuse}
+	w := &misuseWatch{tr: tr, scope: scope, allow: c.allowMisuse, now: now}
 	if now {
 		_, _, w.from = tr.MisuseSince(^uint64(0) - 1)
 		return w
@@ -112,10 +116,11 @@ func (c *config) watchMisuse(tr *track.Tracker, scope string, now bool) *misuseW
 }
 
 // check returns the misuses since the watch began, within the scope by the
-// allocation's labels, or nil.
-func (w *misuseWatch) check(advance bool) *MisuseError {
+// allocation's labels, or nil. A watch that began at the last VerifyNone or
+// Find of tr marks them reported for the next one.
+func (w *misuseWatch) check() *MisuseError {
 	ms, lost, latest := w.tr.MisuseSince(w.from)
-	if advance {
+	if !w.now {
 		cursors.mu.Lock()
 		if cursors.last == nil {
 			cursors.last = make(map[*track.Tracker]uint64)

@@ -80,17 +80,16 @@ func Context(t ScopeT, tr *track.Tracker, opts ...Option) context.Context {
 		t.Error(err)
 		return ctx
 	}
-	tr = tracker(tr)
-	drops := cfg.watchDrops(tr, scope)
-	misuse := cfg.watchMisuse(tr, scope, true)
+	w := cfg.watch(tracker(tr), scope, true)
 	t.Cleanup(func() {
 		if h, ok := t.(helper); ok {
 			h.Helper()
 		}
-		if le := cfg.check(tr, scope, drops); le != nil {
+		le, me := cfg.checkWatched(w)
+		if le != nil {
 			t.Error(le)
 		}
-		if me := misuse.check(false); me != nil {
+		if me != nil {
 			t.Error(me)
 		}
 	})

@@ -64,12 +64,11 @@ func VerifyNone(t TestingT, tr *track.Tracker, opts ...Option) {
 		t.Error(err)
 		return
 	}
-	tr = tracker(tr)
-	misuse := cfg.watchMisuse(tr, "", false)
-	if le := cfg.check(tr, "", cfg.watchDrops(tr, "")); le != nil {
+	le, me := cfg.checkWatched(cfg.watch(tracker(tr), "", false))
+	if le != nil {
 		t.Error(le)
 	}
-	if me := misuse.check(true); me != nil {
+	if me != nil {
 		t.Error(me)
 	}
 }
@@ -111,20 +110,19 @@ func VerifyTestMain(m TestingM, tr *track.Tracker, opts ...Option) {
 		exit(1)
 		return
 	}
-	tr = tracker(tr)
-	drops := cfg.watchDrops(tr, "")
-	misuse := cfg.watchMisuse(tr, "", true)
+	w := cfg.watch(tracker(tr), "", true)
 	code := m.Run()
 	if code != 0 {
-		drops.stop()
+		w.drops.stop()
 		exit(code)
 		return
 	}
-	if le := cfg.check(tr, "", drops); le != nil {
+	le, me := cfg.checkWatched(w)
+	if le != nil {
 		fmt.Fprintf(stderr, "%v\n", le)
 		code = 1
 	}
-	if me := misuse.check(false); me != nil {
+	if me != nil {
 		fmt.Fprintf(stderr, "%v\n", me)
 		code = 1
 	}
