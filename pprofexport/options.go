@@ -194,14 +194,10 @@ func WithFilter(f track.Filter) Option {
 // the diff and delta functions.
 func MinAge(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
-		if d < 0 {
-			return fmt.Errorf("%w: MinAge(%v): want a duration >= 0", ErrInvalidOption, d)
+		if err := (track.Filter{MinAge: d}).Validate(); err != nil {
+			return fmt.Errorf("%w: MinAge(%v): %w", ErrInvalidOption, d, err)
 		}
-		if c.scope == scopeHandler {
-			c.filter.MinAge = d
-		} else {
-			c.older.MinAge = d
-		}
+		c.ageFilter().MinAge = d
 		return nil
 	})
 }
@@ -213,16 +209,21 @@ func MinAge(d time.Duration) Option {
 // 0..track.MaxMinWindows.
 func MinWindows(n int) Option {
 	return optionFunc(func(c *config) error {
-		if n < 0 || n > track.MaxMinWindows {
-			return fmt.Errorf("%w: MinWindows(%d): want 0..%d", ErrInvalidOption, n, track.MaxMinWindows)
+		if err := (track.Filter{MinWindows: n}).Validate(); err != nil {
+			return fmt.Errorf("%w: MinWindows(%d): %w", ErrInvalidOption, n, err)
 		}
-		if c.scope == scopeHandler {
-			c.filter.MinWindows = n
-		} else {
-			c.older.MinWindows = n
-		}
+		c.ageFilter().MinWindows = n
 		return nil
 	})
+}
+
+// ageFilter returns the filter that MinAge and MinWindows set: a handler's
+// default filter, or the one a writer narrows its snapshot with.
+func (c *config) ageFilter() *track.Filter {
+	if c.scope == scopeHandler {
+		return &c.filter
+	}
+	return &c.older
 }
 
 // narrow applies MinAge and MinWindows to the snapshot a writer was given.

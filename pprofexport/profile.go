@@ -226,12 +226,6 @@ func DeltaProfile(start, end *track.Snapshot, opts ...Option) (*profile.Profile,
 	return combine(start, end, []int64{-1, -1, 0, 0}, "delta", cfg)
 }
 
-// sameTracker reports whether two snapshots come from one tracker: the same
-// tracker, not two of one name.
-func sameTracker(a, b *track.Snapshot) bool {
-	return a.SameTracker(b)
-}
-
 // combine merges after with before scaled by ratios (per sample value),
 // which is how pprof computes -diff_base: samples with the same stack and
 // labels add up, and samples that cancel out are dropped.
@@ -243,7 +237,7 @@ func combine(before, after *track.Snapshot, ratios []int64, what string, cfg con
 		return nil, fmt.Errorf("%w: MinAge and MinWindows do not apply to a %s; take both snapshots with the filter",
 			ErrInvalidOption, what)
 	}
-	if !sameTracker(before, after) {
+	if !before.SameTracker(after) {
 		return nil, fmt.Errorf("%w: %s of tracker %q and tracker %q", ErrTrackerMismatch, what, before.Tracker, after.Tracker)
 	}
 	if after.Time.Before(before.Time) {
