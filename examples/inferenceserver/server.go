@@ -57,10 +57,9 @@ type server struct {
 	http    *http.Server // the public listener's
 	debug   *http.Server // the debug listener's
 
-	// Request contexts derive from these, so Shutdown can end what is
-	// still running: debug requests at once (a delta profile waits for
-	// minutes), /generate requests when the drain runs out.
-	publicCtx, debugCtx       context.Context
+	// Request contexts derive from contexts these cancel, so Shutdown can
+	// end what is still running: debug requests at once (a delta profile
+	// waits for minutes), /generate requests when the drain runs out.
 	cancelPublic, cancelDebug context.CancelFunc
 	debugActive               atomic.Int64 // debug requests running
 
@@ -124,14 +123,15 @@ func newServer(cfg config, logger *slog.Logger, report io.Writer) (*server, erro
 		s.leaked = &leakMap{masks: make(map[string]*tensor.Tensor)}
 	}
 	s.admit = make(chan struct{}, cfg.maxInFlight)
-	s.publicCtx, s.cancelPublic = context.WithCancel(context.Background())
-	s.debugCtx, s.cancelDebug = context.WithCancel(context.Background())
+	var publicCtx, debugCtx context.Context
+	publicCtx, s.cancelPublic = context.WithCancel(context.Background())
+	debugCtx, s.cancelDebug = context.WithCancel(context.Background())
 	errorLog := slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
-	s.http = newHTTPServer(s.publicCtx, s.Handler(), errorLog)
+	s.http = newHTTPServer(publicCtx, s.Handler(), errorLog)
 	// The profile handlers move the debug listener's write deadline past a
 	// delta window (?seconds=N); the tensors profile caps the window at 5
 	// minutes.
-	s.debug = newHTTPServer(s.debugCtx, s.DebugHandler(), errorLog)
+	s.debug = newHTTPServer(debugCtx, s.DebugHandler(), errorLog)
 	return s, nil
 }
 
@@ -266,12 +266,14 @@ func (s *server) Shutdown(ctx context.Context) error {
 	if err := s.debug.Shutdown(ctx); err != nil {
 		_ = s.debug.Close()
 	}
-	if err := s.http.Shutdown(ctx); err != nil {
+	err := s.http.Shutdown(ctx)
+	if err != nil {
 		s.log.Warn("drain cut short: cancelling the requests still running", slog.Any("err", err))
-		s.cancelPublic()
-		_ = s.http.Close()
 	}
 	s.cancelPublic()
+	if err != nil {
+		_ = s.http.Close()
+	}
 	var errs []error
 	s.inflight.closeAndWait()
 	errs = append(errs, s.watcher.Stop())
