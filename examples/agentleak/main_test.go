@@ -65,7 +65,7 @@ func TestFixedVariantLeaksNothing(t *testing.T) {
 	require.NoError(t, res.err)
 	assert.Empty(t, s.watcher.Suspects())
 	assert.Zero(t, s.rebuilds())
-	st := s.prompts[0].Stats()
+	st := s.lanes[0].prompts.Stats()
 	assert.LessOrEqual(t, st.Bytes, st.MaxBytes, "the prompt cache stays within its budget")
 	assert.Positive(t, st.Hits, "repeated prompts hit the cache")
 	require.NoError(t, s.close())

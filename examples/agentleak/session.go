@@ -25,9 +25,7 @@ type session struct {
 	o       options
 	devs    []devflag.Device
 	tr      *track.Tracker
-	pools   []*pool.Pool
-	masks   []*mask.Builder
-	prompts []*mask.Cache
+	lanes   []poolLane // one per device built so far
 	watcher *track.Watcher
 	agent   *agent
 
@@ -55,9 +53,10 @@ func newSession(o options) (*session, error) {
 	for _, dev := range s.devs {
 		l, err := s.newLane(dev)
 		if err != nil {
-			return nil, errors.Join(err, s.close())
+			return nil, errors.Join(err, s.close()) // newLane closed its own pool
 		}
-		lanes = append(lanes, l)
+		s.lanes = append(s.lanes, l)
+		lanes = append(lanes, l.lane)
 	}
 	s.watcher, err = track.NewWatcher(s.tr, track.OnSuspect(func(sus track.Suspect) {
 		s.mu.Lock()
@@ -73,14 +72,26 @@ func newSession(o options) (*session, error) {
 	return s, nil
 }
 
+// poolLane is a lane as the session keeps it: with the pool its allocator
+// is, which the session closes.
+type poolLane struct {
+	lane
+	pool *pool.Pool
+}
+
 // newLane builds dev's pool, mask builder and prompt-mask cache, all on the
-// one tracker. With several devices the cache's name says its device.
-func (s *session) newLane(dev devflag.Device) (lane, error) {
+// one tracker. With several devices the cache's name says its device. On
+// error the pool is closed.
+func (s *session) newLane(dev devflag.Device) (_ poolLane, err error) {
 	p, err := pool.New(dev, pool.WithTracker(s.tr), pool.Budget(s.o.budget))
 	if err != nil {
-		return lane{}, err
+		return poolLane{}, err
 	}
-	s.pools = append(s.pools, p)
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, p.Close())
+		}
+	}()
 	masks, err := mask.NewBuilder(p, mask.WithDType(tensor.Float32), mask.OnRebuild(func(r mask.Rebuild) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -89,26 +100,24 @@ func (s *session) newLane(dev devflag.Device) (lane, error) {
 		}
 	}))
 	if err != nil {
-		return lane{}, err
+		return poolLane{}, err
 	}
-	s.masks = append(s.masks, masks)
 	name := "prompt-masks"
 	if len(s.devs) > 1 {
 		name = "prompts@" + dev.Name() // short: the summary shows 16 columns of a name
 	}
 	prompts, err := mask.NewCache(mask.CacheName(name), mask.MaxBytes(1<<20), mask.MaxEntries(16))
 	if err != nil {
-		return lane{}, err
+		return poolLane{}, err
 	}
-	s.prompts = append(s.prompts, prompts)
-	return lane{alloc: p, masks: masks, prompts: prompts}, nil
+	return poolLane{lane: lane{alloc: p, masks: masks, prompts: prompts}, pool: p}, nil
 }
 
 // rebuilds is how many masks were rebuilt, over every device.
 func (s *session) rebuilds() int64 {
 	var n int64
-	for _, m := range s.masks {
-		n += m.Rebuilds()
+	for _, l := range s.lanes {
+		n += l.masks.Rebuilds()
 	}
 	return n
 }
@@ -118,11 +127,9 @@ func (s *session) rebuilds() int64 {
 // the summary of a default run stays as it always was.
 func (s *session) sources() track.Sources {
 	src := track.Sources{Watcher: s.watcher}
-	for _, p := range s.pools {
-		src.Pools = append(src.Pools, p)
-	}
-	for _, c := range s.prompts {
-		src.Caches = append(src.Caches, c)
+	for _, l := range s.lanes {
+		src.Pools = append(src.Pools, l.pool)
+		src.Caches = append(src.Caches, l.prompts)
 	}
 	if len(s.devs) > 1 {
 		for _, d := range s.devs {
@@ -202,14 +209,14 @@ func (s *session) close() error {
 	if s.agent != nil {
 		errs = append(errs, s.agent.close())
 	}
-	for _, c := range s.prompts {
-		errs = append(errs, c.Close())
+	for _, l := range s.lanes {
+		errs = append(errs, l.prompts.Close())
 	}
 	if s.watcher != nil {
 		errs = append(errs, s.watcher.Stop())
 	}
-	for _, p := range s.pools {
-		errs = append(errs, p.Close())
+	for _, l := range s.lanes {
+		errs = append(errs, l.pool.Close())
 	}
 	return errors.Join(append(errs, devflag.CloseAll(s.devs))...)
 }
