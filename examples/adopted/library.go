@@ -10,8 +10,6 @@ import "github.com/tensorlife/tensorlife/tensor"
 // buffers are allocated outside tensorlife.
 type Library struct {
 	dev    tensor.Device
-	alloc  func(bytes int64) (tensor.DevicePtr, error)
-	free   func(p tensor.DevicePtr, bytes int64) error
 	closer func() error
 }
 
@@ -20,10 +18,10 @@ func (l *Library) Device() tensor.Device { return l.dev }
 
 // Output hands out a buffer of bytes, as a runtime hands out an output.
 // The caller owns it and gives it back with Release.
-func (l *Library) Output(bytes int64) (tensor.DevicePtr, error) { return l.alloc(bytes) }
+func (l *Library) Output(bytes int64) (tensor.DevicePtr, error) { return l.dev.Alloc(bytes) }
 
 // Release gives a buffer from Output back to the library.
-func (l *Library) Release(p tensor.DevicePtr, bytes int64) error { return l.free(p, bytes) }
+func (l *Library) Release(p tensor.DevicePtr, bytes int64) error { return l.dev.Free(p, bytes) }
 
 // Close releases the library's arena.
 func (l *Library) Close() error { return l.closer() }

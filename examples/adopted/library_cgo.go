@@ -37,7 +37,7 @@ func OpenLibrary(name string, capacity int64) (*Library, error) {
 		return nil, fmt.Errorf("%w: library capacity %d", tensor.ErrInvalidSize, capacity)
 	}
 	d := &cDevice{name: name, capacity: capacity, live: map[tensor.DevicePtr]int64{}}
-	return &Library{dev: d, alloc: d.Alloc, free: d.Free, closer: d.close}, nil
+	return &Library{dev: d, closer: d.close}, nil
 }
 
 // cDevice is the library's arena as a tensor.Device: tensorlife allocates

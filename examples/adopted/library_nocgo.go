@@ -14,5 +14,5 @@ func OpenLibrary(name string, capacity int64) (*Library, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Library{dev: dev, alloc: dev.Alloc, free: dev.Free, closer: func() error { return nil }}, nil
+	return &Library{dev: dev, closer: func() error { return nil }}, nil
 }
