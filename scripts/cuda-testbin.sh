@@ -12,6 +12,9 @@
 # relative to its working directory. OUT_DIR/run.sh runs them all from the
 # right directories, passing its arguments to each (-test.v, -test.bench .).
 #
+# CUDA_TESTBIN_GOFLAGS adds flags to go test -c, one a line, so that a
+# flag's value may hold spaces: CUDA_TESTBIN_GOFLAGS='-ldflags=-s -w'.
+#
 # The binaries need a GPU and its driver to start at all (see the
 # documentation of package tensor/cuda): do not run them here.
 set -euo pipefail
@@ -23,6 +26,10 @@ out=${1:-$root_dir/.cache/cuda-testbin}
 shift || true
 pkgs=("$@")
 ((${#pkgs[@]})) || pkgs=(./tensor/cuda ./pool)
+goflags=()
+while IFS= read -r flag; do
+	if [[ -n $flag ]]; then goflags+=("$flag"); fi
+done <<<"${CUDA_TESTBIN_GOFLAGS:-}"
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -46,7 +53,7 @@ for pkg in "${pkgs[@]}"; do
 	rm -rf "$dir"
 	mkdir -p "$dir"
 	log "building $pkg -> $dir/$name"
-	go test -c -tags cuda -o "$dir/$name" "./$rel"
+	go test -c -tags cuda ${goflags[@]+"${goflags[@]}"} -o "$dir/$name" "./$rel"
 	if [[ -d $rel/testdata ]]; then
 		cp -R "$rel/testdata" "$dir/testdata"
 	fi

@@ -36,6 +36,10 @@ die() { log "error: $*"; exit 1; }
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
+# The packages whose CUDA tests the check builds and runs, each to
+# test/<package>/<name>.test.
+test_pkgs=(tensor/cuda internal/devicetest internal/devflag pool)
+
 # ---- build (here, with Go) ------------------------------------------------
 
 build() {
@@ -51,15 +55,14 @@ build() {
 	mkdir -p "$out/bin" "$out/test"
 	# Stripped: the check reads no symbols from them, and 64 MiB must hold
 	# all. No -trimpath, so that the packages come from the build cache.
-	local flags=(-tags cuda -ldflags=-s\ -w)
+	local ldflags='-ldflags=-s -w'
 	log "building the examples"
-	go build "${flags[@]}" -o "$out/bin/" ./examples/agentleak ./examples/inferenceserver
+	go build -tags cuda "$ldflags" -o "$out/bin/" ./examples/agentleak ./examples/inferenceserver
+	log "building the tests of ${test_pkgs[*]}"
+	CUDA_TESTBIN_GOFLAGS=$ldflags bash scripts/cuda-testbin.sh "$out/test" "${test_pkgs[@]}" >/dev/null
 	local pkg
-	for pkg in tensor/cuda internal/devicetest internal/devflag pool; do
-		log "building the tests of $pkg"
-		mkdir -p "$out/test/$pkg"
-		go test -c "${flags[@]}" -o "$out/test/$pkg/$(basename "$pkg").test" "./$pkg"
-		if [[ -d $pkg/testdata ]]; then cp -R "$pkg/testdata" "$out/test/$pkg/"; fi
+	for pkg in "${test_pkgs[@]}"; do
+		[[ -x $out/test/$pkg/$(basename "$pkg").test ]] || die "no test binary for $pkg"
 	done
 	cp "$here/gpu-check.sh" "$here/examples-e2e.sh" "$here/gpu-check/torch_figures.py" "$out/"
 	local size
@@ -144,7 +147,7 @@ run() {
 
 	# 2. Tests.
 	local pkg bin status tests_summary=""
-	for pkg in tensor/cuda internal/devicetest internal/devflag pool; do
+	for pkg in "${test_pkgs[@]}"; do
 		bin=$(basename "$pkg").test
 		local args=(-test.v -test.count=1 -test.timeout=100s)
 		[[ $pkg == pool ]] && args+=(-test.run=CUDA)
