@@ -1,7 +1,6 @@
 package timeline_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -63,12 +62,10 @@ func TestSeriesSplitByDevice(t *testing.T) {
 	assert.Equal(t, int64(12<<10), byDevice["host:1"].Values[last])
 	assert.Equal(t, int64(18<<10), tl.Total[last])
 
-	var svg, trace bytes.Buffer
-	require.NoError(t, tl.WriteSVG(&svg))
-	require.NoError(t, tl.WriteTrace(&trace))
+	svg, trace := string(writeSVG(t, tl)), string(writeTrace(t, tl))
 	for _, dev := range []string{"host:0", "host:1"} {
-		assert.Contains(t, svg.String(), "@"+dev, "the legend says the device")
-		assert.Contains(t, trace.String(), "@"+dev, "the trace's counters say the device")
+		assert.Contains(t, svg, "@"+dev, "the legend says the device")
+		assert.Contains(t, trace, "@"+dev, "the trace's counters say the device")
 	}
 	for _, x := range kept {
 		require.NoError(t, x.Free())
