@@ -12,7 +12,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/tensor"
-	"github.com/tensorlife/tensorlife/track"
 )
 
 // keepView frees a tensor but keeps a View of it: the View's line holds the
@@ -31,18 +30,13 @@ func keepView(t *testing.T, alloc tensor.Allocator) *tensor.Tensor {
 // A sample whose tensors' own handles are freed names the owner that still
 // holds the memory: -tagfocus held_by=View finds it.
 func TestProfileNamesTheHolder(t *testing.T) {
-	tr, err := track.New()
-	require.NoError(t, err)
-	dev, err := tensor.NewHostDevice(1 << 20)
-	require.NoError(t, err)
-	alloc, err := tensor.NewDeviceAllocator(dev, tr)
-	require.NoError(t, err)
-	v := keepView(t, alloc)
-	x, err := tensor.New(context.Background(), alloc, tensor.Float32, 8) // held by its own handle
+	prog := newProgram(t)
+	v := keepView(t, prog.alloc)
+	x, err := tensor.New(context.Background(), prog.alloc, tensor.Float32, 8) // held by its own handle
 	require.NoError(t, err)
 
 	var buf bytes.Buffer
-	require.NoError(t, pprofexport.Write(&buf, tr.Snapshot()))
+	require.NoError(t, pprofexport.Write(&buf, prog.tracker.Snapshot()))
 	p, err := profile.Parse(&buf)
 	require.NoError(t, err)
 	inuse := -1

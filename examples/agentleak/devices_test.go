@@ -46,13 +46,7 @@ func TestTwoDevicesSplitTheReports(t *testing.T) {
 	defer f.Close()
 	p, err := profile.Parse(f)
 	require.NoError(t, err)
-	inuse := -1
-	for i, st := range p.SampleType {
-		if st.Type == "inuse_space" {
-			inuse = i
-		}
-	}
-	require.GreaterOrEqual(t, inuse, 0)
+	inuse := sampleIndex(t, p, "inuse_space")
 	byDevice := map[string]int64{}
 	for _, s := range p.Sample {
 		if s.Value[inuse] == 0 {

@@ -152,7 +152,10 @@ func TestOutputAndFiles(t *testing.T) {
 }
 
 // topFunction returns the leaf function holding the most of sample type st.
-func topFunction(t *testing.T, p *profile.Profile, st string) string {
+// sampleIndex returns the index of the sample type st in p's values, and
+// fails t when p has no such type.
+func sampleIndex(t *testing.T, p *profile.Profile, st string) int {
+	t.Helper()
 	idx := -1
 	for i, s := range p.SampleType {
 		if s.Type == st {
@@ -160,6 +163,11 @@ func topFunction(t *testing.T, p *profile.Profile, st string) string {
 		}
 	}
 	require.GreaterOrEqual(t, idx, 0)
+	return idx
+}
+
+func topFunction(t *testing.T, p *profile.Profile, st string) string {
+	idx := sampleIndex(t, p, st)
 	byFunc := map[string]int64{}
 	for _, s := range p.Sample {
 		if len(s.Location) > 0 && len(s.Location[0].Line) > 0 {
