@@ -430,6 +430,12 @@ static int context_known(struct CUctx_st *c) {
 	return 0;
 }
 
+/* context_usable reports whether a handle passed in by the caller may be
+ * made current: one this driver made that is alive or primary. mu held. */
+static int context_usable(struct CUctx_st *c) {
+	return context_known(c) && (c->alive || c->primary);
+}
+
 /* current returns the calling thread's context for a call that needs one,
  * or sets *code to why there is none it can use. mu held. */
 static struct CUctx_st *current(int *code) {
@@ -498,22 +504,28 @@ static size_t find_block(CUdeviceptr p) {
 	return lo;
 }
 
+/* block_containing returns the index of the live block that holds address
+ * p, or nblocks when none does. mu held. */
+static size_t block_containing(CUdeviceptr p) {
+	size_t i = find_block(p);
+	if (i < nblocks && blocks[i].addr == p) {
+		return i;
+	}
+	if (i == 0 || p - blocks[i - 1].addr >= blocks[i - 1].size) {
+		return nblocks;
+	}
+	return i - 1;
+}
+
 /* span returns the host memory of the n bytes at p, if they lie in one live
  * block, or NULL. mu held. */
 static unsigned char *span(CUdeviceptr p, size_t n) {
-	size_t i = find_block(p);
-	if (i < nblocks && blocks[i].addr == p) {
-		return n <= blocks[i].size ? blocks[i].mem : NULL;
-	}
-	if (i == 0) {
+	size_t i = block_containing(p);
+	if (i == nblocks) {
 		return NULL;
 	}
-	struct block *b = &blocks[i - 1];
-	size_t off = (size_t)(p - b->addr);
-	if (off >= b->size || n > b->size - off) {
-		return NULL;
-	}
-	return b->mem + off;
+	size_t off = (size_t)(p - blocks[i].addr);
+	return n <= blocks[i].size - off ? blocks[i].mem + off : NULL;
 }
 
 /* ---- initialization and devices --------------------------------------------- */
@@ -692,40 +704,37 @@ API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
 }
 
 /* release_primary drops one hold on dev's primary context, or all of them
- * (reset); the last one frees the context's memory. mu held. */
+ * (reset); the last one frees the context's memory. It is the body of
+ * cuDevicePrimaryCtxRelease and cuDevicePrimaryCtxReset, which differ only
+ * in all. */
 static int release_primary(CUdevice dev, int all) {
+	if (!valid_device(dev)) {
+		return R_INVALID_DEVICE;
+	}
+	pthread_mutex_lock(&mu);
 	struct device *d = &devices[dev];
+	int code = R_SUCCESS;
 	if (d->primary_refs == 0 && !all) {
-		return R_INVALID_CONTEXT;
+		code = R_INVALID_CONTEXT;
+	} else {
+		d->primary_refs = all ? 0 : d->primary_refs - 1;
+		if (d->primary_refs == 0) {
+			d->primary->alive = 0;
+			free_blocks_of(d->primary);
+		}
 	}
-	d->primary_refs = all ? 0 : d->primary_refs - 1;
-	if (d->primary_refs == 0) {
-		d->primary->alive = 0;
-		free_blocks_of(d->primary);
-	}
-	return R_SUCCESS;
+	pthread_mutex_unlock(&mu);
+	return code;
 }
 
 API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
 	BEGIN(1);
-	if (!valid_device(dev)) {
-		RETURN(R_INVALID_DEVICE);
-	}
-	pthread_mutex_lock(&mu);
-	int code = release_primary(dev, 0);
-	pthread_mutex_unlock(&mu);
-	RETURN(code);
+	RETURN(release_primary(dev, 0));
 }
 
 API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
 	BEGIN(1);
-	if (!valid_device(dev)) {
-		RETURN(R_INVALID_DEVICE);
-	}
-	pthread_mutex_lock(&mu);
-	int code = release_primary(dev, 1);
-	pthread_mutex_unlock(&mu);
-	RETURN(code);
+	RETURN(release_primary(dev, 1));
 }
 
 API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active) {
@@ -822,7 +831,7 @@ API CUresult cuCtxSetCurrent(CUcontext ctx) {
 		RETURN(R_SUCCESS);
 	}
 	pthread_mutex_lock(&mu);
-	int ok = context_known(ctx) && (ctx->alive || ctx->primary);
+	int ok = context_usable(ctx);
 	pthread_mutex_unlock(&mu);
 	if (!ok) {
 		RETURN(R_INVALID_CONTEXT);
@@ -837,7 +846,7 @@ API CUresult cuCtxSetCurrent(CUcontext ctx) {
 API CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
 	BEGIN(1);
 	pthread_mutex_lock(&mu);
-	int ok = context_known(ctx) && (ctx->alive || ctx->primary);
+	int ok = context_usable(ctx);
 	pthread_mutex_unlock(&mu);
 	if (!ok) {
 		RETURN(R_INVALID_CONTEXT);
@@ -982,13 +991,10 @@ API CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdevicept
 	if (!current(&code)) {
 		goto out;
 	}
-	size_t i = find_block(dptr);
-	if (i == nblocks || blocks[i].addr != dptr) {
-		if (i == 0 || dptr - blocks[i - 1].addr >= blocks[i - 1].size) {
-			code = R_NOT_FOUND;
-			goto out;
-		}
-		i--;
+	size_t i = block_containing(dptr);
+	if (i == nblocks) {
+		code = R_NOT_FOUND;
+		goto out;
 	}
 	if (base) {
 		*base = blocks[i].addr;
