@@ -2,6 +2,7 @@ package track_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -330,6 +331,51 @@ func TestSelectFiltersAsSnapshotOf(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, direct.Groups, selected.Groups, "filter %+v", f)
 	}
+	for _, r := range recs {
+		require.NoError(t, tr.Release(r))
+	}
+}
+
+// Past the bound on classes, new kinds are counted under OtherKind while
+// every class already listed keeps its own figures: a class seen once stays
+// listed.
+func TestLiveByClassKeepsListedClassesPastTheBound(t *testing.T) {
+	tr := newTracker(t)
+	// Record ids are consecutive and spread over 64 shards, so 64 records
+	// of a kind put it on every shard.
+	const perKind, kinds, listed = 64, 70, 63
+	var recs []*track.Record
+	seen := map[string]track.ClassStats{}
+	for k := range kinds {
+		kind := fmt.Sprintf("kind%02d", k)
+		for range perKind {
+			r := &track.Record{Bytes: int64(k + 1), Meta: track.InternMeta(kind, "host", "uint8", []int{k + 1})}
+			require.NoError(t, tr.Record(context.Background(), r, 0))
+			recs = append(recs, r)
+		}
+		byKind := map[string]track.ClassStats{}
+		for _, c := range tr.LiveByClass() {
+			byKind[c.Kind] = c
+		}
+		for name, c := range seen {
+			if name != track.OtherKind {
+				assert.Equal(t, c, byKind[name], "class %s after %d kinds", name, k+1)
+			}
+		}
+		seen = byKind
+	}
+
+	classes := tr.LiveByClass()
+	require.Len(t, classes, listed+1)
+	// OtherKind has no device, so it sorts first.
+	for k := range listed {
+		assert.Equal(t, track.ClassStats{Device: "host", Kind: fmt.Sprintf("kind%02d", k), LiveCount: perKind, LiveBytes: perKind * int64(k+1)}, classes[1+k])
+	}
+	var otherBytes int64
+	for k := listed; k < kinds; k++ {
+		otherBytes += perKind * int64(k+1)
+	}
+	assert.Equal(t, track.ClassStats{Kind: track.OtherKind, LiveCount: perKind * (kinds - listed), LiveBytes: otherBytes}, classes[0])
 	for _, r := range recs {
 		require.NoError(t, tr.Release(r))
 	}

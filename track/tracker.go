@@ -69,14 +69,16 @@ type shardData struct {
 
 // classCount is one shard's live figures of one device and kind: what
 // metrics break the live set down by. Kinds are low-cardinality by contract;
-// past maxClasses per shard, further classes are counted under OtherKind so
-// that a kind per request cannot grow the registry without bound.
+// past maxClasses-1 classes per shard, further classes are counted under
+// OtherKind, in the shard's last slot, so that a kind per request cannot grow
+// the registry without bound.
 type classCount struct {
 	device, kind string
 	count, bytes int64
 }
 
-// maxClasses bounds the classes one shard counts.
+// maxClasses bounds the classes one shard counts, the OtherKind slot
+// included.
 const maxClasses = 64
 
 // OtherKind is the kind under which the live figures of classes past the
@@ -86,22 +88,21 @@ const OtherKind = "tensorlife.other"
 // class returns the index of r's class in the shard, adding it if there is
 // room. Called with the shard's lock held. String comparison stops at the
 // pointer when both strings share their bytes, as constant kinds do.
+//
+// The first maxClasses-1 classes get slots of their own and keep them, so a
+// class once listed keeps its figures; the last slot is added for OtherKind
+// when a class finds no room, and counts every class after.
 func (sh *shardData) class(device, kind string) uint16 {
 	for i := range sh.classes {
 		if c := &sh.classes[i]; c.kind == kind && c.device == device {
 			return uint16(i)
 		}
 	}
-	if len(sh.classes) == maxClasses {
-		device, kind = "", OtherKind
-		for i := range sh.classes {
-			if c := &sh.classes[i]; c.kind == kind && c.device == device {
-				return uint16(i)
-			}
-		}
-		// The last slot is kept for the overflow class.
-		sh.classes[maxClasses-1].kind, sh.classes[maxClasses-1].device = kind, device
+	switch len(sh.classes) {
+	case maxClasses:
 		return maxClasses - 1
+	case maxClasses - 1:
+		device, kind = "", OtherKind
 	}
 	sh.classes = append(sh.classes, classCount{device: device, kind: kind})
 	return uint16(len(sh.classes) - 1)
