@@ -64,8 +64,11 @@ func (c *walkCache) lookup(h uint64, pcs []uintptr) *walkEntry {
 	}
 }
 
+// full reports whether the cache takes no more walks.
+func (c *walkCache) full() bool { return c.count.Load() >= c.max }
+
 func (c *walkCache) insert(h uint64, pcs []uintptr, site *Site) {
-	if c.count.Load() >= c.max {
+	if c.full() {
 		return
 	}
 	c.mu.Lock()
@@ -102,6 +105,10 @@ func (t *Tracker) site(skip int) *Site {
 	}
 	h := hashPCs(walk[:n])
 	switch e := t.walks.lookup(h, walk[:n]); {
+	case e == nil && t.walks.full():
+		// The walk could not be kept, so comparing it would be wasted,
+		// and counted again as a mismatch on every capture.
+		return t.callersSite(skip+1, nil, 0)
 	case e == nil:
 		return t.callersSite(skip+1, walk[:n], h)
 	case e.site == nil: // a walk that disagreed once is not trusted

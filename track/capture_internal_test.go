@@ -79,3 +79,30 @@ func TestUntrustedWalkFallsBackToCallers(t *testing.T) {
 	}
 	assert.Same(t, sites[0], sites[1])
 }
+
+// A walk that misses a full cache is served by runtime.Callers without a
+// comparison: the site is the same and nothing is cached or counted.
+func TestFullWalkCacheServesCallers(t *testing.T) {
+	if !fpstack.Enabled() {
+		t.Skip("frame-pointer capture is off")
+	}
+	walked, err := New()
+	require.NoError(t, err)
+	plain, err := New(FramePointers(false))
+	require.NoError(t, err)
+	walked.walks.count.Store(walked.walks.max) // full, with no entry
+	var recs []*Record
+	for _, tr := range []*Tracker{walked, plain} { // one call instruction for both
+		recs = append(recs, captureLeaf(t, tr))
+	}
+	assert.Equal(t, recs[1].Site().PCs(), recs[0].Site().PCs())
+	assert.Equal(t, walked.walks.max, walked.walks.count.Load(), "nothing cached")
+	for i := range walked.walks.slots {
+		assert.Nil(t, walked.walks.slots[i].Load())
+	}
+	tt := walked.Totals()
+	assert.Zero(t, tt.StackMismatches)
+	assert.Zero(t, tt.StackFallbacks)
+	require.NoError(t, walked.Release(recs[0]))
+	require.NoError(t, plain.Release(recs[1]))
+}
