@@ -152,12 +152,13 @@ func (r *Record) markDropped(site *Site, how string) {
 	s.mu.Unlock()
 }
 
-// holderList returns r's holders, its own handle first.
-func (r *Record) holderList() []Holder {
+// holderList returns r's holders, its own handle first; leaked is r's
+// leaked flag, as the caller read it.
+func (r *Record) holderList(leaked bool) []Holder {
 	s := r.holders.Load()
 	if s == nil {
 		h := Holder{Site: r.site, How: HowOwn, Live: 1}
-		if r.leaked() {
+		if leaked {
 			h.Live, h.Dropped = 0, 1
 		}
 		return []Holder{h}
@@ -189,7 +190,7 @@ func (r *Record) heldBy() (h Holder, ok bool) {
 	if r.holders.Load() == nil {
 		return Holder{}, false // only the own handle ever held r
 	}
-	return heldByOf(r.holderList())
+	return heldByOf(r.holderList(r.leaked()))
 }
 
 // heldByOf is heldBy for a holder list (Allocation.Holders): the first

@@ -44,12 +44,20 @@ func (a *Allocation) LiveHolders() int {
 	return n
 }
 
+// allocation copies r, its labels, leaked flag and holders read now; its
+// Windows is left 0.
 func (r *Record) allocation() Allocation {
-	m := metaOf(r)
+	leaked := r.leaked()
+	return r.allocationOf(metaOf(r), r.Labels(), leaked, r.holderList(leaked), 0)
+}
+
+// allocationOf copies r with the figures the caller already read of it, so
+// that each is read once and they agree with what the caller filtered on.
+func (r *Record) allocationOf(m *Meta, labels Labels, leaked bool, holders []Holder, windows uint64) Allocation {
 	return Allocation{
 		ID: r.id, Bytes: r.Bytes, Kind: m.Kind, Device: m.Device, DType: m.DType,
-		Shape: m.Shape, Labels: r.Labels(), Time: r.Time(), Site: r.site, Leaked: r.leaked(),
-		Holders: r.holderList(),
+		Shape: m.Shape, Labels: labels, Time: r.Time(), Site: r.site, Leaked: leaked,
+		Windows: windows, Holders: holders,
 	}
 }
 
@@ -291,18 +299,24 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 			// difference in 32 bits is right across a wrap.
 			windows := uint64(uint32(clock) - r.gen)
 			labels := r.Labels() // read once: Relabel may replace them
-			if !f.admits(m.Kind, m.Device, r.leaked(), time.Duration(sinceStart-r.born), windows, labels) {
+			leaked := r.leaked()
+			if !f.admits(m.Kind, m.Device, leaked, time.Duration(sinceStart-r.born), windows, labels) {
 				continue
 			}
+			var holders []Holder
 			var held *Holder
-			if h, ok := r.heldBy(); ok {
+			if f.Allocations {
+				// Listed holders and the group's holder come from one read.
+				holders = r.holderList(leaked)
+				if h, ok := heldByOf(holders); ok {
+					held = &h
+				}
+			} else if h, ok := r.heldBy(); ok {
 				held = &h
 			}
-			groups.add(r.site, m.Kind, m.Device, m.DType, m.Shape, labels, held, r.Bytes, r.leaked(), r.Time())
+			groups.add(r.site, m.Kind, m.Device, m.DType, m.Shape, labels, held, r.Bytes, leaked, r.Time())
 			if f.Allocations {
-				a := r.allocation()
-				a.Windows = windows
-				allocs = append(allocs, a)
+				allocs = append(allocs, r.allocationOf(m, labels, leaked, holders, windows))
 			}
 		}
 		sh.mu.Unlock()
