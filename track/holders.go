@@ -185,12 +185,33 @@ func (r *Record) holderList(leaked bool) []Holder {
 
 // heldBy returns the first extra owner still holding r's memory once its
 // own handle no longer does (freed, or dropped and kept); ok is false while
-// the own handle holds it, or when nothing but dropped handles do.
+// the own handle holds it, or when nothing but dropped handles do. It reads
+// the holder set in place, allocating nothing, and answers as heldByOf
+// would for r's holderList.
 func (r *Record) heldBy() (h Holder, ok bool) {
-	if r.holders.Load() == nil {
+	s := r.holders.Load()
+	if s == nil {
 		return Holder{}, false // only the own handle ever held r
 	}
-	return heldByOf(r.holderList(r.leaked()))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.own == 1 {
+		return Holder{}, false
+	}
+	for _, e := range s.entries {
+		if e.how == HowOwn && e.live > 0 {
+			return Holder{}, false // as heldByOf, which cannot tell it from the own handle
+		}
+	}
+	for _, e := range s.entries {
+		if e.how != HowOwn && e.live > 0 {
+			return Holder{Site: e.site, How: e.how, Live: int(e.live), Dropped: int(e.dropped)}, true
+		}
+	}
+	if s.other.live > 0 {
+		return Holder{How: "handle", Live: int(s.other.live), Dropped: int(s.other.dropped)}, true
+	}
+	return Holder{}, false
 }
 
 // heldByOf is heldBy for a holder list (Allocation.Holders): the first
@@ -223,7 +244,7 @@ func (t *Tracker) holdersAt(site *Site, max int) []Holder {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		for r := sh.head; r != nil; r = r.next {
-			if r.site != site || r.holders.Load() == nil {
+			if r.site != site {
 				continue
 			}
 			if h, ok := r.heldBy(); ok {
