@@ -209,14 +209,16 @@ func (h *handler) serveDelta(w http.ResponseWriter, r *http.Request, q query) {
 		serveError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	start, err := h.snapshot(q)
-	if err != nil {
+	if err := q.filter.Validate(); err != nil {
 		serveError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	// A delta reads only the start's per-site counters: drop its groups,
-	// which grow with the labels of the live set, for the window's length.
-	start = start.SitesOnly()
+	if q.gc {
+		runtime.GC()
+	}
+	// A delta reads only the start's per-site counters: take those alone,
+	// without walking the live set or holding its groups for the window.
+	start := h.tracker.SiteSnapshot()
 	end, err := h.wait(r.Context(), q, window)
 	if err != nil {
 		serveWaitError(w, err)

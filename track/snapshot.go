@@ -252,16 +252,18 @@ func (s *Snapshot) SameTracker(o *Snapshot) bool {
 	return s != nil && o != nil && s.tracker != nil && s.tracker == o.tracker
 }
 
-// SitesOnly returns a copy of s without its groups and allocations: what a
-// delta needs of its start (per-site figures), without holding memory that
-// grows with the live set while the window runs. It stays comparable with
-// snapshots of the same tracker (SameTracker).
-func (s *Snapshot) SitesOnly() *Snapshot {
-	if s == nil {
-		return nil
+// SiteSnapshot returns a snapshot of the tracker's counters alone: Totals
+// and every site's figures from SiteTotals (Oldest not filled), with no
+// groups, no allocations and the zero Filter. It does not walk the live
+// set, so it costs O(sites) and holds nothing that grows with live tensors:
+// what a delta needs of its start, whose cumulative per-site figures are
+// subtracted from a later snapshot of the same tracker (SameTracker). A nil
+// tracker has an empty one.
+func (t *Tracker) SiteSnapshot() *Snapshot {
+	if t == nil {
+		return &Snapshot{Time: time.Now()}
 	}
-	return &Snapshot{tracker: s.tracker, Tracker: s.Tracker, Time: s.Time, Totals: s.Totals,
-		Filter: s.Filter, Sites: s.Sites}
+	return &Snapshot{tracker: t, Tracker: t.cfg.name, Time: time.Now(), Totals: t.Totals(), Sites: t.SiteTotals()}
 }
 
 // Snapshot copies the whole live set, every allocation listed. A nil

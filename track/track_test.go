@@ -380,3 +380,29 @@ func TestLiveByClassKeepsListedClassesPastTheBound(t *testing.T) {
 		require.NoError(t, tr.Release(r))
 	}
 }
+
+// A site snapshot holds the per-site figures SnapshotOf lists, from the
+// counters alone, and compares with snapshots of its tracker.
+func TestSiteSnapshotMatchesSnapshotSites(t *testing.T) {
+	tr := newTracker(t)
+	ctx := context.Background()
+	a := recordA(tr, ctx, 16, "tensor")
+	b := recordB(tr, ctx, 8)
+	require.NoError(t, tr.Release(b))
+	full, err := tr.SnapshotOf(track.Filter{Kind: "tensor"})
+	require.NoError(t, err)
+	sites := tr.SiteSnapshot()
+	assert.True(t, sites.SameTracker(full))
+	assert.Equal(t, tr.Name(), sites.Tracker)
+	assert.Empty(t, sites.Groups)
+	assert.Empty(t, sites.Allocations)
+	assert.Equal(t, full.Totals, sites.Totals)
+	require.Len(t, sites.Sites, len(full.Sites))
+	for i, st := range sites.Sites {
+		assert.Same(t, full.Sites[i].Site, st.Site)
+		assert.Equal(t, full.Sites[i].AllocCount, st.AllocCount)
+		assert.Equal(t, full.Sites[i].AllocBytes, st.AllocBytes)
+	}
+	assert.Empty(t, (*track.Tracker)(nil).SiteSnapshot().Sites)
+	require.NoError(t, tr.Release(a))
+}
