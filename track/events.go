@@ -56,12 +56,19 @@ func (t *Tracker) Note(k EventKind, site *Site, bytes int64) {
 	if k >= numEventKinds || k <= EventGCLeak {
 		return
 	}
-	t.events[k].Add(1)
-	if k == EventDoubleFree {
+	t.note(Event{Kind: k, Bytes: bytes, Site: site}, k == EventDoubleFree)
+}
+
+// note counts e by its kind, and as misuse if misuse is set, and with
+// History on records it, timed now: what Note and NoteMisuse share.
+func (t *Tracker) note(e Event, misuse bool) {
+	t.events[e.Kind].Add(1)
+	if misuse {
 		t.misuse.Add(1)
 	}
 	if t.cfg.historyEvents > 0 {
-		t.remember(uint64(t.noteShard.Add(1)), Event{Kind: k, Time: t.now(), Bytes: bytes, Site: site})
+		e.Time = t.now()
+		t.remember(uint64(t.noteShard.Add(1)), e)
 	}
 }
 
@@ -111,8 +118,6 @@ func (t *Tracker) NoteMisuse(m Misuse) {
 	if m.Kind != EventDoubleFree && m.Kind != EventUseAfterFree {
 		return
 	}
-	t.events[m.Kind].Add(1)
-	t.misuse.Add(1)
 	site := m.SecondFree
 	if m.Kind == EventUseAfterFree {
 		site = m.Use
@@ -120,9 +125,7 @@ func (t *Tracker) NoteMisuse(m Misuse) {
 	if site == nil {
 		site = m.Allocated
 	}
-	if t.cfg.historyEvents > 0 {
-		t.remember(uint64(t.noteShard.Add(1)), Event{Kind: m.Kind, Time: t.now(), ID: m.ID, Bytes: m.Bytes, Site: site, Labels: m.Labels})
-	}
+	t.note(Event{Kind: m.Kind, ID: m.ID, Bytes: m.Bytes, Site: site, Labels: m.Labels}, true)
 	l := &t.misuses
 	l.mu.Lock()
 	l.seq++
