@@ -230,37 +230,50 @@ func heldByOf(hs []Holder) (Holder, bool) {
 	return Holder{}, false
 }
 
-// holdersAt returns up to max distinct extra owners that still hold live
-// allocations of site after their own handles were freed, most handles
-// first. It walks the live set, one shard lock at a time: the watcher calls
-// it once for a site it newly flags, never per window.
-func (t *Tracker) holdersAt(site *Site, max int) []Holder {
+// holdersAt returns, for each of sites, up to max distinct extra owners
+// that still hold live allocations of that site after their own handles
+// were freed, most handles first. It walks the live set once for all the
+// sites, one shard lock at a time: the watcher calls it for the sites it
+// newly flags, never per window.
+func (t *Tracker) holdersAt(sites []*Site, max int) [][]Holder {
 	type key struct {
 		site *Site
 		how  string
 	}
-	count := map[key]int{}
+	index := make(map[*Site]int, len(sites))
+	for i, s := range sites {
+		index[s] = i
+	}
+	counts := make([]map[key]int, len(sites))
+	for i := range counts {
+		counts[i] = map[key]int{}
+	}
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		for r := sh.head; r != nil; r = r.next {
-			if r.site != site {
+			j, ok := index[r.site]
+			if !ok {
 				continue
 			}
 			if h, ok := r.heldBy(); ok {
-				count[key{h.Site, h.How}] += h.Live
+				counts[j][key{h.Site, h.How}] += h.Live
 			}
 		}
 		sh.mu.Unlock()
 	}
-	out := make([]Holder, 0, len(count))
-	for k, n := range count {
-		out = append(out, Holder{Site: k.site, How: k.how, Live: n})
+	out := make([][]Holder, len(sites))
+	for i, count := range counts {
+		hs := make([]Holder, 0, len(count))
+		for k, n := range count {
+			hs = append(hs, Holder{Site: k.site, How: k.how, Live: n})
+		}
+		slices.SortFunc(hs, func(a, b Holder) int {
+			return cmp.Or(cmp.Compare(b.Live, a.Live), strings.Compare(a.How, b.How), cmp.Compare(siteID(a.Site), siteID(b.Site)))
+		})
+		out[i] = hs[:min(max, len(hs))]
 	}
-	slices.SortFunc(out, func(a, b Holder) int {
-		return cmp.Or(cmp.Compare(b.Live, a.Live), strings.Compare(a.How, b.How), cmp.Compare(siteID(a.Site), siteID(b.Site)))
-	})
-	return out[:min(max, len(out))]
+	return out
 }
 
 func siteID(s *Site) int {

@@ -368,11 +368,16 @@ func (c *watcherConfig) finish(tr *Tracker) error {
 const maxSuspectHolders = 4
 
 // nameHolders fills the newly flagged suspects' HeldBy, in the copies to
-// report and in the watcher's own. It walks the live set once per flagged
-// site, outside the watcher's lock: flags are rare, windows are not.
+// report and in the watcher's own. It walks the live set once for all the
+// flagged sites, outside the watcher's lock: flags are rare, windows are
+// not.
 func (w *Watcher) nameHolders(flagged []Suspect) {
+	sites := make([]*Site, len(flagged))
 	for i := range flagged {
-		flagged[i].HeldBy = w.tr.holdersAt(flagged[i].Site, maxSuspectHolders)
+		sites[i] = flagged[i].Site
+	}
+	for i, hs := range w.tr.holdersAt(sites, maxSuspectHolders) {
+		flagged[i].HeldBy = hs
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
