@@ -66,20 +66,23 @@ func Helper() {
 }
 
 // markHelperPC marks the function whose code holds the return address pc.
+// pc is remembered as seen whether or not it marked anything (a frame of no
+// name, a call past maxHelperMarks): later calls from it return at the
+// lookup instead of symbolizing again. Seen PCs are bounded by the Helper
+// calls in the program's code.
 func markHelperPC(pc uintptr) {
 	f, _ := runtime.CallersFrames([]uintptr{pc}).Next()
 	if f.Function == "" {
+		helperMarks.seen.Store(pc, struct{}{})
 		return
 	}
 	helperMarks.mu.Lock()
 	defer helperMarks.mu.Unlock()
 	old := helperMarks.names.Load()
 	if old != nil {
-		if _, ok := (*old)[f.Function]; ok {
+		_, ok := (*old)[f.Function]
+		if ok || len(*old) >= maxHelperMarks {
 			helperMarks.seen.Store(pc, struct{}{})
-			return
-		}
-		if len(*old) >= maxHelperMarks {
 			return
 		}
 	}
