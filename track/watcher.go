@@ -280,11 +280,10 @@ type Watcher struct {
 // ring indexed by window number modulo its length: WatchHistory+1 samples
 // bound WatchHistory windows.
 type siteHistory struct {
-	site       *Site
-	suspect    *Suspect // nil unless the site is a suspect now
-	ring       []int64  // survivor bytes
-	live       siteSample
-	lastChange uint64 // the last window in which its survivors changed
+	site    *Site
+	suspect *Suspect // nil unless the site is a suspect now
+	ring    []int64  // survivor bytes
+	live    siteSample
 
 	// The current run: the windows since its survivors last shrank.
 	runStart uint64 // the window the run began at
@@ -293,6 +292,11 @@ type siteHistory struct {
 	lastGrow uint64 // the last window in which they grew
 	quiet    uint64 // a slow suspect clears after this many windows without growth
 }
+
+// lastChange returns the last window in which the site's survivors changed:
+// a shrink starts a run and a growth is its latest step, so it is the later
+// of the two.
+func (h *siteHistory) lastChange() uint64 { return max(h.runStart, h.lastGrow) }
 
 // siteSample is one site's figures at a window end.
 type siteSample struct {
@@ -608,7 +612,6 @@ func (w *Watcher) endWindow(fromLoop bool) {
 			for i := range h.ring {
 				h.ring[i] = cur
 			}
-			h.lastChange = n
 			h.runStart, h.runBase, h.runSteps = n, cur, 0
 			return
 		}
@@ -621,12 +624,9 @@ func (w *Watcher) endWindow(fromLoop bool) {
 			h.runSteps++
 			h.lastGrow = n
 		}
-		if cur != prev {
-			h.lastChange = n
-		}
 		// A site unchanged for K windows has not grown in them: it cannot
 		// be flagged, and a suspect among them clears on the plateau rule.
-		if h.suspect == nil && n-h.lastChange >= uint64(w.cfg.windows) {
+		if h.suspect == nil && n-h.lastChange() >= uint64(w.cfg.windows) {
 			return
 		}
 		if s, ok := w.judge(h, n, now); ok {
