@@ -50,9 +50,7 @@ type watcherConfig struct {
 	mostOf    int
 	warmUp    uint64 // windows that only set the baseline
 	age       int    // A: windows a tensor must have lived to be judged
-	ageSet    bool   // SurvivorAge was given: 0 is valid
 	minGrowth int64
-	growthSet bool // MinGrowth was given: 0 is a valid threshold
 	onSuspect func(Suspect)
 }
 
@@ -126,7 +124,7 @@ func MinGrowth(bytes int64) Option {
 		if bytes < 0 {
 			return fmt.Errorf("%w: MinGrowth(%d): want 0 or more", ErrInvalidOption, bytes)
 		}
-		o.watcher.minGrowth, o.watcher.growthSet = bytes, true
+		o.watcher.minGrowth = bytes
 		return nil
 	}, forWatcher)
 }
@@ -158,7 +156,7 @@ func SurvivorAge(windows int) Option {
 		if windows < 0 || windows > ageBuckets {
 			return fmt.Errorf("%w: SurvivorAge(%d): want 0..%d", ErrInvalidOption, windows, ageBuckets)
 		}
-		o.watcher.age, o.watcher.ageSet = windows, true
+		o.watcher.age = windows
 		return nil
 	}, forWatcher)
 }
@@ -312,7 +310,7 @@ func NewWatcher(tr *Tracker, opts ...Option) (*Watcher, error) {
 	if tr == nil {
 		return nil, ErrNilTracker
 	}
-	var o options
+	o := options{watcher: defaultWatcherConfig()}
 	if err := applyOptions(&o, forWatcher, opts); err != nil {
 		return nil, err
 	}
@@ -331,19 +329,21 @@ func NewWatcher(tr *Tracker, opts ...Option) (*Watcher, error) {
 	return w, nil
 }
 
-// finish fills defaults and checks the options against each other.
+// defaultWatcherConfig is what options change: the defaults that do not
+// depend on other options (finish fills those that do).
+func defaultWatcherConfig() watcherConfig {
+	return watcherConfig{windows: DefaultWindows, history: DefaultWatchHistory,
+		age: DefaultSurvivorAge, minGrowth: DefaultMinGrowth}
+}
+
+// finish fills the defaults that depend on other options and checks the
+// options against each other.
 func (c *watcherConfig) finish(tr *Tracker) error {
 	if c.ticks > 0 && c.interval > 0 {
 		return fmt.Errorf("%w: EveryTicks and Every both given: a window is counted or timed", ErrInvalidOption)
 	}
 	if c.ticks == 0 && c.interval == 0 {
 		c.ticks = 1
-	}
-	if c.windows == 0 {
-		c.windows = DefaultWindows
-	}
-	if c.history == 0 {
-		c.history = DefaultWatchHistory
 	}
 	if c.windows > c.history {
 		return fmt.Errorf("%w: Windows(%d) exceeds the %d windows of WatchHistory kept", ErrInvalidOption, c.windows, c.history)
@@ -353,12 +353,6 @@ func (c *watcherConfig) finish(tr *Tracker) error {
 	}
 	if c.mostOf > c.windows {
 		return fmt.Errorf("%w: MostOf(%d) exceeds Windows(%d)", ErrInvalidOption, c.mostOf, c.windows)
-	}
-	if !c.growthSet {
-		c.minGrowth = DefaultMinGrowth
-	}
-	if !c.ageSet {
-		c.age = DefaultSurvivorAge
 	}
 	if c.onSuspect == nil {
 		logger := tr.cfg.logger
