@@ -297,9 +297,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 		sh.mu.Lock()
 		for r := sh.head; r != nil; r = r.next {
 			m := metaOf(r)
-			// The record's generation is the clock's low 32 bits: the
-			// difference in 32 bits is right across a wrap.
-			windows := uint64(uint32(clock) - r.gen)
+			windows := r.windowsAt(clock)
 			labels := r.Labels() // read once: Relabel may replace them
 			leaked := r.leaked()
 			if !f.admits(m.Kind, m.Device, leaked, time.Duration(sinceStart-r.born), windows, labels) {

@@ -157,9 +157,13 @@ func (r *Record) class() uint16 { return uint16(r.word.Load() >> classShift) }
 // setLeaked flags r leaked and reports whether it was already.
 func (r *Record) setLeaked() bool { return r.word.Or(leakedFlag)&leakedFlag != 0 }
 
-// genAt widens the recorded 32-bit generation against the tracker's clock,
-// which never runs behind it.
-func (r *Record) genAt(clock uint64) uint64 { return clock - uint64(uint32(clock)-r.gen) }
+// windowsAt returns how many windows of the age clock r has outlived at
+// clock, which never runs behind r's generation. The generation is the
+// clock's low 32 bits: the difference in 32 bits is right across a wrap.
+func (r *Record) windowsAt(clock uint64) uint64 { return uint64(uint32(clock) - r.gen) }
+
+// genAt widens the recorded 32-bit generation against the tracker's clock.
+func (r *Record) genAt(clock uint64) uint64 { return clock - r.windowsAt(clock) }
 
 // Kind returns the allocation's kind, from its Meta.
 func (r *Record) Kind() string { return metaOf(r).Kind }
