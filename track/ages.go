@@ -48,9 +48,9 @@ func (a *siteAges) advance(clock uint64) {
 func (a *siteAges) add(gen, clock uint64, bytes, count int64) {
 	a.mu.Lock()
 	a.advance(clock)
-	if a.base-gen >= ageBuckets || gen > a.base {
-		// gen > base cannot happen with a clock that only moves forward;
-		// counting it old keeps the figures whole if it ever did.
+	// gen is never past base, the clock having just been folded in; if it
+	// were, base-gen would wrap past ageBuckets and count it old.
+	if a.base-gen >= ageBuckets {
 		a.oldBytes += bytes
 		a.oldCount += count
 	} else {
