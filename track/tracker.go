@@ -154,8 +154,8 @@ func (r *Record) state() uint32 { return r.word.Load() & stateMask }
 func (r *Record) leaked() bool  { return r.word.Load()&leakedFlag != 0 }
 func (r *Record) class() uint16 { return uint16(r.word.Load() >> classShift) }
 
-// setLeaked flags r leaked and reports whether it was already.
-func (r *Record) setLeaked() bool { return r.word.Or(leakedFlag)&leakedFlag != 0 }
+// setLeaked flags r leaked.
+func (r *Record) setLeaked() { r.word.Or(leakedFlag) }
 
 // windowsAt returns how many windows of the age clock r has outlived at
 // clock, which never runs behind r's generation. The generation is the
