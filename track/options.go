@@ -55,13 +55,11 @@ type optionFunc func(*options) error
 
 func (f optionFunc) apply(o *options) error { return f(o) }
 
-// only makes an option that applies where one of the targets is being built.
-func only(name string, f func(*options) error, where ...target) Option {
+// only makes an option that applies where its target is being built.
+func only(name string, f func(*options) error, where target) Option {
 	return optionFunc(func(o *options) error {
-		for _, t := range where {
-			if o.target == t {
-				return f(o)
-			}
+		if o.target == where {
+			return f(o)
 		}
 		return fmt.Errorf("%w: %s does not apply to %v", ErrInvalidOption, name, o.target)
 	})
