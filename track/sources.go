@@ -89,24 +89,29 @@ type Sources struct {
 // reported next to figures they are not part of. Errors match
 // ErrInvalidOption.
 func (s Sources) Validate(tr *Tracker) error {
-	for i, p := range s.Pools {
-		if isnil.Value(p) {
-			return fmt.Errorf("%w: Sources.Pools[%d] is nil", ErrInvalidOption, i)
-		}
+	if err := noNil("Pools", s.Pools); err != nil {
+		return err
 	}
-	for i, c := range s.Caches {
-		if isnil.Value(c) {
-			return fmt.Errorf("%w: Sources.Caches[%d] is nil", ErrInvalidOption, i)
-		}
+	if err := noNil("Caches", s.Caches); err != nil {
+		return err
 	}
-	for i, d := range s.Devices {
-		if isnil.Value(d) {
-			return fmt.Errorf("%w: Sources.Devices[%d] is nil", ErrInvalidOption, i)
-		}
+	if err := noNil("Devices", s.Devices); err != nil {
+		return err
 	}
 	if s.Watcher != nil && tr != nil && s.Watcher.tr != tr {
 		return fmt.Errorf("%w: Sources.Watcher watches tracker %q, not %q",
 			ErrInvalidOption, s.Watcher.tr.Name(), tr.Name())
+	}
+	return nil
+}
+
+// noNil reports the first nil source in list, the field of Sources named
+// field.
+func noNil[S any](field string, list []S) error {
+	for i, src := range list {
+		if isnil.Value(src) {
+			return fmt.Errorf("%w: Sources.%s[%d] is nil", ErrInvalidOption, field, i)
+		}
 	}
 	return nil
 }
