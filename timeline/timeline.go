@@ -3,12 +3,12 @@ package timeline
 import (
 	"cmp"
 	"fmt"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -363,21 +363,12 @@ func label(f track.Frame) string {
 	if f.File == "" {
 		return shortFunction(f.Function)
 	}
-	return shortFunction(f.Function) + " (" + path.Base(f.File) + ":" + strconv.Itoa(f.Line) + ")"
+	return shortFunction(f.Function) + " (" + format.File(f.File) + ":" + strconv.Itoa(f.Line) + ")"
 }
 
-// shortFunction drops the import path: "github.com/a/b/pkg.(*T).f" is
-// "pkg.(*T).f". Slashes inside type arguments are kept.
-func shortFunction(fn string) string {
-	head := fn
-	if i := strings.IndexByte(fn, '['); i >= 0 {
-		head = fn[:i]
-	}
-	if i := strings.LastIndexByte(head, '/'); i >= 0 {
-		return fn[i+1:]
-	}
-	return fn
-}
+// shortFunction drops the import path, as every report does
+// (format.Function).
+func shortFunction(fn string) string { return format.Function(fn) }
 
 // rankGroups walks the window once for each group's peak and picks the
 // series: the bands groups that held the most at once.

@@ -3,10 +3,11 @@ package track
 import (
 	"cmp"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/tensorlife/tensorlife/internal/format"
 )
 
 // Holder is one kind of handle that keeps an allocation's memory alive: the
@@ -42,7 +43,7 @@ func (h Holder) String() string {
 		return what + " made at other sites"
 	}
 	loc := h.Site.Location()
-	return fmt.Sprintf("%s made at %s:%d (%s)", what, filepath.Base(loc.File), loc.Line, loc.Function)
+	return fmt.Sprintf("%s made at %s:%d (%s)", what, format.File(loc.File), loc.Line, loc.Function)
 }
 
 // maxHolders bounds the holder sites one record keeps apart; further ones

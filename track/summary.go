@@ -3,12 +3,13 @@ package track
 import (
 	"errors"
 	"fmt"
-	"github.com/tensorlife/tensorlife/internal/format"
-	"github.com/tensorlife/tensorlife/internal/isnil"
 	"io"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tensorlife/tensorlife/internal/format"
+	"github.com/tensorlife/tensorlife/internal/isnil"
 )
 
 // ErrNilWriter means WriteSummary was given a nil io.Writer.
@@ -255,27 +256,13 @@ func siteLine(s *Site, room int) string { return frameLine("", s.Location(), roo
 
 // frameLine renders f as siteLine renders a site, after prefix.
 func frameLine(prefix string, f Frame, room int) string {
-	fn := prefix + shortFunction(f.Function)
-	where := fmt.Sprintf(" (%s:%d)", shortFile(f.File), f.Line)
+	fn := prefix + format.Function(f.Function)
+	where := fmt.Sprintf(" (%s:%d)", format.File(f.File), f.Line)
 	if len(fn)+len(where) > room {
 		keep := max(room-len(where)-3, 0)
 		fn = "..." + fn[len(fn)-min(keep, len(fn)):]
 	}
 	return clip(fn+where, room)
-}
-
-func shortFunction(fn string) string {
-	if i := strings.LastIndexByte(fn, '/'); i >= 0 {
-		return fn[i+1:]
-	}
-	return fn
-}
-
-func shortFile(file string) string {
-	if i := strings.LastIndexByte(file, '/'); i >= 0 {
-		return file[i+1:]
-	}
-	return file
 }
 
 // clip cuts s to n bytes, marking the cut.

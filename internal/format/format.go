@@ -110,3 +110,27 @@ func plural(n int64, noun string) string {
 	}
 	return noun + "s"
 }
+
+// Function shortens a function name as reports print it, dropping the
+// import path: "github.com/a/b/pkg.(*T).f" is "pkg.(*T).f". Slashes inside
+// type arguments are kept.
+func Function(fn string) string {
+	head := fn
+	if i := strings.IndexByte(fn, '['); i >= 0 {
+		head = fn[:i]
+	}
+	if i := strings.LastIndexByte(head, '/'); i >= 0 {
+		return fn[i+1:]
+	}
+	return fn
+}
+
+// File shortens a source path as reports print it, to its file name:
+// "/src/x/a.go" is "a.go". The runtime writes paths with forward slashes on
+// every system. An unknown file, "", stays "".
+func File(file string) string {
+	if i := strings.LastIndexByte(file, '/'); i >= 0 {
+		return file[i+1:]
+	}
+	return file
+}

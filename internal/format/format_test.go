@@ -50,3 +50,23 @@ func TestWriteSites(t *testing.T) {
 		"\n  1. 2 KiB in 1 tensor: main.decode\n       /src/a.go:7\n       held by a View made at a.go:9"+
 		"\n  2. 512 B in 2 tensors: main.prefill\n       /src/b.go:3", b.String())
 }
+
+func TestFunction(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"main.main", "main.main"},
+		{"github.com/tensorlife/tensorlife/examples/agentleak.(*agent).rebuildMask", "agentleak.(*agent).rebuildMask"},
+		{"example.com/m/pkg.Map[go.shape.*example.com/x.T]", "pkg.Map[go.shape.*example.com/x.T]"},
+		{"example.com/m/pkg.Map[...]", "pkg.Map[...]"},
+		{"", ""},
+	} {
+		assert.Equal(t, tc.want, Function(tc.in), "Function(%q)", tc.in)
+	}
+}
+
+func TestFile(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"/src/x/a.go", "a.go"}, {"a.go", "a.go"}, {"", ""},
+	} {
+		assert.Equal(t, tc.want, File(tc.in), "File(%q)", tc.in)
+	}
+}

@@ -4,12 +4,11 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"github.com/tensorlife/tensorlife/internal/format"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -211,9 +210,9 @@ func writeSite(b *strings.Builder, leaks []Leak, sites []*track.Site) {
 		bytes += leaks[i].Bytes
 	}
 	loc := keyOf(site).loc
-	fmt.Fprintf(b, "\nsite %s (%s:%d)", loc.Function, filepath.Base(loc.File), loc.Line)
+	fmt.Fprintf(b, "\nsite %s (%s:%d)", loc.Function, format.File(loc.File), loc.Line)
 	if via, ok := site.DistinctFrame(sites); ok {
-		fmt.Fprintf(b, " via %s (%s:%d)", via.Function, filepath.Base(via.File), via.Line)
+		fmt.Fprintf(b, " via %s (%s:%d)", via.Function, format.File(via.File), via.Line)
 	}
 	fmt.Fprintf(b, ": %s, %s\n", plural(len(leaks), "tensor"), format.Bytes(bytes))
 	for i := range leaks {
