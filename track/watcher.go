@@ -281,7 +281,6 @@ type siteHistory struct {
 	site    *Site
 	suspect *Suspect // nil unless the site is a suspect now
 	ring    []int64  // survivor bytes
-	live    siteSample
 
 	// The current run: the windows since its survivors last shrank.
 	runStart uint64 // the window the run began at
@@ -323,7 +322,6 @@ func NewWatcher(tr *Tracker, opts ...Option) (*Watcher, error) {
 	tr.eachSiteSample(cfg.age, func(s *Site, sample siteSample) {
 		h := w.history(s)
 		h.ring[0] = sample.survivorBytes
-		h.live = sample
 		h.runBase = sample.survivorBytes
 	})
 	return w, nil
@@ -600,7 +598,6 @@ func (w *Watcher) endWindow(fromLoop bool) {
 	w.tr.eachSiteSample(w.cfg.age, func(site *Site, sample siteSample) {
 		h := w.history(site)
 		cur := sample.survivorBytes
-		h.live = sample
 		if n <= w.cfg.warmUp {
 			// Still warming up: the whole history is the latest sample.
 			for i := range h.ring {
@@ -623,7 +620,7 @@ func (w *Watcher) endWindow(fromLoop bool) {
 		if h.suspect == nil && n-h.lastChange() >= uint64(w.cfg.windows) {
 			return
 		}
-		if s, ok := w.judge(h, n, now); ok {
+		if s, ok := w.judge(h, sample, n, now); ok {
 			flagged = append(flagged, s)
 		}
 	})
@@ -648,9 +645,10 @@ func (w *Watcher) endWindow(fromLoop bool) {
 	}
 }
 
-// judge applies the suspect rules to one site at window n and reports
-// whether the site became a suspect now. Called with w.mu held.
-func (w *Watcher) judge(h *siteHistory, n uint64, now time.Time) (Suspect, bool) {
+// judge applies the suspect rules to one site at window n, whose figures
+// at the window's end are sample, and reports whether the site became a
+// suspect now. Called with w.mu held.
+func (w *Watcher) judge(h *siteHistory, sample siteSample, n uint64, now time.Time) (Suspect, bool) {
 	size := uint64(len(h.ring))
 	at := func(i uint64) int64 { return h.ring[i%size] }
 	judged := n - w.cfg.warmUp // windows since the warm-up
@@ -683,8 +681,8 @@ func (w *Watcher) judge(h *siteHistory, n uint64, now time.Time) (Suspect, bool)
 			w.suspects--
 			return Suspect{}, false
 		}
-		s.LiveBytes, s.LiveCount = h.live.liveBytes, h.live.liveCount
-		s.SurvivorBytes, s.SurvivorCount = live, h.live.survivorCount
+		s.LiveBytes, s.LiveCount = sample.liveBytes, sample.liveCount
+		s.SurvivorBytes, s.SurvivorCount = live, sample.survivorCount
 		if h.quiet == 0 {
 			s.Grew, s.GrowthPerWindow = grew, net/int64(span)
 		}
@@ -699,8 +697,8 @@ func (w *Watcher) judge(h *siteHistory, n uint64, now time.Time) (Suspect, bool)
 	if !fast && !slow {
 		return Suspect{}, false
 	}
-	s := &Suspect{Site: h.site, LiveBytes: h.live.liveBytes, LiveCount: h.live.liveCount,
-		SurvivorBytes: live, SurvivorCount: h.live.survivorCount, BaselineBytes: start,
+	s := &Suspect{Site: h.site, LiveBytes: sample.liveBytes, LiveCount: sample.liveCount,
+		SurvivorBytes: live, SurvivorCount: sample.survivorCount, BaselineBytes: start,
 		GrowthPerWindow: net / int64(span), Grew: grew, Windows: w.cfg.windows, Since: now, SinceWindow: n}
 	h.quiet = 0
 	if slow {
