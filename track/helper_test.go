@@ -182,10 +182,3 @@ func TestDistinctFrameTellsSharedHeadlinesApart(t *testing.T) {
 	assert.Contains(t, out.String(), "via track_test.fromBatch (helper_test.go:")
 	assert.NotContains(t, out.String(), "newKV", "the helper is no headline")
 }
-
-func release(t *testing.T, tr *track.Tracker, rs ...*track.Record) {
-	t.Helper()
-	for _, r := range rs {
-		require.NoError(t, tr.Release(r))
-	}
-}

@@ -24,6 +24,14 @@ func newTracker(t *testing.T, opts ...track.Option) *track.Tracker {
 	return tr
 }
 
+// release releases every record in rs, failing the test on an error.
+func release(t testing.TB, tr *track.Tracker, rs ...*track.Record) {
+	t.Helper()
+	for _, r := range rs {
+		require.NoError(t, tr.Release(r))
+	}
+}
+
 // recordAt records from a distinct line per call site so tests get distinct
 // sites on demand.
 //

@@ -23,22 +23,11 @@ func record(t testing.TB, tr *track.Tracker, bytes int64) *track.Record {
 	return r
 }
 
-func releaseAll(t testing.TB, tr *track.Tracker, recs []*track.Record) {
-	for _, r := range recs {
-		require.NoError(t, tr.Release(r))
-	}
-}
-
 // agedWatcher returns a tracker and a watcher with default options whose
 // suspects are collected, plus any extra options.
 func agedWatcher(t *testing.T, opts ...track.Option) (*track.Tracker, *track.Watcher, *suspectLog) {
 	t.Helper()
-	tr, err := track.New(track.WithName("aged"))
-	require.NoError(t, err)
-	log := &suspectLog{}
-	w, err := track.NewWatcher(tr, append([]track.Option{track.OnSuspect(log.add)}, opts...)...)
-	require.NoError(t, err)
-	return tr, w, log
+	return watchedTracker(t, "aged", opts...)
 }
 
 // sitesNamed counts the reported suspects by function.
@@ -77,7 +66,7 @@ func TestSurvivorsSeedLeakNamedWithin8Requests(t *testing.T) {
 	assert.Contains(t, s.Site.Location().Function, "seedMask")
 	assert.Positive(t, s.SurvivorBytes)
 	assert.Greater(t, s.LiveBytes, s.SurvivorBytes, "the latest request's masks are live, not yet survivors")
-	releaseAll(t, tr, kept)
+	release(t, tr, kept...)
 }
 
 // fixedAgent serves the fixed agent's requests: transients freed within
@@ -93,7 +82,7 @@ type fixedAgent struct {
 
 //go:noinline
 func (a *fixedAgent) serve(t testing.TB) {
-	releaseAll(t, a.tr, a.pending)
+	release(t, a.tr, a.pending...)
 	a.pending = a.pending[:0]
 	for range 8 + a.rng.IntN(8) {
 		r := record(t, a.tr, 64<<10+int64(a.rng.IntN(64<<10)))
@@ -150,16 +139,16 @@ func sharedAlloc(t testing.TB, tr *track.Tracker, bytes int64) *track.Record {
 // the leaking site was named (0 if never). With shared, the kept tensor and
 // the activations come from one line.
 func runSparseLeak(t *testing.T, requests int, shared bool, opts ...track.Option) (int, *suspectLog) {
-	leakFunc := funcName(t, "sparseLeak")
+	leakFunc := testPkg + "sparseLeak"
 	if shared {
-		leakFunc = funcName(t, "sharedAlloc")
+		leakFunc = testPkg + "sharedAlloc"
 	}
 	tr, w, log := agedWatcher(t, opts...)
 	rng := rand.New(rand.NewPCG(3, 4))
 	var kept, acts []*track.Record
 	named := 0
 	for request := 1; request <= requests; request++ {
-		releaseAll(t, tr, acts) // the previous request's activations
+		release(t, tr, acts...) // the previous request's activations
 		acts = acts[:0]
 		// One request's allocations: activations, and every 10th request
 		// one small tensor that is kept.
@@ -196,17 +185,11 @@ func runSparseLeak(t *testing.T, requests int, shared bool, opts ...track.Option
 	return named, log
 }
 
-// funcName is the full name of a function of this test package.
-func funcName(t *testing.T, short string) string {
-	t.Helper()
-	return "github.com/tensorlife/tensorlife/track_test." + short
-}
-
 func TestSurvivorsSparseSlowLeakNamedWithin100Requests(t *testing.T) {
 	named, log := runSparseLeak(t, 100, false)
 	require.NotZero(t, named, "the sparse leak is named within 100 requests")
 	t.Logf("the sparse slow leak is named after %d requests", named)
-	assert.Equal(t, map[string]int{funcName(t, "sparseLeak"): 1}, sitesNamed(log), "no other site is flagged")
+	assert.Equal(t, map[string]int{testPkg + "sparseLeak": 1}, sitesNamed(log), "no other site is flagged")
 
 	// Through one line with the transients, ages remove them from the signal.
 	named, log = runSparseLeak(t, 100, true)
@@ -235,11 +218,11 @@ func runGrowingKV(t *testing.T, requests int, opts ...track.Option) *suspectLog 
 				cur = append(cur, kvBlock(t, tr, int64(seq)*256))
 			}
 		}
-		releaseAll(t, tr, prev)
+		release(t, tr, prev...)
 		prev = cur
 		require.NoError(t, w.Tick())
 	}
-	releaseAll(t, tr, prev)
+	release(t, tr, prev...)
 	return log
 }
 
@@ -283,7 +266,7 @@ func TestSurvivorsBoundedLRUStopsBeingASuspectWhenFull(t *testing.T) {
 		assert.LessOrEqual(t, s.SinceWindow, uint64(full+1), "flagged only while filling")
 	}
 	assert.Empty(t, w.Suspects())
-	releaseAll(t, tr, lru)
+	release(t, tr, lru...)
 }
 
 //go:noinline
@@ -295,7 +278,7 @@ func TestSurvivorsBurstyTransientsAreNoSuspect(t *testing.T) {
 	weights := record(t, tr, 64<<20) // loaded once, kept
 	var pending []*track.Record
 	for request := 1; request <= 1000; request++ {
-		releaseAll(t, tr, pending)
+		release(t, tr, pending...)
 		pending = pending[:0]
 		n := 1
 		if rng.IntN(10) == 0 {
@@ -332,5 +315,5 @@ func TestSurvivorsSecondWatcherTakesTheClockWhenTheFirstStops(t *testing.T) {
 		require.NoError(t, second.Tick())
 	}
 	assert.NotEmpty(t, log.all(), "once the first stopped, the second drives the clock")
-	releaseAll(t, tr, kept)
+	release(t, tr, kept...)
 }

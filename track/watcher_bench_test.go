@@ -8,15 +8,6 @@ import (
 )
 
 //go:noinline
-func descendForWatcher(n int, leaf func()) {
-	if n == 0 {
-		leaf()
-		return
-	}
-	descendForWatcher(n-1, leaf)
-}
-
-//go:noinline
 func descendOther(n int, leaf func()) {
 	if n == 0 {
 		leaf()
@@ -34,7 +25,7 @@ func BenchmarkWatcherTick(b *testing.B) {
 	}
 	const sites = 100
 	for i := range sites {
-		descendForWatcher(i/10, func() {
+		descend(i/10, func() {
 			descendOther(i%10, func() {
 				r := &track.Record{Bytes: 256, Meta: track.InternMeta("mask", "host", "", nil)}
 				if err := tr.Record(context.Background(), r, 0); err != nil {

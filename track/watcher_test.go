@@ -60,12 +60,19 @@ func (l *suspectLog) all() []track.Suspect {
 
 func newWatchedTracker(t *testing.T, opts ...track.Option) (*track.Tracker, *track.Watcher, *suspectLog) {
 	t.Helper()
-	tr, err := track.New(track.WithName("watched"))
-	require.NoError(t, err)
-	log := &suspectLog{}
 	// These tests drive the growth rules with live bytes they set directly:
 	// SurvivorAge(0) judges every live byte, whatever its age.
-	w, err := track.NewWatcher(tr, append([]track.Option{track.OnSuspect(log.add), track.SurvivorAge(0)}, opts...)...)
+	return watchedTracker(t, "watched", append([]track.Option{track.SurvivorAge(0)}, opts...)...)
+}
+
+// watchedTracker returns a tracker of the given name and a watcher of it,
+// made with opts, whose suspects are collected.
+func watchedTracker(t *testing.T, name string, opts ...track.Option) (*track.Tracker, *track.Watcher, *suspectLog) {
+	t.Helper()
+	tr, err := track.New(track.WithName(name))
+	require.NoError(t, err)
+	log := &suspectLog{}
+	w, err := track.NewWatcher(tr, append([]track.Option{track.OnSuspect(log.add)}, opts...)...)
 	require.NoError(t, err)
 	return tr, w, log
 }
