@@ -212,9 +212,8 @@ func DiffProfile(before, after *track.Snapshot, opts ...Option) (*profile.Profil
 // handler's ?seconds=N serves: alloc values are what was allocated between
 // start and end, in-use values are what was live at end. A continuous
 // profiler that scrapes it every window sees allocation rates per site
-// alongside the live set. Only start's sites are read: its groups may be
-// dropped (Snapshot.Groups set to nil on a copy) to hold less during the
-// window.
+// alongside the live set. Only start's sites are read, so start may be a
+// Tracker.SiteSnapshot: counters alone, no walk of the live set.
 //
 // Snapshots passed newest first return an error matching ErrSnapshotOrder,
 // snapshots of two trackers one matching ErrTrackerMismatch.

@@ -361,14 +361,10 @@ func (b *builder) uniqueName(name string) string {
 // label renders a location as the legend shows it.
 func label(f track.Frame) string {
 	if f.File == "" {
-		return shortFunction(f.Function)
+		return format.Function(f.Function)
 	}
-	return shortFunction(f.Function) + " (" + format.File(f.File) + ":" + strconv.Itoa(f.Line) + ")"
+	return format.Function(f.Function) + " (" + format.File(f.File) + ":" + strconv.Itoa(f.Line) + ")"
 }
-
-// shortFunction drops the import path, as every report does
-// (format.Function).
-func shortFunction(fn string) string { return format.Function(fn) }
 
 // rankGroups walks the window once for each group's peak and picks the
 // series: the bands groups that held the most at once.

@@ -65,14 +65,6 @@ func TestAxes(t *testing.T) {
 }
 
 func TestShortNames(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"main.main", "main.main"},
-		{"github.com/tensorlife/tensorlife/examples/agentleak.(*agent).rebuildMask", "agentleak.(*agent).rebuildMask"},
-		{"example.com/m/pkg.Map[go.shape.*example.com/x.T]", "pkg.Map[go.shape.*example.com/x.T]"},
-	}
-	for _, tc := range tests {
-		assert.Equal(t, tc.want, shortFunction(tc.in))
-	}
 	assert.Equal(t, "fn (a.go:3)", label(track.Frame{Function: "x/y/fn", File: "/src/x/a.go", Line: 3}))
 	assert.Equal(t, "abcd…", truncate("abcdefgh", 5))
 	assert.Equal(t, "äöü", truncate("äöü", 3))
