@@ -32,7 +32,7 @@ func TestFreeLinesFullTableGivesUnknownNeverAWrongLine(t *testing.T) {
 	numbers := make(map[uint32]freeLine)
 	unknown := 0
 	for i := range 2 * freeLineSlots {
-		pcs := freeLine{uintptr(0x10000 + 16*i), 0x42}
+		pcs := freeLine{uintptr(0x10000 + 16*i), 0x42, 0x43, 0x44}
 		n := tab.number(&pcs)
 		if n == freedUnknown {
 			unknown++

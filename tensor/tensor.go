@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/tensorlife/tensorlife/internal/fpstack"
 	"github.com/tensorlife/tensorlife/internal/isnil"
 
 	"github.com/tensorlife/tensorlife/internal/format"
@@ -352,18 +351,19 @@ func (t *Tensor) Free() error {
 	}
 	if tr := b.tracker(); tr != nil {
 		// Two frames name the first free in a misuse report: a short
-		// capture, numbered once per distinct line, keeps Free cheap.
+		// capture, numbered once per distinct line, keeps Free cheap. It
+		// keeps two frames more, for wrapper frames that a frame-pointer
+		// walk sees (a deferred Free's) and the report leaves out.
 		var pcs freeLine
-		if _, ok := fpstack.Walk(1, pcs[:]); !ok { // Free's caller and its caller
-			runtime.Callers(2, pcs[:])
-		}
+		tr.CallerPCs(1, pcs[:]) // from Free's caller
 		t.state.Store(freeLines.number(&pcs))
 		b.rec.Unhold(t.site, howName(t.how))
 	}
 	return b.unref()
 }
 
-// freeDepth is how many frames Free keeps of its caller's stack.
+// freeDepth is how many frames of its caller's stack name a Free in
+// reports; Free captures two more (freeLine).
 const freeDepth = 2
 
 // firstFree interns the first Free's frames; nil if unknown.
@@ -372,7 +372,7 @@ func (t *Tensor) firstFree(tr *track.Tracker) *track.Site {
 	if len(pcs) == 0 {
 		return nil
 	}
-	return tr.Intern(pcs)
+	return tr.Intern(reportedFrames(pcs))
 }
 
 // handleSite is where this handle was made: its own site for a Retain or
