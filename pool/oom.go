@@ -17,7 +17,7 @@ import (
 // the most memory. It runs on the failure path only.
 func (p *Pool) oomError(size int64, refused string, devErr error) error {
 	p.ooms.Add(1)
-	s := p.Stats()
+	s, largest := p.stats()
 	e := &tensor.OOMError{
 		Device:     s.Device,
 		Requested:  size,
@@ -29,11 +29,8 @@ func (p *Pool) oomError(size int64, refused string, devErr error) error {
 		Reason:     refused,
 		Err:        devErr,
 	}
-	e.LargestCached = p.largestCached()
-	if p.tracker != nil {
-		// The registry holds this pool too: the others are the rest.
-		e.OtherReserved = max(p.tracker.ReservedOn(s.Device)-s.Reserved, 0)
-	}
+	e.LargestCached = largest
+	e.OtherReserved = p.otherReserved()
 	free, total, err := p.dev.MemInfo()
 	if err == nil {
 		e.DeviceFree, e.DeviceTotal = free, total
@@ -49,19 +46,23 @@ func (p *Pool) oomError(size int64, refused string, devErr error) error {
 	return e
 }
 
-// largestCached returns the size of the largest block in the cache, taking
-// one class lock at a time from the largest class down.
-func (p *Pool) largestCached() int64 {
-	for c := numClasses - 1; c >= 0; c-- {
-		fl := &p.classes[c].freeList
-		fl.mu.Lock()
-		n := len(fl.idle)
-		fl.mu.Unlock()
-		if n > 0 {
-			return classSizes[c]
+// otherReserved returns the bytes that the other allocators attached to
+// the pool's tracker hold on its device (the registry holds this pool too,
+// whose figures the caller has); 0 without a tracker.
+func (p *Pool) otherReserved() int64 {
+	if p.tracker == nil {
+		return 0
+	}
+	var sum int64
+	for _, src := range p.tracker.Allocators() {
+		if src == track.PoolSource(p) {
+			continue
+		}
+		if st := src.Stats(); st.Device == p.dev.Name() {
+			sum += st.Reserved
 		}
 	}
-	return 0
+	return sum
 }
 
 // topLiveSites reads the tracker's per-site counters (no walk of the live

@@ -7,7 +7,14 @@ import "github.com/tensorlife/tensorlife/track"
 // callback. PeakActive is sampled at device allocations and Stats calls: a
 // peak reached only through cache hits between two of those is not seen.
 func (p *Pool) Stats() track.PoolStats {
-	s := track.PoolStats{
+	s, _ := p.stats()
+	return s
+}
+
+// stats returns Stats and the size of the largest cached block, for an
+// out-of-memory error, from one pass over the size classes.
+func (p *Pool) stats() (s track.PoolStats, largestCached int64) {
+	s = track.PoolStats{
 		Device:       p.dev.Name(),
 		Limit:        p.budget,
 		MaxCached:    p.maxCached,
@@ -26,6 +33,9 @@ func (p *Pool) Stats() track.PoolStats {
 		s.CachedBlocks += n
 		s.Cached += n * classSizes[c]
 		s.Hits += hits
+		if n > 0 {
+			largestCached = classSizes[c] // the classes grow
+		}
 	}
 	s.Active = p.active.load()
 	raise(&p.peakActive, s.Active)
@@ -33,5 +43,5 @@ func (p *Pool) Stats() track.PoolStats {
 	s.ActiveBlocks = max(0, p.deviceBlocks.Load()-s.CachedBlocks)
 	s.PeakActive = max(p.peakActive.Load(), s.Active)
 	s.PeakReserved = max(p.peakReserved.Load(), s.Reserved)
-	return s
+	return s, largestCached
 }
