@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/tensorlife/tensorlife/internal/allocid"
+	"github.com/tensorlife/tensorlife/internal/peak"
 
 	"github.com/tensorlife/tensorlife/internal/format"
 
@@ -199,7 +200,7 @@ func (p *Pool) allocateNew(c int, size int64) (tensor.Block, error) {
 	// The peak of active bytes is sampled here and in Stats, off the hit
 	// path: a peak reached only through cache hits between two samples is
 	// missed (see the package doc).
-	raise(&p.peakActive, p.active.load())
+	peak.Raise(&p.peakActive, p.active.load())
 	return b, nil
 }
 
@@ -253,7 +254,7 @@ func (p *Pool) deviceAlloc(size int64) (ptr tensor.DevicePtr, refused string, er
 			return 0, "budget", nil
 		}
 		if p.reserved.CompareAndSwap(r, r+size) {
-			raise(&p.peakReserved, r+size)
+			peak.Raise(&p.peakReserved, r+size)
 			break
 		}
 	}
@@ -429,15 +430,6 @@ func (c *stripedCounter) load() int64 {
 		sum += c.stripes[i].v.Load()
 	}
 	return sum
-}
-
-// raise lifts peak to v if v is higher. The load alone is the common case.
-func raise(peak *atomic.Int64, v int64) {
-	for old := peak.Load(); v > old; old = peak.Load() {
-		if peak.CompareAndSwap(old, v) {
-			return
-		}
-	}
 }
 
 // A Pool is what tensor.New draws from and what metrics read.

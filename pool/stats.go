@@ -1,6 +1,9 @@
 package pool
 
-import "github.com/tensorlife/tensorlife/track"
+import (
+	"github.com/tensorlife/tensorlife/internal/peak"
+	"github.com/tensorlife/tensorlife/track"
+)
 
 // Stats returns the pool's figures (a Pool is a track.PoolSource). It takes
 // each size class's lock in turn, briefly; it is cheap enough for a metrics
@@ -38,7 +41,7 @@ func (p *Pool) stats() (s track.PoolStats, largestCached int64) {
 		}
 	}
 	s.Active = p.active.load()
-	raise(&p.peakActive, s.Active)
+	peak.Raise(&p.peakActive, s.Active)
 	s.Reserved = p.reserved.Load()
 	s.ActiveBlocks = max(0, p.deviceBlocks.Load()-s.CachedBlocks)
 	s.PeakActive = max(p.peakActive.Load(), s.Active)

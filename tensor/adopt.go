@@ -83,7 +83,7 @@ func Adopt(ctx context.Context, tracker *track.Tracker, mem ForeignMemory, spec 
 		return nil, err // a.owned is false: the memory stays the caller's
 	}
 	a.owned.Store(true)
-	a.books.adopted(mem.Bytes)
+	a.books.add(mem.Bytes)
 	return t, nil
 }
 
@@ -124,7 +124,7 @@ func (a *adoption) Release(b Block) error {
 	if !a.done.CompareAndSwap(false, true) {
 		return fmt.Errorf("%w: adopted memory at %#x released twice", ErrInvalidPointer, uintptr(a.mem.Ptr))
 	}
-	a.books.released(a.mem.Bytes)
+	a.books.remove(a.mem.Bytes)
 	if err := a.mem.Release(a.mem.Ptr); err != nil {
 		return &DeviceError{Op: "release adopted", Device: a.mem.Device.Name(), Bytes: a.mem.Bytes, Err: err}
 	}
@@ -136,32 +136,13 @@ func (a *adoption) Release(b Block) error {
 // bytes are the adopted bytes not yet released. Every adoption on the
 // device holds it, so it lives as long as one of them does.
 type adoptedBooks struct {
-	device                 string
-	reserved, blocks, peak atomic.Int64
-	adopts, releases       atomic.Int64
-}
-
-func (b *adoptedBooks) adopted(bytes int64) {
-	b.adopts.Add(1)
-	b.blocks.Add(1)
-	now := b.reserved.Add(bytes)
-	for peak := b.peak.Load(); now > peak && !b.peak.CompareAndSwap(peak, now); peak = b.peak.Load() {
-	}
-}
-
-func (b *adoptedBooks) released(bytes int64) {
-	b.releases.Add(1)
-	b.blocks.Add(-1)
-	b.reserved.Add(-bytes)
+	books
+	device string
 }
 
 // Stats reports the adopted bytes still held: Reserved and Active alike.
 // DeviceAllocs and DeviceFrees count adoptions and releases.
-func (b *adoptedBooks) Stats() track.PoolStats {
-	r, p := b.reserved.Load(), b.peak.Load()
-	return track.PoolStats{Device: b.device, Reserved: r, Active: r, ActiveBlocks: b.blocks.Load(),
-		PeakReserved: p, PeakActive: p, DeviceAllocs: b.adopts.Load(), DeviceFrees: b.releases.Load()}
-}
+func (b *adoptedBooks) Stats() track.PoolStats { return b.stats(b.device) }
 
 // adoptionBooks finds the books of adoptions on dev in tracker's registry,
 // or makes and attaches them. Two Adopt calls racing on a new device may

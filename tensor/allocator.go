@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tensorlife/tensorlife/internal/allocid"
+	"github.com/tensorlife/tensorlife/internal/peak"
 
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -22,9 +23,7 @@ type DeviceAllocator struct {
 	dev     Device
 	tracker *track.Tracker
 	id      uint32
-
-	reserved, blocks, peak atomic.Int64
-	allocs, frees          atomic.Int64
+	books   books
 }
 
 // NewDeviceAllocator returns an allocator over dev that records tensors in
@@ -42,18 +41,9 @@ func NewDeviceAllocator(dev Device, tracker *track.Tracker) (*DeviceAllocator, e
 // It caches nothing, so Reserved equals Active and Cached is 0. Each figure
 // is exact; they are not read at one instant together.
 func (a *DeviceAllocator) Stats() track.PoolStats {
-	reserved, peak := a.reserved.Load(), a.peak.Load()
-	return track.PoolStats{
-		Device:       a.dev.Name(),
-		Reserved:     reserved,
-		Active:       reserved,
-		ActiveBlocks: a.blocks.Load(),
-		PeakReserved: peak,
-		PeakActive:   peak,
-		DeviceAllocs: a.allocs.Load(),
-		DeviceFrees:  a.frees.Load(),
-		Misses:       a.allocs.Load(),
-	}
+	s := a.books.stats(a.dev.Name())
+	s.Misses = s.DeviceAllocs // every allocation reaches the device
+	return s
 }
 
 // Device returns the device allocations come from.
@@ -71,11 +61,7 @@ func (a *DeviceAllocator) Allocate(bytes int64) (Block, error) {
 	if err != nil {
 		return Block{}, err
 	}
-	a.allocs.Add(1)
-	a.blocks.Add(1)
-	now := a.reserved.Add(bytes)
-	for peak := a.peak.Load(); now > peak && !a.peak.CompareAndSwap(peak, now); peak = a.peak.Load() {
-	}
+	a.books.add(bytes)
 	return Block{Ptr: p, Size: bytes, Tag: uint64(a.id) << 32}, nil
 }
 
@@ -87,8 +73,39 @@ func (a *DeviceAllocator) Release(b Block) error {
 	if err := a.dev.Free(b.Ptr, b.Size); err != nil {
 		return err
 	}
-	a.frees.Add(1)
-	a.blocks.Add(-1)
-	a.reserved.Add(-b.Size)
+	a.books.remove(b.Size)
 	return nil
+}
+
+// books count the memory an allocator that caches nothing holds from a
+// device: a DeviceAllocator's, and the adoptions' on one device of a
+// tracker (adoptedBooks). Each figure is exact; they are not read at one
+// instant together.
+type books struct {
+	reserved, peak atomic.Int64
+	allocs, frees  atomic.Int64
+}
+
+// add counts an allocation of bytes.
+func (b *books) add(bytes int64) {
+	b.allocs.Add(1)
+	peak.Raise(&b.peak, b.reserved.Add(bytes))
+}
+
+// remove counts the release of an allocation of bytes.
+func (b *books) remove(bytes int64) {
+	b.frees.Add(1)
+	b.reserved.Add(-bytes)
+}
+
+// stats returns the figures for device: Reserved and Active alike, as
+// nothing is cached, and one active block per allocation not yet released.
+func (b *books) stats(device string) track.PoolStats {
+	// Frees first: a block is counted allocated before it can be freed, so
+	// the difference is never negative.
+	frees := b.frees.Load()
+	allocs := b.allocs.Load()
+	r, p := b.reserved.Load(), b.peak.Load()
+	return track.PoolStats{Device: device, Reserved: r, Active: r, ActiveBlocks: allocs - frees,
+		PeakReserved: p, PeakActive: p, DeviceAllocs: allocs, DeviceFrees: frees}
 }
