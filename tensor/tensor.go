@@ -388,13 +388,12 @@ func (t *Tensor) doubleFree() error {
 	b := t.blk()
 	err := &DoubleFreeError{ID: b.ident(), DType: b.dtype, Shape: t.shapeRef(), Bytes: t.Bytes()}
 	if tr := b.tracker(); tr != nil {
-		err.Allocated = b.rec.Site()
-		err.FirstFree = t.firstFree(tr)
+		m := t.misuse(tr, track.EventDoubleFree)
+		err.Allocated, err.FirstFree = m.Allocated, m.FirstFree
 		// The second Free's line, where the history event puts it: two
 		// frames, as the first free keeps.
-		tr.NoteMisuse(track.Misuse{Kind: track.EventDoubleFree, ID: b.rec.ID(), Bytes: b.rec.Bytes,
-			Labels: b.rec.Labels(), Allocated: err.Allocated, FirstFree: err.FirstFree,
-			SecondFree: tr.Caller(2, freeDepth)})
+		m.SecondFree = tr.Caller(2, freeDepth)
+		tr.NoteMisuse(m)
 	}
 	if invariants.Enabled {
 		panic(err)
@@ -502,14 +501,22 @@ func (t *Tensor) check() error {
 //
 //go:noinline
 func (t *Tensor) useAfterFree() {
-	b := t.blk()
-	tr := b.tracker()
+	tr := t.blk().tracker()
 	if tr == nil {
 		return
 	}
-	tr.NoteMisuse(track.Misuse{Kind: track.EventUseAfterFree, ID: b.rec.ID(), Bytes: b.rec.Bytes,
-		Labels: b.rec.Labels(), Allocated: b.rec.Site(), FirstFree: t.firstFree(tr),
-		Use: tr.Caller(2, 16)})
+	m := t.misuse(tr, track.EventUseAfterFree)
+	m.Use = tr.Caller(2, 16)
+	tr.NoteMisuse(m)
+}
+
+// misuse describes a misuse of kind of this freed handle, which tr
+// recorded: the tensor, where it was made and where it was first freed.
+// The caller adds the line of the misuse.
+func (t *Tensor) misuse(tr *track.Tracker, kind track.EventKind) track.Misuse {
+	b := t.blk()
+	return track.Misuse{Kind: kind, ID: b.rec.ID(), Bytes: b.rec.Bytes, Labels: b.rec.Labels(),
+		Allocated: b.rec.Site(), FirstFree: t.firstFree(tr)}
 }
 
 // offset is the handle's first byte in its block.
