@@ -30,13 +30,17 @@ type HostDevice struct {
 	mu     sync.RWMutex
 	used   int64
 	blocks blockTable
-	live   int // blocks allocated and not freed
 	// freeIDs are reused first in, first out, so that a stale pointer to a
 	// freed block points at nothing for as long as possible and is refused
 	// as invalid, rather than landing in the next block allocated.
 	freeIDs []uint64
 	nextID  uint64
 }
+
+// liveLocked returns the number of blocks allocated and not freed: every
+// id handed out (1 to nextID-1) is either a live block's, reserved by
+// Alloc, or waiting in freeIDs. The caller holds d.mu.
+func (d *HostDevice) liveLocked() int { return int(max(d.nextID, 1)-1) - len(d.freeIDs) }
 
 // NewHostDevice returns a host device of capacityBytes (> 0). Its name is
 // "host" unless DeviceName says otherwise.
@@ -68,7 +72,7 @@ func (d *HostDevice) Alloc(bytes int64) (DevicePtr, error) {
 		d.mu.Unlock()
 		return 0, d.err("alloc", bytes, fmt.Errorf("%w: %s free of %s", ErrOutOfMemory, format.Bytes(free), format.Bytes(d.capacity)))
 	}
-	if d.live >= maxHostBlocks {
+	if d.liveLocked() >= maxHostBlocks {
 		d.mu.Unlock()
 		return 0, d.err("alloc", bytes, fmt.Errorf("%w: too many live blocks", ErrOutOfMemory))
 	}
@@ -81,7 +85,7 @@ func (d *HostDevice) Alloc(bytes int64) (DevicePtr, error) {
 		id = d.nextID
 		d.nextID++
 	}
-	d.live++ // id is reserved: its slot stays nil until filled, outside the lock
+	// id is reserved: its slot stays nil until filled, outside the lock
 	d.mu.Unlock()
 
 	mem := make([]byte, bytes) // zeroing large blocks must not hold the lock
@@ -97,15 +101,14 @@ func (d *HostDevice) Free(p DevicePtr, bytes int64) error {
 	id, off := uint64(p)>>hostShift, uint64(p)&(1<<hostShift-1)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	mem := d.blocks.get(id)
-	if off != 0 || mem == nil {
+	slot := d.blocks.find(id)
+	if off != 0 || slot == nil || *slot == nil {
 		return d.err("free", bytes, fmt.Errorf("%w: %#x", ErrInvalidPointer, uintptr(p)))
 	}
-	if int64(len(mem)) != bytes {
-		return d.err("free", bytes, fmt.Errorf("%w: block %#x holds %d bytes", ErrSizeMismatch, uintptr(p), len(mem)))
+	if int64(len(*slot)) != bytes {
+		return d.err("free", bytes, fmt.Errorf("%w: block %#x holds %d bytes", ErrSizeMismatch, uintptr(p), len(*slot)))
 	}
-	*d.blocks.slot(id) = nil
-	d.live--
+	*slot = nil
 	d.freeIDs = append(d.freeIDs, id)
 	d.used -= bytes
 	return nil
@@ -129,7 +132,7 @@ func (d *HostDevice) Used() int64 {
 func (d *HostDevice) Blocks() int {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	return d.live
+	return d.liveLocked()
 }
 
 // CopyToDevice copies src into the block at dst.
@@ -206,11 +209,20 @@ const blockChunk = 1 << 10
 
 // get returns block id's memory; nil if none.
 func (t *blockTable) get(id uint64) []byte {
+	if s := t.find(id); s != nil {
+		return *s
+	}
+	return nil
+}
+
+// find returns block id's place in the table; nil if its chunk was never
+// made, which it does not make.
+func (t *blockTable) find(id uint64) *[]byte {
 	c := id / blockChunk
 	if c >= uint64(len(t.chunks)) {
 		return nil
 	}
-	return t.chunks[c][id%blockChunk]
+	return &t.chunks[c][id%blockChunk]
 }
 
 // slot returns block id's place in the table, making its chunk if needed.

@@ -66,3 +66,28 @@ func TestHostDeviceConcurrentUse(t *testing.T) {
 	assert.EqualValues(t, 0, dev.Used())
 	assert.Equal(t, 0, dev.Blocks())
 }
+
+func TestHostDeviceCountsBlocksAcrossReusedIDs(t *testing.T) {
+	dev, err := tensor.NewHostDevice(1 << 20)
+	require.NoError(t, err)
+	for range 1100 { // enough freed ids that the next allocations reuse them
+		p, err := dev.Alloc(8)
+		require.NoError(t, err)
+		require.NoError(t, dev.Free(p, 8))
+	}
+	assert.Equal(t, 0, dev.Blocks())
+	var ps []tensor.DevicePtr
+	for range 3 {
+		p, err := dev.Alloc(8)
+		require.NoError(t, err)
+		ps = append(ps, p)
+	}
+	assert.Equal(t, 3, dev.Blocks())
+	require.NoError(t, dev.Free(ps[1], 8))
+	assert.ErrorIs(t, dev.Free(ps[1], 8), tensor.ErrInvalidPointer)
+	assert.Equal(t, 2, dev.Blocks(), "a refused free counts nothing")
+	require.NoError(t, dev.Free(ps[0], 8))
+	require.NoError(t, dev.Free(ps[2], 8))
+	assert.Equal(t, 0, dev.Blocks())
+	assert.ErrorIs(t, dev.Free(tensor.DevicePtr(1<<60), 8), tensor.ErrInvalidPointer, "an id past the table")
+}
