@@ -288,11 +288,10 @@ func (b *block) tracker() *track.Tracker { return b.rec.Tracker() }
 
 // dropped runs when a handle other than an untracked tensor's own became
 // unreachable without Free: its tracker reports it, at the line that made
-// it, and it gives its ownership up unless the tracker keeps leaks.
+// it, and it gives its ownership up unless the tracker keeps leaks. A freed
+// handle never gets here: Free takes the finalizer off right after marking
+// the handle freed, while the handle is still reachable.
 func (t *Tensor) dropped() {
-	if t.state.Load() != 0 {
-		return
-	}
 	b := t.b
 	if tr := b.tracker(); tr != nil {
 		tr.ReportDropped(&b.rec, t.site, howName(t.how))
@@ -373,15 +372,6 @@ func (t *Tensor) firstFree(tr *track.Tracker) *track.Site {
 		return nil
 	}
 	return tr.Intern(reportedFrames(pcs))
-}
-
-// handleSite is where this handle was made: its own site for a Retain or
-// View, the allocation's for the tensor's own handle.
-func (t *Tensor) handleSite() *track.Site {
-	if t.site != nil {
-		return t.site
-	}
-	return t.blk().rec.Site()
 }
 
 func (t *Tensor) doubleFree() error {
@@ -599,10 +589,15 @@ func (t *Tensor) Site() *track.Site {
 // the others; nil if untracked. It is the line a leak report names when this
 // handle is the one still holding the memory.
 func (t *Tensor) HandleSite() *track.Site {
-	if t.blk().tracker() == nil {
+	b := t.blk()
+	switch {
+	case b.tracker() == nil:
 		return nil
+	case t.site != nil:
+		return t.site
+	default:
+		return b.rec.Site()
 	}
-	return t.handleSite()
 }
 
 // Labels returns the labels the tensor was made under.
