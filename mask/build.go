@@ -210,9 +210,6 @@ func (b *Builder) finish(t *tensor.Tensor, err error) (*tensor.Tensor, error) {
 
 // joinFree frees t after err, keeping both errors.
 func joinFree(err error, t *tensor.Tensor) error {
-	if t.Freed() {
-		return err // freed already (by a build function that failed): freeing again is a double free
-	}
 	if ferr := t.Free(); ferr != nil {
 		return fmt.Errorf("%w (and freeing the mask: %w)", err, ferr)
 	}

@@ -194,6 +194,9 @@ func (c *Cache) GetOrBuild(ctx context.Context, key string, build func(context.C
 	if err := c.Put(key, t); err != nil && !errors.Is(err, ErrCacheClosed) {
 		// Closed while building: the mask is still correct, only not
 		// shared. Anything else means t is unusable.
+		if t.Freed() {
+			return nil, err // the build function freed it: freeing again would be a double free
+		}
 		return nil, joinFree(err, t)
 	}
 	return t, nil
