@@ -83,7 +83,9 @@ func Adopt(ctx context.Context, tracker *track.Tracker, mem ForeignMemory, spec 
 		return nil, err // a.owned is false: the memory stays the caller's
 	}
 	a.owned.Store(true)
-	a.books.add(mem.Bytes)
+	if a.books != nil {
+		a.books.add(mem.Bytes)
+	}
 	return t, nil
 }
 
@@ -91,7 +93,7 @@ func Adopt(ctx context.Context, tracker *track.Tracker, mem ForeignMemory, spec 
 // the foreign memory once, to newTensor, and its Release calls the foreign
 // release function once.
 type adoption struct {
-	books   *adoptedBooks
+	books   *adoptedBooks // nil for an untracked adoption: nobody reads them
 	tracker *track.Tracker
 	mem     ForeignMemory
 	handed  atomic.Bool // Allocate has handed the memory out
@@ -124,7 +126,9 @@ func (a *adoption) Release(b Block) error {
 	if !a.done.CompareAndSwap(false, true) {
 		return fmt.Errorf("%w: adopted memory at %#x released twice", ErrInvalidPointer, uintptr(a.mem.Ptr))
 	}
-	a.books.remove(a.mem.Bytes)
+	if a.books != nil {
+		a.books.remove(a.mem.Bytes)
+	}
 	if err := a.mem.Release(a.mem.Ptr); err != nil {
 		return &DeviceError{Op: "release adopted", Device: a.mem.Device.Name(), Bytes: a.mem.Bytes, Err: err}
 	}
@@ -145,15 +149,17 @@ type adoptedBooks struct {
 func (b *adoptedBooks) Stats() track.PoolStats { return b.stats(b.device) }
 
 // adoptionBooks finds the books of adoptions on dev in tracker's registry,
-// or makes and attaches them. Two Adopt calls racing on a new device may
-// make two books; each counts its own adoptions, so the sums stay right.
+// or makes and attaches them; nil for a nil tracker, whose adoptions no
+// report counts. Two Adopt calls racing on a new device may make two
+// books; each counts its own adoptions, so the sums stay right.
 func adoptionBooks(tracker *track.Tracker, dev Device) *adoptedBooks {
+	if tracker == nil {
+		return nil
+	}
 	name := dev.Name()
-	if tracker != nil {
-		for _, s := range tracker.Allocators() {
-			if b, ok := s.(*adoptedBooks); ok && b.device == name {
-				return b
-			}
+	for _, s := range tracker.Allocators() {
+		if b, ok := s.(*adoptedBooks); ok && b.device == name {
+			return b
 		}
 	}
 	b := &adoptedBooks{device: name}

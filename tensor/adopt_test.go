@@ -72,6 +72,22 @@ func TestAdoptOwnsForeignMemory(t *testing.T) {
 	tracktest.VerifyNone(t, tr, tracktest.AllowMisuse())
 }
 
+func TestAdoptUntracked(t *testing.T) {
+	dev, err := tensor.NewHostDevice(1 << 20)
+	require.NoError(t, err)
+	mem, releases := foreignBuffer(t, dev, 1<<10)
+	x, err := adoptHere(context.Background(), nil, mem)
+	require.NoError(t, err)
+	assert.Nil(t, x.Site(), "a nil tracker makes an untracked tensor")
+	view, err := x.View(0, 16)
+	require.NoError(t, err)
+	require.NoError(t, x.Free())
+	assert.Zero(t, releases.Load(), "a view still owns the memory")
+	require.NoError(t, view.Free())
+	assert.Equal(t, int32(1), releases.Load())
+	assert.Zero(t, dev.Used())
+}
+
 func TestAdoptBadInputLeavesMemoryToCaller(t *testing.T) {
 	dev, tr, _ := setup(t, 1<<20)
 	mem, releases := foreignBuffer(t, dev, 256)
