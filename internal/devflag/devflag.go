@@ -223,11 +223,7 @@ func Open(s Spec, capacity int64) (Device, error) {
 // open opens s; a host device is named name, a GPU keeps its own.
 func open(s Spec, capacity int64, name string) (Device, error) {
 	if !s.CUDA {
-		var opts []tensor.Option
-		if name != "host" {
-			opts = append(opts, tensor.DeviceName(name))
-		}
-		host, err := tensor.NewHostDevice(capacity, opts...)
+		host, err := tensor.NewHostDevice(capacity, tensor.DeviceName(name))
 		if err != nil {
 			return nil, err
 		}
