@@ -3,7 +3,6 @@ package tensor_test
 import (
 	"context"
 	"errors"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -148,16 +147,7 @@ func TestDroppedAdoptedTensorIsReclaimedOnce(t *testing.T) {
 	dev, tr, _ := setupUnchecked(t, 1<<20, track.OnLeak(func(l track.LeakReport) { reports <- l }))
 	mem, releases := foreignBuffer(t, dev, 1<<10)
 	dropAdopted(t, tr, mem)
-	var got track.LeakReport
-	require.Eventually(t, func() bool {
-		runtime.GC()
-		select {
-		case got = <-reports:
-			return true
-		default:
-			return false
-		}
-	}, 5*time.Second, 10*time.Millisecond)
+	got := awaitLeak(t, reports)
 	assert.Equal(t, "adopted", got.Kind)
 	assert.Equal(t, "github.com/tensorlife/tensorlife/tensor_test.adoptHere", got.Site.Location().Function)
 	require.Eventually(t, func() bool { return releases.Load() == 1 }, time.Second, time.Millisecond)

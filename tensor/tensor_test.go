@@ -333,6 +333,23 @@ func leakOne(t *testing.T, alloc tensor.Allocator) uint64 {
 	return x.ID()
 }
 
+// awaitLeak runs the garbage collector until a leak report arrives on
+// reports, and returns it.
+func awaitLeak(t *testing.T, reports <-chan track.LeakReport) track.LeakReport {
+	t.Helper()
+	var got track.LeakReport
+	require.Eventually(t, func() bool {
+		runtime.GC()
+		select {
+		case got = <-reports:
+			return true
+		default:
+			return false
+		}
+	}, 5*time.Second, 10*time.Millisecond)
+	return got
+}
+
 func TestGarbageCollectedTensorIsReportedAsLeak(t *testing.T) {
 	for _, reclaim := range []bool{true, false} {
 		t.Run(map[bool]string{true: "reclaim", false: "keep"}[reclaim], func(t *testing.T) {
@@ -340,16 +357,7 @@ func TestGarbageCollectedTensorIsReportedAsLeak(t *testing.T) {
 			dev, tr, alloc := setupUnchecked(t, 1<<20, track.OnLeak(func(l track.LeakReport) { reports <- l }), track.ReclaimLeaks(reclaim))
 			id := leakOne(t, alloc)
 
-			var got track.LeakReport
-			require.Eventually(t, func() bool {
-				runtime.GC()
-				select {
-				case got = <-reports:
-					return true
-				default:
-					return false
-				}
-			}, 5*time.Second, 10*time.Millisecond)
+			got := awaitLeak(t, reports)
 
 			assert.Equal(t, id, got.ID)
 			assert.EqualValues(t, 1024, got.Bytes)

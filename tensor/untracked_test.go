@@ -42,6 +42,14 @@ func settle() {
 	}
 }
 
+// collectUntilFree runs the garbage collector until dev holds no memory,
+// then until the finalizers it queued have run.
+func collectUntilFree(t *testing.T, dev *tensor.HostDevice) {
+	t.Helper()
+	require.Eventually(t, func() bool { runtime.GC(); return dev.Used() == 0 }, 5*time.Second, time.Millisecond)
+	settle()
+}
+
 // untrackedPair makes an untracked tensor and a second handle on it, of
 // the given kind ("retain" or "view").
 //
@@ -79,16 +87,14 @@ func TestUntrackedTensorMemoryReturnsOnceEveryHandleIsGone(t *testing.T) {
 				assert.EqualValues(t, 256, dev.Used(), "a live handle keeps the memory however the other went")
 				require.NoError(t, y.Free())
 				y = nil
-				require.Eventually(t, func() bool { runtime.GC(); return dev.Used() == 0 }, 5*time.Second, time.Millisecond)
-				settle()
+				collectUntilFree(t, dev)
 				assert.EqualValues(t, 1, alloc.releases.Load())
 			})
 			t.Run("own handle freed, second dropped", func(t *testing.T) {
 				dev, alloc := untrackedSetup(t)
 				x, _ := untrackedPair(t, alloc, second)
 				require.NoError(t, x.Free())
-				require.Eventually(t, func() bool { runtime.GC(); return dev.Used() == 0 }, 5*time.Second, time.Millisecond)
-				settle()
+				collectUntilFree(t, dev)
 				assert.EqualValues(t, 1, alloc.releases.Load())
 				err, _ := invariants.Recover(x.Free)
 				assert.ErrorIs(t, err, tensor.ErrDoubleFree, "the freed handle still answers")
@@ -96,8 +102,7 @@ func TestUntrackedTensorMemoryReturnsOnceEveryHandleIsGone(t *testing.T) {
 			t.Run("both dropped", func(t *testing.T) {
 				dev, alloc := untrackedSetup(t)
 				untrackedPair(t, alloc, second)
-				require.Eventually(t, func() bool { runtime.GC(); return dev.Used() == 0 }, 5*time.Second, time.Millisecond)
-				settle()
+				collectUntilFree(t, dev)
 				assert.EqualValues(t, 1, alloc.releases.Load())
 			})
 		})
