@@ -99,17 +99,8 @@ func differential(t *testing.T, paths []*path) (distinct, refused int) {
 	return len(stacks), refused
 }
 
-// requireWalks skips a test that needs frame-pointer walks where this
-// architecture has none; there Walk always refuses (TestUnsupported).
-func requireWalks(t *testing.T) {
-	t.Helper()
-	if !fpstack.Supported() {
-		t.Skipf("no frame-pointer walks on %s", runtime.GOARCH)
-	}
-}
-
 func TestDifferentialGeneratedStacks(t *testing.T) {
-	requireWalks(t)
+	fpstack.RequireWalks(t)
 	paths := generatePaths(32, 1500, 1)
 	require.Greater(t, len(paths), 2000)
 	distinct, refused := differential(t, paths)
@@ -134,7 +125,7 @@ func TestDifferentialGeneratedStacks(t *testing.T) {
 // TestDifferentialTruncated captures into short buffers, so that stacks are
 // cut in every place: inside inlined groups, next to wrappers.
 func TestDifferentialTruncated(t *testing.T) {
-	requireWalks(t)
+	fpstack.RequireWalks(t)
 	differential(t, generatePaths(6, 300, 2))
 }
 
@@ -143,7 +134,7 @@ func TestDifferentialTruncated(t *testing.T) {
 // sit in the truncated part, the walk spends buffer slots on them and holds
 // fewer logical frames than runtime.Callers: a known difference, reported.
 func TestDeepRecursion(t *testing.T) {
-	requireWalks(t)
+	fpstack.RequireWalks(t)
 	for _, tc := range []struct {
 		name  string
 		kinds []frameKind
@@ -178,7 +169,7 @@ func TestDeepRecursion(t *testing.T) {
 // from one function start at the same frame, and with skip 0 that frame is
 // the calling function itself, at the line of each call.
 func TestSkipMatchesCallers(t *testing.T) {
-	requireWalks(t)
+	fpstack.RequireWalks(t)
 	var walked, called [32]uintptr
 	n, ok := fpstack.Walk(0, walked[:])
 	m := fpstack.Callers(0, called[:])
@@ -237,7 +228,7 @@ func dump(pcs []uintptr) string {
 // agree, the old copy being intact until reused: walkFrom's ordering, not
 // this test, is what rules that out.)
 func TestWalkAcrossStackGrowth(t *testing.T) {
-	requireWalks(t)
+	fpstack.RequireWalks(t)
 	for levels := range 400 {
 		var walked, called [64]uintptr
 		var n, m int

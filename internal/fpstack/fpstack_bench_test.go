@@ -25,7 +25,7 @@ func BenchmarkCapture(b *testing.B) { benchmarkCapture(b, "capture", fpstack.Cap
 func benchmarkCapture(b *testing.B, name string, capture func(skip int, buf []uintptr) (int, bool)) {
 	for _, depth := range []int{15, 32} {
 		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
-			atDepth(depth+8, func() {
+			padded(depth+8, func() {
 				buf := make([]uintptr, depth)
 				measured := func() {
 					if _, walked := capture(0, buf); !walked {
@@ -64,15 +64,4 @@ func checkSameFrames(b *testing.B, depth int, walk, callers func([]uintptr) int)
 	if !same {
 		b.Fatalf("captures differ:\nwalk:\n%sruntime.Callers:\n%s", dump(walked), dump(called))
 	}
-}
-
-// atDepth calls f under n more frames of plain recursion.
-//
-//go:noinline
-func atDepth(n int, f func()) {
-	if n == 0 {
-		f()
-		return
-	}
-	atDepth(n-1, f)
 }

@@ -1,0 +1,4 @@
+package fpstack
+
+// RequireWalks is requireWalks for the package's external tests.
+var RequireWalks = requireWalks
