@@ -4,11 +4,11 @@ package pool_test
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tensorlife/tensorlife/internal/benchratio"
 	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
@@ -90,7 +90,7 @@ func benchTrackedOverhead(b *testing.B, dev *cuda.Device, tracked, untracked *po
 	}
 
 	var total [3]time.Duration
-	var overhead, saved []float64 // per-round tracked/untracked, driver/tracked
+	var perRound [3][]time.Duration // each variant's time in each round
 	rounds := 0
 	b.ReportAllocs()
 	descend(benchDepth, func() {
@@ -104,9 +104,8 @@ func benchTrackedOverhead(b *testing.B, dev *cuda.Device, tracked, untracked *po
 			}
 			for i := range took {
 				total[i] += took[i]
+				perRound[i] = append(perRound[i], took[i])
 			}
-			overhead = append(overhead, float64(took[0])/float64(took[1]))
-			saved = append(saved, float64(took[2])/float64(took[0]))
 			rounds++
 		}
 	})
@@ -115,15 +114,14 @@ func benchTrackedOverhead(b *testing.B, dev *cuda.Device, tracked, untracked *po
 	b.ReportMetric(float64(total[1].Nanoseconds())/n, "ns/untracked")
 	b.ReportMetric(float64(total[2].Nanoseconds())/n, "ns/driver")
 	b.ReportMetric(float64((total[0]-total[1]).Nanoseconds())/(2*n), "ns/event-tracking")
-	b.ReportMetric(median(overhead), "tracked/untracked")
-	b.ReportMetric(median(saved), "driver/tracked")
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
+	overhead, err := benchratio.MedianRatio(perRound[0], perRound[1])
+	if err != nil {
+		b.Fatal(err)
 	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
+	saved, err := benchratio.MedianRatio(perRound[2], perRound[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(overhead, "tracked/untracked")
+	b.ReportMetric(saved, "driver/tracked")
 }
