@@ -37,7 +37,7 @@ type attached struct {
 
 // Attach adds src to tr's allocators: its Stats().Reserved bytes count as
 // memory tensorlife holds on its device (Tracker.ReservedOn,
-// Sources.DeviceMemory), in every report of tr. The tracker keeps src only
+// Sources.Read), in every report of tr. The tracker keeps src only
 // weakly, so src needs no detaching: it leaves the books when it is garbage
 // collected. Attaching the same allocator twice counts it once.
 //

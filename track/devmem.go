@@ -21,35 +21,57 @@ type DeviceMemory struct {
 	Err error
 }
 
-// DeviceMemory reads, for each of s.Devices, the device's memory and what
-// tensorlife holds there: the allocators attached to tr (Attach) and the
-// pools in s.Pools that are not attached to it (a pool made without a
-// tracker). Devices are matched to allocators by name, so two devices of
-// one tracker need distinct names. tr may be nil: then only s.Pools count.
-//
-// It reads counters and MemInfo only: O(devices + allocators).
-func (s Sources) DeviceMemory(tr *Tracker) []DeviceMemory {
+// Reading is what a Sources holds at one moment, each allocator read once,
+// so that every figure of one report or one metrics collection agrees
+// with the others: a pool's reserved bytes count the same in its own row
+// and in its device's split.
+type Reading struct {
+	// Pools are the Stats of Sources.Pools, in order.
+	Pools []PoolStats
+	// Devices are the memory of Sources.Devices, in order: each device's
+	// own figures and what tensorlife holds there, the allocators attached
+	// to the tracker (Attach) and the pools in Sources.Pools that are not
+	// attached to it (a pool made without a tracker). Devices are matched
+	// to allocators by name, so two devices of one tracker need distinct
+	// names.
+	Devices []DeviceMemory
+}
+
+// Read reads s's pools and devices, with tr's attached allocators; tr may
+// be nil, and then only s.Pools count as tensorlife's. It reads counters
+// and MemInfo only: O(devices + allocators).
+func (s Sources) Read(tr *Tracker) Reading {
+	r := Reading{Pools: make([]PoolStats, len(s.Pools))}
+	pooled := make(map[uintptr]int, len(s.Pools)) // address -> index in s.Pools
+	for i, p := range s.Pools {
+		r.Pools[i] = p.Stats()
+		if addr, ok := addressOf(p); ok {
+			pooled[addr] = i
+		}
+	}
 	if len(s.Devices) == 0 {
-		return nil
+		return r
 	}
 	reserved := make(map[string]int64)
-	seen := make(map[uintptr]bool)
+	counted := make(map[int]bool) // pools counted as attached allocators
 	if tr != nil {
 		srcs, addrs := tr.allocators.snapshot()
 		for i, src := range srcs {
-			seen[addrs[i]] = true
-			st := src.Stats()
+			var st PoolStats
+			if j, ok := pooled[addrs[i]]; ok {
+				st, counted[j] = r.Pools[j], true
+			} else {
+				st = src.Stats()
+			}
 			reserved[st.Device] += st.Reserved
 		}
 	}
-	for _, p := range s.Pools {
-		if addr, ok := addressOf(p); ok && seen[addr] {
-			continue
+	for i, st := range r.Pools {
+		if !counted[i] {
+			reserved[st.Device] += st.Reserved
 		}
-		st := p.Stats()
-		reserved[st.Device] += st.Reserved
 	}
-	out := make([]DeviceMemory, 0, len(s.Devices))
+	r.Devices = make([]DeviceMemory, 0, len(s.Devices))
 	for _, d := range s.Devices {
 		m := DeviceMemory{Device: d.Name(), Reserved: reserved[d.Name()]}
 		free, total, err := d.MemInfo()
@@ -59,7 +81,7 @@ func (s Sources) DeviceMemory(tr *Tracker) []DeviceMemory {
 			m.Free, m.Total, m.Used = free, total, total-free
 			m.Outside = max(m.Used-m.Reserved, 0)
 		}
-		out = append(out, m)
+		r.Devices = append(r.Devices, m)
 	}
-	return out
+	return r
 }

@@ -72,7 +72,7 @@
 // WriteSummary, a text report in the manner of torch.cuda.memory_summary
 // that reads counters only. Pools and direct allocators attach themselves
 // to their tracker (Attach), so reports can tell the memory tensorlife
-// holds on a device from the memory used outside it (Sources.DeviceMemory). Reports and metrics read pools, caches and
+// holds on a device from the memory used outside it (Sources.Read). Reports and metrics read pools, caches and
 // devices through small interfaces (PoolSource, CacheSource, DeviceSource)
 // gathered in Sources; track imports none of those packages. Package
 // track/oteltrack publishes the same figures through OpenTelemetry; it is a

@@ -74,9 +74,10 @@ func WriteSummary(w io.Writer, tr *Tracker, opts ...Option) error {
 	var b strings.Builder
 	writeHeader(&b, tr, now)
 	writeTotals(&b, tr.Totals())
-	writePools(&b, cfg.sources.Pools)
+	reading := cfg.sources.Read(tr)
+	writePools(&b, reading.Pools)
 	writeCaches(&b, cfg.sources.Caches)
-	writeDevices(&b, cfg.sources.DeviceMemory(tr))
+	writeDevices(&b, reading.Devices)
 	writeSites(&b, tr, cfg.top)
 	if cfg.sources.Watcher != nil {
 		writeSuspects(&b, cfg.sources.Watcher, now)
@@ -110,15 +111,14 @@ func writeTotals(b *strings.Builder, t Totals) {
 	row("stack capture fallbacks", fmt.Sprintf("%d (untrusted walks: %d)", t.StackFallbacks, t.StackMismatches))
 }
 
-func writePools(b *strings.Builder, pools []PoolSource) {
+func writePools(b *strings.Builder, pools []PoolStats) {
 	if len(pools) == 0 {
 		return
 	}
 	b.WriteString("\nPools\n")
 	fmt.Fprintf(b, "  %-12s%14s%14s%14s%14s%14s%14s\n",
 		"device", "reserved", "active", "cached", "peak reserved", "peak active", "limit")
-	for _, p := range pools {
-		s := p.Stats()
+	for _, s := range pools {
 		limit := "none"
 		if s.Limit > 0 {
 			limit = format.Bytes(s.Limit)

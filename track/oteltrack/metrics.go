@@ -69,7 +69,7 @@
 // to the tracker, see track.Attach, and Sources.Pools); outside is the rest
 // of the device's used memory: memory tensorlife does not account for (a
 // cgo runtime's buffers, a library's workspace, another process on a GPU).
-// It is track.Sources.DeviceMemory, the figures of the summary's Devices
+// It is track.Reading.Devices, the figures of the summary's Devices
 // section.
 //
 // A device that identifies its hardware (a method UUID() string returning a
@@ -273,8 +273,9 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(in.maskRebuilds, tt.Event(track.EventMaskRebuilt))
 	o.ObserveInt64(in.stackFallbacks, tt.StackFallbacks+tt.StackMismatches)
 
-	if len(m.src.Pools) > 0 {
-		for dev, p := range sumPools(m.src.Pools) {
+	reading := m.src.Read(m.tr) // each pool read once, for its figures and its device's
+	if len(reading.Pools) > 0 {
+		for dev, p := range sumPools(reading.Pools) {
 			o.ObserveInt64(in.poolUsage, p.Active, m.attr(attrKey{attrDevice, dev, attrPoolState, "active"}))
 			o.ObserveInt64(in.poolUsage, p.Cached, m.attr(attrKey{attrDevice, dev, attrPoolState, "cached"}))
 			attrs := m.attr(attrKey{a: attrDevice, av: dev})
@@ -298,7 +299,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 			o.ObserveInt64(in.cacheEvictions, c.Evictions, attrs)
 		}
 	}
-	for i, d := range m.src.DeviceMemory(m.tr) {
+	for i, d := range reading.Devices {
 		if d.Err != nil || d.Total <= 0 {
 			continue
 		}
@@ -343,10 +344,9 @@ func (m *Metrics) attr(k attrKey) metric.ObserveOption {
 
 // sumPools adds up pools that share a device, so each device is observed
 // once per instrument.
-func sumPools(pools []track.PoolSource) map[string]track.PoolStats {
+func sumPools(pools []track.PoolStats) map[string]track.PoolStats {
 	out := make(map[string]track.PoolStats, len(pools))
-	for _, p := range pools {
-		s := p.Stats()
+	for _, s := range pools {
 		t := out[s.Device]
 		t.Device = s.Device
 		t.Active += s.Active
