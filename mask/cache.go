@@ -243,17 +243,29 @@ func (c *Cache) Closed() bool {
 	return c.closed
 }
 
-// Stats reads the cache's figures (a Cache is a track.CacheSource) without
+// CacheStats are a Cache's figures. Each is exact; they are not read at one
+// instant together.
+type CacheStats struct {
+	Name           string
+	Bytes, Entries int64 // what the cache holds
+	MaxBytes       int64 // the byte budget (the cache's MaxBytes option)
+	MaxEntries     int64 // the entry bound
+	Hits, Misses   int64
+	Evictions      int64 // entries dropped to keep the bounds
+	Rejected       int64 // entries not cached: larger than the budget
+}
+
+// Stats reads the cache's figures without
 // waiting for its lock. Each figure is exact; they are not read at one
 // instant together. Evictions count entries dropped to keep the bounds;
 // replacing a key and Purge are not evictions. Rejected counts masks Put did
 // not cache because they were larger than the budget or the cache holds
 // nothing. A nil Cache has zero figures.
-func (c *Cache) Stats() track.CacheStats {
+func (c *Cache) Stats() CacheStats {
 	if c == nil {
-		return track.CacheStats{}
+		return CacheStats{}
 	}
-	return track.CacheStats{
+	return CacheStats{
 		Name: c.cfg.name, Bytes: c.bytes.Load(), Entries: c.count.Load(),
 		MaxBytes: c.cfg.maxBytes, MaxEntries: int64(c.cfg.maxEntries),
 		Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(), Rejected: c.rejected.Load(),

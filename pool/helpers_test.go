@@ -47,7 +47,7 @@ func newPool(t testing.TB, dev tensor.Device, opts ...pool.Option) *pool.Pool {
 // requireBalanced checks a quiet pool's books against each other and
 // against the device: reserved is active plus cached, and what the pool
 // believes it holds is what the device has handed out.
-func requireBalanced(t *testing.T, p *pool.Pool, dev *faultdev.Device) track.PoolStats {
+func requireBalanced(t *testing.T, p *pool.Pool, dev *faultdev.Device) pool.Stats {
 	t.Helper()
 	s := p.Stats()
 	bytes, blocks := dev.Outstanding()

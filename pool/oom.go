@@ -55,11 +55,11 @@ func (p *Pool) otherReserved() int64 {
 	}
 	var sum int64
 	for _, src := range p.tracker.Allocators() {
-		if src == track.PoolSource(p) {
+		if src == track.Reserver(p) {
 			continue
 		}
-		if st := src.Stats(); st.Device == p.dev.Name() {
-			sum += st.Reserved
+		if device, bytes := src.Reserved(); device == p.dev.Name() {
+			sum += bytes
 		}
 	}
 	return sum

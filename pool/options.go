@@ -26,8 +26,9 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 // defaultTopSites is how many live sites an out-of-memory report names.
 const defaultTopSites = 5
 
-// maxTopSites bounds TopSites as track.TopSites is bounded.
-const maxTopSites = track.MaxTopSites
+// maxTopSites bounds TopSites as report.TopSites is bounded: a longer list
+// is no longer read.
+const maxTopSites = 100
 
 type config struct {
 	tracker        *track.Tracker

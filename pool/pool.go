@@ -432,8 +432,9 @@ func (c *stripedCounter) load() int64 {
 	return sum
 }
 
-// A Pool is what tensor.New draws from and what metrics read.
+// A Pool is what tensor.New draws from and what its tracker counts as
+// tensorlife's on its device.
 var (
 	_ tensor.Allocator = (*Pool)(nil)
-	_ track.PoolSource = (*Pool)(nil)
+	_ track.Reserver   = (*Pool)(nil)
 )

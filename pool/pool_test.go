@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/pool"
+	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
-	"github.com/tensorlife/tensorlife/track"
 )
 
 func TestReuse(t *testing.T) {
@@ -324,7 +324,7 @@ func TestPoolStats(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, p.Release(b))
 
-	var src track.PoolSource = p // what summaries and metrics read
+	var src report.PoolSource = p // what summaries and metrics read
 	ps := src.Stats()
 	assert.Equal(t, dev.Name(), ps.Device)
 	assert.Equal(t, int64(2048), ps.Reserved)

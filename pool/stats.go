@@ -1,23 +1,53 @@
 package pool
 
-import (
-	"github.com/tensorlife/tensorlife/internal/peak"
-	"github.com/tensorlife/tensorlife/track"
-)
+import "github.com/tensorlife/tensorlife/internal/peak"
 
-// Stats returns the pool's figures (a Pool is a track.PoolSource). It takes
+
+// Stats are a pool's figures at one moment. Each is exact, but they are not read at one instant together:
+// while other goroutines allocate, Reserved may differ from Active+Cached by
+// blocks in flight. Once the pool is quiet, Reserved == Active + Cached.
+type Stats struct {
+	Device string // device name
+	// Reserved bytes are held from the device; Active are in blocks handed
+	// out; Cached are in idle blocks kept for reuse. All are after rounding
+	// to the allocator's block sizes.
+	Reserved, Active, Cached int64
+	// ActiveBlocks and CachedBlocks count the blocks behind Active and
+	// Cached.
+	ActiveBlocks, CachedBlocks int64
+	// PeakReserved is the highest Reserved ever. PeakActive is the highest
+	// Active seen at a device allocation or a Stats call.
+	PeakReserved, PeakActive int64
+	// Limit is the memory budget in bytes; 0 means none.
+	Limit int64
+	// MaxCached is the cap on Cached; -1 means none.
+	MaxCached int64
+	// DeviceAllocs and DeviceFrees count calls that reached the device.
+	DeviceAllocs, DeviceFrees int64
+	// Hits are allocations served from the cache; Misses went to the device
+	// (or failed). Evictions are cached blocks returned to the device to keep
+	// the cache bounded or to make room.
+	Hits, Misses, Evictions int64
+	// OOMs counts allocations refused for lack of memory.
+	OOMs int64
+	// BadReleases counts releases refused because the block was not handed
+	// out by this allocator: double releases and forged blocks.
+	BadReleases int64
+}
+
+// Stats returns the pool's figures. It takes
 // each size class's lock in turn, briefly; it is cheap enough for a metrics
 // callback. PeakActive is sampled at device allocations and Stats calls: a
 // peak reached only through cache hits between two of those is not seen.
-func (p *Pool) Stats() track.PoolStats {
+func (p *Pool) Stats() Stats {
 	s, _ := p.stats()
 	return s
 }
 
 // stats returns Stats and the size of the largest cached block, for an
 // out-of-memory error, from one pass over the size classes.
-func (p *Pool) stats() (s track.PoolStats, largestCached int64) {
-	s = track.PoolStats{
+func (p *Pool) stats() (s Stats, largestCached int64) {
+	s = Stats{
 		Device:       p.dev.Name(),
 		Limit:        p.budget,
 		MaxCached:    p.maxCached,
@@ -47,4 +77,10 @@ func (p *Pool) stats() (s track.PoolStats, largestCached int64) {
 	s.PeakActive = max(p.peakActive.Load(), s.Active)
 	s.PeakReserved = max(p.peakReserved.Load(), s.Reserved)
 	return s, largestCached
+}
+
+// Reserved returns the pool's device and the bytes it holds there (a Pool
+// is a track.Reserver): what reports count as tensorlife's on the device.
+func (p *Pool) Reserved() (device string, bytes int64) {
+	return p.dev.Name(), p.reserved.Load()
 }

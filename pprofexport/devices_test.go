@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/tensorlife/tensorlife/pool"
+	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/oteltrack"
@@ -33,7 +34,7 @@ func TestTwoDevicesSplitEveryReport(t *testing.T) {
 	tr, err := track.New()
 	require.NoError(t, err)
 	var pools []*pool.Pool
-	src := track.Sources{}
+	src := report.Sources{}
 	for i, name := range []string{"host:0", "host:1"} {
 		dev, err := tensor.NewHostDevice(256*kib, tensor.DeviceName(name))
 		require.NoError(t, err)
@@ -49,7 +50,7 @@ func TestTwoDevicesSplitEveryReport(t *testing.T) {
 
 	t.Run("summary", func(t *testing.T) {
 		var sb strings.Builder
-		require.NoError(t, track.WriteSummary(&sb, tr, track.WithSources(src)))
+		require.NoError(t, report.WriteSummary(&sb, tr, report.WithSources(src)))
 		text := sb.String()
 		assert.Regexp(t, `(?m)^  host:0\s+16 KiB\s+16 KiB\s+0 B\s+16 KiB\s+16 KiB\s+64 KiB$`, text, "pool row")
 		assert.Regexp(t, `(?m)^  host:1\s+48 KiB\s+48 KiB\s+0 B\s+48 KiB\s+48 KiB\s+128 KiB$`, text, "pool row")

@@ -89,7 +89,8 @@
 //	              once (4 by default)
 //	min_age=5m    only tensors at least this old (a Go duration): the old-leak view, where a
 //	              small slow leak is no longer hidden under in-flight activations
-//	min_windows=8 only tensors that outlived this many windows of the tracker's Watcher
+//	outlived=1    only tensors that outlived the request that made them (track.WithRequest):
+//	              what the growth watcher judges
 //	kind=mask     only tensors of this kind
 //	device=cuda:1 only tensors on this device (a tracker over several devices)
 //	leaked=true   only tensors the garbage collector found without Free

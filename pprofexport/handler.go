@@ -94,7 +94,7 @@ func (h *handler) parse(r *http.Request) (query, error) {
 		return v
 	}
 	debug, seconds, minAge, leaked, gc := get("debug"), get("seconds"), get("min_age"), get("leaked"), get("gc")
-	kind, minWindows, device := get("kind"), get("min_windows"), get("device")
+	kind, outlived, device := get("kind"), get("outlived"), get("device")
 	if err != nil {
 		return q, err
 	}
@@ -126,12 +126,14 @@ func (h *handler) parse(r *http.Request) (query, error) {
 			return q, fmt.Errorf(`invalid value for "min_age": %q, want a duration such as 30s or 5m`, minAge)
 		}
 	}
-	if minWindows != "" {
-		n, perr := strconv.Atoi(minWindows)
-		if perr != nil || n < 0 || n > track.MaxMinWindows {
-			return q, fmt.Errorf(`invalid value for "min_windows": %q, want 0..%d watcher windows`, minWindows, track.MaxMinWindows)
-		}
-		q.filter.MinWindows = n
+	switch outlived {
+	case "":
+	case "0", "false":
+		q.filter.Outlived = false
+	case "1", "true":
+		q.filter.Outlived = true
+	default:
+		return q, fmt.Errorf(`invalid value for "outlived": %q, want 1 (only tensors that outlived their request) or 0`, outlived)
 	}
 	if values.Has("kind") {
 		q.filter.Kind = kind

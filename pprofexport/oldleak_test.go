@@ -15,39 +15,38 @@ import (
 )
 
 //go:noinline
-func activation(tr *track.Tracker) *track.Record {
+func activation(ctx context.Context, tr *track.Tracker) *track.Record {
 	r := &track.Record{Bytes: 64 << 10, Meta: track.InternMeta("activation", "host", "float16", nil)}
-	if err := tr.Record(context.Background(), r, 0); err != nil {
+	if err := tr.Record(ctx, r, 0); err != nil {
 		panic(err)
 	}
 	return r
 }
 
 //go:noinline
-func keepSmallState(tr *track.Tracker) *track.Record {
+func keepSmallState(ctx context.Context, tr *track.Tracker) *track.Record {
 	r := &track.Record{Bytes: 256, Meta: track.InternMeta("state", "host", "float32", nil)}
-	if err := tr.Record(context.Background(), r, 0); err != nil {
+	if err := tr.Record(ctx, r, 0); err != nil {
 		panic(err)
 	}
 	return r
 }
 
-// sparseSlowLeak runs 500 requests through tr, one watcher window each:
-// every request has 40 to 60 transient 64 KiB activations, every 10th
-// keeps a 256 B tensor forever. It returns with the last request in
+// sparseSlowLeak runs 500 requests through tr, each under its own request
+// scope: every request has 40 to 60 transient 64 KiB activations, every
+// 10th keeps a 256 B tensor forever. It returns with the last request in
 // flight, its activations live, and a function that ends it.
 func sparseSlowLeak(t *testing.T, tr *track.Tracker) (end func()) {
-	w, err := track.NewWatcher(tr)
-	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var kept, live []*track.Record
 	for i := range 500 {
+		ctx, endRequest := track.WithRequest(context.Background())
 		live = live[:0]
 		for range 40 + rng.IntN(21) {
-			live = append(live, activation(tr))
+			live = append(live, activation(ctx, tr))
 		}
 		if i%10 == 0 {
-			kept = append(kept, keepSmallState(tr))
+			kept = append(kept, keepSmallState(ctx, tr))
 		}
 		if i == 499 {
 			break
@@ -55,7 +54,7 @@ func sparseSlowLeak(t *testing.T, tr *track.Tracker) (end func()) {
 		for _, r := range live {
 			require.NoError(t, tr.Release(r))
 		}
-		require.NoError(t, w.Tick())
+		endRequest()
 	}
 	return func() {
 		for _, r := range append(live, kept...) {
@@ -79,7 +78,7 @@ func TestOldLeakViewPutsTheSlowLeakFirst(t *testing.T) {
 		return firstTopRow(t, out)
 	}
 	assert.Equal(t, transient, top(filepath.Join(dir, "all.pb.gz")), "the control: in-flight memory hides the leak")
-	assert.Equal(t, leak, top(filepath.Join(dir, "old.pb.gz"), pprofexport.MinWindows(2)), "WriteFile with MinWindows")
+	assert.Equal(t, leak, top(filepath.Join(dir, "old.pb.gz"), pprofexport.Outlived()), "WriteFile with Outlived")
 
 	h, err := pprofexport.NewHandler(tr)
 	require.NoError(t, err)
@@ -87,7 +86,7 @@ func TestOldLeakViewPutsTheSlowLeakFirst(t *testing.T) {
 	defer srv.Close()
 	for _, tc := range []struct{ query, want string }{
 		{"", transient},
-		{"?min_windows=2", leak},
+		{"?outlived=1", leak},
 	} {
 		out, err := runPprof(t, "-top", "-sample_index=inuse_space", srv.URL+"/debug/pprof/tensors"+tc.query)
 		require.NoError(t, err)
@@ -102,17 +101,17 @@ func TestOldLeakOptions(t *testing.T) {
 	defer end()
 	snap, err := tr.SnapshotOf(track.Filter{})
 	require.NoError(t, err)
-	_, err = pprofexport.Profile(snap, pprofexport.MinWindows(1))
+	_, err = pprofexport.Profile(snap, pprofexport.Outlived())
 	assert.ErrorIs(t, err, pprofexport.ErrInvalidOption, "a snapshot without its allocations cannot be narrowed")
 	assert.ErrorIs(t, err, track.ErrNoAllocations)
-	for _, o := range []pprofexport.Option{pprofexport.MinAge(-1), pprofexport.MinWindows(-1), pprofexport.MinWindows(track.MaxMinWindows + 1)} {
+	for _, o := range []pprofexport.Option{pprofexport.MinAge(-1)} {
 		_, err := pprofexport.Profile(tr.Snapshot(), o)
 		assert.ErrorIs(t, err, pprofexport.ErrInvalidOption)
 	}
-	_, err = pprofexport.DiffProfile(tr.Snapshot(), tr.Snapshot(), pprofexport.MinWindows(1))
+	_, err = pprofexport.DiffProfile(tr.Snapshot(), tr.Snapshot(), pprofexport.Outlived())
 	assert.ErrorIs(t, err, pprofexport.ErrInvalidOption)
 
-	p, err := pprofexport.Profile(tr.Snapshot(), pprofexport.MinWindows(2))
+	p, err := pprofexport.Profile(tr.Snapshot(), pprofexport.Outlived())
 	require.NoError(t, err)
 	var objects int64
 	for _, s := range p.Sample {

@@ -78,7 +78,7 @@ type config struct {
 	labelKeys []string
 	allLabels bool
 
-	// older narrows the snapshot a writer is given (MinAge, MinWindows).
+	// older narrows the snapshot a writer is given (MinAge, Outlived).
 	older track.Filter
 
 	// handler only
@@ -202,22 +202,17 @@ func MinAge(d time.Duration) Option {
 	})
 }
 
-// MinWindows restricts a profile to tensors that outlived at least n
-// windows of the tracker's Watcher (track.Filter.MinWindows): the
-// survivors the watcher judges, on the watcher's own clock. It applies
-// where MinAge does, as the default of ?min_windows= for a handler;
-// 0..track.MaxMinWindows.
-func MinWindows(n int) Option {
+// Outlived restricts a profile to tensors that outlived their request
+// (track.Filter.Outlived): what a growth watcher judges. It applies where
+// MinAge does, as the default of ?outlived= for a handler.
+func Outlived() Option {
 	return optionFunc(func(c *config) error {
-		if err := (track.Filter{MinWindows: n}).Validate(); err != nil {
-			return fmt.Errorf("%w: MinWindows(%d): %w", ErrInvalidOption, n, err)
-		}
-		c.ageFilter().MinWindows = n
+		c.ageFilter().Outlived = true
 		return nil
 	})
 }
 
-// ageFilter returns the filter that MinAge and MinWindows set: a handler's
+// ageFilter returns the filter that MinAge and Outlived set: a handler's
 // default filter, or the one a writer narrows its snapshot with.
 func (c *config) ageFilter() *track.Filter {
 	if c.scope == scopeHandler {
@@ -226,15 +221,15 @@ func (c *config) ageFilter() *track.Filter {
 	return &c.older
 }
 
-// narrow applies MinAge and MinWindows to the snapshot a writer was given.
+// narrow applies MinAge and Outlived to the snapshot a writer was given.
 func (c *config) narrow(snap *track.Snapshot) (*track.Snapshot, error) {
 	if !c.older.Active() || snap == nil {
 		return snap, nil
 	}
 	out, err := snap.Select(c.older)
 	if err != nil {
-		return nil, fmt.Errorf("%w: MinAge(%v)/MinWindows(%d): %w (take it with Tracker.Snapshot, or SnapshotOf with the filter)",
-			ErrInvalidOption, c.older.MinAge, c.older.MinWindows, err)
+		return nil, fmt.Errorf("%w: MinAge(%v)/Outlived: %w (take it with Tracker.Snapshot, or SnapshotOf with the filter)",
+			ErrInvalidOption, c.older.MinAge, err)
 	}
 	return out, nil
 }

@@ -2,7 +2,6 @@ package pprofexport
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -163,8 +162,8 @@ func describeFilter(f track.Filter) string {
 	if f.MinAge > 0 {
 		parts = append(parts, "min_age="+f.MinAge.String())
 	}
-	if f.MinWindows > 0 {
-		parts = append(parts, "min_windows="+strconv.Itoa(f.MinWindows))
+	if f.Outlived {
+		parts = append(parts, "outlived=1")
 	}
 	if f.Kind != "" {
 		parts = append(parts, "kind="+f.Kind)
@@ -233,7 +232,7 @@ func combine(before, after *track.Snapshot, ratios []int64, what string, cfg con
 		return nil, ErrNilSnapshot
 	}
 	if cfg.older.Active() {
-		return nil, fmt.Errorf("%w: MinAge and MinWindows do not apply to a %s; take both snapshots with the filter",
+		return nil, fmt.Errorf("%w: MinAge and Outlived do not apply to a %s; take both snapshots with the filter",
 			ErrInvalidOption, what)
 	}
 	if !before.SameTracker(after) {

@@ -136,7 +136,7 @@ func (a *adoption) Release(b Block) error {
 }
 
 // adoptedBooks count the adopted memory on one device of one tracker, for
-// the tracker's allocator registry: it is a track.PoolSource whose reserved
+// the tracker's allocator registry: it is a report.PoolSource whose reserved
 // bytes are the adopted bytes not yet released. Every adoption on the
 // device holds it, so it lives as long as one of them does.
 type adoptedBooks struct {
@@ -144,9 +144,8 @@ type adoptedBooks struct {
 	device string
 }
 
-// Stats reports the adopted bytes still held: Reserved and Active alike.
-// DeviceAllocs and DeviceFrees count adoptions and releases.
-func (b *adoptedBooks) Stats() track.PoolStats { return b.stats(b.device) }
+// Reserved reports the adopted bytes still held on the device.
+func (b *adoptedBooks) Reserved() (device string, bytes int64) { return b.device, b.reserved.Load() }
 
 // adoptionBooks finds the books of adoptions on dev in tracker's registry,
 // or makes and attaches them; nil for a nil tracker, whose adoptions no

@@ -16,9 +16,9 @@ import (
 // the baseline that a pool is measured against). It is safe for concurrent
 // use.
 //
-// It reports what it holds from the device as a track.PoolSource (Stats),
-// and attaches itself to its tracker (track.Attach), so that reports count
-// its memory as tensorlife's and not as memory outside tensorlife.
+// It attaches itself to its tracker as a track.Reserver (track.Attach), so
+// that reports count its memory as tensorlife's and not as memory outside
+// tensorlife.
 type DeviceAllocator struct {
 	dev     Device
 	tracker *track.Tracker
@@ -37,13 +37,23 @@ func NewDeviceAllocator(dev Device, tracker *track.Tracker) (*DeviceAllocator, e
 	return a, nil
 }
 
+// AllocatorStats are the figures of an allocator that caches nothing (a
+// DeviceAllocator). Each is exact; they are not read at one instant
+// together.
+type AllocatorStats struct {
+	Device         string
+	Reserved, Peak int64 // bytes held from the device, now and at most
+	Blocks         int64 // allocations not yet released
+	Allocs, Frees  int64 // calls that reached the device
+}
+
 // Stats reports the bytes and blocks the allocator holds from the device.
-// It caches nothing, so Reserved equals Active and Cached is 0. Each figure
-// is exact; they are not read at one instant together.
-func (a *DeviceAllocator) Stats() track.PoolStats {
-	s := a.books.stats(a.dev.Name())
-	s.Misses = s.DeviceAllocs // every allocation reaches the device
-	return s
+func (a *DeviceAllocator) Stats() AllocatorStats { return a.books.stats(a.dev.Name()) }
+
+// Reserved returns the device's name and the bytes the allocator holds
+// there (a DeviceAllocator is a track.Reserver).
+func (a *DeviceAllocator) Reserved() (device string, bytes int64) {
+	return a.dev.Name(), a.books.reserved.Load()
 }
 
 // Device returns the device allocations come from.
@@ -98,14 +108,13 @@ func (b *books) remove(bytes int64) {
 	b.reserved.Add(-bytes)
 }
 
-// stats returns the figures for device: Reserved and Active alike, as
-// nothing is cached, and one active block per allocation not yet released.
-func (b *books) stats(device string) track.PoolStats {
+// stats returns the figures for device, one block per allocation not yet
+// released.
+func (b *books) stats(device string) AllocatorStats {
 	// Frees first: a block is counted allocated before it can be freed, so
 	// the difference is never negative.
 	frees := b.frees.Load()
 	allocs := b.allocs.Load()
-	r, p := b.reserved.Load(), b.peak.Load()
-	return track.PoolStats{Device: device, Reserved: r, Active: r, ActiveBlocks: allocs - frees,
-		PeakReserved: p, PeakActive: p, DeviceAllocs: allocs, DeviceFrees: frees}
+	return AllocatorStats{Device: device, Reserved: b.reserved.Load(), Peak: b.peak.Load(),
+		Blocks: allocs - frees, Allocs: allocs, Frees: frees}
 }

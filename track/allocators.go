@@ -1,7 +1,6 @@
 package track
 
 import (
-	"reflect"
 	"sync"
 	"unsafe"
 	"weak"
@@ -32,12 +31,20 @@ type allocatorRegistry struct {
 // Sources.Pools entry) and a weak way to reach it.
 type attached struct {
 	addr uintptr
-	get  func() PoolSource // nil once the allocator has been collected
+	get  func() Reserver // nil once the allocator has been collected
 }
 
-// Attach adds src to tr's allocators: its Stats().Reserved bytes count as
-// memory tensorlife holds on its device (Tracker.ReservedOn,
-// Sources.Read), in every report of tr. The tracker keeps src only
+// Reserver is what a tracker needs of an allocator that takes device memory
+// for the tensors it records: the device and the bytes it holds there.
+// *pool.Pool, *tensor.DeviceAllocator and the adoptions on a device are
+// Reservers.
+type Reserver interface {
+	Reserved() (device string, bytes int64)
+}
+
+// Attach adds src to tr's allocators: its reserved bytes count as memory
+// tensorlife holds on its device (Tracker.ReservedOn, and package report's
+// device split), in every report of tr. The tracker keeps src only
 // weakly, so src needs no detaching: it leaves the books when it is garbage
 // collected. Attaching the same allocator twice counts it once.
 //
@@ -47,14 +54,14 @@ type attached struct {
 // is safe for concurrent use.
 func Attach[S any, P interface {
 	*S
-	PoolSource
+	Reserver
 }](tr *Tracker, src P) {
 	if tr == nil || src == nil {
 		return
 	}
 	wp := weak.Make((*S)(src))
 	addr := uintptr(unsafe.Pointer(src))
-	get := func() PoolSource {
+	get := func() Reserver {
 		if s := wp.Value(); s != nil {
 			return P(s)
 		}
@@ -86,51 +93,35 @@ func (r *allocatorRegistry) pruneLocked() {
 
 // Allocators returns the allocators attached to t that are still
 // reachable, in the order they attached.
-func (t *Tracker) Allocators() []PoolSource {
-	srcs, _ := t.allocators.snapshot()
+func (t *Tracker) Allocators() []Reserver {
+	return t.allocators.snapshot()
+}
+
+// snapshot returns the live allocators. They are asked for their figures
+// by the caller, outside the lock: an allocator is foreign code.
+func (r *allocatorRegistry) snapshot() []Reserver {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pruneLocked()
+	srcs := make([]Reserver, 0, len(r.list))
+	for _, a := range r.list {
+		if s := a.get(); s != nil {
+			srcs = append(srcs, s)
+		}
+	}
 	return srcs
 }
 
-// snapshot returns the live allocators and their addresses. Their Stats are
-// read by the caller, outside the lock: a source is foreign code.
-func (r *allocatorRegistry) snapshot() ([]PoolSource, []uintptr) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	srcs := make([]PoolSource, 0, len(r.list))
-	addrs := make([]uintptr, 0, len(r.list))
-	live := r.list[:0]
-	for _, a := range r.list {
-		if s := a.get(); s != nil {
-			live = append(live, a)
-			srcs = append(srcs, s)
-			addrs = append(addrs, a.addr)
-		}
-	}
-	clear(r.list[len(live):])
-	r.list = live
-	return srcs, addrs
-}
-
 // ReservedOn returns the bytes the allocators attached to t hold from the
-// device named device: what tensorlife holds there. It reads each
-// allocator's Stats, so it costs O(allocators); it is for reports and
-// error paths, not for every allocation.
+// device named device: what tensorlife holds there. It asks each
+// allocator, so it costs O(allocators); it is for reports and error paths,
+// not for every allocation.
 func (t *Tracker) ReservedOn(device string) int64 {
 	var sum int64
 	for _, s := range t.Allocators() {
-		if st := s.Stats(); st.Device == device {
-			sum += st.Reserved
+		if d, bytes := s.Reserved(); d == device {
+			sum += bytes
 		}
 	}
 	return sum
-}
-
-// addressOf returns the address a pointer-shaped source was attached under,
-// and false for a source of another shape (which Attach cannot hold).
-func addressOf(src PoolSource) (uintptr, bool) {
-	v := reflect.ValueOf(src)
-	if v.Kind() != reflect.Pointer {
-		return 0, false
-	}
-	return v.Pointer(), true
 }

@@ -146,10 +146,10 @@ const (
 // at most 1024 bytes; several HelperFunctions options add up.
 func HelperFunctions(names ...string) Option {
 	names = append([]string(nil), names...) // the caller may reuse its slice
-	return only("HelperFunctions", func(o *options) error {
+	return optionFunc(func(c *config) error {
 		// Each New starts from no rules, so several HelperFunctions of one
 		// New add to the rules this New made, and nothing else shares them.
-		rules := o.tracker.helpers
+		rules := c.helpers
 		if rules == nil {
 			rules = &helperRules{exact: make(map[string]struct{})}
 		}
@@ -168,9 +168,9 @@ func HelperFunctions(names ...string) Option {
 			return fmt.Errorf("%w: HelperFunctions with %d names in all: want at most %d",
 				ErrInvalidOption, len(rules.exact)+len(rules.prefixes), MaxHelperFunctions)
 		}
-		o.tracker.helpers = rules
+		c.helpers = rules
 		return nil
-	}, forTracker)
+	})
 }
 
 // isHelperFrame reports whether f is a marked helper's, by Helper or rules.

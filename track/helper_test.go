@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -144,8 +145,6 @@ func TestHelperFunctionsValidation(t *testing.T) {
 		assert.True(t, errors.Is(err, track.ErrInvalidOption), err)
 		assert.Contains(t, err.Error(), "HelperFunctions")
 	}
-	_, err := track.NewWatcher(newTracker(t), track.HelperFunctions("x.y"))
-	assert.ErrorIs(t, err, track.ErrInvalidOption, "a tracker option given to a watcher")
 }
 
 // sharedLine is a caller reached from two places; its allocation line is
@@ -176,7 +175,7 @@ func TestDistinctFrameTellsSharedHeadlinesApart(t *testing.T) {
 	assert.False(t, ok, "a site with a headline of its own needs no via")
 
 	var out bytes.Buffer
-	require.NoError(t, track.WriteSummary(&out, tr))
+	require.NoError(t, report.WriteSummary(&out, tr))
 	assert.Contains(t, out.String(), "track_test.sharedLine (helper_test.go:")
 	assert.Contains(t, out.String(), "via track_test.fromSession (helper_test.go:")
 	assert.Contains(t, out.String(), "via track_test.fromBatch (helper_test.go:")

@@ -231,12 +231,12 @@ func heldByOf(hs []Holder) (Holder, bool) {
 	return Holder{}, false
 }
 
-// holdersAt returns, for each of sites, up to max distinct extra owners
-// that still hold live allocations of that site after their own handles
-// were freed, most handles first. It walks the live set once for all the
-// sites, one shard lock at a time: the watcher calls it for the sites it
-// newly flags, never per window.
-func (t *Tracker) holdersAt(sites []*Site, max int) [][]Holder {
+// HeldBy returns, for each of sites, up to max distinct extra owners (View,
+// Retain, cache entries) that still hold live allocations of that site after
+// their own handles were freed, most handles first. It walks the live set
+// once for all the sites: for a report about a few sites (a watcher's newly
+// flagged suspects), not for every window.
+func (t *Tracker) HeldBy(sites []*Site, max int) [][]Holder {
 	type key struct {
 		site *Site
 		how  string

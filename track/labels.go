@@ -23,8 +23,6 @@ type labelSet struct {
 	hash uint64
 }
 
-type labelsKey struct{}
-
 // badKey holds the value of an unpaired trailing argument to WithLabels, as
 // log/slog does, so that a mistake is visible rather than dropped.
 const badKey = "!BADKEY"
@@ -33,6 +31,11 @@ const badKey = "!BADKEY"
 // addition to those already on ctx; a key set again takes the new value.
 // Arguments are key, value pairs: WithLabels(ctx, "request", id, "model", m).
 // An unpaired final argument is kept under the key "!BADKEY".
+//
+// When ctx can end (ctx.Done is not nil) and is under no request yet,
+// WithLabels also begins one that ends with ctx, as WithRequest does: code
+// that labels each request under the context its server cancels when the
+// request ends (net/http, gRPC) has request lifetimes with no other call.
 //
 // Keep label values low-cardinality where they feed metrics; request ids are
 // fine in labels because profiles and reports aggregate by site, not label.
@@ -43,18 +46,17 @@ func WithLabels(ctx context.Context, kv ...string) context.Context {
 	if ctx == nil {
 		ctx = context.Background() // as LabelsFrom reads a nil ctx
 	}
-	merged := LabelsFrom(ctx).with(kv)
-	return context.WithValue(ctx, labelsKey{}, merged)
+	sc := scopeOf(ctx)
+	sc.labels = Labels{set: sc.labels}.with(kv).set
+	if sc.req == nil && ctx.Done() != nil {
+		sc.req = newRequest()
+		context.AfterFunc(ctx, sc.req.end)
+	}
+	return context.WithValue(ctx, scopeKey{}, sc)
 }
 
 // LabelsFrom returns the labels carried by ctx.
-func LabelsFrom(ctx context.Context) Labels {
-	if ctx == nil {
-		return Labels{}
-	}
-	l, _ := ctx.Value(labelsKey{}).(Labels)
-	return l
-}
+func LabelsFrom(ctx context.Context) Labels { return Labels{set: scopeOf(ctx).labels} }
 
 // NewLabels builds a Labels value from key, value pairs, as WithLabels does.
 func NewLabels(kv ...string) Labels { return Labels{}.with(kv) }

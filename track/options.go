@@ -4,75 +4,32 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
-
+	
 	"github.com/tensorlife/tensorlife/internal/isnil"
 )
 
 // ErrInvalidOption means an option's value cannot be used, or the option
-// makes no sense where it was passed (a watcher option given to New, say).
+// contradicts another.
 var ErrInvalidOption = errors.New("track: invalid option")
 
-// Option configures a Tracker (New), a growth Watcher (NewWatcher) or a
-// memory summary (WriteSummary): one option type for the package, each
-// option documented with where it applies. Options are validated where they
-// are passed: an invalid value, or an option passed where it does not
-// apply, is an error matching ErrInvalidOption that names the option. Option
-// values are immutable and may be shared.
+// Option configures a Tracker (New). An invalid value is an error matching
+// ErrInvalidOption that names the option. Option values are immutable and
+// may be shared.
 type Option interface {
-	apply(*options) error
+	apply(*config) error
 }
 
-// target says which constructor is applying options.
-type target uint8
+type optionFunc func(*config) error
 
-const (
-	forTracker target = iota + 1
-	forWatcher
-	forSummary
-)
+func (f optionFunc) apply(c *config) error { return f(c) }
 
-func (t target) String() string {
-	switch t {
-	case forWatcher:
-		return "NewWatcher"
-	case forSummary:
-		return "WriteSummary"
-	}
-	return "New"
-}
-
-// options gathers what every constructor may be given; each applies only
-// its own part.
-type options struct {
-	target  target
-	tracker config
-	watcher watcherConfig
-	summary summaryConfig
-}
-
-type optionFunc func(*options) error
-
-func (f optionFunc) apply(o *options) error { return f(o) }
-
-// only makes an option that applies where its target is being built.
-func only(name string, f func(*options) error, where target) Option {
-	return optionFunc(func(o *options) error {
-		if o.target == where {
-			return f(o)
-		}
-		return fmt.Errorf("%w: %s does not apply to %v", ErrInvalidOption, name, o.target)
-	})
-}
-
-// applyOptions applies opts for target t onto o.
-func applyOptions(o *options, t target, opts []Option) error {
-	o.target = t
+// applyOptions applies opts onto c.
+func applyOptions(c *config, opts []Option) error {
 	for _, opt := range opts {
 		if isnil.Value(opt) {
-			return fmt.Errorf("%w: nil option passed to %v", ErrInvalidOption, t)
+			return fmt.Errorf("%w: nil option", ErrInvalidOption)
 		}
-		if err := opt.apply(o); err != nil {
+		if err := opt.apply(c); err != nil {
 			return err
 		}
 	}
@@ -111,13 +68,13 @@ func defaultConfig() config {
 
 // WithName names the tracker in logs and reports (New).
 func WithName(name string) Option {
-	return only("WithName", func(o *options) error {
+	return optionFunc(func(c *config) error {
 		if name == "" {
 			return fmt.Errorf("%w: WithName(\"\"): want a name", ErrInvalidOption)
 		}
-		o.tracker.name = name
+		c.name = name
 		return nil
-	}, forTracker)
+	})
 }
 
 // MaxSites bounds the stack table (New): at most n distinct call stacks are
@@ -125,13 +82,13 @@ func WithName(name string) Option {
 // stacks are counted under the overflow site, which reports show as
 // OverflowFunction.
 func MaxSites(n int) Option {
-	return only("MaxSites", func(o *options) error {
+	return optionFunc(func(c *config) error {
 		if n < 1 || n > MaxSitesLimit {
 			return fmt.Errorf("%w: MaxSites(%d): want 1..%d", ErrInvalidOption, n, MaxSitesLimit)
 		}
-		o.tracker.maxSites = n
+		c.maxSites = n
 		return nil
-	}, forTracker)
+	})
 }
 
 // OnLeak sets the function called when the garbage collector finds a tensor
@@ -139,13 +96,13 @@ func MaxSites(n int) Option {
 // must return quickly and must not block. The default logs a warning through
 // the tracker's logger.
 func OnLeak(f func(LeakReport)) Option {
-	return only("OnLeak", func(o *options) error {
+	return optionFunc(func(c *config) error {
 		if f == nil {
 			return fmt.Errorf("%w: OnLeak(nil)", ErrInvalidOption)
 		}
-		o.tracker.onLeak = f
+		c.onLeak = f
 		return nil
-	}, forTracker)
+	})
 }
 
 // ReclaimLeaks decides whether the memory of a tensor the garbage collector
@@ -154,22 +111,22 @@ func OnLeak(f func(LeakReport)) Option {
 // reported; false keeps the leaked tensor in the live set so profiles and
 // tests show it.
 func ReclaimLeaks(reclaim bool) Option {
-	return only("ReclaimLeaks", func(o *options) error {
-		o.tracker.reclaimLeaks = reclaim
+	return optionFunc(func(c *config) error {
+		c.reclaimLeaks = reclaim
 		return nil
-	}, forTracker)
+	})
 }
 
 // WithLogger sets the logger of the default leak and suspect reports (New;
 // a watcher logs through its tracker's). Default slog.Default().
 func WithLogger(l *slog.Logger) Option {
-	return only("WithLogger", func(o *options) error {
+	return optionFunc(func(c *config) error {
 		if l == nil {
 			return fmt.Errorf("%w: WithLogger(nil)", ErrInvalidOption)
 		}
-		o.tracker.logger = l
+		c.logger = l
 		return nil
-	}, forTracker)
+	})
 }
 
 // KeepHistory keeps the last n events (allocations, frees, GC-found leaks
@@ -180,13 +137,13 @@ func WithLogger(l *slog.Logger) Option {
 // wraps, the overwritten events are counted as dropped, never silently
 // lost. Tracker.History reads it.
 func KeepHistory(n int) Option {
-	return only("KeepHistory", func(o *options) error {
+	return optionFunc(func(c *config) error {
 		if n <= 0 || n > MaxHistoryEvents {
 			return fmt.Errorf("%w: KeepHistory(%d): want 1..%d events", ErrInvalidOption, n, MaxHistoryEvents)
 		}
-		o.tracker.historyEvents = n
+		c.historyEvents = n
 		return nil
-	}, forTracker)
+	})
 }
 
 // FramePointers decides whether stacks are captured by following frame
@@ -196,12 +153,8 @@ func KeepHistory(n int) Option {
 // operator can turn the walk off for the whole process without a rebuild
 // with the environment variable TENSORLIFE_STACK=callers.
 func FramePointers(on bool) Option {
-	return only("FramePointers", func(o *options) error {
-		o.tracker.framePointers = on
+	return optionFunc(func(c *config) error {
+		c.framePointers = on
 		return nil
-	}, forTracker)
+	})
 }
-
-// MinEvery is the shortest window Every accepts: shorter windows would spend
-// the process on sampling.
-const MinEvery = 10 * time.Millisecond

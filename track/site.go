@@ -33,7 +33,12 @@ type Site struct {
 	frees      atomic.Int64
 	freedBytes atomic.Int64
 	gcLeaks    atomic.Int64
-	ages       siteAges // live figures by age, for the watcher
+	// outlivedBytes and outlivedCount are the live allocations that
+	// outlived their request (see WithRequest): what a watcher judges.
+	outlivedBytes atomic.Int64
+	outlivedCount atomic.Int64
+	feeds         *feedSet      // the tracker's, told when outlived figures change
+	told          atomic.Uint64 // the feeds told of a change not yet read
 
 	symOnce sync.Once
 	frames  []Frame
@@ -45,6 +50,14 @@ type Site struct {
 	// index, since Helper may mark a function after s was symbolized.
 	helpers *helperRules
 	head    atomic.Uint64
+}
+
+// outlived counts bytes and count (negative to take them back) of
+// allocations that outlived their request.
+func (s *Site) outlived(bytes, count int64) {
+	s.outlivedBytes.Add(bytes)
+	s.outlivedCount.Add(count)
+	s.feeds.changed(s)
 }
 
 // Frame is one symbolized frame of a Site. Frames that share a PC come from
@@ -203,6 +216,7 @@ type stackTable struct {
 	count    atomic.Int64
 	overflow *Site
 	helpers  *helperRules // given to each site
+	feeds    *feedSet     // given to each site
 
 	// order lists sites by id for snapshots; appended under mu, read as a
 	// copy of the slice header under mu.
@@ -210,7 +224,7 @@ type stackTable struct {
 	order []*Site
 }
 
-func newStackTable(maxSites int, helpers *helperRules) *stackTable {
+func newStackTable(maxSites int, helpers *helperRules, feeds *feedSet) *stackTable {
 	n := 1
 	for n < 2*maxSites {
 		n <<= 1
@@ -219,8 +233,9 @@ func newStackTable(maxSites int, helpers *helperRules) *stackTable {
 		slots:    make([]atomic.Pointer[Site], n),
 		mask:     uint64(n - 1),
 		maxSites: int64(maxSites),
-		overflow: &Site{id: 0, overflow: true},
+		overflow: &Site{id: 0, overflow: true, feeds: feeds},
 		helpers:  helpers,
+		feeds:    feeds,
 	}
 	t.order = append(t.order, t.overflow)
 	return t
@@ -246,7 +261,7 @@ func (t *stackTable) intern(pcs []uintptr) *Site {
 					t.count.Add(-1)
 					return t.overflow
 				}
-				fresh = &Site{hash: h, pcs: append([]uintptr(nil), pcs...), helpers: t.helpers}
+				fresh = &Site{hash: h, pcs: append([]uintptr(nil), pcs...), helpers: t.helpers, feeds: t.feeds}
 			}
 			// Insertion is rare (once per distinct stack), so it takes the
 			// lock: the id is assigned before the site becomes visible.

@@ -2,6 +2,7 @@ package track
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"github.com/tensorlife/tensorlife/internal/format"
@@ -23,9 +24,11 @@ type Allocation struct {
 	Time   time.Time // when it was recorded
 	Site   *Site
 	Leaked bool // the garbage collector found a handle of it without Free
-	// Windows is how many windows of the tracker's age clock (a Watcher's
-	// windows) the allocation had outlived when the snapshot was taken.
-	Windows uint64
+	// Outlived: it outlived the request that made it (see WithRequest).
+	Outlived bool
+	// Owner is the owner it was handed to (Tracker.HandOver); nil if none.
+	Owner *Owner
+	req   *request // for Filter.Request in Snapshot.Select
 	// Holders are the handles that keep the memory: the allocation's own
 	// handle while it is not freed, and extra owners (Retain, View, cache
 	// entries) by the line that made them. A report names these lines: the
@@ -44,22 +47,24 @@ func (a *Allocation) LiveHolders() int {
 	return n
 }
 
-// allocation copies r, its labels, leaked flag and holders read now; its
-// Windows is left 0.
+// allocation copies r, its labels, flags and holders read now.
 func (r *Record) allocation() Allocation {
 	leaked := r.leaked()
-	return r.allocationOf(metaOf(r), r.Labels(), leaked, r.holderList(leaked), 0)
+	return r.allocationOf(metaOf(r), r.Labels(), leaked, r.holderList(leaked))
 }
 
 // allocationOf copies r with the figures the caller already read of it, so
 // that each is read once and they agree with what the caller filtered on.
-func (r *Record) allocationOf(m *Meta, labels Labels, leaked bool, holders []Holder, windows uint64) Allocation {
+func (r *Record) allocationOf(m *Meta, labels Labels, leaked bool, holders []Holder) Allocation {
 	return Allocation{
 		ID: r.id, Bytes: r.Bytes, Kind: m.Kind, Device: m.Device, DType: m.DType,
 		Shape: m.Shape, Labels: labels, Time: r.Time(), Site: r.site, Leaked: leaked,
-		Windows: windows, Holders: holders,
+		Outlived: r.outlived(), Owner: r.owner, req: r.req, Holders: holders,
 	}
 }
+
+// outlived reports whether r outlived its request.
+func (r *Record) outlived() bool { return r.word.Load()&outlivedFlag != 0 }
 
 // SiteStats are one site's figures: live ones from the records a snapshot
 // saw, cumulative ones since the tracker started.
@@ -71,6 +76,9 @@ type SiteStats struct {
 	AllocBytes int64
 	GCLeaks    int64     // allocations from the site the GC found without Free
 	Oldest     time.Time // recording time of the oldest live allocation; zero if none
+	// OutlivedCount and OutlivedBytes are the live allocations that
+	// outlived their request (see WithRequest), of those counted live.
+	OutlivedCount, OutlivedBytes int64
 }
 
 // Group aggregates live allocations that share site, kind, device, dtype,
@@ -87,6 +95,8 @@ type Group struct {
 	Bytes  int64
 	Oldest time.Time
 	Leaked int64 // how many of Count the GC found without Free
+	// Outlived: these allocations outlived their request (WithRequest).
+	Outlived bool
 	// HeldBy is, for allocations whose own handle was freed or dropped, the
 	// extra owner still holding their memory (a View, a Retain, a cache
 	// entry) by the line that made it; nil while the own handle holds it.
@@ -119,11 +129,13 @@ type Filter struct {
 	// MinAge keeps allocations at least this old: long-lived tensors are the
 	// leak suspects.
 	MinAge time.Duration
-	// MinWindows keeps allocations that outlived at least this many windows
-	// of the tracker's age clock (Tracker.Windows), which the tracker's
-	// Watcher advances: the survivors the watcher judges. With no watcher
-	// the clock stands still and MinWindows > 0 keeps nothing. 0..MaxMinWindows.
-	MinWindows int
+	// Outlived keeps allocations that outlived their request: what a
+	// growth watcher judges (see WithRequest).
+	Outlived bool
+	// Request keeps allocations made under the request of this context
+	// (WithRequest), wherever they are kept since: a test's scope. Nil
+	// keeps all.
+	Request context.Context
 	// Kind keeps allocations of this kind; empty keeps all.
 	Kind string
 	// Device keeps allocations on the device of this name ("cuda:1");
@@ -139,7 +151,8 @@ type Filter struct {
 
 // Active reports whether f selects only some allocations.
 func (f Filter) Active() bool {
-	return f.MinAge != 0 || f.MinWindows != 0 || f.Kind != "" || f.Device != "" || f.LeakedOnly || len(f.Labels) > 0
+	return f.MinAge != 0 || f.Outlived || f.Request != nil || f.Kind != "" || f.Device != "" || f.LeakedOnly ||
+		len(f.Labels) > 0
 }
 
 // Validate reports a filter that cannot be applied.
@@ -147,22 +160,31 @@ func (f Filter) Validate() error {
 	if f.MinAge < 0 {
 		return fmt.Errorf("%w: negative MinAge %v", ErrInvalidOption, f.MinAge)
 	}
-	if f.MinWindows < 0 || f.MinWindows > MaxMinWindows {
-		return fmt.Errorf("%w: MinWindows %d: want 0..%d", ErrInvalidOption, f.MinWindows, MaxMinWindows)
+	if f.Request != nil && scopeOf(f.Request).req == nil {
+		return fmt.Errorf("%w: Filter.Request: the context is under no request", ErrInvalidOption)
 	}
 	return nil
 }
 
-// MaxMinWindows bounds Filter.MinWindows.
-const MaxMinWindows = 1 << 20
+// candidate is what a filter tests of one allocation.
+type candidate struct {
+	kind, device     string
+	leaked, outlived bool
+	req              *request
+	age              time.Duration
+	labels           Labels
+}
 
-// admits reports whether an allocation of these figures passes f: the one
-// test behind SnapshotOf (on records) and Snapshot.Select (on allocations).
-func (f Filter) admits(kind, device string, leaked bool, age time.Duration, windows uint64, labels Labels) bool {
-	if (f.Kind != "" && kind != f.Kind) || (f.Device != "" && device != f.Device) ||
-		(f.LeakedOnly && !leaked) || age < f.MinAge || windows < uint64(f.MinWindows) {
+// admits reports whether c passes f: the one test behind SnapshotOf (on
+// records) and Snapshot.Select (on allocations). req is f.Request's
+// request, read once by the caller.
+func (f Filter) admits(c candidate, req *request) bool {
+	if (f.Kind != "" && c.kind != f.Kind) || (f.Device != "" && c.device != f.Device) ||
+		(f.LeakedOnly && !c.leaked) || c.age < f.MinAge || (f.Outlived && !c.outlived) ||
+		(req != nil && c.req != req) {
 		return false
 	}
+	labels := c.labels
 	for k, v := range f.Labels {
 		if got, ok := labels.Get(k); !ok || got != v {
 			return false
@@ -186,6 +208,7 @@ type groupKey struct {
 	long                string
 	heldSite            *Site
 	heldHow             string
+	outlived            bool
 }
 
 // grouper aggregates allocations into Groups, for SnapshotOf (from records)
@@ -195,8 +218,9 @@ type grouper map[groupKey]*Group
 // add counts one allocation. held is the extra owner holding it once its
 // own handle is gone; nil while the own handle holds it.
 func (gr grouper) add(site *Site, kind, device, dtype string, shape []int, labels Labels, held *Holder,
-	bytes int64, leaked bool, born time.Time) {
-	k := groupKey{site: site, kind: kind, device: device, dtype: dtype, labels: labels.hash(), rank: len(shape)}
+	bytes int64, leaked, outlived bool, born time.Time) {
+	k := groupKey{site: site, kind: kind, device: device, dtype: dtype, labels: labels.hash(), rank: len(shape),
+		outlived: outlived}
 	if len(shape) <= len(k.dims) {
 		copy(k.dims[:], shape)
 	} else {
@@ -212,7 +236,8 @@ func (gr grouper) add(site *Site, kind, device, dtype string, shape []int, label
 		g = gr[k]
 	}
 	if g == nil {
-		g = &Group{Site: site, Kind: kind, Device: device, DType: dtype, Shape: shape, Labels: labels, Oldest: born}
+		g = &Group{Site: site, Kind: kind, Device: device, DType: dtype, Shape: shape, Labels: labels, Oldest: born,
+			Outlived: outlived}
 		if held != nil {
 			g.HeldBy = &Holder{Site: held.Site, How: held.How}
 		}
@@ -289,7 +314,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 	}
 	now := time.Now()
 	sinceStart := int64(now.Sub(t.start))
-	clock := t.clock.Load()
+	wantReq := scopeOf(f.Request).req
 	groups := grouper{}
 	var allocs []Allocation
 	for i := range t.shards {
@@ -297,10 +322,11 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 		sh.mu.Lock()
 		for r := sh.head; r != nil; r = r.next {
 			m := metaOf(r)
-			windows := r.windowsAt(clock)
 			labels := r.Labels() // read once: Relabel may replace them
-			leaked := r.leaked()
-			if !f.admits(m.Kind, m.Device, leaked, time.Duration(sinceStart-r.born), windows, labels) {
+			leaked, outlived := r.leaked(), r.outlived()
+			c := candidate{kind: m.Kind, device: m.Device, leaked: leaked, outlived: outlived, req: r.req,
+				age: time.Duration(sinceStart - r.born), labels: labels}
+			if !f.admits(c, wantReq) {
 				continue
 			}
 			var holders []Holder
@@ -314,9 +340,9 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 			} else if h, ok := r.heldBy(); ok {
 				held = &h
 			}
-			groups.add(r.site, m.Kind, m.Device, m.DType, m.Shape, labels, held, r.Bytes, leaked, r.Time())
+			groups.add(r.site, m.Kind, m.Device, m.DType, m.Shape, labels, held, r.Bytes, leaked, outlived, r.Time())
 			if f.Allocations {
-				allocs = append(allocs, r.allocationOf(m, labels, leaked, holders, windows))
+				allocs = append(allocs, r.allocationOf(m, labels, leaked, holders))
 			}
 		}
 		sh.mu.Unlock()
@@ -368,7 +394,10 @@ func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
 	}
 	merged := s.Filter
 	merged.MinAge = max(merged.MinAge, f.MinAge)
-	merged.MinWindows = max(merged.MinWindows, f.MinWindows)
+	merged.Outlived = merged.Outlived || f.Outlived
+	if f.Request != nil {
+		merged.Request = f.Request
+	}
 	merged.LeakedOnly = merged.LeakedOnly || f.LeakedOnly
 	if f.Kind != "" {
 		merged.Kind = f.Kind
@@ -383,8 +412,11 @@ func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
 	}
 	out := &Snapshot{tracker: s.tracker, Tracker: s.Tracker, Time: s.Time, Totals: s.Totals, Filter: merged}
 	groups := grouper{}
+	wantReq := scopeOf(f.Request).req
 	for _, a := range s.Allocations {
-		if !f.admits(a.Kind, a.Device, a.Leaked, s.Time.Sub(a.Time), a.Windows, a.Labels) {
+		c := candidate{kind: a.Kind, device: a.Device, leaked: a.Leaked, outlived: a.Outlived, req: a.req,
+			age: s.Time.Sub(a.Time), labels: a.Labels}
+		if !f.admits(c, wantReq) {
 			continue
 		}
 		out.Allocations = append(out.Allocations, a)
@@ -392,7 +424,7 @@ func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
 		if h, ok := heldByOf(a.Holders); ok {
 			held = &h
 		}
-		groups.add(a.Site, a.Kind, a.Device, a.DType, a.Shape, a.Labels, held, a.Bytes, a.Leaked, a.Time)
+		groups.add(a.Site, a.Kind, a.Device, a.DType, a.Shape, a.Labels, held, a.Bytes, a.Leaked, a.Outlived, a.Time)
 	}
 	live := make(map[*Site]*SiteStats)
 	out.Groups = groups.finish(live)
@@ -401,6 +433,7 @@ func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
 		n := SiteStats{Site: st.Site, AllocCount: st.AllocCount, AllocBytes: st.AllocBytes, GCLeaks: st.GCLeaks}
 		if l := live[st.Site]; l != nil {
 			n.LiveCount, n.LiveBytes, n.Oldest = l.LiveCount, l.LiveBytes, l.Oldest
+			n.OutlivedCount, n.OutlivedBytes = l.OutlivedCount, l.OutlivedBytes
 		}
 		out.Sites = append(out.Sites, n)
 	}
@@ -412,6 +445,10 @@ func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
 func (st *SiteStats) add(g *Group) {
 	st.LiveCount += g.Count
 	st.LiveBytes += g.Bytes
+	if g.Outlived {
+		st.OutlivedCount += g.Count
+		st.OutlivedBytes += g.Bytes
+	}
 	if st.Oldest.IsZero() || g.Oldest.Before(st.Oldest) {
 		st.Oldest = g.Oldest
 	}
@@ -458,12 +495,7 @@ func (t *Tracker) SiteTotals() []SiteStats {
 		if s.allocs.Load() == 0 {
 			continue
 		}
-		// Frees are read first: a free never precedes its allocation, so
-		// live figures read this way are never negative.
-		frees, freed := s.frees.Load(), s.freedBytes.Load()
-		allocs, allocBytes := s.allocs.Load(), s.allocBytes.Load()
-		out = append(out, SiteStats{Site: s, LiveCount: allocs - frees, LiveBytes: allocBytes - freed,
-			AllocCount: allocs, AllocBytes: allocBytes, GCLeaks: s.gcLeaks.Load()})
+		out = append(out, s.Stats())
 	}
 	sortSites(out)
 	return out

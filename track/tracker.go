@@ -33,7 +33,14 @@ var (
 	ErrInvalidBytes = errors.New("track: negative byte count")
 	// ErrNilTracker means a nil *Tracker was passed or used.
 	ErrNilTracker = errors.New("track: nil tracker")
+	// ErrNilOwner means HandOver was given a nil *Owner.
+	ErrNilOwner = errors.New("track: nil owner")
 )
+
+// errReleased is ErrReleased for r, which was verb after its release.
+func errReleased(r *Record, verb string) error {
+	return fmt.Errorf("%w: record %d from %s %s", ErrReleased, r.id, r.site, verb)
+}
 
 // shardCount is the number of registry shards. Record ids come from one
 // counter, so consecutive allocations land on consecutive shards and two
@@ -131,12 +138,15 @@ type Record struct {
 	labels  atomic.Pointer[labelSet]  // a Labels; atomic so that Relabel races no reader
 	holders atomic.Pointer[holderSet] // extra owners; nil while only the own handle holds it
 	id      uint64
-	born    int64  // nanoseconds since the tracker started, monotonic
-	gen     uint32 // the tracker's age clock when recorded (watcher windows)
-	// word packs the state (stateMask), the leaked flag and, above
-	// classShift, the index of the record's device and kind in its shard.
+	born    int64 // nanoseconds since the tracker started, monotonic
+	// word packs the state (stateMask), the flags and, above classShift,
+	// the index of the record's device and kind in its shard.
 	word       atomic.Uint32
-	prev, next *Record
+	prev, next *Record // the shard's list
+
+	req              *request // the request it was made under; nil if none
+	reqPrev, reqNext *Record  // the request's list, until it ends
+	owner            *Owner   // set by HandOver, under the shard lock
 }
 
 const (
@@ -147,7 +157,11 @@ const (
 	stateMask  = 3
 	leakedFlag = 4
 	ownDropped = 8 // the own handle was reported dropped: once only
-	classShift = 16
+	// outlivedFlag: r outlived its request (or was made under none, or
+	// was handed to an owner without a bound) and its site counts it so.
+	outlivedFlag = 16
+	handedFlag   = 32 // handed to an Owner (HandOver)
+	classShift   = 16
 )
 
 func (r *Record) state() uint32 { return r.word.Load() & stateMask }
@@ -156,14 +170,6 @@ func (r *Record) class() uint16 { return uint16(r.word.Load() >> classShift) }
 
 // setLeaked flags r leaked.
 func (r *Record) setLeaked() { r.word.Or(leakedFlag) }
-
-// windowsAt returns how many windows of the age clock r has outlived at
-// clock, which never runs behind r's generation. The generation is the
-// clock's low 32 bits: the difference in 32 bits is right across a wrap.
-func (r *Record) windowsAt(clock uint64) uint64 { return uint64(uint32(clock) - r.gen) }
-
-// genAt widens the recorded 32-bit generation against the tracker's clock.
-func (r *Record) genAt(clock uint64) uint64 { return clock - r.windowsAt(clock) }
 
 // Kind returns the allocation's kind, from its Meta.
 func (r *Record) Kind() string { return metaOf(r).Kind }
@@ -217,13 +223,7 @@ type Tracker struct {
 	events    [numEventKinds]atomic.Int64
 	noteShard atomic.Uint32 // spreads noted events over the history shards
 
-	// clock is the age clock: the number of windows ended by the watcher
-	// that drives it (clockOwner, the first watcher whose window ends while
-	// none drives it). Records are stamped with it, so a site can tell the
-	// bytes that outlived their window from those in flight.
-	clock      atomic.Uint64
-	clockOwner atomic.Pointer[Watcher]
-
+	feeds        feedSet // SiteFeed
 	leakWatchers watchers
 	misuses      misuseLog         // the latest double frees, for tests
 	allocators   allocatorRegistry // what tensorlife holds per device (allocators.go)
@@ -232,12 +232,12 @@ type Tracker struct {
 // New returns an isolated Tracker. Options are validated here: an invalid
 // one returns an error matching ErrInvalidOption.
 func New(opts ...Option) (*Tracker, error) {
-	o := options{tracker: defaultConfig()}
-	if err := applyOptions(&o, forTracker, opts); err != nil {
+	cfg := defaultConfig()
+	if err := applyOptions(&cfg, opts); err != nil {
 		return nil, err
 	}
-	cfg := o.tracker
-	t := &Tracker{cfg: cfg, start: time.Now(), stacks: newStackTable(cfg.maxSites, cfg.helpers), walks: newWalkCache(cfg.maxSites)}
+	t := &Tracker{cfg: cfg, start: time.Now(), walks: newWalkCache(cfg.maxSites)}
+	t.stacks = newStackTable(cfg.maxSites, cfg.helpers, &t.feeds)
 	if cfg.historyEvents > 0 {
 		for i := range t.shards {
 			t.shards[i].history.events = make([]Event, ringSize(cfg.historyEvents))
@@ -257,12 +257,6 @@ var defaultTracker = sync.OnceValue(func() *Tracker {
 // Default returns the process-wide Tracker, created on first use with the
 // default options. Allocators record into it unless given another.
 func Default() *Tracker { return defaultTracker() }
-
-// Windows returns the tracker's age clock: the number of windows ended by
-// the Watcher that drives it (0 without one). Each record is stamped with
-// it, so Filter.MinWindows and Allocation.Windows count the windows a
-// tensor has outlived.
-func (t *Tracker) Windows() uint64 { return t.clock.Load() }
 
 // Name returns the tracker's name.
 func (t *Tracker) Name() string { return t.cfg.name }
@@ -301,14 +295,14 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	}
 	site := t.site(skip)
 
+	sc := scopeOf(ctx)
 	r.tracker = t
 	r.site = site
-	r.labels.Store(LabelsFrom(ctx).set)
+	r.labels.Store(sc.labels)
 	r.id = t.nextID.Add(1)
 	r.born = t.now()
-	gen := t.clock.Load()
-	r.gen = uint32(gen)
-	site.ages.add(gen, gen, r.Bytes, 1)
+	r.req = sc.req
+	sc.req.join(r)
 
 	sh := &t.shards[r.id%shardCount]
 	sh.mu.Lock()
@@ -373,7 +367,7 @@ func (t *Tracker) Release(r *Record) error {
 		w := r.word.Load()
 		if w&stateMask != stateLive {
 			t.misuse.Add(1)
-			return fmt.Errorf("%w: record %d from %s", ErrReleased, r.id, r.site)
+			return errReleased(r, "released")
 		}
 		if r.word.CompareAndSwap(w, w&^stateMask|stateReleased) {
 			break
@@ -394,6 +388,7 @@ func (t *Tracker) Release(r *Record) error {
 		r.next.prev = r.prev
 	}
 	r.prev, r.next = nil, nil
+	outlived := r.leave()
 	sh.frees++
 	sh.freedBytes += r.Bytes
 	c := &sh.classes[r.class()]
@@ -406,8 +401,9 @@ func (t *Tracker) Release(r *Record) error {
 
 	r.site.frees.Add(1)
 	r.site.freedBytes.Add(r.Bytes)
-	clock := t.clock.Load()
-	r.site.ages.add(r.genAt(clock), clock, -r.Bytes, -1)
+	if outlived {
+		r.site.outlived(-r.Bytes, -1)
+	}
 	t.liveBytes.Add(-r.Bytes)
 	return nil
 }
@@ -426,7 +422,7 @@ func (t *Tracker) Relabel(r *Record, l Labels) error {
 	}
 	if r.state() != stateLive {
 		t.misuse.Add(1)
-		return fmt.Errorf("%w: record %d from %s relabeled", ErrReleased, r.id, r.site)
+		return errReleased(r, "relabeled")
 	}
 	r.labels.Store(l.set)
 	return nil

@@ -21,8 +21,10 @@ import (
 	"io"
 	"os"
 
+	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/watch"
 )
 
 // outputBytes is the size of one output buffer; workspaceBytes is the
@@ -67,8 +69,8 @@ type session struct {
 	cfg     config
 	lib     *Library
 	tr      *track.Tracker
-	watcher *track.Watcher
-	first   *track.Suspect // the first suspect the watcher named
+	watcher *watch.Watcher
+	first   *watch.Suspect // the first suspect the watcher named
 	firstAt int            // after how many requests
 	history []*tensor.Tensor
 	scratch tensor.DevicePtr // the library's workspace
@@ -88,8 +90,8 @@ func newSession(cfg config) (*session, error) {
 		return nil, errors.Join(err, lib.Close())
 	}
 	s := &session{cfg: cfg, lib: lib, tr: tr, scratch: scratch}
-	s.watcher, err = track.NewWatcher(tr, track.Windows(8), track.MostOf(6), track.MinGrowth(outputBytes),
-		track.OnSuspect(func(sp track.Suspect) {
+	s.watcher, err = watch.New(tr, watch.Windows(8), watch.MostOf(6), watch.MinGrowth(outputBytes),
+		watch.OnSuspect(func(sp watch.Suspect) {
 			if s.first == nil {
 				s.first = &sp
 			}
@@ -178,8 +180,8 @@ func run(args []string, w io.Writer) error {
 		if s.first != nil {
 			fmt.Fprintf(w, "the watcher named %s after %d requests\n", s.first.Site.Location(), s.firstAt)
 		}
-		err = track.WriteSummary(w, s.tr, track.TopSites(3), track.WithSources(track.Sources{
-			Devices: []track.DeviceSource{s.lib.Device()}, Watcher: s.watcher}))
+		err = report.WriteSummary(w, s.tr, report.TopSites(3), report.WithSources(report.Sources{
+			Devices: []report.DeviceSource{s.lib.Device()}, Watcher: s.watcher}))
 	}
 	return errors.Join(err, s.close())
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/pprofexport"
+	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
@@ -82,7 +83,7 @@ func TestLeakedAdoptedOutputIsNamedAtTheAdoptingLine(t *testing.T) {
 	})
 	t.Run("summary", func(t *testing.T) {
 		var b strings.Builder
-		require.NoError(t, track.WriteSummary(&b, s.tr, track.WithSources(track.Sources{Devices: []track.DeviceSource{s.lib.Device()}})))
+		require.NoError(t, report.WriteSummary(&b, s.tr, report.WithSources(report.Sources{Devices: []report.DeviceSource{s.lib.Device()}})))
 		assert.Regexp(t, `(?m)^  lib:0\s+384 KiB\s+128 KiB\s+256 KiB\s`, b.String(),
 			"the outputs are tensorlife's; the workspace is outside")
 	})

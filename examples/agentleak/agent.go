@@ -41,8 +41,12 @@ func newAgent(w workload, lanes []lane) *agent {
 }
 
 // serve runs one request on lane id mod the lanes: prefill, then w.tokens
-// decode steps.
+// decode steps. The batch loop's context does not end with a request, so
+// the request is scoped explicitly: what serve leaves live when it returns
+// has outlived its request, which is what the watcher judges.
 func (a *agent) serve(ctx context.Context, id int) error {
+	ctx, end := track.WithRequest(ctx)
+	defer end()
 	ctx = track.WithLabels(ctx, "request", fmt.Sprintf("r%d", id))
 	promptLen := promptLengths[a.rng.IntN(len(promptLengths))]
 	maxLen := promptLen + a.w.tokens

@@ -29,6 +29,6 @@ func Example() {
 	}
 	// Output:
 	// served 16 requests
-	// leak suspect after 7 requests: agentleak.(*agent).decodeLeaky
+	// leak suspect after 6 requests: agentleak.(*agent).decodeLeaky
 	// masks rebuilt: 368
 }

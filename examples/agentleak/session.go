@@ -14,8 +14,10 @@ import (
 	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
+	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/watch"
 )
 
 // session is one run: one tracker over the devices, on each device a pool
@@ -26,12 +28,12 @@ type session struct {
 	devs    []devflag.Device
 	tr      *track.Tracker
 	lanes   []poolLane // one per device built so far
-	watcher *track.Watcher
+	watcher *watch.Watcher
 	agent   *agent
 
 	mu           sync.Mutex
 	firstRebuild *mask.Rebuild
-	firstSuspect *track.Suspect
+	firstSuspect *watch.Suspect
 	suspectAt    int // requests served when the first suspect was named
 	served       int
 }
@@ -58,7 +60,7 @@ func newSession(o options) (*session, error) {
 		s.lanes = append(s.lanes, l)
 		lanes = append(lanes, l.lane)
 	}
-	s.watcher, err = track.NewWatcher(s.tr, track.OnSuspect(func(sus track.Suspect) {
+	s.watcher, err = watch.New(s.tr, watch.OnSuspect(func(sus watch.Suspect) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.firstSuspect == nil {
@@ -125,8 +127,8 @@ func (s *session) rebuilds() int64 {
 // sources are every pool and cache, and with several devices the devices,
 // so the summary splits them. One device's figures are its pool's line, and
 // the summary of a default run stays as it always was.
-func (s *session) sources() track.Sources {
-	src := track.Sources{Watcher: s.watcher}
+func (s *session) sources() report.Sources {
+	src := report.Sources{Watcher: s.watcher}
 	for _, l := range s.lanes {
 		src.Pools = append(src.Pools, l.pool)
 		src.Caches = append(src.Caches, l.prompts)
@@ -196,7 +198,7 @@ func (s *session) report(w io.Writer, res result) error {
 		fmt.Fprintf(w, "the run stopped:\n%s\n\n", indent(res.err.Error()))
 	}
 
-	err := track.WriteSummary(w, s.tr, track.TopSites(5), track.WithSources(s.sources()))
+	err := report.WriteSummary(w, s.tr, report.TopSites(5), report.WithSources(s.sources()))
 	fmt.Fprintln(w)
 	return errors.Join(err, s.writeFiles(w))
 }

@@ -36,7 +36,7 @@
 //
 //	GET /debug/pprof/           net/http/pprof, mounted explicitly
 //	GET /debug/pprof/tensors    live tensors in pprof format (pprofexport.NewHandler)
-//	GET /debug/tensors/summary  the memory summary (track.WriteSummary)
+//	GET /debug/tensors/summary  the memory summary (report.WriteSummary)
 //	GET /metrics                OpenTelemetry metrics through the Prometheus exporter
 //
 // An error answer carries the request's id (also in X-Request-Id) and a

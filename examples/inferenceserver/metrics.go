@@ -14,6 +14,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 
+	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/oteltrack"
 )
@@ -34,7 +35,7 @@ type telemetry struct {
 
 // newTelemetry registers tr's figures, with the sources' (pools, caches,
 // devices, watcher), and returns the pipeline with its /metrics handler.
-func newTelemetry(tr *track.Tracker, sources track.Sources) (*telemetry, error) {
+func newTelemetry(tr *track.Tracker, sources report.Sources) (*telemetry, error) {
 	registry := prometheus.NewRegistry()
 	// The translation strategy is explicit so that names do not change with
 	// the exporter's default: tensorlife.tensor.memory.usage (By) is scraped

@@ -18,8 +18,10 @@ import (
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/pprofexport"
+	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/watch"
 )
 
 // watchHistory is how many requests the growth watcher remembers per site.
@@ -51,7 +53,7 @@ type server struct {
 	lanes   []*lane
 	next    atomic.Uint64
 	tr      *track.Tracker
-	watcher *track.Watcher
+	watcher *watch.Watcher
 	tel     *telemetry
 	profile http.Handler // the live-tensor profile
 	http    *http.Server // the public listener's
@@ -76,7 +78,7 @@ type server struct {
 	inflight gate          // /generate handlers running, so Shutdown can wait for them
 
 	mu           sync.Mutex
-	firstSuspect *track.Suspect // the first site the watcher flagged
+	firstSuspect *watch.Suspect // the first site the watcher flagged
 	shutDown     bool
 }
 
@@ -107,8 +109,8 @@ func newServer(cfg config, logger *slog.Logger, report io.Writer) (*server, erro
 	// the requests in flight: their memory climbs whenever the load does,
 	// for as many requests as the climb lasts, but what they give back over
 	// 256 requests outweighs any climb, while a leak gives nothing back.
-	s.watcher, err = track.NewWatcher(s.tr, track.WarmUp(cfg.watchAfter), track.WatchHistory(watchHistory),
-		track.OnSuspect(s.onSuspect))
+	s.watcher, err = watch.New(s.tr, watch.WarmUp(cfg.watchAfter), watch.History(watchHistory),
+		watch.OnSuspect(s.onSuspect))
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +307,7 @@ func (s *server) Shutdown(ctx context.Context) error {
 
 // writeSummary writes the memory summary with every source the server has.
 func (s *server) writeSummary(w io.Writer) error {
-	return track.WriteSummary(w, s.tr, track.WithSources(s.sources()), track.TopSites(5))
+	return report.WriteSummary(w, s.tr, report.WithSources(s.sources()), report.TopSites(5))
 }
 
 // serveSummary answers GET /debug/tensors/summary.
@@ -321,7 +323,7 @@ func (s *server) serveSummary(w http.ResponseWriter, _ *http.Request) {
 // next is kept past them.
 //
 // The first cfg.watchAfter windows are the watcher's warm-up
-// (track.WarmUp). A site whose memory follows the requests in flight (the
+// (watch.WarmUp). A site whose memory follows the requests in flight (the
 // KV cache, the logits) grows while a starting server ramps up to its
 // concurrency, window after window, just as a leak does; the watcher judges
 // what grows after the ramp, and still names a leak a few requests later.
@@ -332,7 +334,7 @@ func (s *server) tick() {
 
 // onSuspect is the watcher's callback: it runs on the request goroutine that
 // ended the window, so it only logs and remembers.
-func (s *server) onSuspect(sus track.Suspect) {
+func (s *server) onSuspect(sus watch.Suspect) {
 	s.log.Warn("leak suspect: live bytes keep growing at one call site",
 		slog.String("site", sus.Site.String()),
 		slog.String("growth_per_request", format.Bytes(sus.GrowthPerWindow)),
@@ -347,7 +349,7 @@ func (s *server) onSuspect(sus track.Suspect) {
 }
 
 // suspect returns the first site the watcher flagged, or nil.
-func (s *server) suspect() *track.Suspect {
+func (s *server) suspect() *watch.Suspect {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.firstSuspect
@@ -386,8 +388,8 @@ func (g *gate) closeAndWait() {
 
 // sources are the figures the summary and the metrics read besides the
 // tracker's own.
-func (s *server) sources() track.Sources {
-	src := track.Sources{Watcher: s.watcher}
+func (s *server) sources() report.Sources {
+	src := report.Sources{Watcher: s.watcher}
 	for _, l := range s.lanes {
 		src.Pools = append(src.Pools, l.pool)
 		src.Caches = append(src.Caches, l.prompts)

@@ -3,9 +3,8 @@ package oteltrack
 import (
 	"fmt"
 
+	"github.com/tensorlife/tensorlife/report"
 	"go.opentelemetry.io/otel/metric"
-
-	"github.com/tensorlife/tensorlife/track"
 )
 
 // instruments are the observable instruments one registration owns.
@@ -37,7 +36,7 @@ const (
 
 // create makes the instruments for the tracker and for the sources given,
 // and returns them for the callback registration.
-func (in *instruments) create(meter metric.Meter, src *track.Sources) ([]metric.Observable, error) {
+func (in *instruments) create(meter metric.Meter, src *report.Sources) ([]metric.Observable, error) {
 	specs := []spec{
 		{&in.tensorCount, upDown, "tensorlife.tensor.live", "{tensor}", "Live tensors, recorded and not freed."},
 		{&in.tensorMemory, upDown, "tensorlife.tensor.memory.usage", "By", "Device bytes held by live tensors."},

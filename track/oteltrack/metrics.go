@@ -1,14 +1,14 @@
 // Package oteltrack publishes a tensorlife tracker's figures as OpenTelemetry
 // metrics: live tensors and their memory by device and kind, allocations,
 // frees, leaks, misuse and out-of-memory errors, and, when passed as
-// track.Sources, the memory of pools, mask caches and devices and the growth
+// report.Sources, the memory of pools, mask caches and devices and the growth
 // watcher's suspects.
 //
 // It is the only tensorlife package that imports OpenTelemetry, so a program
 // that tracks tensors without exporting metrics does not link it. It is
 // named, like the OpenTelemetry contrib packages, after what it instruments.
 //
-//	src := track.Sources{Pools: []track.PoolSource{p}, Watcher: watcher}
+//	src := report.Sources{Pools: []report.PoolSource{p}, Watcher: watcher}
 //	m, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(provider), oteltrack.WithSources(src))
 //	defer m.Stop()
 //
@@ -69,7 +69,7 @@
 // to the tracker, see track.Attach, and Sources.Pools); outside is the rest
 // of the device's used memory: memory tensorlife does not account for (a
 // cgo runtime's buffers, a library's workspace, another process on a GPU).
-// It is track.Reading.Devices, the figures of the summary's Devices
+// It is report.Reading.Devices, the figures of the summary's Devices
 // section.
 //
 // A device that identifies its hardware (a method UUID() string returning a
@@ -99,6 +99,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/tensorlife/tensorlife/internal/isnil"
+	"github.com/tensorlife/tensorlife/mask"
+	"github.com/tensorlife/tensorlife/pool"
+	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -124,7 +127,7 @@ type Option interface {
 
 type config struct {
 	provider metric.MeterProvider
-	sources  track.Sources
+	sources  report.Sources
 }
 
 type optionFunc func(*config) error
@@ -145,8 +148,8 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 
 // WithSources adds the figures of pools, caches, devices and a growth
 // watcher (see the package doc for the instruments each brings). The same
-// Sources value serves track.WriteSummary.
-func WithSources(src track.Sources) Option {
+// Sources value serves report.WriteSummary.
+func WithSources(src report.Sources) Option {
 	return optionFunc(func(c *config) error {
 		c.sources = src
 		return nil
@@ -183,7 +186,7 @@ var moduleVersion = sync.OnceValue(func() string {
 // meter. Stop unregisters it. Metrics is safe for concurrent use.
 type Metrics struct {
 	tr      *track.Tracker
-	src     track.Sources
+	src     report.Sources
 	reg     metric.Registration
 	stopped atomic.Bool
 	inst    instruments
@@ -344,8 +347,8 @@ func (m *Metrics) attr(k attrKey) metric.ObserveOption {
 
 // sumPools adds up pools that share a device, so each device is observed
 // once per instrument.
-func sumPools(pools []track.PoolStats) map[string]track.PoolStats {
-	out := make(map[string]track.PoolStats, len(pools))
+func sumPools(pools []pool.Stats) map[string]pool.Stats {
+	out := make(map[string]pool.Stats, len(pools))
 	for _, s := range pools {
 		t := out[s.Device]
 		t.Device = s.Device
@@ -362,8 +365,8 @@ func sumPools(pools []track.PoolStats) map[string]track.PoolStats {
 }
 
 // sumCaches adds up caches that share a name.
-func sumCaches(caches []track.CacheSource) map[string]track.CacheStats {
-	out := make(map[string]track.CacheStats, len(caches))
+func sumCaches(caches []report.CacheSource) map[string]mask.CacheStats {
+	out := make(map[string]mask.CacheStats, len(caches))
 	for _, c := range caches {
 		s := c.Stats()
 		t := out[s.Name]

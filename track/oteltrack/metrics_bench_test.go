@@ -9,8 +9,12 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/tensorlife/tensorlife/mask"
+	"github.com/tensorlife/tensorlife/pool"
+	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/oteltrack"
+	"github.com/tensorlife/tensorlife/track/watch"
 )
 
 // liveTracker returns a tracker holding n live records over a few devices
@@ -33,13 +37,13 @@ func liveTracker(b *testing.B, n int) *sdkmetric.ManualReader {
 	}
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	w, err := track.NewWatcher(tr)
+	w, err := watch.New(tr)
 	if err != nil {
 		b.Fatal(err)
 	}
-	_, err = oteltrack.Register(tr, oteltrack.WithMeterProvider(mp), oteltrack.WithSources(track.Sources{
-		Pools:   []track.PoolSource{&fakePool{track.PoolStats{Device: "cuda:0", Reserved: 1 << 20}}},
-		Caches:  []track.CacheSource{&fakeCache{track.CacheStats{Name: "masks"}}},
+	_, err = oteltrack.Register(tr, oteltrack.WithMeterProvider(mp), oteltrack.WithSources(report.Sources{
+		Pools:   []report.PoolSource{&fakePool{pool.Stats{Device: "cuda:0", Reserved: 1 << 20}}},
+		Caches:  []report.CacheSource{&fakeCache{mask.CacheStats{Name: "masks"}}},
 		Watcher: w,
 	}))
 	if err != nil {

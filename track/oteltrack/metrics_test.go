@@ -15,18 +15,22 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/mask"
+	"github.com/tensorlife/tensorlife/pool"
+	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/oteltrack"
+	"github.com/tensorlife/tensorlife/track/watch"
 )
 
-type fakePool struct{ stats track.PoolStats }
+type fakePool struct{ stats pool.Stats }
 
-func (p *fakePool) Stats() track.PoolStats { return p.stats }
+func (p *fakePool) Stats() pool.Stats { return p.stats }
 
-type fakeCache struct{ stats track.CacheStats }
+type fakeCache struct{ stats mask.CacheStats }
 
-func (c *fakeCache) Stats() track.CacheStats { return c.stats }
+func (c *fakeCache) Stats() mask.CacheStats { return c.stats }
 
 // gpu is a device that names its hardware, as the CUDA device does.
 type gpu struct{ free, total int64 }
@@ -159,7 +163,7 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 	tr.Note(track.EventMaskRebuilt, nil, 256)
 
 	// A site the watcher flags: one 512-byte mask kept per window.
-	w, err := track.NewWatcher(tr, track.MinGrowth(0), track.SurvivorAge(0), track.OnSuspect(func(track.Suspect) {}))
+	w, err := watch.New(tr, watch.MinGrowth(0), watch.OnSuspect(func(watch.Suspect) {}))
 	require.NoError(t, err)
 	leak := &siteDriver{tr: tr, bytes: 512}
 	for win := 1; win <= 6; win++ {
@@ -168,19 +172,19 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 	}
 	require.Len(t, w.Suspects(), 1)
 
-	pools := []track.PoolSource{
-		&fakePool{track.PoolStats{Device: "host", Reserved: 8192, Active: 4096, Cached: 4096, Limit: 65536,
+	pools := []report.PoolSource{
+		&fakePool{pool.Stats{Device: "host", Reserved: 8192, Active: 4096, Cached: 4096, Limit: 65536,
 			Hits: 10, Misses: 2, Evictions: 1, OOMs: 1}},
-		&fakePool{track.PoolStats{Device: "host", Reserved: 1024, Active: 1024, Hits: 1, Misses: 1}},
-		&fakePool{track.PoolStats{Device: "cuda:0", Reserved: 2048, Cached: 2048, Misses: 1}},
+		&fakePool{pool.Stats{Device: "host", Reserved: 1024, Active: 1024, Hits: 1, Misses: 1}},
+		&fakePool{pool.Stats{Device: "cuda:0", Reserved: 2048, Cached: 2048, Misses: 1}},
 	}
-	cache := &fakeCache{track.CacheStats{Name: "masks", Bytes: 512, Entries: 2, MaxBytes: 1 << 20,
+	cache := &fakeCache{mask.CacheStats{Name: "masks", Bytes: 512, Entries: 2, MaxBytes: 1 << 20,
 		Hits: 7, Misses: 3, Evictions: 1}}
 
 	mp, collect := metricsReader(t)
-	m, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(mp), oteltrack.WithSources(track.Sources{
-		Pools: pools, Caches: []track.CacheSource{cache},
-		Devices: []track.DeviceSource{dev, brokenDevice{}, gpu{free: 60 << 30, total: 80 << 30}}, Watcher: w}))
+	m, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(mp), oteltrack.WithSources(report.Sources{
+		Pools: pools, Caches: []report.CacheSource{cache},
+		Devices: []report.DeviceSource{dev, brokenDevice{}, gpu{free: 60 << 30, total: 80 << 30}}, Watcher: w}))
 	require.NoError(t, err)
 
 	const (
@@ -310,7 +314,7 @@ func TestMetricsRejectBadInput(t *testing.T) {
 	require.NoError(t, err)
 	other, err := track.New(track.WithName("other"))
 	require.NoError(t, err)
-	otherWatcher, err := track.NewWatcher(other)
+	otherWatcher, err := watch.New(other)
 	require.NoError(t, err)
 
 	tests := []struct {
@@ -319,11 +323,11 @@ func TestMetricsRejectBadInput(t *testing.T) {
 	}{
 		{"nil provider", []oteltrack.Option{oteltrack.WithMeterProvider(nil)}},
 		{"nil option", []oteltrack.Option{nil}},
-		{"nil pool", []oteltrack.Option{oteltrack.WithSources(track.Sources{Pools: []track.PoolSource{nil}})}},
-		{"typed nil pool", []oteltrack.Option{oteltrack.WithSources(track.Sources{Pools: []track.PoolSource{(*fakePool)(nil)}})}},
-		{"nil cache", []oteltrack.Option{oteltrack.WithSources(track.Sources{Caches: []track.CacheSource{nil}})}},
-		{"nil device", []oteltrack.Option{oteltrack.WithSources(track.Sources{Devices: []track.DeviceSource{nil}})}},
-		{"watcher of another tracker", []oteltrack.Option{oteltrack.WithSources(track.Sources{Watcher: otherWatcher})}},
+		{"nil pool", []oteltrack.Option{oteltrack.WithSources(report.Sources{Pools: []report.PoolSource{nil}})}},
+		{"typed nil pool", []oteltrack.Option{oteltrack.WithSources(report.Sources{Pools: []report.PoolSource{(*fakePool)(nil)}})}},
+		{"nil cache", []oteltrack.Option{oteltrack.WithSources(report.Sources{Caches: []report.CacheSource{nil}})}},
+		{"nil device", []oteltrack.Option{oteltrack.WithSources(report.Sources{Devices: []report.DeviceSource{nil}})}},
+		{"watcher of another tracker", []oteltrack.Option{oteltrack.WithSources(report.Sources{Watcher: otherWatcher})}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

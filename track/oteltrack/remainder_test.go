@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/pool"
+	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/oteltrack"
@@ -64,10 +65,10 @@ func TestRemainderOutsideTensorlife(t *testing.T) {
 	require.Equal(t, int64(used), dev.Used(), "the test's own arithmetic")
 	assert.Equal(t, int64(reserved), tr.ReservedOn("host:0"))
 
-	src := track.Sources{Pools: []track.PoolSource{p}, Devices: []track.DeviceSource{dev}}
+	src := report.Sources{Pools: []report.PoolSource{p}, Devices: []report.DeviceSource{dev}}
 	t.Run("summary", func(t *testing.T) {
 		var b strings.Builder
-		require.NoError(t, track.WriteSummary(&b, tr, track.WithSources(src)))
+		require.NoError(t, report.WriteSummary(&b, tr, report.WithSources(src)))
 		assert.Regexp(t, regexp.MustCompile(`(?m)^  host:0\s+540 KiB\s+240 KiB\s+300 KiB\s+484 KiB\s+1 MiB$`), b.String())
 	})
 	t.Run("metrics", func(t *testing.T) {

@@ -1,4 +1,4 @@
-package track_test
+package watch_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/watch"
 )
 
 // siteDriver holds allocations made at one call site and sets how many are
@@ -43,36 +44,36 @@ func (d *siteDriver) setLive(t testing.TB, n int) {
 // suspectLog collects what OnSuspect reports, safe for concurrent use.
 type suspectLog struct {
 	mu  sync.Mutex
-	got []track.Suspect
+	got []watch.Suspect
 }
 
-func (l *suspectLog) add(s track.Suspect) {
+func (l *suspectLog) add(s watch.Suspect) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.got = append(l.got, s)
 }
 
-func (l *suspectLog) all() []track.Suspect {
+func (l *suspectLog) all() []watch.Suspect {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]track.Suspect(nil), l.got...)
+	return append([]watch.Suspect(nil), l.got...)
 }
 
-func newWatchedTracker(t *testing.T, opts ...track.Option) (*track.Tracker, *track.Watcher, *suspectLog) {
+func newWatchedTracker(t *testing.T, opts ...watch.Option) (*track.Tracker, *watch.Watcher, *suspectLog) {
 	t.Helper()
-	// These tests drive the growth rules with live bytes they set directly:
-	// SurvivorAge(0) judges every live byte, whatever its age.
-	return watchedTracker(t, "watched", append([]track.Option{track.SurvivorAge(0)}, opts...)...)
+	// These tests drive the growth rules with live bytes they set directly,
+	// made under no request: every live byte has outlived its request.
+	return watchedTracker(t, "watched", opts...)
 }
 
 // watchedTracker returns a tracker of the given name and a watcher of it,
 // made with opts, whose suspects are collected.
-func watchedTracker(t *testing.T, name string, opts ...track.Option) (*track.Tracker, *track.Watcher, *suspectLog) {
+func watchedTracker(t *testing.T, name string, opts ...watch.Option) (*track.Tracker, *watch.Watcher, *suspectLog) {
 	t.Helper()
 	tr, err := track.New(track.WithName(name))
 	require.NoError(t, err)
 	log := &suspectLog{}
-	w, err := track.NewWatcher(tr, append([]track.Option{track.OnSuspect(log.add)}, opts...)...)
+	w, err := watch.New(tr, append([]watch.Option{watch.OnSuspect(log.add)}, opts...)...)
 	require.NoError(t, err)
 	return tr, w, log
 }
@@ -82,44 +83,40 @@ func TestWatcherRejectsBadInput(t *testing.T) {
 	require.NoError(t, err)
 	tests := []struct {
 		name string
-		opts []track.Option
+		opts []watch.Option
 	}{
-		{"zero ticks", []track.Option{track.EveryTicks(0)}},
-		{"negative ticks", []track.Option{track.EveryTicks(-1)}},
-		{"zero interval", []track.Option{track.Every(0)}},
-		{"negative interval", []track.Option{track.Every(-time.Second)}},
-		{"busy-loop interval", []track.Option{track.Every(time.Nanosecond)}},
-		{"tracker option", []track.Option{track.WithName("x")}},
-		{"summary option", []track.Option{track.TopSites(3)}},
-		{"ticks and interval", []track.Option{track.EveryTicks(2), track.Every(time.Second)}},
-		{"zero windows", []track.Option{track.Windows(0)}},
-		{"negative windows", []track.Option{track.Windows(-3)}},
-		{"windows over default history", []track.Option{track.Windows(track.DefaultWatchHistory + 1)}},
-		{"windows over history", []track.Option{track.Windows(10), track.WatchHistory(9)}},
-		{"zero history", []track.Option{track.WatchHistory(0)}},
-		{"huge history", []track.Option{track.WatchHistory(1 << 20)}},
-		{"zero most-of", []track.Option{track.MostOf(0)}},
-		{"most-of over windows", []track.Option{track.Windows(4), track.MostOf(5)}},
-		{"negative growth", []track.Option{track.MinGrowth(-1)}},
-		{"negative warm-up", []track.Option{track.WarmUp(-1)}},
-		{"nil callback", []track.Option{track.OnSuspect(nil)}},
-		{"negative survivor age", []track.Option{track.SurvivorAge(-1)}},
-		{"survivor age over the buckets", []track.Option{track.SurvivorAge(9)}},
-		{"nil option", []track.Option{nil}},
+		{"zero ticks", []watch.Option{watch.EveryTicks(0)}},
+		{"negative ticks", []watch.Option{watch.EveryTicks(-1)}},
+		{"zero interval", []watch.Option{watch.Every(0)}},
+		{"negative interval", []watch.Option{watch.Every(-time.Second)}},
+		{"busy-loop interval", []watch.Option{watch.Every(time.Nanosecond)}},
+		{"ticks and interval", []watch.Option{watch.EveryTicks(2), watch.Every(time.Second)}},
+		{"zero windows", []watch.Option{watch.Windows(0)}},
+		{"negative windows", []watch.Option{watch.Windows(-3)}},
+		{"windows over default history", []watch.Option{watch.Windows(watch.DefaultHistory + 1)}},
+		{"windows over history", []watch.Option{watch.Windows(10), watch.History(9)}},
+		{"zero history", []watch.Option{watch.History(0)}},
+		{"huge history", []watch.Option{watch.History(1 << 20)}},
+		{"zero most-of", []watch.Option{watch.MostOf(0)}},
+		{"most-of over windows", []watch.Option{watch.Windows(4), watch.MostOf(5)}},
+		{"negative growth", []watch.Option{watch.MinGrowth(-1)}},
+		{"negative warm-up", []watch.Option{watch.WarmUp(-1)}},
+		{"nil callback", []watch.Option{watch.OnSuspect(nil)}},
+		{"nil option", []watch.Option{nil}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w, err := track.NewWatcher(tr, tt.opts...)
-			assert.ErrorIs(t, err, track.ErrInvalidOption)
+			w, err := watch.New(tr, tt.opts...)
+			assert.ErrorIs(t, err, watch.ErrInvalidOption)
 			assert.Nil(t, w)
 		})
 	}
 	t.Run("nil tracker", func(t *testing.T) {
-		_, err := track.NewWatcher(nil)
+		_, err := watch.New(nil)
 		assert.ErrorIs(t, err, track.ErrNilTracker)
 	})
 	t.Run("windows equal to history", func(t *testing.T) {
-		_, err := track.NewWatcher(tr, track.Windows(12), track.WatchHistory(12))
+		_, err := watch.New(tr, watch.Windows(12), watch.History(12))
 		assert.NoError(t, err)
 	})
 }
@@ -143,7 +140,7 @@ func TestWatcherFlagsGrowth(t *testing.T) {
 	s := got[0]
 	assert.Equal(t, uint64(6), s.SinceWindow, "6 of 8 windows grew")
 	assert.Equal(t, 6, s.Grew)
-	assert.Equal(t, track.DefaultWindows, s.Windows)
+	assert.Equal(t, watch.DefaultWindows, s.OfWindows)
 	assert.Equal(t, int64(4096), s.GrowthPerWindow)
 	assert.Equal(t, int64(6*4096), s.LiveBytes)
 	assert.Equal(t, int64(6), s.LiveCount)
@@ -164,7 +161,7 @@ func TestWatcherFlagsGrowth(t *testing.T) {
 // A ramp during the warm-up (work in flight growing with load) is not a
 // leak; growth after it is judged from where the warm-up ended.
 func TestWatcherWarmUp(t *testing.T) {
-	tr, w, log := newWatchedTracker(t, track.WarmUp(10))
+	tr, w, log := newWatchedTracker(t, watch.WarmUp(10))
 	inFlight := &siteDriver{tr: tr, bytes: 64 << 10}
 	leak := &siteDriver{tr: tr, bytes: 4096}
 	for req := 1; req <= 10; req++ {
@@ -243,7 +240,7 @@ func TestWatcherShrink(t *testing.T) {
 			require.NoError(t, err)
 			log := &suspectLog{}
 			site := &siteDriver{tr: tr, bytes: 4096}
-			var w *track.Watcher
+			var w *watch.Watcher
 			for win := 0; win <= 8+len(tt.after); win++ {
 				live := 2 + win // 2 live before the watcher starts, then growth
 				if win > 8 {
@@ -251,7 +248,7 @@ func TestWatcherShrink(t *testing.T) {
 				}
 				site.setLive(t, live)
 				if win == 0 {
-					w, err = track.NewWatcher(tr, track.OnSuspect(log.add), track.SurvivorAge(0))
+					w, err = watch.New(tr, watch.OnSuspect(log.add))
 					require.NoError(t, err)
 					continue
 				}
@@ -299,7 +296,7 @@ func TestWatcherIgnoresNoise(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 0x7e))
 				site := &siteDriver{tr: tr, bytes: 64 << 10}
 				log := &suspectLog{}
-				var w *track.Watcher
+				var w *watch.Watcher
 				live := 20
 				for win := range 1001 {
 					if win > 0 {
@@ -307,7 +304,7 @@ func TestWatcherIgnoresNoise(t *testing.T) {
 					}
 					site.setLive(t, live)
 					if win == 0 { // the level is live before the watcher starts
-						w, err = track.NewWatcher(tr, track.OnSuspect(log.add), track.SurvivorAge(0))
+						w, err = watch.New(tr, watch.OnSuspect(log.add))
 						require.NoError(t, err)
 						continue
 					}
@@ -323,17 +320,17 @@ func TestWatcherIgnoresNoise(t *testing.T) {
 func TestWatcherMinGrowth(t *testing.T) {
 	tests := []struct {
 		name     string
-		opts     []track.Option
+		opts     []watch.Option
 		wantFlag bool
 	}{
 		{"default threshold ignores 100 bytes a window", nil, false},
-		{"zero threshold flags it", []track.Option{track.MinGrowth(0)}, true},
-		{"threshold just under the growth", []track.Option{track.MinGrowth(8*100 - 1)}, true},
-		{"threshold equal to the growth", []track.Option{track.MinGrowth(8 * 100)}, false},
+		{"zero threshold flags it", []watch.Option{watch.MinGrowth(0)}, true},
+		{"threshold just under the growth", []watch.Option{watch.MinGrowth(8*100 - 1)}, true},
+		{"threshold equal to the growth", []watch.Option{watch.MinGrowth(8 * 100)}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr, w, log := newWatchedTracker(t, append(tt.opts, track.MostOf(8))...)
+			tr, w, log := newWatchedTracker(t, append(tt.opts, watch.MostOf(8))...)
 			site := &siteDriver{tr: tr, bytes: 100}
 			for win := 1; win <= 8; win++ {
 				site.setLive(t, win)
@@ -345,7 +342,7 @@ func TestWatcherMinGrowth(t *testing.T) {
 }
 
 func TestWatcherCountsTicksPerWindow(t *testing.T) {
-	tr, w, log := newWatchedTracker(t, track.EveryTicks(3), track.Windows(4), track.MostOf(4), track.MinGrowth(0))
+	tr, w, log := newWatchedTracker(t, watch.EveryTicks(3), watch.Windows(4), watch.MostOf(4), watch.MinGrowth(0))
 	site := &siteDriver{tr: tr, bytes: 512}
 	for tick := 1; tick <= 12; tick++ {
 		site.setLive(t, tick)
@@ -358,7 +355,7 @@ func TestWatcherCountsTicksPerWindow(t *testing.T) {
 }
 
 func TestWatcherStop(t *testing.T) {
-	tr, w, log := newWatchedTracker(t, track.MinGrowth(0))
+	tr, w, log := newWatchedTracker(t, watch.MinGrowth(0))
 	site := &siteDriver{tr: tr, bytes: 512}
 	for win := 1; win <= 6; win++ {
 		site.setLive(t, win)
@@ -367,30 +364,30 @@ func TestWatcherStop(t *testing.T) {
 	require.Len(t, log.all(), 1)
 
 	require.NoError(t, w.Stop())
-	assert.ErrorIs(t, w.Stop(), track.ErrWatcherStopped)
-	assert.ErrorIs(t, w.Tick(), track.ErrWatcherStopped)
+	assert.ErrorIs(t, w.Stop(), watch.ErrStopped)
+	assert.ErrorIs(t, w.Tick(), watch.ErrStopped)
 	assert.Equal(t, uint64(6), w.WindowsEnded(), "a tick after Stop ends no window")
 	assert.Len(t, w.Suspects(), 1, "suspects stay readable")
-	assert.ErrorIs(t, w.Start(), track.ErrWindowKind)
+	assert.ErrorIs(t, w.Start(), watch.ErrWindowKind)
 }
 
 func TestWatcherTimedWindows(t *testing.T) {
 	t.Run("start and stop", func(t *testing.T) {
-		_, w, _ := newWatchedTracker(t, track.Every(track.MinEvery))
-		assert.ErrorIs(t, w.Tick(), track.ErrWindowKind)
+		_, w, _ := newWatchedTracker(t, watch.Every(watch.MinEvery))
+		assert.ErrorIs(t, w.Tick(), watch.ErrWindowKind)
 		require.NoError(t, w.Start())
-		assert.ErrorIs(t, w.Start(), track.ErrWatcherRunning)
-		assert.ErrorIs(t, w.Run(context.Background()), track.ErrWatcherRunning)
+		assert.ErrorIs(t, w.Start(), watch.ErrRunning)
+		assert.ErrorIs(t, w.Run(context.Background()), watch.ErrRunning)
 		require.Eventually(t, func() bool { return w.WindowsEnded() >= 2 }, 10*time.Second, time.Millisecond)
 		require.NoError(t, w.Stop())
 		ended := w.WindowsEnded()
 		time.Sleep(5 * time.Millisecond)
 		assert.Equal(t, ended, w.WindowsEnded(), "no window ends after Stop returns")
-		assert.ErrorIs(t, w.Stop(), track.ErrWatcherStopped)
-		assert.ErrorIs(t, w.Start(), track.ErrWatcherStopped)
+		assert.ErrorIs(t, w.Stop(), watch.ErrStopped)
+		assert.ErrorIs(t, w.Start(), watch.ErrStopped)
 	})
 	t.Run("run until the context ends", func(t *testing.T) {
-		_, w, _ := newWatchedTracker(t, track.Every(track.MinEvery))
+		_, w, _ := newWatchedTracker(t, watch.Every(watch.MinEvery))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- w.Run(ctx) }()
@@ -400,7 +397,7 @@ func TestWatcherTimedWindows(t *testing.T) {
 		require.NoError(t, w.Stop())
 	})
 	t.Run("run until stopped", func(t *testing.T) {
-		_, w, _ := newWatchedTracker(t, track.Every(track.MinEvery))
+		_, w, _ := newWatchedTracker(t, watch.Every(watch.MinEvery))
 		done := make(chan error, 1)
 		go func() { done <- w.Run(context.Background()) }()
 		require.Eventually(t, func() bool { return w.WindowsEnded() >= 1 }, 10*time.Second, time.Millisecond)
@@ -411,9 +408,9 @@ func TestWatcherTimedWindows(t *testing.T) {
 		tr, err := track.New()
 		require.NoError(t, err)
 		stopped := make(chan error, 1)
-		var w *track.Watcher
-		w, err = track.NewWatcher(tr, track.Every(track.MinEvery), track.Windows(1), track.MostOf(1),
-			track.MinGrowth(0), track.OnSuspect(func(track.Suspect) { stopped <- w.Stop() }))
+		var w *watch.Watcher
+		w, err = watch.New(tr, watch.Every(watch.MinEvery), watch.Windows(1), watch.MostOf(1),
+			watch.MinGrowth(0), watch.OnSuspect(func(watch.Suspect) { stopped <- w.Stop() }))
 		require.NoError(t, err)
 		site := &siteDriver{tr: tr, bytes: 512}
 		site.setLive(t, 1)
@@ -424,19 +421,19 @@ func TestWatcherTimedWindows(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the watcher never reported the growing site")
 		}
-		assert.ErrorIs(t, w.Stop(), track.ErrWatcherStopped)
+		assert.ErrorIs(t, w.Stop(), watch.ErrStopped)
 	})
 	t.Run("counted windows cannot run", func(t *testing.T) {
 		_, w, _ := newWatchedTracker(t)
-		assert.ErrorIs(t, w.Run(context.Background()), track.ErrWindowKind)
+		assert.ErrorIs(t, w.Run(context.Background()), watch.ErrWindowKind)
 	})
 }
 
 func TestWatcherDefaultReportLogs(t *testing.T) {
 	var buf bytes.Buffer
-	tr, err := track.New(track.WithName("logged"), track.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	tr, err := track.New(track.WithName("logged"))
 	require.NoError(t, err)
-	w, err := track.NewWatcher(tr, track.SurvivorAge(0))
+	w, err := watch.New(tr, watch.Logger(slog.New(slog.NewTextHandler(&buf, nil))))
 	require.NoError(t, err)
 	site := &siteDriver{tr: tr, bytes: 4096}
 	for win := 1; win <= 6; win++ {
@@ -453,7 +450,7 @@ func TestWatcherDefaultReportLogs(t *testing.T) {
 }
 
 func TestWatcherConcurrentTicks(t *testing.T) {
-	tr, w, log := newWatchedTracker(t, track.MinGrowth(0), track.MostOf(1))
+	tr, w, log := newWatchedTracker(t, watch.MinGrowth(0), watch.MostOf(1))
 	var wg sync.WaitGroup
 	var leakMu sync.Mutex
 	leak := &siteDriver{tr: tr, bytes: 256}
@@ -473,7 +470,7 @@ func TestWatcherConcurrentTicks(t *testing.T) {
 				if err := tr.Release(r); err != nil {
 					t.Error(err)
 				}
-				if err := w.Tick(); err != nil && !errors.Is(err, track.ErrWatcherStopped) {
+				if err := w.Tick(); err != nil && !errors.Is(err, watch.ErrStopped) {
 					t.Error(err)
 				}
 				_ = w.Suspects()

@@ -1,4 +1,4 @@
-package track
+package report
 
 import (
 	"errors"
@@ -10,34 +10,61 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/internal/isnil"
+	"github.com/tensorlife/tensorlife/pool"
+	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/watch"
 )
 
-// ErrNilWriter means WriteSummary was given a nil io.Writer.
-var ErrNilWriter = errors.New("track: nil writer")
+// Errors of WriteSummary.
+var (
+	// ErrNilWriter means WriteSummary was given a nil io.Writer.
+	ErrNilWriter = errors.New("report: nil writer")
+	// ErrInvalidOption means an option's value cannot be used, or the
+	// Sources it names do not fit the tracker.
+	ErrInvalidOption = errors.New("report: invalid option")
+)
 
-type summaryConfig struct {
+type config struct {
 	top     int
 	now     func() time.Time
 	sources Sources
 }
 
+// Option configures WriteSummary. Option values are immutable and may be
+// shared.
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+// WithSources adds the figures of pools, caches, devices and a watcher to a
+// summary.
+func WithSources(src Sources) Option {
+	return optionFunc(func(c *config) error {
+		c.sources = src
+		return nil
+	})
+}
+
 // DefaultTopSites is how many sites a summary lists unless TopSites says.
 const DefaultTopSites = 10
 
-// MaxTopSites bounds TopSites here and in package pool: a longer list is no
-// longer read.
+// MaxTopSites bounds TopSites: a longer list is no longer read.
 const MaxTopSites = 100
 
 // TopSites sets how many call sites the summary lists, most live bytes
-// first: 0..MaxTopSites, default DefaultTopSites (WriteSummary).
+// first: 0..MaxTopSites, default DefaultTopSites.
 func TopSites(n int) Option {
-	return only("TopSites", func(o *options) error {
+	return optionFunc(func(c *config) error {
 		if n < 0 || n > MaxTopSites {
 			return fmt.Errorf("%w: TopSites(%d): want 0..%d", ErrInvalidOption, n, MaxTopSites)
 		}
-		o.summary.top = n
+		c.top = n
 		return nil
-	}, forSummary)
+	})
 }
 
 // summaryWidth is the widest line a summary writes.
@@ -45,28 +72,31 @@ const summaryWidth = 100
 
 // WriteSummary writes a text report of tr's memory in the manner of
 // torch.cuda.memory_summary: totals and peak, the figures of the pools,
-// caches and devices passed as options, the top call sites by live bytes
-// with the bytes that outlived their window, and a watcher's current
-// suspects.
+// caches and devices of its Sources, the top call sites by live bytes with
+// the bytes that outlived their request, and a watcher's current suspects.
 // Lines fit in 100 columns; the site lines name the function and file:line
 // that allocated. A tracker with nothing live gets a report saying so.
 //
-// It reads counters only (Totals, SiteTotals, the sources' figures, the
-// per-site age counters the watcher judges), never walking the live set,
+// It reads counters only (Totals, SiteTotals, the sources' figures),
+// never walking the live set,
 // so it costs the same at a thousand live tensors as at a million. It may
 // be called concurrently with allocation.
-func WriteSummary(w io.Writer, tr *Tracker, opts ...Option) error {
+func WriteSummary(w io.Writer, tr *track.Tracker, opts ...Option) error {
 	if isnil.Value(w) {
 		return ErrNilWriter
 	}
 	if tr == nil {
-		return ErrNilTracker
+		return track.ErrNilTracker
 	}
-	o := options{summary: summaryConfig{top: DefaultTopSites, now: time.Now}}
-	if err := applyOptions(&o, forSummary, opts); err != nil {
-		return err
+	cfg := config{top: DefaultTopSites, now: time.Now}
+	for _, opt := range opts {
+		if isnil.Value(opt) {
+			return fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := opt.apply(&cfg); err != nil {
+			return err
+		}
 	}
-	cfg := o.summary
 	if err := cfg.sources.Validate(tr); err != nil {
 		return err
 	}
@@ -86,7 +116,7 @@ func WriteSummary(w io.Writer, tr *Tracker, opts ...Option) error {
 	return err
 }
 
-func writeHeader(b *strings.Builder, tr *Tracker, now time.Time) {
+func writeHeader(b *strings.Builder, tr *track.Tracker, now time.Time) {
 	fmt.Fprintf(b, "tensorlife memory summary: tracker %q\n", tr.Name())
 	fmt.Fprintf(b, "taken %s, tracker up %s\n", now.UTC().Format("2006-01-02 15:04:05 MST"),
 		format.Age(now.Sub(tr.Started())))
@@ -94,7 +124,7 @@ func writeHeader(b *strings.Builder, tr *Tracker, now time.Time) {
 	b.WriteByte('\n')
 }
 
-func writeTotals(b *strings.Builder, t Totals) {
+func writeTotals(b *strings.Builder, t track.Totals) {
 	row := func(name, value string) { fmt.Fprintf(b, "  %-26s%s\n", name, value) }
 	b.WriteString("Totals\n")
 	row("live tensors", strconv.FormatInt(t.LiveCount, 10))
@@ -103,15 +133,15 @@ func writeTotals(b *strings.Builder, t Totals) {
 	row("allocations", fmt.Sprintf("%d (%s)", t.Allocs, format.Bytes(t.AllocBytes)))
 	row("frees", fmt.Sprintf("%d (%s)", t.Frees, format.Bytes(t.AllocBytes-t.LiveBytes)))
 	row("GC-detected leaks", strconv.FormatInt(t.GCLeaks, 10))
-	row("misuse", fmt.Sprintf("%d (double frees: %d)", t.Misuse, t.Event(EventDoubleFree)))
-	row("out-of-memory errors", strconv.FormatInt(t.Event(EventOOM), 10))
-	row("mask rebuilds", strconv.FormatInt(t.Event(EventMaskRebuilt), 10))
-	row("leak suspects flagged", strconv.FormatInt(t.Event(EventLeakSuspect), 10))
+	row("misuse", fmt.Sprintf("%d (double frees: %d)", t.Misuse, t.Event(track.EventDoubleFree)))
+	row("out-of-memory errors", strconv.FormatInt(t.Event(track.EventOOM), 10))
+	row("mask rebuilds", strconv.FormatInt(t.Event(track.EventMaskRebuilt), 10))
+	row("leak suspects flagged", strconv.FormatInt(t.Event(track.EventLeakSuspect), 10))
 	row("call sites", fmt.Sprintf("%d (allocations past the site limit: %d)", t.Sites, t.Overflowed))
 	row("stack capture fallbacks", fmt.Sprintf("%d (untrusted walks: %d)", t.StackFallbacks, t.StackMismatches))
 }
 
-func writePools(b *strings.Builder, pools []PoolStats) {
+func writePools(b *strings.Builder, pools []pool.Stats) {
 	if len(pools) == 0 {
 		return
 	}
@@ -171,8 +201,8 @@ func writeDevices(b *strings.Builder, devices []DeviceMemory) {
 	}
 }
 
-func writeSites(b *strings.Builder, tr *Tracker, top int) {
-	var live []SiteStats
+func writeSites(b *strings.Builder, tr *track.Tracker, top int) {
+	var live []track.SiteStats
 	for _, st := range tr.SiteTotals() { // per-site counters: no walk of the live set
 		if st.LiveBytes > 0 || st.LiveCount > 0 {
 			live = append(live, st)
@@ -183,54 +213,48 @@ func writeSites(b *strings.Builder, tr *Tracker, top int) {
 		b.WriteString("  nothing is live\n")
 		return
 	}
-	// The outlived column is what the watcher judges: bytes of tensors that
-	// outlived their window. Without a watcher the age clock stands still
-	// and the column says so.
-	clock := tr.clock.Load()
+	// The outlived column is what a watcher judges: bytes of tensors that
+	// outlived their request (track.WithRequest).
 	const head = "  %4s %12s %9s %12s  "
 	fmt.Fprintf(b, head+"%s\n", "rank", "live bytes", "count", "outlived", "site")
 	room := summaryWidth - len(fmt.Sprintf(head, "", "", "", ""))
 	listed := live[:min(top, len(live))]
-	sites := make([]*Site, len(listed))
+	sites := make([]*track.Site, len(listed))
 	for i := range listed {
 		sites[i] = listed[i].Site
 	}
 	for i, s := range listed {
-		outlived := "-"
-		if clock > 0 {
-			bytes, _ := s.Site.ages.survivors(clock, DefaultSurvivorAge)
-			outlived = format.Bytes(bytes)
-		}
 		fmt.Fprintf(b, head+"%s\n", strconv.Itoa(i+1), format.Bytes(s.LiveBytes),
-			strconv.FormatInt(s.LiveCount, 10), outlived, siteLine(s.Site, room))
+			strconv.FormatInt(s.LiveCount, 10), format.Bytes(s.OutlivedBytes), siteLine(s.Site, room))
 		writeVia(b, s.Site, sites, summaryWidth-room, room)
 	}
 }
 
-func writeSuspects(b *strings.Builder, w *Watcher, now time.Time) {
+func writeSuspects(b *strings.Builder, w *watch.Watcher, now time.Time) {
+	r := w.Rules()
 	window := "1 tick"
-	if w.cfg.interval > 0 {
-		window = w.cfg.interval.String()
-	} else if w.cfg.ticks > 1 {
-		window = strconv.Itoa(w.cfg.ticks) + " ticks"
+	if r.Every > 0 {
+		window = r.Every.String()
+	} else if r.Ticks > 1 {
+		window = strconv.Itoa(r.Ticks) + " ticks"
 	}
-	fmt.Fprintf(b, "\nLeak suspects (window %s; grew in %d of %d windows by over %s; %d windows ended)\n",
-		window, w.cfg.mostOf, w.cfg.windows, format.Bytes(w.cfg.minGrowth), w.WindowsEnded())
+	fmt.Fprintf(b, "\nLeak suspects (window %s; outlived bytes grew in %d of %d windows by over %s; %d windows ended)\n",
+		window, r.MostOf, r.Windows, format.Bytes(r.MinGrowth), w.WindowsEnded())
 	suspects := w.Suspects()
 	if len(suspects) == 0 {
 		b.WriteString("  none\n")
 		return
 	}
 	const head = "  %12s %14s %5s %9s  "
-	fmt.Fprintf(b, head+"%s\n", "live bytes", "growth/window", "grew", "since", "site")
+	fmt.Fprintf(b, head+"%s\n", "outlived", "growth/window", "grew", "since", "site")
 	room := summaryWidth - len(fmt.Sprintf(head, "", "", "", ""))
-	sites := make([]*Site, len(suspects))
+	sites := make([]*track.Site, len(suspects))
 	for i := range suspects {
 		sites[i] = suspects[i].Site
 	}
 	for _, s := range suspects {
-		fmt.Fprintf(b, head+"%s\n", format.Bytes(s.LiveBytes), format.Bytes(s.GrowthPerWindow),
-			fmt.Sprintf("%d/%d", s.Grew, s.Windows), format.Age(now.Sub(s.Since)), siteLine(s.Site, room))
+		fmt.Fprintf(b, head+"%s\n", format.Bytes(s.OutlivedBytes), format.Bytes(s.GrowthPerWindow),
+			fmt.Sprintf("%d/%d", s.Grew, s.OfWindows), format.Age(now.Sub(s.Since)), siteLine(s.Site, room))
 		writeVia(b, s.Site, sites, summaryWidth-room, room)
 		for _, h := range s.HeldBy {
 			fmt.Fprintf(b, "%*s%s\n", summaryWidth-room, "", clip("held by "+h.String(), room))
@@ -241,7 +265,7 @@ func writeSuspects(b *strings.Builder, w *Watcher, now time.Time) {
 // writeVia writes, under a site's row, "via caller (file.go:line)": the
 // frame that tells it apart from another listed site with the same line
 // (one line reached from two callers), if there is one.
-func writeVia(b *strings.Builder, s *Site, listed []*Site, indent, room int) {
+func writeVia(b *strings.Builder, s *track.Site, listed []*track.Site, indent, room int) {
 	via, ok := s.DistinctFrame(listed)
 	if !ok {
 		return
@@ -252,10 +276,10 @@ func writeVia(b *strings.Builder, s *Site, listed []*Site, indent, room int) {
 // siteLine renders a site as "pkg.Function (file.go:line)" in at most room
 // columns, cutting the function's left end first: its last element and the
 // file name are what a reader looks for.
-func siteLine(s *Site, room int) string { return frameLine("", s.Location(), room) }
+func siteLine(s *track.Site, room int) string { return frameLine("", s.Location(), room) }
 
 // frameLine renders f as siteLine renders a site, after prefix.
-func frameLine(prefix string, f Frame, room int) string {
+func frameLine(prefix string, f track.Frame, room int) string {
 	fn := prefix + format.Function(f.Function)
 	where := fmt.Sprintf(" (%s:%d)", format.File(f.File), f.Line)
 	if len(fn)+len(where) > room {

@@ -1,4 +1,4 @@
-package track_test
+package watch_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/watch"
 )
 
 // buildMask stands for the line that allocates a mask on every decode step.
@@ -23,7 +24,8 @@ func buildMask(tr *track.Tracker, ctx context.Context, tokens int) *track.Record
 // leaky version keeps every mask in a cache that nothing bounds, the bug
 // the watcher is for; the fixed one frees each mask after its step.
 func serve(tr *track.Tracker, cache *[]*track.Record) {
-	ctx := context.Background()
+	ctx, end := track.WithRequest(context.Background())
+	defer end()
 	for step := 1; step <= 16; step++ {
 		mask := buildMask(tr, ctx, 64+step)
 		if cache != nil {
@@ -36,7 +38,7 @@ func serve(tr *track.Tracker, cache *[]*track.Record) {
 	}
 }
 
-func ExampleWatcher() {
+func Example() {
 	for _, leaky := range []bool{false, true} {
 		tr, err := track.New()
 		if err != nil {
@@ -49,11 +51,11 @@ func ExampleWatcher() {
 		request := 0
 		// One window per request; the callback replaces the default
 		// slog warning. A mask is judged once it outlived its request.
-		w, err := track.NewWatcher(tr, track.EveryTicks(1), track.OnSuspect(func(s track.Suspect) {
+		w, err := watch.New(tr, watch.OnSuspect(func(s watch.Suspect) {
 			fn := s.Site.Location().Function
-			fmt.Printf("leaky=%v: after request %d: %s grew in %d of %d windows, %d bytes a window, %d survived, %d live\n",
-				leaky, request, fn[strings.LastIndexByte(fn, '/')+1:], s.Grew, s.Windows, s.GrowthPerWindow,
-				s.SurvivorBytes, s.LiveBytes)
+			fmt.Printf("leaky=%v: after request %d: %s grew in %d of %d windows, %d bytes a window, %d outlived\n",
+				leaky, request, fn[strings.LastIndexByte(fn, '/')+1:], s.Grew, s.OfWindows, s.GrowthPerWindow,
+				s.OutlivedBytes)
 		}))
 		if err != nil {
 			panic(err)
@@ -68,6 +70,6 @@ func ExampleWatcher() {
 	}
 	// Output:
 	// leaky=false: 0 suspects after 200 requests
-	// leaky=true: after request 7: track_test.buildMask grew in 6 of 8 windows, 72377 bytes a window, 506640 survived, 591080 live
+	// leaky=true: after request 6: watch_test.buildMask grew in 6 of 8 windows, 84440 bytes a window, 506640 outlived
 	// leaky=true: 1 suspects after 200 requests
 }

@@ -1,4 +1,4 @@
-package track_test
+package watch_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/watch"
 )
 
 // keepViewOfStep makes a step's tensor, keeps a View of it and frees the
@@ -33,7 +34,7 @@ func TestSuspectNamesTheHolder(t *testing.T) {
 	require.NoError(t, err)
 	alloc, err := tensor.NewDeviceAllocator(dev, tr)
 	require.NoError(t, err)
-	w, err := track.NewWatcher(tr, track.OnSuspect(func(track.Suspect) {}))
+	w, err := watch.New(tr, watch.OnSuspect(func(watch.Suspect) {}))
 	require.NoError(t, err)
 	var kept []*tensor.Tensor
 	for range 16 {
@@ -45,11 +46,8 @@ func TestSuspectNamesTheHolder(t *testing.T) {
 	require.NotEmpty(t, suspects[0].HeldBy)
 	h := suspects[0].HeldBy[0]
 	assert.Equal(t, "View", h.How)
-	assert.True(t, strings.HasPrefix(h.String(), "a View made at watcher_holders_test.go:"), h.String())
+	assert.True(t, strings.HasPrefix(h.String(), "a View made at holders_test.go:"), h.String())
 	assert.Positive(t, h.Live, "the Views kept when the site was flagged")
-	var sb strings.Builder
-	require.NoError(t, track.WriteSummary(&sb, tr, track.WithSources(track.Sources{Watcher: w})))
-	assert.Contains(t, sb.String(), "held by a View made at watcher_holders_test.go:")
 	for _, v := range kept {
 		require.NoError(t, v.Free())
 	}

@@ -1,4 +1,4 @@
-package track
+package report
 
 import (
 	"bytes"
@@ -14,25 +14,30 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/mask"
+	"github.com/tensorlife/tensorlife/pool"
+	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/watch"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the summary golden files")
 
 // summaryAt fixes the summary's clock, so ages print the same every run.
 func summaryAt(now time.Time) Option {
-	return only("summaryAt", func(o *options) error {
-		o.summary.now = func() time.Time { return now }
+	return optionFunc(func(c *config) error {
+		c.now = func() time.Time { return now }
 		return nil
-	}, forSummary)
+	})
 }
 
-type summaryPool PoolStats
+type summaryPool pool.Stats
 
-func (p summaryPool) Stats() PoolStats { return PoolStats(p) }
+func (p summaryPool) Stats() pool.Stats { return pool.Stats(p) }
 
-type summaryCache CacheStats
+type summaryCache mask.CacheStats
 
-func (c summaryCache) Stats() CacheStats { return CacheStats(c) }
+func (c summaryCache) Stats() mask.CacheStats { return mask.CacheStats(c) }
 
 type summaryDevice struct {
 	name        string
@@ -46,10 +51,10 @@ func (d summaryDevice) MemInfo() (int64, int64, error) { return d.free, d.total,
 // The helpers below allocate from their own lines: each is one site.
 
 //go:noinline
-func summaryKVCache(t *testing.T, tr *Tracker, n int, bytes int64) []*Record {
-	var out []*Record
+func summaryKVCache(t *testing.T, tr *track.Tracker, n int, bytes int64) []*track.Record {
+	var out []*track.Record
 	for range n {
-		r := &Record{Bytes: bytes, Meta: InternMeta("kv-cache", "cuda:0", "float16", nil)}
+		r := &track.Record{Bytes: bytes, Meta: track.InternMeta("kv-cache", "cuda:0", "float16", nil)}
 		require.NoError(t, tr.Record(context.Background(), r, 0))
 		out = append(out, r)
 	}
@@ -57,11 +62,11 @@ func summaryKVCache(t *testing.T, tr *Tracker, n int, bytes int64) []*Record {
 }
 
 //go:noinline
-func summaryMasks(t *testing.T, tr *Tracker, n int, bytes int64) []*Record {
-	var out []*Record
+func summaryMasks(t *testing.T, ctx context.Context, tr *track.Tracker, n int, bytes int64) []*track.Record {
+	var out []*track.Record
 	for range n {
-		r := &Record{Bytes: bytes, Meta: InternMeta("mask", "cuda:0", "bool", nil)}
-		require.NoError(t, tr.Record(context.Background(), r, 0))
+		r := &track.Record{Bytes: bytes, Meta: track.InternMeta("mask", "cuda:0", "bool", nil)}
+		require.NoError(t, tr.Record(ctx, r, 0))
 		out = append(out, r)
 	}
 	return out
@@ -69,8 +74,8 @@ func summaryMasks(t *testing.T, tr *Tracker, n int, bytes int64) []*Record {
 
 //go:noinline
 func summaryAllocationsFromAFunctionWhoseNameIsFarTooLongToFitOnOneLineOfTheSummaryReport(
-	t *testing.T, tr *Tracker, bytes int64) *Record {
-	r := &Record{Bytes: bytes, Meta: InternMeta("logits", "cuda:0", "float32", nil)}
+	t *testing.T, tr *track.Tracker, bytes int64) *track.Record {
+	r := &track.Record{Bytes: bytes, Meta: track.InternMeta("logits", "cuda:0", "float32", nil)}
 	require.NoError(t, tr.Record(context.Background(), r, 0))
 	return r
 }
@@ -97,25 +102,25 @@ func assertFits(t *testing.T, report string) {
 }
 
 func TestSummaryGolden(t *testing.T) {
-	tr, err := New(WithName("summary"), OnLeak(func(LeakReport) {}))
+	tr, err := track.New(track.WithName("summary"), track.OnLeak(func(track.LeakReport) {}))
 	require.NoError(t, err)
-	// SurvivorAge(0): the masks are judged as soon as they are kept, so the
-	// sixth request flags them.
-	w, err := NewWatcher(tr, OnSuspect(func(Suspect) {}), SurvivorAge(0))
+	w, err := watch.New(tr, watch.OnSuspect(func(watch.Suspect) {}))
 	require.NoError(t, err)
 
 	kv := summaryKVCache(t, tr, 4, 1<<20)
-	var masks []*Record
+	var masks []*track.Record
 	for range 6 { // one window per request, each keeping two more masks
-		masks = append(masks, summaryMasks(t, tr, 2, 64<<10)...)
+		ctx, end := track.WithRequest(context.Background())
+		masks = append(masks, summaryMasks(t, ctx, tr, 2, 64<<10)...)
+		end()
 		require.NoError(t, w.Tick())
 	}
 	long := summaryAllocationsFromAFunctionWhoseNameIsFarTooLongToFitOnOneLineOfTheSummaryReport(t, tr, 1000)
 	require.NoError(t, tr.Release(kv[3]))
-	require.True(t, tr.ReportLeak(kv[0]))
-	tr.Note(EventDoubleFree, nil, 64)
-	tr.Note(EventOOM, nil, 1<<30)
-	tr.Note(EventMaskRebuilt, nil, 64<<10)
+	require.True(t, tr.ReportDropped(kv[0], nil, ""))
+	tr.Note(track.EventDoubleFree, nil, 64)
+	tr.Note(track.EventOOM, nil, 1<<30)
+	tr.Note(track.EventMaskRebuilt, nil, 64<<10)
 	require.Len(t, w.Suspects(), 1)
 
 	opts := []Option{
@@ -146,9 +151,9 @@ func TestSummaryGolden(t *testing.T) {
 }
 
 func TestSummaryEmptyTracker(t *testing.T) {
-	tr, err := New(WithName("empty"))
+	tr, err := track.New(track.WithName("empty"))
 	require.NoError(t, err)
-	w, err := NewWatcher(tr)
+	w, err := watch.New(tr)
 	require.NoError(t, err)
 	var buf bytes.Buffer
 	require.NoError(t, WriteSummary(&buf, tr, summaryAt(tr.Started().Add(90*time.Second)), WithSources(Sources{Watcher: w})))
@@ -164,27 +169,25 @@ type failingWriter struct{}
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
 func TestSummaryRejectsBadInput(t *testing.T) {
-	tr, err := New()
+	tr, err := track.New()
 	require.NoError(t, err)
-	other, err := New(WithName("other"))
+	other, err := track.New(track.WithName("other"))
 	require.NoError(t, err)
-	otherWatcher, err := NewWatcher(other)
+	otherWatcher, err := watch.New(other)
 	require.NoError(t, err)
 
 	tests := []struct {
 		name string
 		w    *bytes.Buffer
-		tr   *Tracker
+		tr   *track.Tracker
 		opts []Option
 		want error
 	}{
 		{"nil writer", nil, tr, nil, ErrNilWriter},
-		{"nil tracker", &bytes.Buffer{}, nil, nil, ErrNilTracker},
+		{"nil tracker", &bytes.Buffer{}, nil, nil, track.ErrNilTracker},
 		{"negative top sites", &bytes.Buffer{}, tr, []Option{TopSites(-1)}, ErrInvalidOption},
 		{"too many top sites", &bytes.Buffer{}, tr, []Option{TopSites(MaxTopSites + 1)}, ErrInvalidOption},
 		{"nil option", &bytes.Buffer{}, tr, []Option{nil}, ErrInvalidOption},
-		{"tracker option", &bytes.Buffer{}, tr, []Option{WithName("x")}, ErrInvalidOption},
-		{"watcher option", &bytes.Buffer{}, tr, []Option{Windows(3)}, ErrInvalidOption},
 		{"nil pool", &bytes.Buffer{}, tr, []Option{WithSources(Sources{Pools: []PoolSource{nil}})}, ErrInvalidOption},
 		{"watcher of another tracker", &bytes.Buffer{}, tr, []Option{WithSources(Sources{Watcher: otherWatcher})}, ErrInvalidOption},
 	}

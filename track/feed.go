@@ -1,0 +1,140 @@
+package track
+
+import (
+	"math/bits"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// maxFeeds bounds the site feeds of one tracker that are told of changes;
+// a further feed scans every site at each call instead.
+const maxFeeds = 64
+
+// feedSet is a tracker's site feeds: a site whose outlived figures change
+// is queued once for every feed that has not read it since, so a feed's
+// call costs O(sites that changed), not O(sites).
+type feedSet struct {
+	mu    sync.Mutex // guards used
+	used  uint64
+	mask  atomic.Uint64 // the feeds being told, a bit each
+	slots [maxFeeds]feedSlot
+}
+
+type feedSlot struct {
+	mu      sync.Mutex
+	pending []*Site
+}
+
+// changed queues s for every feed not yet told of it: one atomic load
+// when every feed has been told already.
+func (fs *feedSet) changed(s *Site) {
+	m := fs.mask.Load()
+	if m == 0 || s.told.Load()&m == m {
+		return
+	}
+	for newly := m &^ s.told.Or(m); newly != 0; newly &= newly - 1 {
+		sl := &fs.slots[bits.TrailingZeros64(newly)]
+		sl.mu.Lock()
+		sl.pending = append(sl.pending, s)
+		sl.mu.Unlock()
+	}
+}
+
+// A SiteFeed reports the sites whose outlived figures (SiteStats.Outlived)
+// changed since it last reported: what a growth watcher reads at each
+// window's end, in time that grows with the sites that changed, not with
+// every site. A SiteFeed is for one goroutine at a time. Close it when done;
+// one dropped unclosed is closed when the garbage collector takes it.
+type SiteFeed struct {
+	feed *siteFeed
+}
+
+type siteFeed struct {
+	t     *Tracker
+	slot  int // -1: no slot was free, every call scans
+	first bool
+}
+
+// SiteFeed returns a new feed of t's sites.
+func (t *Tracker) SiteFeed() *SiteFeed {
+	f := &siteFeed{t: t, slot: -1, first: true}
+	fs := &t.feeds
+	fs.mu.Lock()
+	if free := ^fs.used; free != 0 {
+		f.slot = bits.TrailingZeros64(free)
+		fs.used |= 1 << f.slot
+		fs.mask.Or(1 << f.slot)
+	}
+	fs.mu.Unlock()
+	out := &SiteFeed{feed: f}
+	runtime.AddCleanup(out, func(f *siteFeed) { f.close() }, f)
+	return out
+}
+
+// Changed appends to dst the figures of every site whose outlived figures
+// changed since the previous call (on the first call, of every site that
+// has allocated) and returns it. A change made while Changed runs is
+// reported by this call or the next. Sites are in no order.
+func (f *SiteFeed) Changed(dst []SiteStats) []SiteStats {
+	sf := f.feed
+	t := sf.t
+	if sf.slot < 0 || sf.first {
+		sf.first = false
+		bit := uint64(1) << max(sf.slot, 0)
+		for _, s := range t.stacks.sites() {
+			if sf.slot >= 0 {
+				s.told.And(^bit)
+			}
+			if s.allocs.Load() > 0 {
+				dst = append(dst, s.Stats())
+			}
+		}
+		return dst
+	}
+	sl := &t.feeds.slots[sf.slot]
+	sl.mu.Lock()
+	pending := sl.pending
+	sl.pending = nil
+	sl.mu.Unlock()
+	bit := uint64(1) << sf.slot
+	for _, s := range pending {
+		s.told.And(^bit) // before reading: a later change queues s again
+		dst = append(dst, s.Stats())
+	}
+	return dst
+}
+
+// Close stops the feed; a closed feed must not be used.
+func (f *SiteFeed) Close() { f.feed.close() }
+
+func (f *siteFeed) close() {
+	if f.slot < 0 {
+		return
+	}
+	fs := &f.t.feeds
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.used&(1<<f.slot) == 0 {
+		return
+	}
+	fs.mask.And(^uint64(1 << f.slot))
+	sl := &fs.slots[f.slot]
+	sl.mu.Lock()
+	sl.pending = nil
+	sl.mu.Unlock()
+	fs.used &^= 1 << f.slot
+	f.slot = -1
+}
+
+// Stats reads the site's figures from its counters: O(1), no walk of the
+// live set. Oldest is not filled.
+func (s *Site) Stats() SiteStats {
+	// Frees are read first: a free never precedes its allocation, so
+	// live figures read this way are never negative.
+	frees, freed := s.frees.Load(), s.freedBytes.Load()
+	allocs, allocBytes := s.allocs.Load(), s.allocBytes.Load()
+	return SiteStats{Site: s, LiveCount: allocs - frees, LiveBytes: allocBytes - freed,
+		AllocCount: allocs, AllocBytes: allocBytes, GCLeaks: s.gcLeaks.Load(),
+		OutlivedCount: s.outlivedCount.Load(), OutlivedBytes: s.outlivedBytes.Load()}
+}

@@ -1,0 +1,195 @@
+package track
+
+import (
+	"context"
+	"sync"
+)
+
+// A request is one unit of a service's work, begun by WithRequest or by the
+// first WithLabels on a context that can end, and ended with that context.
+// It links the live records made under it, so that its end flags those
+// still live as outlived, O(1) each, and adds their bytes to their sites'
+// outlived counters: no walk of the live set, no clock.
+//
+// Lock order: a shard's lock, then a request's; the request's lock is never
+// held while a shard's is taken.
+type request struct {
+	mu    sync.Mutex
+	head  *Record // live records made under it and not handed over
+	ended bool
+}
+
+func newRequest() *request { return &request{} }
+
+// scopeKey is the context key of a scope.
+type scopeKey struct{}
+
+// scope is what a context carries for the tracker: its labels and its
+// request, in one value so that recording reads the context once.
+type scope struct {
+	labels *labelSet
+	req    *request
+}
+
+func scopeOf(ctx context.Context) scope {
+	if ctx == nil {
+		return scope{}
+	}
+	sc, _ := ctx.Value(scopeKey{}).(scope)
+	return sc
+}
+
+// WithRequest begins a request under ctx and returns its context and the
+// function that ends it. A tensor made under the request and still live when
+// it ends has outlived its request (Filter.Outlived, SiteStats.Outlived):
+// what a growth watcher judges. Memory in flight, however large or long, is
+// never judged. end cancels the returned context and ends the request at
+// once; the request also ends when ctx does. Calling end again does nothing.
+//
+// Servers whose request contexts end with the request (net/http, gRPC) need
+// not call WithRequest: the first WithLabels on such a context begins one.
+// WithRequest is for code whose contexts do not end with its work (a batch
+// loop, a worker pool), and for a request inside another: tensors the inner
+// one made and left live outlive it, whatever the outer one does.
+//
+// Tensors made under no request (weights, warm-up, background jobs) have no
+// request to outlive: they count as outlived from the start, so that memory
+// no request will ever end is judged by its growth like the rest.
+func WithRequest(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	sc := scopeOf(ctx)
+	sc.req = newRequest()
+	stop := context.AfterFunc(ctx, sc.req.end)
+	ctx = context.WithValue(ctx, scopeKey{}, sc)
+	return ctx, func() {
+		stop()
+		cancel()
+		sc.req.end()
+	}
+}
+
+// join links r, made under q, into q's list; a request that has already
+// ended (a goroutine it started that still allocates) leaves r outlived at
+// once. q may be nil: r is then outlived from the start.
+func (q *request) join(r *Record) {
+	if q != nil {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if !q.ended {
+			r.reqNext = q.head
+			if q.head != nil {
+				q.head.reqPrev = r
+			}
+			q.head = r
+			return
+		}
+	}
+	r.setOutlived()
+}
+
+// unlinkLocked takes r out of q's list if it is there: q has not ended and
+// r was neither handed over nor made after q ended. Called with q.mu held.
+func (q *request) unlinkLocked(r *Record) {
+	if q.ended || r.word.Load()&(handedFlag|outlivedFlag) != 0 {
+		return
+	}
+	if r.reqPrev != nil {
+		r.reqPrev.reqNext = r.reqNext
+	} else {
+		q.head = r.reqNext
+	}
+	if r.reqNext != nil {
+		r.reqNext.reqPrev = r.reqPrev
+	}
+	r.reqPrev, r.reqNext = nil, nil
+}
+
+// leave takes r out of its request for good, on release, and reports
+// whether r had outlived it: its site then counts r as outlived. Called
+// with r's shard lock held.
+func (r *Record) leave() (outlived bool) {
+	if q := r.req; q != nil {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		q.unlinkLocked(r)
+	}
+	return r.word.Load()&outlivedFlag != 0
+}
+
+// end flags every record still linked to q outlived, once.
+func (q *request) end() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ended {
+		return
+	}
+	q.ended = true
+	for r := q.head; r != nil; {
+		next := r.reqNext
+		r.reqPrev, r.reqNext = nil, nil
+		r.setOutlived()
+		r = next
+	}
+	q.head = nil
+}
+
+// setOutlived flags r outlived and counts it at its site.
+func (r *Record) setOutlived() {
+	r.word.Or(outlivedFlag)
+	r.site.outlived(r.Bytes, 1)
+}
+
+// unsetOutlived undoes setOutlived.
+func (r *Record) unsetOutlived() {
+	r.word.And(^uint32(outlivedFlag))
+	r.site.outlived(-r.Bytes, -1)
+}
+
+// Owner names a holder that keeps tensors past the request that made them on
+// purpose: a cache, a session store. Tracker.HandOver gives it a record
+// (package tensor: Tensor.HandTo; a mask.Cache hands over what it keeps).
+// With MaxBytes > 0 the owner has a known bound and what it holds is never
+// judged; without one, what it holds is judged by its growth like memory
+// nobody owns, so an unbounded cache is still found. An Owner's fields must
+// not change once it holds a record.
+type Owner struct {
+	Name     string
+	MaxBytes int64 // the owner's byte budget; 0 if it has none
+}
+
+// HandOver gives the live record r to o: from now on r does not outlive the
+// request that made it, and it is judged as o says (see Owner). Handing a
+// record over again moves it to the new owner. A nil o is ErrNilOwner; a
+// record that is not live through t gets the errors Release would.
+func (t *Tracker) HandOver(r *Record, o *Owner) error {
+	if err := t.owns(r, "handed over"); err != nil {
+		return err
+	}
+	if o == nil {
+		return ErrNilOwner
+	}
+	sh := &t.shards[r.id%shardCount]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if r.state() != stateLive {
+		t.misuse.Add(1)
+		return errReleased(r, "handed over")
+	}
+	if q := r.req; q != nil {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		q.unlinkLocked(r)
+	}
+	r.word.Or(handedFlag)
+	r.owner = o
+	switch out := r.word.Load()&outlivedFlag != 0; {
+	case o.MaxBytes > 0 && out:
+		r.unsetOutlived()
+	case o.MaxBytes <= 0 && !out:
+		r.setOutlived()
+	}
+	return nil
+}

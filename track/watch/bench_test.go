@@ -1,0 +1,89 @@
+package watch_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/tensorlife/tensorlife/internal/benchratio"
+	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/watch"
+)
+
+//go:noinline
+func descend(n int, leaf func()) {
+	if n == 0 {
+		leaf()
+		return
+	}
+	descend(n-1, leaf)
+}
+
+//go:noinline
+func descendOther(n int, leaf func()) {
+	if n == 0 {
+		leaf()
+		return
+	}
+	descendOther(n-1, leaf)
+}
+
+// tickBench is a tracker with sites distinct call sites holding one outlived
+// tensor each, a watcher of it, and a request that keeps one tensor at one
+// more site and frees it the request after: each window, one site changes.
+type tickBench struct {
+	tr   *track.Tracker
+	w    *watch.Watcher
+	prev *track.Record
+}
+
+func newTickBench(b *testing.B, sites int) *tickBench {
+	tr, err := track.New(track.MaxSites(2 * sites))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range sites {
+		descend(i/100, func() {
+			descendOther(i%100, func() {
+				r := &track.Record{Bytes: 256, Meta: track.InternMeta("weights", "host", "", nil)}
+				if err := tr.Record(context.Background(), r, 0); err != nil {
+					b.Fatal(err)
+				}
+			})
+		})
+	}
+	if got := tr.Totals().Sites; got != sites {
+		b.Fatalf("made %d sites, want %d", got, sites)
+	}
+	w, err := watch.New(tr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &tickBench{tr: tr, w: w}
+}
+
+func (tb *tickBench) request(b *testing.B) {
+	ctx, end := track.WithRequest(context.Background())
+	r := &track.Record{Bytes: 256, Meta: track.InternMeta("mask", "host", "", nil)}
+	if err := tb.tr.Record(ctx, r, 0); err != nil {
+		b.Fatal(err)
+	}
+	end()
+	if tb.prev != nil {
+		if err := tb.tr.Release(tb.prev); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tb.prev = r
+	if err := tb.w.Tick(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkTickCostIsFlatInSites is a request and its window end on a
+// tracker of 10,000 sites against the same on one of 100 sites: a window end
+// reads the sites that changed, so the ratio stays near 1.
+func BenchmarkTickCostIsFlatInSites(b *testing.B) {
+	many, few := newTickBench(b, 10_000), newTickBench(b, 100)
+	benchratio.Run(b, "10k-sites", func() { many.request(b) }, func() { few.request(b) },
+		benchratio.BaselineName("100-sites"))
+}

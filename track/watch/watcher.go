@@ -1,0 +1,489 @@
+package watch
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// Errors of a Watcher's life.
+var (
+	// ErrStopped means the watcher was stopped: a second Stop, or a Tick,
+	// Start or Run after Stop.
+	ErrStopped = errors.New("watch: watcher stopped")
+	// ErrRunning means Start or Run was called while the watcher's loop was
+	// already running.
+	ErrRunning = errors.New("watch: watcher already running")
+	// ErrWindowKind means a call that does not fit how the watcher's windows
+	// end: Tick on a watcher with timed windows (Every), Start or Run on one
+	// with counted windows (EveryTicks).
+	ErrWindowKind = errors.New("watch: call does not fit the watcher's kind of window")
+)
+
+// Suspect is a call site whose outlived bytes keep growing: a likely leak.
+type Suspect struct {
+	Site      *track.Site
+	LiveBytes int64 // all live bytes of the site at the latest window's end
+	LiveCount int64
+	// OutlivedBytes and OutlivedCount are what the site was judged on: its
+	// live tensors that outlived their request (track.WithRequest).
+	OutlivedBytes int64
+	OutlivedCount int64
+	// BaselineBytes had outlived their request when the growth that flagged
+	// the site began; the site stops being a suspect when it falls back.
+	BaselineBytes int64
+	// GrowthPerWindow is the average growth of the outlived bytes over the
+	// last K windows, or over the run of growth that flagged a slow leak.
+	GrowthPerWindow int64
+	Grew, OfWindows int // the outlived bytes grew in Grew of the last OfWindows (K) windows
+	Since           time.Time
+	SinceWindow     uint64 // the window that flagged it, counted from 1
+	// HeldBy names, when extra owners (a View, a Retain, a cache entry)
+	// keep the site's tensors alive after their own handles were freed,
+	// those owners by the line that made them, most handles first: the
+	// line to change. Filled once, when the site is flagged.
+	HeldBy []track.Holder
+}
+
+// Watcher watches a tracker's outlived bytes per call site over windows of
+// requests or time and names the sites that keep growing: leak suspects.
+// See the package doc for the rules. A Watcher is safe for concurrent use;
+// it starts no goroutine except the one Start starts, which Stop ends.
+type Watcher struct {
+	tr  *track.Tracker
+	cfg config
+
+	ticks        atomic.Uint64
+	windows      atomic.Uint64
+	suspectCount atomic.Int64
+
+	// mu guards the feed and the per-site histories; a window end holds it
+	// while judging, so windows are judged in the order they end.
+	mu       sync.Mutex
+	feed     *track.SiteFeed
+	changed  []track.SiteStats // the feed's buffer, reused
+	sites    []*siteHistory    // by Site.ID; nil for sites not seen yet
+	suspects []*siteHistory    // the sites that are suspects now
+
+	// lifeMu guards stopping and the loop's state.
+	lifeMu     sync.Mutex
+	stopped    atomic.Bool
+	done       chan struct{}
+	running    bool
+	loopExited chan struct{} // closed when the running loop returns
+	inCallback atomic.Bool   // the loop is calling OnSuspect
+}
+
+// siteHistory is one site's outlived bytes at the end of recent windows, in
+// a ring indexed by window number modulo its length (History+1 samples
+// bound History windows), written when the site changes and filled forward
+// lazily: a window end touches only the sites that changed and the
+// suspects.
+type siteHistory struct {
+	site    *track.Site
+	suspect *Suspect // nil unless the site is a suspect now
+	ring    []int64
+	at      uint64 // the latest window written into ring
+
+	// The current run: the windows since its outlived bytes last shrank.
+	runStart uint64 // the window the run began at
+	runBase  int64  // outlived bytes then
+	runSteps int    // windows of the run in which they grew
+	lastGrow uint64 // the last window in which they grew
+	quiet    uint64 // a slow suspect clears after this many windows without growth
+}
+
+func (h *siteHistory) value(i uint64) int64 { return h.ring[i%uint64(len(h.ring))] }
+
+// fillTo carries the latest value forward to window n: the site did not
+// change in between.
+func (h *siteHistory) fillTo(n uint64) {
+	if n <= h.at {
+		return
+	}
+	size := uint64(len(h.ring))
+	last := h.value(h.at)
+	from := max(h.at+1, n-min(n, size-1))
+	for i := from; i <= n; i++ {
+		h.ring[i%size] = last
+	}
+	h.at = n
+}
+
+// New returns a watcher of tr. It reads every site once as the baseline of
+// the first window and starts nothing: with counted windows, call Tick;
+// with timed windows, call Run or Start. An invalid option returns an error
+// matching ErrInvalidOption. Each watcher's windows are its own: watchers of
+// one tracker, made, stopped or dropped, never change each other's verdicts.
+func New(tr *track.Tracker, opts ...Option) (*Watcher, error) {
+	if tr == nil {
+		return nil, track.ErrNilTracker
+	}
+	cfg := defaultConfig()
+	if err := cfg.apply(opts); err != nil {
+		return nil, err
+	}
+	if cfg.onSuspect == nil {
+		logger, name := cfg.logger, tr.Name()
+		cfg.onSuspect = func(s Suspect) { logSuspect(logger, name, s) }
+	}
+	w := &Watcher{tr: tr, cfg: cfg, done: make(chan struct{}), feed: tr.SiteFeed()}
+	for _, st := range w.feed.Changed(nil) {
+		h := w.history(st.Site, 0)
+		h.ring[0], h.runBase = st.OutlivedBytes, st.OutlivedBytes
+	}
+	return w, nil
+}
+
+// Tracker returns the tracker w watches.
+func (w *Watcher) Tracker() *track.Tracker { return w.tr }
+
+// history returns the site's history, making it on first sight at window n:
+// a site first seen then had nothing outlived before. Called with w.mu held
+// or before w is shared.
+func (w *Watcher) history(s *track.Site, n uint64) *siteHistory {
+	id := s.ID()
+	for id >= len(w.sites) {
+		w.sites = append(w.sites, nil)
+	}
+	h := w.sites[id]
+	if h == nil {
+		h = &siteHistory{site: s, ring: make([]int64, w.cfg.history+1), at: n, runStart: n}
+		w.sites[id] = h
+	}
+	return h
+}
+
+// maxSuspectHolders bounds Suspect.HeldBy.
+const maxSuspectHolders = 4
+
+// nameHolders fills the newly flagged suspects' HeldBy, in the copies to
+// report and in the watcher's own, with one walk of the live set for all of
+// them, outside the watcher's lock: flags are rare, windows are not.
+func (w *Watcher) nameHolders(flagged []Suspect) {
+	sites := make([]*track.Site, len(flagged))
+	for i := range flagged {
+		sites[i] = flagged[i].Site
+	}
+	for i, hs := range w.tr.HeldBy(sites, maxSuspectHolders) {
+		flagged[i].HeldBy = hs
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range flagged {
+		if h := w.sites[s.Site.ID()]; h.suspect != nil && h.suspect.SinceWindow == s.SinceWindow {
+			h.suspect.HeldBy = s.HeldBy
+		}
+	}
+}
+
+// logSuspect is the default OnSuspect.
+func logSuspect(l *slog.Logger, tracker string, s Suspect) {
+	held := make([]string, len(s.HeldBy))
+	for i, h := range s.HeldBy {
+		held[i] = h.String()
+	}
+	l.Warn("tensorlife: leak suspect: bytes that outlived their request keep growing at one call site",
+		slog.String("tracker", tracker),
+		slog.String("site", s.Site.String()),
+		slog.Int64("growth_per_window", s.GrowthPerWindow),
+		slog.Int("grew", s.Grew),
+		slog.Int("windows", s.OfWindows),
+		slog.Int64("live_bytes", s.LiveBytes),
+		slog.Int64("outlived_bytes", s.OutlivedBytes),
+		slog.Any("held_by", held),
+		slog.String("stack", s.Site.Stack("")))
+}
+
+// Tick counts one request; every EveryTicks calls it ends a window, which
+// costs O(sites that changed + suspects) and may call OnSuspect before
+// returning. After Stop it returns ErrStopped; on a watcher with timed
+// windows, ErrWindowKind.
+func (w *Watcher) Tick() error {
+	if w.stopped.Load() {
+		return ErrStopped
+	}
+	if w.cfg.ticks == 0 {
+		return ErrWindowKind
+	}
+	if w.ticks.Add(1)%uint64(w.cfg.ticks) == 0 {
+		w.endWindow(false)
+	}
+	return nil
+}
+
+// Run ends a window every Every interval until ctx is done (it returns
+// ctx.Err()) or Stop is called (it returns nil). The caller owns the
+// goroutine Run runs on. On a watcher with counted windows it returns
+// ErrWindowKind.
+func (w *Watcher) Run(ctx context.Context) error {
+	exited, err := w.claimLoop()
+	if err != nil {
+		return err
+	}
+	defer close(exited)
+	return w.loop(ctx)
+}
+
+// Start runs the timed windows on a goroutine of the watcher's own, which
+// Stop ends. It returns ErrWindowKind on a watcher with counted windows.
+func (w *Watcher) Start() error {
+	exited, err := w.claimLoop()
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer close(exited)
+		_ = w.loop(context.Background()) // ends only by Stop, which reports
+	}()
+	return nil
+}
+
+// claimLoop marks the loop running, so that only one runs and Stop knows
+// what to wait for.
+func (w *Watcher) claimLoop() (chan struct{}, error) {
+	if w.cfg.interval == 0 {
+		return nil, ErrWindowKind
+	}
+	w.lifeMu.Lock()
+	defer w.lifeMu.Unlock()
+	if w.stopped.Load() {
+		return nil, ErrStopped
+	}
+	if w.running {
+		return nil, ErrRunning
+	}
+	w.running = true
+	w.loopExited = make(chan struct{})
+	return w.loopExited, nil
+}
+
+func (w *Watcher) loop(ctx context.Context) error {
+	defer func() {
+		w.lifeMu.Lock()
+		w.running = false
+		w.lifeMu.Unlock()
+	}()
+	ticker := time.NewTicker(w.cfg.interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.done:
+			return nil
+		case <-ticker.C:
+			// A stop racing the tick wins: no window ends after Stop
+			// returns.
+			select {
+			case <-w.done:
+				return nil
+			default:
+			}
+			w.endWindow(true)
+		}
+	}
+}
+
+// Stop stops the watcher: later Ticks do nothing and the loop of Run or
+// Start returns. It waits for that loop to return, except while the loop
+// is calling OnSuspect (which may be what called Stop); the loop then
+// returns as soon as the callback does. A window that a concurrent Tick is
+// ending may still complete. Suspects stay readable. A second call returns
+// ErrStopped.
+func (w *Watcher) Stop() error {
+	w.lifeMu.Lock()
+	if w.stopped.Load() {
+		w.lifeMu.Unlock()
+		return ErrStopped
+	}
+	w.stopped.Store(true)
+	close(w.done)
+	running, exited := w.running, w.loopExited
+	w.lifeMu.Unlock()
+	w.mu.Lock()
+	w.feed.Close()
+	w.mu.Unlock()
+	if running && !w.inCallback.Load() {
+		<-exited
+	}
+	return nil
+}
+
+// Suspects returns the current leak suspects, most outlived bytes first.
+func (w *Watcher) Suspects() []Suspect {
+	w.mu.Lock()
+	out := make([]Suspect, 0, len(w.suspects))
+	for _, h := range w.suspects {
+		out = append(out, *h.suspect)
+	}
+	w.mu.Unlock()
+	sortSuspects(out)
+	return out
+}
+
+// SuspectCount returns how many sites are suspects now: a counter, cheap
+// enough for a metrics callback, where Suspects copies and sorts.
+func (w *Watcher) SuspectCount() int { return int(w.suspectCount.Load()) }
+
+// WindowsEnded returns how many windows have ended.
+func (w *Watcher) WindowsEnded() uint64 { return w.windows.Load() }
+
+// Rules are a watcher's settings, as a report prints them.
+type Rules struct {
+	Ticks     int           // a window is this many Ticks; 0 if timed
+	Every     time.Duration // a window is this long; 0 if counted
+	Windows   int           // K
+	MostOf    int
+	MinGrowth int64
+}
+
+// Rules returns w's settings.
+func (w *Watcher) Rules() Rules {
+	c := &w.cfg
+	return Rules{Ticks: c.ticks, Every: c.interval, Windows: c.windows, MostOf: c.mostOf, MinGrowth: c.minGrowth}
+}
+
+func sortSuspects(s []Suspect) {
+	slices.SortFunc(s, func(a, b Suspect) int {
+		return cmp.Or(cmp.Compare(b.OutlivedBytes, a.OutlivedBytes), cmp.Compare(b.LiveBytes, a.LiveBytes),
+			cmp.Compare(a.Site.ID(), b.Site.ID()))
+	})
+}
+
+// endWindow reads the sites that changed, judges them and the suspects,
+// and reports the newly flagged ones after releasing the lock.
+func (w *Watcher) endWindow(fromLoop bool) {
+	now := time.Now()
+	w.mu.Lock()
+	if w.stopped.Load() {
+		w.mu.Unlock()
+		return
+	}
+	n := w.windows.Add(1)
+	w.changed = w.feed.Changed(w.changed[:0])
+	var flagged []Suspect
+	for _, st := range w.changed {
+		h := w.history(st.Site, n-1)
+		h.fillTo(n - 1)
+		cur := st.OutlivedBytes
+		h.ring[n%uint64(len(h.ring))], h.at = cur, n
+		if n <= w.cfg.warmUp {
+			// Still warming up: the whole history is the latest value.
+			for i := range h.ring {
+				h.ring[i] = cur
+			}
+			h.runStart, h.runBase, h.runSteps = n, cur, 0
+			continue
+		}
+		switch prev := h.value(n - 1); {
+		case cur < prev:
+			h.runStart, h.runBase, h.runSteps = n, cur, 0
+		case cur > prev:
+			h.runSteps++
+			h.lastGrow = n
+		}
+		if s, ok := w.judge(h, st, n, now); ok {
+			flagged = append(flagged, s)
+		}
+	}
+	// Suspects that did not change are judged too: one that stopped
+	// growing clears.
+	for i := 0; i < len(w.suspects); i++ {
+		if h := w.suspects[i]; h.at < n {
+			h.fillTo(n)
+			w.judge(h, h.site.Stats(), n, now)
+		}
+	}
+	w.suspects = slices.DeleteFunc(w.suspects, func(h *siteHistory) bool { return h.suspect == nil })
+	w.suspectCount.Store(int64(len(w.suspects)))
+	w.mu.Unlock()
+
+	if len(flagged) == 0 {
+		return
+	}
+	sortSuspects(flagged)
+	w.nameHolders(flagged)
+	if fromLoop {
+		w.inCallback.Store(true)
+		defer w.inCallback.Store(false)
+	}
+	for _, s := range flagged {
+		if w.stopped.Load() {
+			return // nothing is reported after Stop has returned
+		}
+		w.tr.Note(track.EventLeakSuspect, s.Site, s.OutlivedBytes)
+		w.cfg.onSuspect(s)
+	}
+}
+
+// judge applies the suspect rules to one site at window n, whose figures
+// at the window's end are st, and reports whether the site became a
+// suspect now. Called with w.mu held.
+func (w *Watcher) judge(h *siteHistory, st track.SiteStats, n uint64, now time.Time) (Suspect, bool) {
+	judged := n - w.cfg.warmUp // windows since the warm-up
+	span := min(uint64(w.cfg.windows), judged)
+	grew := 0
+	for i := n - span + 1; i <= n; i++ {
+		if h.value(i) > h.value(i-1) {
+			grew++
+		}
+	}
+	// What the site gave back over the history it has; while the history
+	// fills, scaled up to a full one, so that a few early windows of a
+	// swinging site do not pass for a leak.
+	seen := min(uint64(w.cfg.history), judged)
+	var gaveBack int64
+	for i := n - seen + 1; i <= n; i++ {
+		gaveBack += max(h.value(i-1)-h.value(i), 0)
+	}
+	bar := float64(gaveBack) * float64(w.cfg.history) / float64(seen)
+	live, start := h.value(n), h.value(n-span)
+	net := live - start
+
+	if s := h.suspect; s != nil {
+		plateau := net <= 0
+		if h.quiet > 0 { // a slow suspect
+			plateau = n-h.lastGrow >= h.quiet
+		}
+		if live <= s.BaselineBytes || plateau {
+			h.suspect = nil
+			return Suspect{}, false
+		}
+		s.LiveBytes, s.LiveCount = st.LiveBytes, st.LiveCount
+		s.OutlivedBytes, s.OutlivedCount = live, st.OutlivedCount
+		if h.quiet == 0 {
+			s.Grew, s.GrowthPerWindow = grew, net/int64(span)
+		}
+		return Suspect{}, false
+	}
+	fast := grew >= w.cfg.mostOf && net > w.cfg.minGrowth && float64(net) > bar
+	// A slow leak: grew just now, in at least MostOf windows of a run of a
+	// whole history that never shrank, by more than MinGrowth.
+	run := n - h.runStart
+	slow := !fast && h.lastGrow == n && h.runSteps >= w.cfg.mostOf && run >= uint64(w.cfg.history) &&
+		live-h.runBase > w.cfg.minGrowth
+	if !fast && !slow {
+		return Suspect{}, false
+	}
+	s := &Suspect{Site: h.site, LiveBytes: st.LiveBytes, LiveCount: st.LiveCount,
+		OutlivedBytes: live, OutlivedCount: st.OutlivedCount, BaselineBytes: start,
+		GrowthPerWindow: net / int64(span), Grew: grew, OfWindows: w.cfg.windows, Since: now, SinceWindow: n}
+	h.quiet = 0
+	if slow {
+		interval := (run + uint64(h.runSteps) - 1) / uint64(h.runSteps)
+		h.quiet = max(uint64(w.cfg.windows), 2*interval)
+		s.BaselineBytes = h.runBase
+		s.GrowthPerWindow = (live - h.runBase) / int64(run)
+	}
+	h.suspect = s
+	w.suspects = append(w.suspects, h)
+	return *s, true
+}
