@@ -14,7 +14,6 @@ import (
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
-
 func newCache(t *testing.T, opts ...Option) *Cache {
 	t.Helper()
 	c, err := NewCache(opts...)

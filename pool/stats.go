@@ -2,7 +2,6 @@ package pool
 
 import "github.com/tensorlife/tensorlife/internal/peak"
 
-
 // Stats are a pool's figures at one moment. Each is exact, but they are not read at one instant together:
 // while other goroutines allocate, Reserved may differ from Active+Cached by
 // blocks in flight. Once the pool is quiet, Reserved == Active + Cached.

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	
+
 	"github.com/tensorlife/tensorlife/internal/isnil"
 )
 
