@@ -22,15 +22,25 @@ func callersBaseline(buf *[32]uintptr) int { return runtime.Callers(2, buf[:]) }
 // them in blocks it allocates anyway.
 func BenchmarkRecordReleaseRatio(b *testing.B) {
 	for _, tc := range []struct {
-		name string
-		opts []track.Option
-	}{{"framepointers", nil}, {"callers", []track.Option{track.FramePointers(false)}}} {
+		name    string
+		opts    []track.Option
+		request bool
+	}{
+		{"framepointers", nil, false},
+		{"framepointers-under-request", nil, true},
+		{"callers", []track.Option{track.FramePointers(false)}, false},
+	} {
 		b.Run(tc.name, func(b *testing.B) {
 			tr, err := track.New(tc.opts...)
 			if err != nil {
 				b.Fatal(err)
 			}
 			ctx := context.Background()
+			if tc.request {
+				var end func()
+				ctx, end = track.WithRequest(track.WithLabels(ctx, "request", "r1"))
+				defer end()
+			}
 			// The Meta is interned once, as every tensor of one kind,
 			// device, dtype and shape shares it: the caller's cost, not
 			// the tracker's.
@@ -59,4 +69,40 @@ func BenchmarkRecordReleaseRatio(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkRequestPerTensor runs one request that records 1000 tensors,
+// ends with all of them live and then releases them, against 100 requests
+// of 10 tensors each: the same tensors, in requests 100 times larger.
+// Recording joins a request and its end flags each tensor it still holds in
+// O(1), so the ratio stays near 1.
+func BenchmarkRequestPerTensor(b *testing.B) {
+	tr, err := track.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	meta := track.InternMeta("kv", "host", "float16", nil)
+	recs := make([]track.Record, 1000)
+	requests := func(n int) func() {
+		return func() {
+			clear(recs)
+			for start := 0; start < len(recs); start += n {
+				ctx, end := track.WithRequest(context.Background())
+				for j := start; j < start+n; j++ {
+					recs[j].Bytes, recs[j].Meta = 64, meta
+					if err := tr.Record(ctx, &recs[j], 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+				end()
+			}
+			for j := range recs {
+				if err := tr.Release(&recs[j]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	benchratio.Run(b, "1-request-of-1000", requests(1000), requests(10), benchratio.BaselineName("100-requests-of-10"),
+		benchratio.RoundOps(4))
 }
