@@ -31,6 +31,7 @@ import (
 type Cache struct {
 	cfg    config
 	labels track.Labels // what adopted masks are labelled with: {cache=<name>}
+	owner  track.Owner  // what they are handed to: bounded by MaxBytes
 
 	mu      sync.Mutex
 	entries map[string]*lru.Elem[cacheEntry]
@@ -61,6 +62,7 @@ func NewCache(opts ...Option) (*Cache, error) {
 		return nil, err
 	}
 	return &Cache{cfg: cfg, labels: track.NewLabels("cache", cfg.name),
+		owner:   track.Owner{Name: cfg.name, MaxBytes: cfg.maxBytes},
 		entries: make(map[string]*lru.Elem[cacheEntry])}, nil
 }
 
@@ -137,8 +139,10 @@ func (c *Cache) Put(key string, t *tensor.Tensor) error {
 	}
 	// The cache owns the mask from now on: label it as the cache's, so a
 	// profile filtered by request does not show shared memory under the
-	// request that happened to build it. An atomic store: O(1) under mu.
-	if err := own.SetLabels(c.labels); err != nil {
+	// request that happened to build it, and hand it to the cache as its
+	// owner, whose byte budget bounds it, so that no watcher judges it as
+	// memory that outlived its request. O(1) under mu.
+	if err := errors.Join(own.SetLabels(c.labels), own.HandTo(&c.owner)); err != nil {
 		c.publish()
 		c.mu.Unlock()
 		return errors.Join(fmt.Errorf("mask: Cache.Put %q: %w", key, err), own.Free(), freeAll(evicted))

@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/tracktest"
+	"github.com/tensorlife/tensorlife/track/watch"
 )
 
 func newCache(t *testing.T, opts ...Option) *Cache {
@@ -367,4 +369,34 @@ func TestCacheConcurrentBudget(t *testing.T) {
 	assert.Equal(t, int64(8*200), s.Hits+s.Misses)
 	assert.Positive(t, s.Evictions)
 	assert.Equal(t, s.Entries, e.tr.Totals().LiveCount, "only cached masks are live")
+}
+
+// A cache that fills and stays full keeps masks past the requests that
+// built them on purpose: it hands them to its bounded owner, so a watcher
+// judges none of them.
+func TestCacheFullIsNoLeakSuspect(t *testing.T) {
+	e := newEnv(t)
+	b := e.builder(t)
+	c := newCache(t, CacheName("prompts"), MaxEntries(8))
+	w, err := watch.New(e.tr, watch.OnSuspect(func(s watch.Suspect) { t.Errorf("suspect: %v", s.Site) }))
+	require.NoError(t, err)
+	for request := range 300 {
+		ctx, end := track.WithRequest(context.Background())
+		key := fmt.Sprintf("prompt-%d", request%20)
+		if m, ok := c.Get(key); ok {
+			free(t, m)
+		} else {
+			m, err := b.Padding(ctx, []int{request%20 + 1}, 32)
+			require.NoError(t, err)
+			require.NoError(t, c.Put(key, m))
+			free(t, m)
+		}
+		end()
+		require.NoError(t, w.Tick())
+	}
+	assert.Equal(t, int64(8), c.Stats().Entries, "the cache is full")
+	snap, err := e.tr.SnapshotOf(track.Filter{Outlived: true})
+	require.NoError(t, err)
+	assert.Zero(t, snap.Sites[0].OutlivedBytes, "what the cache keeps has not outlived its request: it was handed over")
+	assert.Empty(t, w.Suspects())
 }

@@ -19,3 +19,20 @@ func (t *Tensor) SetLabels(l track.Labels) error {
 	}
 	return tr.Relabel(&t.blk().rec, l)
 }
+
+// HandTo gives the tensor's allocation to owner, for every handle of it: it
+// was kept past the request that made it on purpose (track.Owner says how
+// it is judged from then on: never, for an owner with a byte bound). A
+// cache that keeps a tensor calls it, as a mask.Cache does. An untracked
+// tensor has nothing to hand over: HandTo does nothing. A freed handle
+// returns ErrFreed. Safe for concurrent use.
+func (t *Tensor) HandTo(owner *track.Owner) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	tr := t.blk().tracker()
+	if tr == nil {
+		return nil
+	}
+	return tr.HandOver(&t.blk().rec, owner)
+}

@@ -63,6 +63,13 @@ func (r *Record) allocationOf(m *Meta, labels Labels, leaked bool, holders []Hol
 	}
 }
 
+// MadeUnder reports whether a was made under the request of ctx
+// (WithRequest), wherever it is kept since: what Filter.Request selects.
+func (a *Allocation) MadeUnder(ctx context.Context) bool {
+	req := scopeOf(ctx).req
+	return req != nil && a.req == req
+}
+
 // outlived reports whether r outlived its request.
 func (r *Record) outlived() bool { return r.word.Load()&outlivedFlag != 0 }
 
