@@ -76,6 +76,9 @@ type SiteLine struct {
 	Line     int
 	Count    int64
 	Bytes    int64
+	// Outlived is how many of Bytes outlived the request that made them
+	// (track.WithRequest): what a growth watcher judges.
+	Outlived int64
 	// Held, when not empty, names the owner still holding the memory, such
 	// as "a View made at decode.go:88".
 	Held string
@@ -98,6 +101,9 @@ func WriteSites(b *strings.Builder, title string, sites []SiteLine) {
 	for i, s := range sites {
 		fmt.Fprintf(b, "\n  %d. %s in %d %s: %s\n       %s:%d", i+1, Bytes(s.Bytes), s.Count,
 			plural(s.Count, "tensor"), s.Function, s.File, s.Line)
+		if s.Outlived > 0 {
+			fmt.Fprintf(b, "\n       %s of it outlived the request that made it", Bytes(s.Outlived))
+		}
 		if s.Held != "" {
 			fmt.Fprintf(b, "\n       held by %s", s.Held)
 		}

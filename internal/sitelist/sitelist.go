@@ -15,7 +15,7 @@ func Lines(sites []track.SiteStats) []format.SiteLine {
 	for _, s := range sites {
 		f := s.Site.Location()
 		out = append(out, format.SiteLine{Function: f.Function, File: f.File, Line: f.Line,
-			Count: s.LiveCount, Bytes: s.LiveBytes})
+			Count: s.LiveCount, Bytes: s.LiveBytes, Outlived: s.OutlivedBytes})
 	}
 	return out
 }
