@@ -44,7 +44,7 @@ const chunkBytes = 64 << 10
 // A Builder is safe for concurrent use.
 type Builder struct {
 	alloc    tensor.Allocator
-	cfg      config
+	cfg      builderConfig
 	enc      encoding
 	det      *detector // nil when detection is off
 	rebuilds atomic.Int64
@@ -53,11 +53,11 @@ type Builder struct {
 // NewBuilder returns a Builder that draws masks from alloc. Options are
 // validated here; an invalid one returns an error matching
 // ErrInvalidOption.
-func NewBuilder(alloc tensor.Allocator, opts ...Option) (*Builder, error) {
+func NewBuilder(alloc tensor.Allocator, opts ...BuilderOption) (*Builder, error) {
 	if isnil.Value(alloc) {
 		return nil, fmt.Errorf("mask: NewBuilder: %w", tensor.ErrNilAllocator)
 	}
-	cfg, err := newConfig(forBuilder, opts)
+	cfg, err := newBuilderConfig(opts)
 	if err != nil {
 		return nil, err
 	}
