@@ -77,6 +77,25 @@
 // serve with LabelKeys("model", "route"). tensorlife sets no request label
 // of its own outside tests, so there is nothing of the library's to keep.
 //
+// # Options
+//
+// Options come in one type per family of functions, so that an option
+// passed where it cannot apply does not compile:
+//
+//	ProfileOption  Profile, Write, WriteFile, WriteText: a profile of one snapshot
+//	DiffOption     DiffProfile, WriteDiff, DeltaProfile: a profile of two snapshots
+//	HandlerOption  NewHandler
+//
+// An option that applies to several families implements each of their
+// types: KeepLibraryFrames and LabelKeys (FormatOption) apply everywhere;
+// MinAge and MinWindows (AgeOption) narrow a profile of one snapshot and
+// set a handler's default filter. A diff or a delta takes no age option:
+// it compares what its two snapshots selected, so take both with the
+// filter. WithFilter, MaxDeltaWindow and MaxConcurrentDeltas are the
+// handler's. Values are checked where they are passed: a nil option or an
+// invalid value is an error matching ErrInvalidOption that names the
+// option.
+//
 // # The handler
 //
 // NewHandler answers GET requests with the profile of a fresh snapshot,

@@ -40,11 +40,11 @@ type handler struct {
 //
 // A nil tracker is an error matching ErrNilTracker, an invalid option one
 // matching ErrInvalidOption. The handler is safe for concurrent use.
-func NewHandler(tr *track.Tracker, opts ...Option) (http.Handler, error) {
+func NewHandler(tr *track.Tracker, opts ...HandlerOption) (http.Handler, error) {
 	if tr == nil {
 		return nil, ErrNilTracker
 	}
-	cfg, err := newConfig(scopeHandler, opts)
+	cfg, err := newHandlerConfig(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ func serve(t *testing.T, h http.Handler) *httptest.Server {
 	return srv
 }
 
-func newHandler(t *testing.T, tr *track.Tracker, opts ...pprofexport.Option) http.Handler {
+func newHandler(t *testing.T, tr *track.Tracker, opts ...pprofexport.HandlerOption) http.Handler {
 	t.Helper()
 	h, err := pprofexport.NewHandler(tr, opts...)
 	require.NoError(t, err)
@@ -272,13 +272,13 @@ func TestHandlerLabelKeys(t *testing.T) {
 
 	tests := []struct {
 		name string
-		opts []pprofexport.Option
+		opts []pprofexport.HandlerOption
 		want map[string][]string
 	}{
 		{"none by default", nil, map[string][]string{}},
-		{"listed keys", []pprofexport.Option{pprofexport.LabelKeys("model", "bytes")},
+		{"listed keys", []pprofexport.HandlerOption{pprofexport.LabelKeys("model", "bytes")},
 			map[string][]string{"model": {"m1"}, "label_bytes": {"x"}}},
-		{"no key", []pprofexport.Option{pprofexport.LabelKeys()}, map[string][]string{}},
+		{"no key", []pprofexport.HandlerOption{pprofexport.LabelKeys()}, map[string][]string{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -356,20 +356,20 @@ func TestHandlerConstruction(t *testing.T) {
 	tests := []struct {
 		name string
 		tr   *track.Tracker
-		opts []pprofexport.Option
+		opts []pprofexport.HandlerOption
 		want error
 	}{
 		{"nil tracker", nil, nil, pprofexport.ErrNilTracker},
-		{"nil option", tr, []pprofexport.Option{nil}, pprofexport.ErrInvalidOption},
-		{"negative min age", tr, []pprofexport.Option{pprofexport.WithFilter(track.Filter{MinAge: -time.Second})}, pprofexport.ErrInvalidOption},
-		{"allocations listed", tr, []pprofexport.Option{pprofexport.WithFilter(track.Filter{Allocations: true})}, pprofexport.ErrInvalidOption},
-		{"no delta window", tr, []pprofexport.Option{pprofexport.MaxDeltaWindow(0)}, pprofexport.ErrInvalidOption},
-		{"a window in part seconds", tr, []pprofexport.Option{pprofexport.MaxDeltaWindow(1500 * time.Millisecond)}, pprofexport.ErrInvalidOption},
-		{"a window over an hour", tr, []pprofexport.Option{pprofexport.MaxDeltaWindow(time.Hour + time.Second)}, pprofexport.ErrInvalidOption},
-		{"negative concurrent deltas", tr, []pprofexport.Option{pprofexport.MaxConcurrentDeltas(-1)}, pprofexport.ErrInvalidOption},
-		{"too many concurrent deltas", tr, []pprofexport.Option{pprofexport.MaxConcurrentDeltas(257)}, pprofexport.ErrInvalidOption},
-		{"empty label key", tr, []pprofexport.Option{pprofexport.LabelKeys("model", "")}, pprofexport.ErrInvalidOption},
-		{"too many label keys", tr, []pprofexport.Option{pprofexport.LabelKeys(make([]string, 65)...)}, pprofexport.ErrInvalidOption},
+		{"nil option", tr, []pprofexport.HandlerOption{nil}, pprofexport.ErrInvalidOption},
+		{"negative min age", tr, []pprofexport.HandlerOption{pprofexport.WithFilter(track.Filter{MinAge: -time.Second})}, pprofexport.ErrInvalidOption},
+		{"allocations listed", tr, []pprofexport.HandlerOption{pprofexport.WithFilter(track.Filter{Allocations: true})}, pprofexport.ErrInvalidOption},
+		{"no delta window", tr, []pprofexport.HandlerOption{pprofexport.MaxDeltaWindow(0)}, pprofexport.ErrInvalidOption},
+		{"a window in part seconds", tr, []pprofexport.HandlerOption{pprofexport.MaxDeltaWindow(1500 * time.Millisecond)}, pprofexport.ErrInvalidOption},
+		{"a window over an hour", tr, []pprofexport.HandlerOption{pprofexport.MaxDeltaWindow(time.Hour + time.Second)}, pprofexport.ErrInvalidOption},
+		{"negative concurrent deltas", tr, []pprofexport.HandlerOption{pprofexport.MaxConcurrentDeltas(-1)}, pprofexport.ErrInvalidOption},
+		{"too many concurrent deltas", tr, []pprofexport.HandlerOption{pprofexport.MaxConcurrentDeltas(257)}, pprofexport.ErrInvalidOption},
+		{"empty label key", tr, []pprofexport.HandlerOption{pprofexport.LabelKeys("model", "")}, pprofexport.ErrInvalidOption},
+		{"too many label keys", tr, []pprofexport.HandlerOption{pprofexport.LabelKeys(make([]string, 65)...)}, pprofexport.ErrInvalidOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
