@@ -161,16 +161,47 @@ func TestHandlerBadRequests(t *testing.T) {
 	})
 }
 
+// instant is the handler option that runs every delta window at once.
+var instant = pprofexport.WindowClock(pprofexport.Instant)
+
+// isDelta reports whether p is a delta profile, by the comment every delta
+// carries.
+func isDelta(p *profile.Profile) bool {
+	for _, c := range p.Comments {
+		if strings.HasPrefix(c, "tensorlife: delta over ") {
+			return true
+		}
+	}
+	return false
+}
+
+// A delta spans its window: alloc values count the allocations made during
+// it and nothing before, in-use values are what is live at its end.
 func TestHandlerDeltaProfile(t *testing.T) {
 	prog := newProgram(t)
 	prog.masks("r1", 3)
-	srv := serve(t, newHandler(t, prog.tracker))
+	prog.churn("r1", 4)
+	var asked time.Duration
+	h := newHandler(t, prog.tracker, pprofexport.WindowClock(func(ctx context.Context, d time.Duration) error {
+		asked = d
+		prog.kv("r2", 2)    // live at the window's end
+		prog.churn("r2", 1) // allocated and freed inside it
+		return nil
+	}))
 
-	p := getProfile(t, srv.URL+tensorsPath+"?seconds=1")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tensorsPath+"?seconds=7", nil))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	p, err := profile.ParseData(rec.Body.Bytes())
+	require.NoError(t, err)
+
+	assert.Equal(t, 7*time.Second, asked, "the window is the one asked for")
 	got := byLeaf(p)
-	assert.Equal(t, [4]int64{0, 0, 3, 3 * maskBytes}, got[fnMasks],
-		"nothing was allocated in the window; the masks are still live at its end")
-	assert.GreaterOrEqual(t, p.DurationNanos, time.Second.Nanoseconds())
+	assert.Equal(t, [4]int64{1, maskBytes, 3, 3 * maskBytes}, got[fnMasks],
+		"one mask allocated in the window; the three made before it are live at its end")
+	assert.Equal(t, [4]int64{2, 2 * kvBytes, 2, 2 * kvBytes}, got[fnKV], "the KV blocks made in the window")
+	assert.True(t, isDelta(p), "%q", p.Comments)
+	assert.Positive(t, p.DurationNanos, "the window's length between its two snapshots")
 }
 
 // Scrapers send their own parameters, and Parca and Grafana Alloy may send
@@ -180,7 +211,7 @@ func TestHandlerToleratesScraperParameters(t *testing.T) {
 	prog := newProgram(t)
 	prog.masks("r1", 3)
 	prog.kv("r2", 2)
-	srv := serve(t, newHandler(t, prog.tracker))
+	srv := serve(t, newHandler(t, prog.tracker, instant))
 
 	tests := []struct {
 		name  string
@@ -201,8 +232,23 @@ func TestHandlerToleratesScraperParameters(t *testing.T) {
 	}
 	t.Run("seconds twice", func(t *testing.T) {
 		p := getProfile(t, srv.URL+tensorsPath+"?seconds=1&seconds=1&profile=tensors")
-		assert.GreaterOrEqual(t, p.DurationNanos, time.Second.Nanoseconds(), "a delta profile")
+		assert.True(t, isDelta(p), "a delta profile: %q", p.Comments)
 	})
+}
+
+// deadlineWriter is a middleware's ResponseWriter that unwraps, as
+// http.NewResponseController asks, and records the write deadline set
+// through it.
+type deadlineWriter struct {
+	http.ResponseWriter
+	deadline time.Time
+}
+
+func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
+
+func (d *deadlineWriter) SetWriteDeadline(t time.Time) error {
+	d.deadline = t
+	return http.NewResponseController(d.ResponseWriter).SetWriteDeadline(t)
 }
 
 // A delta window longer than the server's WriteTimeout is served: the
@@ -210,16 +256,25 @@ func TestHandlerToleratesScraperParameters(t *testing.T) {
 func TestHandlerDeltaExtendsWriteDeadline(t *testing.T) {
 	prog := newProgram(t)
 	prog.masks("r1", 2)
+	h := newHandler(t, prog.tracker, instant)
+	const writeTimeout, window = 200 * time.Millisecond, 5 * time.Second
+	// past is how far past the request's start the deadline was set.
+	past := make(chan time.Duration, 1)
 	mux := http.NewServeMux()
-	mux.Handle(tensorsPath, newHandler(t, prog.tracker))
+	mux.Handle(tensorsPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		before := time.Now()
+		dw := &deadlineWriter{ResponseWriter: w}
+		h.ServeHTTP(dw, r)
+		past <- dw.deadline.Sub(before)
+	}))
 	srv := httptest.NewUnstartedServer(mux)
-	srv.Config.WriteTimeout = 200 * time.Millisecond
+	srv.Config.WriteTimeout = writeTimeout
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	p := getProfile(t, srv.URL+tensorsPath+"?seconds=1")
+	p := getProfile(t, srv.URL+tensorsPath+"?seconds=5")
 	assert.Equal(t, [4]int64{0, 0, 2, 2 * maskBytes}, byLeaf(p)[fnMasks])
-	assert.GreaterOrEqual(t, p.DurationNanos, time.Second.Nanoseconds())
+	assert.GreaterOrEqual(t, <-past, writeTimeout+window, "the deadline is the WriteTimeout past the window's end")
 }
 
 // opaqueWriter hides the connection's ResponseWriter, as a middleware that
@@ -282,7 +337,7 @@ func TestHandlerLabelKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := serve(t, newHandler(t, prog.tracker, tt.opts...))
+			srv := serve(t, newHandler(t, prog.tracker, append(tt.opts, instant)...))
 			for _, url := range []string{srv.URL + tensorsPath, srv.URL + tensorsPath + "?seconds=1"} {
 				p := getProfile(t, url)
 				var live []*profile.Sample
@@ -318,13 +373,13 @@ func TestHandlerDeltaEndsWithRequest(t *testing.T) {
 		status int
 	}{
 		{"deadline", func() (context.Context, context.CancelFunc) {
-			return context.WithTimeout(context.Background(), 50*time.Millisecond)
+			return context.WithTimeout(context.Background(), 5*time.Millisecond)
 		}, http.StatusServiceUnavailable},
 		// The context is also cancelled by the server (shutdown): a client
 		// still there gets an error, never an empty 200.
 		{"canceled", func() (context.Context, context.CancelFunc) {
 			ctx, cancel := context.WithCancel(context.Background())
-			time.AfterFunc(50*time.Millisecond, cancel)
+			time.AfterFunc(5*time.Millisecond, cancel)
 			return ctx, cancel
 		}, http.StatusServiceUnavailable},
 	}

@@ -1,6 +1,7 @@
 package pprofexport
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -98,6 +99,9 @@ type config struct {
 	filter         track.Filter
 	maxDeltaWindow time.Duration
 	maxDeltas      int
+	// window waits out a delta's window; nil waits on the real clock. Tests
+	// set it so that a window costs them no time.
+	window func(ctx context.Context, d time.Duration) error
 }
 
 // formatOption applies to every family.
