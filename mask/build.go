@@ -3,11 +3,13 @@ package mask
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/tensorlife/tensorlife/internal/isnil"
 
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
 )
 
 // Kind is the tensor kind of every mask this package makes; it is recorded
@@ -32,11 +34,12 @@ const chunkBytes = 64 << 10
 // labels (track.WithLabels) for which the Builder remembers an earlier mask
 // from the same site and labels. A call site is the whole call stack, as
 // the tracker's track.Site is (the Builder captures its own stack only
-// when the allocator has no tracker), so a helper that builds masks counts
-// once per line that calls it, and a loop counts as one site. A
-// request is remembered while it is among the RememberRequests pairs that
-// built masks most recently; a request whose previous mask is still live is
-// additionally reported with PreviousLive set, the pattern that leaks.
+// when the allocator has no tracker, or a full stack table), so a helper
+// that builds masks counts once per line that calls it, and a loop counts
+// as one site. A request is remembered while it is among the
+// RememberRequests pairs that built masks most recently; a request whose
+// previous mask is still live is additionally reported with PreviousLive
+// set, the pattern that leaks.
 // Masks made under a context with no labels are never reported: without
 // them, concurrent requests at one site cannot be told apart. A Growable's
 // own growth is not a rebuild: it is the intended way to lengthen a mask.
@@ -44,20 +47,22 @@ const chunkBytes = 64 << 10
 // A Builder is safe for concurrent use.
 type Builder struct {
 	alloc    tensor.Allocator
-	cfg      config
+	cfg      builderConfig
 	enc      encoding
 	det      *detector // nil when detection is off
 	rebuilds atomic.Int64
+	// ownSites interns the stacks the Builder captures itself; see ownSite.
+	ownSites func() *track.Tracker
 }
 
 // NewBuilder returns a Builder that draws masks from alloc. Options are
 // validated here; an invalid one returns an error matching
 // ErrInvalidOption.
-func NewBuilder(alloc tensor.Allocator, opts ...Option) (*Builder, error) {
+func NewBuilder(alloc tensor.Allocator, opts ...BuilderOption) (*Builder, error) {
 	if isnil.Value(alloc) {
 		return nil, fmt.Errorf("mask: NewBuilder: %w", tensor.ErrNilAllocator)
 	}
-	cfg, err := newConfig(forBuilder, opts)
+	cfg, err := newBuilderConfig(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -68,6 +73,10 @@ func NewBuilder(alloc tensor.Allocator, opts ...Option) (*Builder, error) {
 	b := &Builder{alloc: alloc, cfg: cfg, enc: enc}
 	if cfg.detect {
 		b.det = newDetector(cfg.remember)
+		b.ownSites = sync.OnceValue(func() *track.Tracker {
+			tr, _ := track.New(track.WithName("mask.Builder sites"), track.MaxSites(maxReportSites)) // valid options
+			return tr
+		})
 	}
 	return b, nil
 }

@@ -207,17 +207,16 @@ func TestOptions(t *testing.T) {
 	e := newEnv(t)
 	tests := []struct {
 		name string
-		opts []Option
+		opts []BuilderOption
 		want []error
 	}{
-		{"nil option", []Option{nil}, []error{ErrInvalidOption}},
-		{"unsupported dtype", []Option{WithDType(tensor.Int32)}, []error{ErrInvalidOption, ErrUnsupportedDType}},
-		{"invalid dtype", []Option{WithDType(tensor.InvalidDType)}, []error{ErrInvalidOption, ErrUnsupportedDType}},
-		{"negative max length", []Option{MaxLength(-1)}, []error{ErrInvalidOption}},
-		{"remember none", []Option{RememberRequests(0)}, []error{ErrInvalidOption}},
-		{"nil callback", []Option{OnRebuild(nil)}, []error{ErrInvalidOption}},
-		{"nil logger", []Option{WithLogger(nil)}, []error{ErrInvalidOption}},
-		{"cache option", []Option{MaxBytes(10)}, []error{ErrInvalidOption}},
+		{"nil option", []BuilderOption{nil}, []error{ErrInvalidOption}},
+		{"unsupported dtype", []BuilderOption{WithDType(tensor.Int32)}, []error{ErrInvalidOption, ErrUnsupportedDType}},
+		{"invalid dtype", []BuilderOption{WithDType(tensor.InvalidDType)}, []error{ErrInvalidOption, ErrUnsupportedDType}},
+		{"negative max length", []BuilderOption{MaxLength(-1)}, []error{ErrInvalidOption}},
+		{"remember none", []BuilderOption{RememberRequests(0)}, []error{ErrInvalidOption}},
+		{"nil callback", []BuilderOption{OnRebuild(nil)}, []error{ErrInvalidOption}},
+		{"nil logger", []BuilderOption{WithLogger(nil)}, []error{ErrInvalidOption}},
 	}
 	for _, tc := range tests {
 		t.Run("builder/"+tc.name, func(t *testing.T) {
@@ -230,13 +229,12 @@ func TestOptions(t *testing.T) {
 	}
 	cacheTests := []struct {
 		name string
-		opts []Option
+		opts []CacheOption
 	}{
-		{"nil option", []Option{nil}},
-		{"negative budget", []Option{MaxBytes(-1)}},
-		{"negative entries", []Option{MaxEntries(-1)}},
-		{"empty name", []Option{CacheName("")}},
-		{"builder option", []Option{Strict(true)}},
+		{"nil option", []CacheOption{nil}},
+		{"negative budget", []CacheOption{MaxBytes(-1)}},
+		{"negative entries", []CacheOption{MaxEntries(-1)}},
+		{"empty name", []CacheOption{CacheName("")}},
 	}
 	for _, tc := range cacheTests {
 		t.Run("cache/"+tc.name, func(t *testing.T) {

@@ -29,7 +29,7 @@ import (
 // per token, and masks are freed after it is released. The counters are
 // atomics, so Stats and metrics never wait for it.
 type Cache struct {
-	cfg    config
+	cfg    cacheConfig
 	labels track.Labels // what adopted masks are labelled with: {cache=<name>}
 	owner  track.Owner  // what they are handed to: bounded by MaxBytes
 
@@ -56,8 +56,8 @@ type cacheEntry struct {
 // NewCache returns an empty Cache. Options (MaxBytes, MaxEntries,
 // CacheName) are validated here; an invalid one returns an error matching
 // ErrInvalidOption.
-func NewCache(opts ...Option) (*Cache, error) {
-	cfg, err := newConfig(forCache, opts)
+func NewCache(opts ...CacheOption) (*Cache, error) {
+	cfg, err := newCacheConfig(opts)
 	if err != nil {
 		return nil, err
 	}

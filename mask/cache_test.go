@@ -16,7 +16,7 @@ import (
 	"github.com/tensorlife/tensorlife/track/watch"
 )
 
-func newCache(t *testing.T, opts ...Option) *Cache {
+func newCache(t *testing.T, opts ...CacheOption) *Cache {
 	t.Helper()
 	c, err := NewCache(opts...)
 	require.NoError(t, err)
@@ -62,12 +62,12 @@ func TestCacheHitsHandOutOwnHandles(t *testing.T) {
 func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
 	tests := []struct {
 		name        string
-		opts        []Option
+		opts        []CacheOption
 		wantEntries int64
 	}{
-		{"by bytes", []Option{MaxBytes(300)}, 3},
-		{"by entries", []Option{MaxEntries(3)}, 3},
-		{"by both", []Option{MaxBytes(250), MaxEntries(3)}, 2},
+		{"by bytes", []CacheOption{MaxBytes(300)}, 3},
+		{"by entries", []CacheOption{MaxEntries(3)}, 3},
+		{"by both", []CacheOption{MaxBytes(250), MaxEntries(3)}, 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,11 +128,11 @@ func TestCacheEvictedMaskSurvivesItsUser(t *testing.T) {
 func TestCacheNotCached(t *testing.T) {
 	tests := []struct {
 		name string
-		opts []Option
+		opts []CacheOption
 	}{
-		{"zero budget", []Option{MaxBytes(0)}},
-		{"zero entries", []Option{MaxEntries(0)}},
-		{"larger than the budget", []Option{MaxBytes(10)}},
+		{"zero budget", []CacheOption{MaxBytes(0)}},
+		{"zero entries", []CacheOption{MaxEntries(0)}},
+		{"larger than the budget", []CacheOption{MaxBytes(10)}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

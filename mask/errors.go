@@ -24,8 +24,8 @@ var (
 	// builds a second mask for the same request. The *RebuildError that
 	// matches it names the site and the request.
 	ErrMaskRebuilt = errors.New("mask: mask rebuilt")
-	// ErrInvalidOption means an option's value cannot be used, or the option
-	// was passed where it makes no sense (a cache option to NewBuilder).
+	// ErrInvalidOption means an option's value cannot be used, such as a
+	// negative MaxBytes.
 	ErrInvalidOption = errors.New("mask: invalid option")
 	// ErrNilMask means a nil tensor was given to a Cache, or a GetOrBuild
 	// build function returned a nil tensor with a nil error.

@@ -104,3 +104,33 @@ func ExampleStrict() {
 	// step 3 refused: mask 3 from github.com/tensorlife/tensorlife/mask_test.ExampleStrict for {request=r-1}
 	// rebuilds: 2 masks kept: 1
 }
+
+// A Builder and a Cache take options of their own types, so a list of
+// options kept in a service's configuration is checked by the compiler: a
+// cache's MaxBytes in the builder's list does not compile. Values are
+// checked by the constructor.
+func ExampleBuilderOption() {
+	dev, _ := tensor.NewHostDevice(64 << 20)
+	alloc, _ := tensor.NewDeviceAllocator(dev, nil)
+
+	builderOpts := []mask.BuilderOption{mask.WithDType(tensor.Float32), mask.MaxLength(4096)}
+	cacheOpts := []mask.CacheOption{mask.CacheName("prompts"), mask.MaxBytes(1 << 20)}
+	b, err := mask.NewBuilder(alloc, builderOpts...)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cache, err := mask.NewCache(cacheOpts...)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cache.Close()
+	fmt.Println(b.DType(), cache.Stats().Name, cache.Stats().MaxBytes)
+
+	_, err = mask.NewCache(mask.MaxEntries(-1))
+	fmt.Println(err)
+	// Output:
+	// float32 prompts 1048576
+	// mask: invalid option: MaxEntries: negative entry count -1
+}

@@ -90,7 +90,7 @@ func newEnv(t testing.TB) *env {
 	return e
 }
 
-func (e *env) builder(t testing.TB, opts ...Option) *Builder {
+func (e *env) builder(t testing.TB, opts ...BuilderOption) *Builder {
 	t.Helper()
 	b, err := NewBuilder(e.alloc, opts...)
 	require.NoError(t, err)

@@ -7,33 +7,20 @@ import (
 	"github.com/tensorlife/tensorlife/tensor"
 )
 
-// Option configures a Builder (NewBuilder) or a Cache (NewCache). Options
-// are validated where they are passed: a value that cannot be used, or an
-// option meant for the other constructor, is an error matching
-// ErrInvalidOption.
-type Option interface {
-	apply(*config) error
+// BuilderOption configures a Builder (NewBuilder), CacheOption a Cache
+// (NewCache). They are two types so that an option given to the wrong
+// constructor does not compile; a value that cannot be used is an error
+// matching ErrInvalidOption, returned by the constructor.
+type BuilderOption interface {
+	applyBuilder(*builderConfig) error
 }
 
-// target says which constructor is applying options.
-type target uint8
-
-const (
-	forBuilder target = iota + 1
-	forCache
-)
-
-func (t target) String() string {
-	if t == forCache {
-		return "NewCache"
-	}
-	return "NewBuilder"
+// CacheOption configures a Cache (NewCache); see BuilderOption.
+type CacheOption interface {
+	applyCache(*cacheConfig) error
 }
 
-type config struct {
-	target target
-
-	// Builder.
+type builderConfig struct {
 	dtype     tensor.DType
 	maxLength int
 	detect    bool
@@ -41,8 +28,9 @@ type config struct {
 	remember  int
 	onRebuild func(Rebuild)
 	logger    *slog.Logger
+}
 
-	// Cache.
+type cacheConfig struct {
 	name       string
 	maxBytes   int64
 	maxEntries int
@@ -60,42 +48,57 @@ const (
 	DefaultRememberRequests = 4096
 )
 
-func defaultConfig(t target) config {
-	return config{
-		target:     t,
-		dtype:      tensor.Bool,
-		detect:     true,
-		remember:   DefaultRememberRequests,
-		logger:     slog.Default(),
-		name:       "mask",
-		maxBytes:   DefaultCacheBytes,
-		maxEntries: DefaultCacheEntries,
+func newBuilderConfig(opts []BuilderOption) (builderConfig, error) {
+	cfg := builderConfig{
+		dtype:    tensor.Bool,
+		detect:   true,
+		remember: DefaultRememberRequests,
+		logger:   slog.Default(),
 	}
-}
-
-func newConfig(t target, opts []Option) (config, error) {
-	cfg := defaultConfig(t)
 	for _, o := range opts {
 		if o == nil {
 			return cfg, fmt.Errorf("%w: nil option", ErrInvalidOption)
 		}
-		if err := o.apply(&cfg); err != nil {
+		if err := o.applyBuilder(&cfg); err != nil {
 			return cfg, err
 		}
 	}
 	return cfg, nil
 }
 
-type option struct {
-	name string
-	only target // 0: valid for both
-	fn   func(*config) error
+func newCacheConfig(opts []CacheOption) (cacheConfig, error) {
+	cfg := cacheConfig{name: "mask", maxBytes: DefaultCacheBytes, maxEntries: DefaultCacheEntries}
+	for _, o := range opts {
+		if o == nil {
+			return cfg, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := o.applyCache(&cfg); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
 }
 
-func (o option) apply(c *config) error {
-	if o.only != 0 && o.only != c.target {
-		return fmt.Errorf("%w: %s is an option of %s, passed to %s", ErrInvalidOption, o.name, o.only, c.target)
+// builderOption and cacheOption carry the option's name so that every
+// refused value is reported as "mask: invalid option: Name: why".
+type builderOption struct {
+	name string
+	fn   func(*builderConfig) error
+}
+
+func (o builderOption) applyBuilder(c *builderConfig) error {
+	if err := o.fn(c); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidOption, o.name, err)
 	}
+	return nil
+}
+
+type cacheOption struct {
+	name string
+	fn   func(*cacheConfig) error
+}
+
+func (o cacheOption) applyCache(c *cacheConfig) error {
 	if err := o.fn(c); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrInvalidOption, o.name, err)
 	}
@@ -108,8 +111,8 @@ func (o option) apply(c *config) error {
 // tensor.BFloat16 are additive masks, added to attention scores before the
 // softmax: 0 where allowed and MaskedBias where masked (see MaskedBias for
 // float16).
-func WithDType(dt tensor.DType) Option {
-	return option{name: "WithDType", only: forBuilder, fn: func(c *config) error {
+func WithDType(dt tensor.DType) BuilderOption {
+	return builderOption{name: "WithDType", fn: func(c *builderConfig) error {
 		if _, err := encodingOf(dt); err != nil {
 			return err
 		}
@@ -122,8 +125,8 @@ func WithDType(dt tensor.DType) Option {
 // the model's context window. Growth never allocates past it, and an Append
 // past it returns an error matching ErrCapacity. Zero, the default, means
 // no bound but overflow.
-func MaxLength(tokens int) Option {
-	return option{name: "MaxLength", only: forBuilder, fn: func(c *config) error {
+func MaxLength(tokens int) BuilderOption {
+	return builderOption{name: "MaxLength", fn: func(c *builderConfig) error {
 		if tokens < 0 {
 			return fmt.Errorf("negative length %d", tokens)
 		}
@@ -134,8 +137,8 @@ func MaxLength(tokens int) Option {
 
 // DetectRebuilds turns rebuild detection on (the default) or off. See
 // Builder for what counts as a rebuild.
-func DetectRebuilds(on bool) Option {
-	return option{name: "DetectRebuilds", only: forBuilder, fn: func(c *config) error {
+func DetectRebuilds(on bool) BuilderOption {
+	return builderOption{name: "DetectRebuilds", fn: func(c *builderConfig) error {
 		c.detect = on
 		return nil
 	}}
@@ -146,8 +149,8 @@ func DetectRebuilds(on bool) Option {
 // error is the report: the default log warning is not written (OnRebuild
 // is still called). Use it in tests and staging, where a rebuilt mask
 // should fail loudly.
-func Strict(on bool) Option {
-	return option{name: "Strict", only: forBuilder, fn: func(c *config) error {
+func Strict(on bool) BuilderOption {
+	return builderOption{name: "Strict", fn: func(c *builderConfig) error {
 		c.strict = on
 		return nil
 	}}
@@ -158,8 +161,8 @@ func Strict(on bool) Option {
 // recently (default DefaultRememberRequests) and forgets the least recently
 // used beyond that. Detection state keyed by request must be bounded, or it
 // would itself grow with every request served.
-func RememberRequests(n int) Option {
-	return option{name: "RememberRequests", only: forBuilder, fn: func(c *config) error {
+func RememberRequests(n int) BuilderOption {
+	return builderOption{name: "RememberRequests", fn: func(c *builderConfig) error {
 		if n < 1 || n > 1<<20 {
 			return fmt.Errorf("%d pairs: want 1..%d", n, 1<<20)
 		}
@@ -171,8 +174,8 @@ func RememberRequests(n int) Option {
 // OnRebuild sets the function told of every detected rebuild, in place of
 // the default log warning. It runs on the goroutine that built the mask,
 // with no lock held, before the builder returns; it must not block.
-func OnRebuild(f func(Rebuild)) Option {
-	return option{name: "OnRebuild", only: forBuilder, fn: func(c *config) error {
+func OnRebuild(f func(Rebuild)) BuilderOption {
+	return builderOption{name: "OnRebuild", fn: func(c *builderConfig) error {
 		if f == nil {
 			return fmt.Errorf("nil function")
 		}
@@ -184,8 +187,8 @@ func OnRebuild(f func(Rebuild)) Option {
 // WithLogger sets the logger of the default rebuild report (default
 // slog.Default()). It makes no sense together with OnRebuild, which
 // replaces that report, but is harmless.
-func WithLogger(l *slog.Logger) Option {
-	return option{name: "WithLogger", only: forBuilder, fn: func(c *config) error {
+func WithLogger(l *slog.Logger) BuilderOption {
+	return builderOption{name: "WithLogger", fn: func(c *builderConfig) error {
 		if l == nil {
 			return fmt.Errorf("nil logger")
 		}
@@ -196,8 +199,8 @@ func WithLogger(l *slog.Logger) Option {
 
 // MaxBytes sets a Cache's byte budget: the sum of its entries' Bytes never
 // exceeds it (default DefaultCacheBytes). Zero is valid and caches nothing.
-func MaxBytes(n int64) Option {
-	return option{name: "MaxBytes", only: forCache, fn: func(c *config) error {
+func MaxBytes(n int64) CacheOption {
+	return cacheOption{name: "MaxBytes", fn: func(c *cacheConfig) error {
 		if n < 0 {
 			return fmt.Errorf("negative budget %d", n)
 		}
@@ -208,8 +211,8 @@ func MaxBytes(n int64) Option {
 
 // MaxEntries sets how many masks a Cache holds at most (default
 // DefaultCacheEntries). Zero is valid and caches nothing.
-func MaxEntries(n int) Option {
-	return option{name: "MaxEntries", only: forCache, fn: func(c *config) error {
+func MaxEntries(n int) CacheOption {
+	return cacheOption{name: "MaxEntries", fn: func(c *cacheConfig) error {
 		if n < 0 {
 			return fmt.Errorf("negative entry count %d", n)
 		}
@@ -220,8 +223,8 @@ func MaxEntries(n int) Option {
 
 // CacheName names a Cache in its CacheStats, which metrics use as an
 // attribute (default "mask"); keep it low-cardinality.
-func CacheName(name string) Option {
-	return option{name: "CacheName", only: forCache, fn: func(c *config) error {
+func CacheName(name string) CacheOption {
+	return cacheOption{name: "CacheName", fn: func(c *cacheConfig) error {
 		if name == "" {
 			return fmt.Errorf("empty name")
 		}

@@ -24,8 +24,9 @@ type Rebuild struct {
 	// Site is the call stack that built the mask; nil when the allocator
 	// has no tracker.
 	Site *track.Site
-	// Location is the first frame outside tensorlife: the line that built
-	// the mask.
+	// Location is the first frame outside tensorlife and outside
+	// allocation helpers (track.Helper), as track.Site.Location finds it:
+	// the line that built the mask.
 	Location track.Frame
 	// Labels are the request's labels.
 	Labels track.Labels
@@ -199,7 +200,7 @@ func (b *Builder) observe(ctx context.Context, t *tensor.Tensor, g *Growable) er
 	if key.site.site != nil {
 		r.Location = site.Location()
 	} else {
-		r.Location = locate(key.site.pcs[:])
+		r.Location = b.ownSite(key.site.pcs[:]).Location()
 	}
 	if tr := b.alloc.Tracker(); tr != nil {
 		tr.Note(track.EventMaskRebuilt, site, r.Bytes)
@@ -230,29 +231,16 @@ func (b *Builder) logRebuild(r Rebuild, siteRebuilds int64) {
 		slog.Bool("refused", r.Refused))
 }
 
-// locate returns the first frame of pcs outside tensorlife's packages.
-func locate(pcs []uintptr) track.Frame {
+// ownSite interns a stack the Builder captured itself, so that a report
+// names its line as a tracker's Site does (track.Site.Location: the first
+// frame outside tensorlife and outside allocation helpers). The table is
+// the Builder's own, made on the first report that needs it: the
+// allocator's tracker has none, or a full one. It holds maxReportSites
+// stacks; past that, reports name the overflow site.
+func (b *Builder) ownSite(pcs []uintptr) *track.Site {
 	n := 0
 	for n < len(pcs) && pcs[n] != 0 {
 		n++
 	}
-	frames := runtime.CallersFrames(pcs[:n])
-	var first track.Frame
-	for {
-		f, more := frames.Next()
-		fr := track.Frame{PC: f.PC, Function: f.Function, File: f.File, Line: f.Line, Entry: f.Entry}
-		if first.Function == "" {
-			first = fr
-		}
-		if !track.IsLibraryFrame(fr) {
-			return fr
-		}
-		if !more {
-			break
-		}
-	}
-	if first.Function == "" {
-		first.Function = track.UnknownFunction
-	}
-	return first
+	return b.ownSites().Intern(pcs[:n])
 }

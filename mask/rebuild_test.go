@@ -227,33 +227,64 @@ func TestStrictRefusesRebuild(t *testing.T) {
 	assert.ErrorIs(t, gerr, ErrMaskRebuilt)
 }
 
-func TestRebuildWithoutTracker(t *testing.T) {
-	host, err := tensor.NewHostDevice(1 << 20)
+// Without a tracker's site for a mask (no tracker, or a tracker whose stack
+// table is full), the Builder tells call sites apart by the stacks it
+// captures itself, and a report still names the line.
+func TestRebuildWithoutTrackerSite(t *testing.T) {
+	full, err := track.New(track.MaxSites(1), track.OnLeak(func(track.LeakReport) {}))
 	require.NoError(t, err)
-	alloc, err := tensor.NewDeviceAllocator(host, nil)
-	require.NoError(t, err)
-	var got rebuilds
-	b, err := NewBuilder(alloc, OnRebuild(got.add))
-	require.NoError(t, err)
-
-	var line int
-	for range 2 {
-		line = callerLine() + 1
-		m, err := b.Padding(request("r1"), []int{1}, 1)
-		require.NoError(t, err)
-		free(t, m)
+	tests := []struct {
+		name     string
+		tr       *track.Tracker
+		overflow bool
+	}{
+		{"no tracker", nil, false},
+		{"stack table full", full, true},
 	}
-	other, err := b.Padding(request("r1"), []int{1}, 1) // another line
-	require.NoError(t, err)
-	free(t, other)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			host, err := tensor.NewHostDevice(1 << 20)
+			require.NoError(t, err)
+			alloc, err := tensor.NewDeviceAllocator(host, tc.tr)
+			require.NoError(t, err)
+			var filler *tensor.Tensor
+			if tc.tr != nil {
+				filler, err = tensor.New(context.Background(), alloc, tensor.Uint8, 1) // takes the one site
+				require.NoError(t, err)
+			}
+			var got rebuilds
+			b, err := NewBuilder(alloc, OnRebuild(got.add))
+			require.NoError(t, err)
 
-	reports := got.all()
-	require.Len(t, reports, 1)
-	assert.Nil(t, reports[0].Site)
-	assert.Equal(t, line, reports[0].Location.Line)
-	assert.Equal(t, "rebuild_test.go", filepath.Base(reports[0].Location.File))
-	assert.Equal(t, int64(1), b.Rebuilds())
-	assert.Zero(t, host.Blocks())
+			var line int
+			for range 2 {
+				line = callerLine() + 1
+				m, err := b.Padding(request("r1"), []int{1}, 1)
+				require.NoError(t, err)
+				free(t, m)
+			}
+			other, err := b.Padding(request("r1"), []int{1}, 1) // another line
+			require.NoError(t, err)
+			free(t, other)
+
+			reports := got.all()
+			require.Len(t, reports, 1)
+			if tc.overflow {
+				require.NotNil(t, reports[0].Site)
+				assert.True(t, reports[0].Site.Overflow())
+			} else {
+				assert.Nil(t, reports[0].Site)
+			}
+			assert.Equal(t, line, reports[0].Location.Line)
+			assert.Equal(t, "rebuild_test.go", filepath.Base(reports[0].Location.File))
+			assert.Contains(t, reports[0].Location.Function, "TestRebuildWithoutTrackerSite")
+			assert.Equal(t, int64(1), b.Rebuilds())
+			if filler != nil {
+				free(t, filler)
+			}
+			assert.Zero(t, host.Blocks())
+		})
+	}
 }
 
 func TestRebuildDefaultLog(t *testing.T) {

@@ -77,6 +77,25 @@
 // serve with LabelKeys("model", "route"). tensorlife sets no request label
 // of its own outside tests, so there is nothing of the library's to keep.
 //
+// # Options
+//
+// Options come in one type per family of functions, so that an option
+// passed where it cannot apply does not compile:
+//
+//	ProfileOption  Profile, Write, WriteFile, WriteText: a profile of one snapshot
+//	DiffOption     DiffProfile, WriteDiff, DeltaProfile: a profile of two snapshots
+//	HandlerOption  NewHandler
+//
+// An option that applies to several families implements each of their
+// types: KeepLibraryFrames and LabelKeys (FormatOption) apply everywhere;
+// MinAge and Outlived (AgeOption) narrow a profile of one snapshot and
+// set a handler's default filter. A diff or a delta takes no age option:
+// it compares what its two snapshots selected, so take both with the
+// filter. WithFilter, MaxDeltaWindow and MaxConcurrentDeltas are the
+// handler's. Values are checked where they are passed: a nil option or an
+// invalid value is an error matching ErrInvalidOption that names the
+// option.
+//
 // # The handler
 //
 // NewHandler answers GET requests with the profile of a fresh snapshot,
@@ -116,63 +135,10 @@
 // the live set at that moment, which is what a leak hunt needs. With delta,
 // Parca asks for ?seconds=<scrape_interval> and Grafana Alloy for the
 // interval less one second: intervals up to MaxDeltaWindow (5m by default)
-// are served. Both scrapers' timeouts already allow for the window.
-//
-// Parca (parca.yaml):
-//
-//	object_storage:
-//	  bucket:
-//	    type: "FILESYSTEM"
-//	    config:
-//	      directory: "./data"
-//
-//	scrape_configs:
-//	  - job_name: "inference"
-//	    scrape_interval: "15s"
-//	    static_configs:
-//	      - targets: ["inference:6060"]
-//	    profiling_config:
-//	      pprof_config:
-//	        tensors:
-//	          enabled: true
-//	          path: /debug/pprof/tensors
-//	        tensors_delta:
-//	          enabled: true
-//	          path: /debug/pprof/tensors
-//	          delta: true
-//
-// Grafana Alloy, forwarding to Pyroscope:
-//
-//	pyroscope.scrape "inference" {
-//	  targets    = [{"__address__" = "inference:6060", "service_name" = "inference"}]
-//	  forward_to = [pyroscope.write.default.receiver]
-//
-//	  profiling_config {
-//	    profile.custom "tensors" {
-//	      enabled = true
-//	      path    = "/debug/pprof/tensors"
-//	    }
-//	    profile.custom "tensors_delta" {
-//	      enabled = true
-//	      path    = "/debug/pprof/tensors"
-//	      delta   = true
-//	    }
-//	  }
-//	}
-//
-//	pyroscope.write "default" {
-//	  endpoint {
-//	    url = "http://pyroscope:4040"
-//	  }
-//	}
-//
-// Both also scrape the Go runtime's profiles by default (memory, block,
-// goroutine, mutex, process_cpu), which net/http/pprof serves on the same
-// debug listener; set enabled to false for each in a job that should
-// scrape tensors alone. Both scrapers add seconds to the job's params map
-// itself when the job sets params, and so send it to every target of the
-// job: keep params off a job that scrapes tensors, or the live profile
-// turns into a delta.
+// are served. Both scrapers' timeouts already allow for the window. The
+// Parca and Grafana Alloy configurations, and what to watch for in them,
+// are in docs/scrape.md in the repository:
+// https://github.com/tensorlife/tensorlife/blob/main/docs/scrape.md
 //
 // # Cost
 //

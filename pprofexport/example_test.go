@@ -174,3 +174,58 @@ func ExampleWriteFile() {
 	// Output:
 	// inuse_space 2 samples
 }
+
+// Each family of functions takes its own option type, so one list of
+// options per use is checked by the compiler. KeepLibraryFrames and
+// LabelKeys are FormatOptions, taken everywhere; MinAge and Outlived are
+// AgeOptions, taken by the writers of one snapshot and by the handler but
+// not by a diff; WithFilter and the delta limits are the handler's alone.
+// WithFilter in a writer's list, or MinAge in a diff's, does not compile.
+func ExampleFormatOption() {
+	tr, err := track.New()
+	if err != nil {
+		panic(err)
+	}
+	before := tr.Snapshot()
+	ctx := track.WithLabels(context.Background(), "request", "r-1", "model", "m1")
+	t, err := tensor.New(ctx, exampleAllocator(tr), tensor.Bool, 64)
+	if err != nil {
+		panic(err)
+	}
+	defer t.Free()
+
+	labels := pprofexport.LabelKeys("model") // no request ids in what is shared
+	fileOpts := []pprofexport.ProfileOption{labels, pprofexport.MinAge(0)}
+	diffOpts := []pprofexport.DiffOption{labels}
+	handlerOpts := []pprofexport.HandlerOption{labels, pprofexport.MaxConcurrentDeltas(1)}
+
+	live, err := pprofexport.Profile(tr.Snapshot(), fileOpts...)
+	if err != nil {
+		panic(err)
+	}
+	diff, err := pprofexport.DiffProfile(before, tr.Snapshot(), diffOpts...)
+	if err != nil {
+		panic(err)
+	}
+	h, err := pprofexport.NewHandler(tr, handlerOpts...)
+	if err != nil {
+		panic(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/tensors", nil))
+
+	requestLabels := func(p *profile.Profile) []string {
+		var keys []string
+		for _, s := range p.Sample {
+			for k := range s.Label {
+				if k == "request" || k == "model" {
+					keys = append(keys, k+"="+s.Label[k][0])
+				}
+			}
+		}
+		return keys
+	}
+	fmt.Println("file:", requestLabels(live), "diff:", requestLabels(diff), "handler:", rec.Code)
+	// Output:
+	// file: [model=m1] diff: [model=m1] handler: 200
+}

@@ -40,11 +40,11 @@ type handler struct {
 //
 // A nil tracker is an error matching ErrNilTracker, an invalid option one
 // matching ErrInvalidOption. The handler is safe for concurrent use.
-func NewHandler(tr *track.Tracker, opts ...Option) (http.Handler, error) {
+func NewHandler(tr *track.Tracker, opts ...HandlerOption) (http.Handler, error) {
 	if tr == nil {
 		return nil, ErrNilTracker
 	}
-	cfg, err := newConfig(scopeHandler, opts)
+	cfg, err := newHandlerConfig(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -266,14 +266,26 @@ func (h *handler) snapshot(q query) (*track.Snapshot, error) {
 // as the request's context ends: the client left, a middleware's deadline
 // passed, or the server is shutting down and cancelled it.
 func (h *handler) wait(ctx context.Context, q query, d time.Duration) (*track.Snapshot, error) {
+	window := h.cfg.window
+	if window == nil {
+		window = sleep
+	}
+	if err := window(ctx, d); err != nil {
+		return nil, err
+	}
+	return h.snapshot(q)
+}
+
+// sleep waits d on the real clock, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	case <-t.C:
+		return nil
 	}
-	return h.snapshot(q)
 }
 
 // writeProfile encodes p into buf first, so an encoding failure can still

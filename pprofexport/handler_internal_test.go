@@ -80,3 +80,17 @@ func TestHandlerLimitsConcurrentDeltas(t *testing.T) {
 	<-againDone
 	assert.Equal(t, http.StatusServiceUnavailable, again.Code, "a new delta was admitted, then interrupted")
 }
+
+// The real clock waits the whole window, and ends it early when the
+// request ends. The tests that serve deltas run their windows at once
+// (WindowClock); this is the clock they stand in for.
+func TestSleepWaitsTheWindow(t *testing.T) {
+	const d = 20 * time.Millisecond
+	start := time.Now()
+	require.NoError(t, sleep(context.Background(), d))
+	assert.GreaterOrEqual(t, time.Since(start), d)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.ErrorIs(t, sleep(ctx, time.Hour), context.Canceled, "a request that ended ends the window")
+}

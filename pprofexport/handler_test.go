@@ -28,7 +28,7 @@ func serve(t *testing.T, h http.Handler) *httptest.Server {
 	return srv
 }
 
-func newHandler(t *testing.T, tr *track.Tracker, opts ...pprofexport.Option) http.Handler {
+func newHandler(t *testing.T, tr *track.Tracker, opts ...pprofexport.HandlerOption) http.Handler {
 	t.Helper()
 	h, err := pprofexport.NewHandler(tr, opts...)
 	require.NoError(t, err)
@@ -161,16 +161,47 @@ func TestHandlerBadRequests(t *testing.T) {
 	})
 }
 
+// instant is the handler option that runs every delta window at once.
+var instant = pprofexport.WindowClock(pprofexport.Instant)
+
+// isDelta reports whether p is a delta profile, by the comment every delta
+// carries.
+func isDelta(p *profile.Profile) bool {
+	for _, c := range p.Comments {
+		if strings.HasPrefix(c, "tensorlife: delta over ") {
+			return true
+		}
+	}
+	return false
+}
+
+// A delta spans its window: alloc values count the allocations made during
+// it and nothing before, in-use values are what is live at its end.
 func TestHandlerDeltaProfile(t *testing.T) {
 	prog := newProgram(t)
 	prog.masks("r1", 3)
-	srv := serve(t, newHandler(t, prog.tracker))
+	prog.churn("r1", 4)
+	var asked time.Duration
+	h := newHandler(t, prog.tracker, pprofexport.WindowClock(func(ctx context.Context, d time.Duration) error {
+		asked = d
+		prog.kv("r2", 2)    // live at the window's end
+		prog.churn("r2", 1) // allocated and freed inside it
+		return nil
+	}))
 
-	p := getProfile(t, srv.URL+tensorsPath+"?seconds=1")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tensorsPath+"?seconds=7", nil))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	p, err := profile.ParseData(rec.Body.Bytes())
+	require.NoError(t, err)
+
+	assert.Equal(t, 7*time.Second, asked, "the window is the one asked for")
 	got := byLeaf(p)
-	assert.Equal(t, [4]int64{0, 0, 3, 3 * maskBytes}, got[fnMasks],
-		"nothing was allocated in the window; the masks are still live at its end")
-	assert.GreaterOrEqual(t, p.DurationNanos, time.Second.Nanoseconds())
+	assert.Equal(t, [4]int64{1, maskBytes, 3, 3 * maskBytes}, got[fnMasks],
+		"one mask allocated in the window; the three made before it are live at its end")
+	assert.Equal(t, [4]int64{2, 2 * kvBytes, 2, 2 * kvBytes}, got[fnKV], "the KV blocks made in the window")
+	assert.True(t, isDelta(p), "%q", p.Comments)
+	assert.Positive(t, p.DurationNanos, "the window's length between its two snapshots")
 }
 
 // Scrapers send their own parameters, and Parca and Grafana Alloy may send
@@ -180,7 +211,7 @@ func TestHandlerToleratesScraperParameters(t *testing.T) {
 	prog := newProgram(t)
 	prog.masks("r1", 3)
 	prog.kv("r2", 2)
-	srv := serve(t, newHandler(t, prog.tracker))
+	srv := serve(t, newHandler(t, prog.tracker, instant))
 
 	tests := []struct {
 		name  string
@@ -201,8 +232,23 @@ func TestHandlerToleratesScraperParameters(t *testing.T) {
 	}
 	t.Run("seconds twice", func(t *testing.T) {
 		p := getProfile(t, srv.URL+tensorsPath+"?seconds=1&seconds=1&profile=tensors")
-		assert.GreaterOrEqual(t, p.DurationNanos, time.Second.Nanoseconds(), "a delta profile")
+		assert.True(t, isDelta(p), "a delta profile: %q", p.Comments)
 	})
+}
+
+// deadlineWriter is a middleware's ResponseWriter that unwraps, as
+// http.NewResponseController asks, and records the write deadline set
+// through it.
+type deadlineWriter struct {
+	http.ResponseWriter
+	deadline time.Time
+}
+
+func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
+
+func (d *deadlineWriter) SetWriteDeadline(t time.Time) error {
+	d.deadline = t
+	return http.NewResponseController(d.ResponseWriter).SetWriteDeadline(t)
 }
 
 // A delta window longer than the server's WriteTimeout is served: the
@@ -210,16 +256,25 @@ func TestHandlerToleratesScraperParameters(t *testing.T) {
 func TestHandlerDeltaExtendsWriteDeadline(t *testing.T) {
 	prog := newProgram(t)
 	prog.masks("r1", 2)
+	h := newHandler(t, prog.tracker, instant)
+	const writeTimeout, window = 200 * time.Millisecond, 5 * time.Second
+	// past is how far past the request's start the deadline was set.
+	past := make(chan time.Duration, 1)
 	mux := http.NewServeMux()
-	mux.Handle(tensorsPath, newHandler(t, prog.tracker))
+	mux.Handle(tensorsPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		before := time.Now()
+		dw := &deadlineWriter{ResponseWriter: w}
+		h.ServeHTTP(dw, r)
+		past <- dw.deadline.Sub(before)
+	}))
 	srv := httptest.NewUnstartedServer(mux)
-	srv.Config.WriteTimeout = 200 * time.Millisecond
+	srv.Config.WriteTimeout = writeTimeout
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	p := getProfile(t, srv.URL+tensorsPath+"?seconds=1")
+	p := getProfile(t, srv.URL+tensorsPath+"?seconds=5")
 	assert.Equal(t, [4]int64{0, 0, 2, 2 * maskBytes}, byLeaf(p)[fnMasks])
-	assert.GreaterOrEqual(t, p.DurationNanos, time.Second.Nanoseconds())
+	assert.GreaterOrEqual(t, <-past, writeTimeout+window, "the deadline is the WriteTimeout past the window's end")
 }
 
 // opaqueWriter hides the connection's ResponseWriter, as a middleware that
@@ -272,17 +327,17 @@ func TestHandlerLabelKeys(t *testing.T) {
 
 	tests := []struct {
 		name string
-		opts []pprofexport.Option
+		opts []pprofexport.HandlerOption
 		want map[string][]string
 	}{
 		{"none by default", nil, map[string][]string{}},
-		{"listed keys", []pprofexport.Option{pprofexport.LabelKeys("model", "bytes")},
+		{"listed keys", []pprofexport.HandlerOption{pprofexport.LabelKeys("model", "bytes")},
 			map[string][]string{"model": {"m1"}, "label_bytes": {"x"}}},
-		{"no key", []pprofexport.Option{pprofexport.LabelKeys()}, map[string][]string{}},
+		{"no key", []pprofexport.HandlerOption{pprofexport.LabelKeys()}, map[string][]string{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := serve(t, newHandler(t, prog.tracker, tt.opts...))
+			srv := serve(t, newHandler(t, prog.tracker, append(tt.opts, instant)...))
 			for _, url := range []string{srv.URL + tensorsPath, srv.URL + tensorsPath + "?seconds=1"} {
 				p := getProfile(t, url)
 				var live []*profile.Sample
@@ -318,13 +373,13 @@ func TestHandlerDeltaEndsWithRequest(t *testing.T) {
 		status int
 	}{
 		{"deadline", func() (context.Context, context.CancelFunc) {
-			return context.WithTimeout(context.Background(), 50*time.Millisecond)
+			return context.WithTimeout(context.Background(), 5*time.Millisecond)
 		}, http.StatusServiceUnavailable},
 		// The context is also cancelled by the server (shutdown): a client
 		// still there gets an error, never an empty 200.
 		{"canceled", func() (context.Context, context.CancelFunc) {
 			ctx, cancel := context.WithCancel(context.Background())
-			time.AfterFunc(50*time.Millisecond, cancel)
+			time.AfterFunc(5*time.Millisecond, cancel)
 			return ctx, cancel
 		}, http.StatusServiceUnavailable},
 	}
@@ -356,20 +411,20 @@ func TestHandlerConstruction(t *testing.T) {
 	tests := []struct {
 		name string
 		tr   *track.Tracker
-		opts []pprofexport.Option
+		opts []pprofexport.HandlerOption
 		want error
 	}{
 		{"nil tracker", nil, nil, pprofexport.ErrNilTracker},
-		{"nil option", tr, []pprofexport.Option{nil}, pprofexport.ErrInvalidOption},
-		{"negative min age", tr, []pprofexport.Option{pprofexport.WithFilter(track.Filter{MinAge: -time.Second})}, pprofexport.ErrInvalidOption},
-		{"allocations listed", tr, []pprofexport.Option{pprofexport.WithFilter(track.Filter{Allocations: true})}, pprofexport.ErrInvalidOption},
-		{"no delta window", tr, []pprofexport.Option{pprofexport.MaxDeltaWindow(0)}, pprofexport.ErrInvalidOption},
-		{"a window in part seconds", tr, []pprofexport.Option{pprofexport.MaxDeltaWindow(1500 * time.Millisecond)}, pprofexport.ErrInvalidOption},
-		{"a window over an hour", tr, []pprofexport.Option{pprofexport.MaxDeltaWindow(time.Hour + time.Second)}, pprofexport.ErrInvalidOption},
-		{"negative concurrent deltas", tr, []pprofexport.Option{pprofexport.MaxConcurrentDeltas(-1)}, pprofexport.ErrInvalidOption},
-		{"too many concurrent deltas", tr, []pprofexport.Option{pprofexport.MaxConcurrentDeltas(257)}, pprofexport.ErrInvalidOption},
-		{"empty label key", tr, []pprofexport.Option{pprofexport.LabelKeys("model", "")}, pprofexport.ErrInvalidOption},
-		{"too many label keys", tr, []pprofexport.Option{pprofexport.LabelKeys(make([]string, 65)...)}, pprofexport.ErrInvalidOption},
+		{"nil option", tr, []pprofexport.HandlerOption{nil}, pprofexport.ErrInvalidOption},
+		{"negative min age", tr, []pprofexport.HandlerOption{pprofexport.WithFilter(track.Filter{MinAge: -time.Second})}, pprofexport.ErrInvalidOption},
+		{"allocations listed", tr, []pprofexport.HandlerOption{pprofexport.WithFilter(track.Filter{Allocations: true})}, pprofexport.ErrInvalidOption},
+		{"no delta window", tr, []pprofexport.HandlerOption{pprofexport.MaxDeltaWindow(0)}, pprofexport.ErrInvalidOption},
+		{"a window in part seconds", tr, []pprofexport.HandlerOption{pprofexport.MaxDeltaWindow(1500 * time.Millisecond)}, pprofexport.ErrInvalidOption},
+		{"a window over an hour", tr, []pprofexport.HandlerOption{pprofexport.MaxDeltaWindow(time.Hour + time.Second)}, pprofexport.ErrInvalidOption},
+		{"negative concurrent deltas", tr, []pprofexport.HandlerOption{pprofexport.MaxConcurrentDeltas(-1)}, pprofexport.ErrInvalidOption},
+		{"too many concurrent deltas", tr, []pprofexport.HandlerOption{pprofexport.MaxConcurrentDeltas(257)}, pprofexport.ErrInvalidOption},
+		{"empty label key", tr, []pprofexport.HandlerOption{pprofexport.LabelKeys("model", "")}, pprofexport.ErrInvalidOption},
+		{"too many label keys", tr, []pprofexport.HandlerOption{pprofexport.LabelKeys(make([]string, 65)...)}, pprofexport.ErrInvalidOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -70,7 +70,7 @@ func TestOldLeakViewPutsTheSlowLeakFirst(t *testing.T) {
 	defer end()
 	const leak, transient = pkgPath + "keepSmallState", pkgPath + "activation"
 	dir := t.TempDir()
-	top := func(path string, opts ...pprofexport.Option) string {
+	top := func(path string, opts ...pprofexport.ProfileOption) string {
 		t.Helper()
 		require.NoError(t, pprofexport.WriteFile(path, tr.Snapshot(), opts...))
 		out, err := runPprof(t, "-top", "-sample_index=inuse_space", path)
@@ -104,12 +104,10 @@ func TestOldLeakOptions(t *testing.T) {
 	_, err = pprofexport.Profile(snap, pprofexport.Outlived())
 	assert.ErrorIs(t, err, pprofexport.ErrInvalidOption, "a snapshot without its allocations cannot be narrowed")
 	assert.ErrorIs(t, err, track.ErrNoAllocations)
-	for _, o := range []pprofexport.Option{pprofexport.MinAge(-1)} {
+	for _, o := range []pprofexport.ProfileOption{pprofexport.MinAge(-1)} {
 		_, err := pprofexport.Profile(tr.Snapshot(), o)
 		assert.ErrorIs(t, err, pprofexport.ErrInvalidOption)
 	}
-	_, err = pprofexport.DiffProfile(tr.Snapshot(), tr.Snapshot(), pprofexport.Outlived())
-	assert.ErrorIs(t, err, pprofexport.ErrInvalidOption)
 
 	p, err := pprofexport.Profile(tr.Snapshot(), pprofexport.Outlived())
 	require.NoError(t, err)

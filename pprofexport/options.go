@@ -1,6 +1,7 @@
 package pprofexport
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,8 +14,8 @@ import (
 // these with errors.Is, or wraps an I/O error from the writer or the file
 // system.
 var (
-	// ErrInvalidOption means an option's value cannot be used, or the option
-	// makes no sense where it was passed (WithFilter given to Write).
+	// ErrInvalidOption means an option's value cannot be used, or a nil
+	// option was passed.
 	ErrInvalidOption = errors.New("pprofexport: invalid option")
 	// ErrNilSnapshot means a nil *track.Snapshot was passed.
 	ErrNilSnapshot = errors.New("pprofexport: nil snapshot")
@@ -52,26 +53,39 @@ const (
 	maxLabelKeys        = 64
 )
 
-// Option configures how a profile is built (Profile, Write, WriteFile, the
-// diff and delta functions, WriteText) or how a handler serves it
-// (NewHandler). Options are checked where they are passed: a nil option,
-// an invalid value, or an option that does not apply there is an error
-// matching ErrInvalidOption that names the option.
-type Option interface {
-	apply(*config) error
+// ProfileOption configures a profile of one snapshot: Profile, Write,
+// WriteFile and WriteText.
+type ProfileOption interface {
+	applyProfile(*config) error
 }
 
-// scope says where options are being applied, so that an option that does
-// not apply there is refused rather than ignored.
-type scope uint8
+// DiffOption configures a profile of two snapshots: DiffProfile, WriteDiff
+// and DeltaProfile.
+type DiffOption interface {
+	applyDiff(*config) error
+}
 
-const (
-	scopeProfile scope = iota // Profile, Write, WriteFile, diffs, WriteText
-	scopeHandler              // NewHandler
-)
+// HandlerOption configures NewHandler.
+type HandlerOption interface {
+	applyHandler(*config) error
+}
+
+// FormatOption says how stacks and labels are written; every function of
+// the package takes it.
+type FormatOption interface {
+	ProfileOption
+	DiffOption
+	HandlerOption
+}
+
+// AgeOption narrows a profile to old tensors: the snapshot a writer is
+// given, or the default filter of a handler.
+type AgeOption interface {
+	ProfileOption
+	HandlerOption
+}
 
 type config struct {
-	scope       scope
 	keepLibrary bool
 	// labelKeys are the request label keys a profile carries; allLabels
 	// lifts the list (the writers' default).
@@ -85,34 +99,63 @@ type config struct {
 	filter         track.Filter
 	maxDeltaWindow time.Duration
 	maxDeltas      int
+	// window waits out a delta's window; nil waits on the real clock. Tests
+	// set it so that a window costs them no time.
+	window func(ctx context.Context, d time.Duration) error
 }
 
-type optionFunc func(*config) error
+// formatOption applies to every family.
+type formatOption func(*config) error
 
-func (f optionFunc) apply(c *config) error { return f(c) }
+func (f formatOption) applyProfile(c *config) error { return f(c) }
+func (f formatOption) applyDiff(c *config) error    { return f(c) }
+func (f formatOption) applyHandler(c *config) error { return f(c) }
 
-func newConfig(s scope, opts []Option) (config, error) {
-	c := config{scope: s}
-	switch s {
-	case scopeProfile:
-		// A file goes where the program that writes it puts it: every
-		// request label, so -tagfocus request=r-42 works on a dump.
-		c.allLabels = true
-	case scopeHandler:
-		// An endpoint answers whoever reaches it: no request label unless
-		// the server lists it (LabelKeys).
-		c.maxDeltaWindow = DefaultMaxDeltaWindow
-		c.maxDeltas = DefaultMaxConcurrentDeltas
-	}
+// ageOption sets the filter a writer narrows its snapshot with, or a
+// handler's default filter.
+type ageOption func(*track.Filter) error
+
+func (f ageOption) applyProfile(c *config) error { return f(&c.older) }
+func (f ageOption) applyHandler(c *config) error { return f(&c.filter) }
+
+type handlerOption func(*config) error
+
+func (f handlerOption) applyHandler(c *config) error { return f(c) }
+
+// applyAll applies opts to c with apply: the one place every option is
+// checked.
+func applyAll[O any](c *config, opts []O, apply func(O, *config) error) error {
 	for _, o := range opts {
-		if o == nil {
-			return config{}, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		if any(o) == nil {
+			return fmt.Errorf("%w: nil option", ErrInvalidOption)
 		}
-		if err := o.apply(&c); err != nil {
-			return config{}, err
+		if err := apply(o, c); err != nil {
+			return err
 		}
 	}
-	return c, nil
+	return nil
+}
+
+// A file goes where the program that writes it puts it: every request
+// label, so -tagfocus request=r-42 works on a dump.
+func newProfileConfig(opts []ProfileOption) (config, error) {
+	c := config{allLabels: true}
+	err := applyAll(&c, opts, ProfileOption.applyProfile)
+	return c, err
+}
+
+func newDiffConfig(opts []DiffOption) (config, error) {
+	c := config{allLabels: true}
+	err := applyAll(&c, opts, DiffOption.applyDiff)
+	return c, err
+}
+
+// An endpoint answers whoever reaches it: no request label unless the
+// server lists it (LabelKeys).
+func newHandlerConfig(opts []HandlerOption) (config, error) {
+	c := config{maxDeltaWindow: DefaultMaxDeltaWindow, maxDeltas: DefaultMaxConcurrentDeltas}
+	err := applyAll(&c, opts, HandlerOption.applyHandler)
+	return c, err
 }
 
 // keepsLabel reports whether a profile built with c carries the request
@@ -125,8 +168,8 @@ func (c *config) keepsLabel(key string) bool {
 // tracker) at the leaf end of every stack. By default they are trimmed, so
 // the leaf of each stack is the caller's line that asked for memory; keep
 // them when debugging tensorlife itself.
-func KeepLibraryFrames(keep bool) Option {
-	return optionFunc(func(c *config) error {
+func KeepLibraryFrames(keep bool) FormatOption {
+	return formatOption(func(c *config) error {
 		c.keepLibrary = keep
 		return nil
 	})
@@ -146,9 +189,9 @@ func KeepLibraryFrames(keep bool) Option {
 // endpoint may show, such as LabelKeys("model", "route").
 //
 // Between 0 and 64 keys, each non-empty; repeating a key is harmless.
-func LabelKeys(keys ...string) Option {
+func LabelKeys(keys ...string) FormatOption {
 	keys = slices.Clone(keys) // the caller may reuse its slice
-	return optionFunc(func(c *config) error {
+	return formatOption(func(c *config) error {
 		if len(keys) > maxLabelKeys {
 			return fmt.Errorf("%w: LabelKeys with %d keys: want at most %d", ErrInvalidOption, len(keys), maxLabelKeys)
 		}
@@ -164,15 +207,12 @@ func LabelKeys(keys ...string) Option {
 // WithFilter sets the filter a handler snapshots with before its query
 // parameters are applied: a query parameter overrides the matching field
 // (min_age, kind, leaked), and Labels always apply. Use it to serve, say,
-// only "kv-cache" tensors on one path. It applies to NewHandler only; the
-// writers take a snapshot that was already filtered (track.Tracker.SnapshotOf).
-// A filter that does not validate, or that asks for Allocations (a profile
-// never lists allocations one by one), is refused.
-func WithFilter(f track.Filter) Option {
-	return optionFunc(func(c *config) error {
-		if c.scope != scopeHandler {
-			return fmt.Errorf("%w: WithFilter applies to NewHandler only; filter with track.Tracker.SnapshotOf", ErrInvalidOption)
-		}
+// only "kv-cache" tensors on one path. The writers take a snapshot that
+// was already filtered (track.Tracker.SnapshotOf) instead. A filter that
+// does not validate, or that asks for Allocations (a profile never lists
+// allocations one by one), is refused.
+func WithFilter(f track.Filter) HandlerOption {
+	return handlerOption(func(c *config) error {
 		if err := f.Validate(); err != nil {
 			return fmt.Errorf("%w: WithFilter: %w", ErrInvalidOption, err)
 		}
@@ -190,14 +230,13 @@ func WithFilter(f track.Filter) Option {
 // is the first row. Given to Profile, Write, WriteFile or WriteText, it
 // narrows the snapshot (track.Snapshot.Select), which must list its
 // allocations, as Tracker.Snapshot's does; given to NewHandler, it is the
-// default of ?min_age=. d >= 0; 0 keeps every tensor. It does not apply to
-// the diff and delta functions.
-func MinAge(d time.Duration) Option {
-	return optionFunc(func(c *config) error {
+// default of ?min_age=. d >= 0; 0 keeps every tensor.
+func MinAge(d time.Duration) AgeOption {
+	return ageOption(func(f *track.Filter) error {
 		if err := (track.Filter{MinAge: d}).Validate(); err != nil {
 			return fmt.Errorf("%w: MinAge(%v): %w", ErrInvalidOption, d, err)
 		}
-		c.ageFilter().MinAge = d
+		f.MinAge = d
 		return nil
 	})
 }
@@ -205,20 +244,11 @@ func MinAge(d time.Duration) Option {
 // Outlived restricts a profile to tensors that outlived their request
 // (track.Filter.Outlived): what a growth watcher judges. It applies where
 // MinAge does, as the default of ?outlived= for a handler.
-func Outlived() Option {
-	return optionFunc(func(c *config) error {
-		c.ageFilter().Outlived = true
+func Outlived() AgeOption {
+	return ageOption(func(f *track.Filter) error {
+		f.Outlived = true
 		return nil
 	})
-}
-
-// ageFilter returns the filter that MinAge and Outlived set: a handler's
-// default filter, or the one a writer narrows its snapshot with.
-func (c *config) ageFilter() *track.Filter {
-	if c.scope == scopeHandler {
-		return &c.filter
-	}
-	return &c.older
 }
 
 // narrow applies MinAge and Outlived to the snapshot a writer was given.
@@ -239,12 +269,9 @@ func (c *config) narrow(snap *track.Snapshot) (*track.Snapshot, error) {
 // A delta holds a snapshot of the tracker's sites and a goroutine for its
 // whole window, so an unbounded window lets one request hold them for
 // days. Default DefaultMaxDeltaWindow (5m); between 1s and 1h, in whole
-// seconds, as ?seconds=N counts. It applies to NewHandler only.
-func MaxDeltaWindow(d time.Duration) Option {
-	return optionFunc(func(c *config) error {
-		if c.scope != scopeHandler {
-			return fmt.Errorf("%w: MaxDeltaWindow applies to NewHandler only", ErrInvalidOption)
-		}
+// seconds, as ?seconds=N counts.
+func MaxDeltaWindow(d time.Duration) HandlerOption {
+	return handlerOption(func(c *config) error {
 		if d < minDeltaWindow || d > maxDeltaWindow || d%time.Second != 0 {
 			return fmt.Errorf("%w: MaxDeltaWindow(%v): want whole seconds from %v to %v",
 				ErrInvalidOption, d, minDeltaWindow, maxDeltaWindow)
@@ -258,13 +285,9 @@ func MaxDeltaWindow(d time.Duration) Option {
 // computes at once; a request beyond it is answered 429 Too Many Requests
 // with a text that states the limit, at once, holding nothing. Default
 // DefaultMaxConcurrentDeltas (4); between 0 and 256, where 0 turns delta
-// profiles off (every ?seconds=N is answered 400). It applies to
-// NewHandler only.
-func MaxConcurrentDeltas(n int) Option {
-	return optionFunc(func(c *config) error {
-		if c.scope != scopeHandler {
-			return fmt.Errorf("%w: MaxConcurrentDeltas applies to NewHandler only", ErrInvalidOption)
-		}
+// profiles off (every ?seconds=N is answered 400).
+func MaxConcurrentDeltas(n int) HandlerOption {
+	return handlerOption(func(c *config) error {
 		if n < 0 || n > maxConcurrentDeltas {
 			return fmt.Errorf("%w: MaxConcurrentDeltas(%d): want 0..%d", ErrInvalidOption, n, maxConcurrentDeltas)
 		}

@@ -55,8 +55,8 @@ func newProfile() *profile.Profile {
 // no samples. Samples with the same labels share their label maps, and
 // samples of one site their locations: copy before changing one sample's.
 // Profile is safe to call concurrently, also on one snapshot.
-func Profile(snap *track.Snapshot, opts ...Option) (*profile.Profile, error) {
-	cfg, err := newConfig(scopeProfile, opts)
+func Profile(snap *track.Snapshot, opts ...ProfileOption) (*profile.Profile, error) {
+	cfg, err := newProfileConfig(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -199,8 +199,8 @@ func flatten(m map[string]string) []string {
 // both with the same filter. Snapshots passed newest first return an error
 // matching ErrSnapshotOrder, snapshots of two trackers one matching
 // ErrTrackerMismatch.
-func DiffProfile(before, after *track.Snapshot, opts ...Option) (*profile.Profile, error) {
-	cfg, err := newConfig(scopeProfile, opts)
+func DiffProfile(before, after *track.Snapshot, opts ...DiffOption) (*profile.Profile, error) {
+	cfg, err := newDiffConfig(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -216,8 +216,8 @@ func DiffProfile(before, after *track.Snapshot, opts ...Option) (*profile.Profil
 //
 // Snapshots passed newest first return an error matching ErrSnapshotOrder,
 // snapshots of two trackers one matching ErrTrackerMismatch.
-func DeltaProfile(start, end *track.Snapshot, opts ...Option) (*profile.Profile, error) {
-	cfg, err := newConfig(scopeProfile, opts)
+func DeltaProfile(start, end *track.Snapshot, opts ...DiffOption) (*profile.Profile, error) {
+	cfg, err := newDiffConfig(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -230,10 +230,6 @@ func DeltaProfile(start, end *track.Snapshot, opts ...Option) (*profile.Profile,
 func combine(before, after *track.Snapshot, ratios []int64, what string, cfg config) (*profile.Profile, error) {
 	if before == nil || after == nil {
 		return nil, ErrNilSnapshot
-	}
-	if cfg.older.Active() {
-		return nil, fmt.Errorf("%w: MinAge and Outlived do not apply to a %s; take both snapshots with the filter",
-			ErrInvalidOption, what)
 	}
 	if !before.SameTracker(after) {
 		return nil, fmt.Errorf("%w: %s of tracker %q and tracker %q", ErrTrackerMismatch, what, before.Tracker, after.Tracker)

@@ -50,7 +50,7 @@ func byLeaf(p *profile.Profile) map[string][4]int64 {
 	return out
 }
 
-func buildProfile(t *testing.T, snap *track.Snapshot, opts ...pprofexport.Option) *profile.Profile {
+func buildProfile(t *testing.T, snap *track.Snapshot, opts ...pprofexport.ProfileOption) *profile.Profile {
 	t.Helper()
 	p, err := pprofexport.Profile(snap, opts...)
 	require.NoError(t, err)
@@ -136,12 +136,12 @@ func TestKeepLibraryFrames(t *testing.T) {
 	const self = "github.com/tensorlife/tensorlife/pprofexport_test.TestKeepLibraryFrames"
 	tests := []struct {
 		name string
-		opts []pprofexport.Option
+		opts []pprofexport.ProfileOption
 		want string
 	}{
 		{"trimmed by default", nil, self},
-		{"trimmed", []pprofexport.Option{pprofexport.KeepLibraryFrames(false)}, self},
-		{"kept", []pprofexport.Option{pprofexport.KeepLibraryFrames(true)}, reportLeak},
+		{"trimmed", []pprofexport.ProfileOption{pprofexport.KeepLibraryFrames(false)}, self},
+		{"kept", []pprofexport.ProfileOption{pprofexport.KeepLibraryFrames(true)}, reportLeak},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -332,7 +332,7 @@ func TestProfileErrors(t *testing.T) {
 	}{
 		{"nil snapshot", func() error { _, err := pprofexport.Profile(nil); return err }(), pprofexport.ErrNilSnapshot},
 		{"nil option", func() error { _, err := pprofexport.Profile(snap, nil); return err }(), pprofexport.ErrInvalidOption},
-		{"handler option to a writer", pprofexport.Write(&bytes.Buffer{}, snap, pprofexport.WithFilter(track.Filter{})), pprofexport.ErrInvalidOption},
+		{"nil diff option", func() error { _, err := pprofexport.DiffProfile(snap, snap, nil); return err }(), pprofexport.ErrInvalidOption},
 		{"diff of nil", func() error { _, err := pprofexport.DiffProfile(snap, nil); return err }(), pprofexport.ErrNilSnapshot},
 		{"diff newest first", func() error { _, err := pprofexport.DiffProfile(&later, snap); return err }(), pprofexport.ErrSnapshotOrder},
 		{"delta newest first", func() error { _, err := pprofexport.DeltaProfile(&later, snap); return err }(), pprofexport.ErrSnapshotOrder},
@@ -439,9 +439,7 @@ func TestProfileLabelKeys(t *testing.T) {
 
 	_, err = pprofexport.Profile(prog.snapshot(), pprofexport.LabelKeys(""))
 	assert.ErrorIs(t, err, pprofexport.ErrInvalidOption)
-	_, err = pprofexport.Profile(prog.snapshot(), pprofexport.MaxDeltaWindow(time.Minute))
-	assert.ErrorIs(t, err, pprofexport.ErrInvalidOption, "a handler's option given to a writer")
-	_, err = pprofexport.Profile(prog.snapshot(), pprofexport.MaxConcurrentDeltas(1))
+	_, err = pprofexport.DiffProfile(prog.snapshot(), prog.snapshot(), pprofexport.LabelKeys(make([]string, 65)...))
 	assert.ErrorIs(t, err, pprofexport.ErrInvalidOption)
 }
 

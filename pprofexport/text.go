@@ -20,8 +20,8 @@ import (
 // snapshot's time) and the line that allocated. Then each site's stack,
 // under its id, so that rows that share a line can be told apart. Two
 // snapshots with the same content print the same text.
-func WriteText(w io.Writer, snap *track.Snapshot, opts ...Option) error {
-	cfg, err := newConfig(scopeProfile, opts)
+func WriteText(w io.Writer, snap *track.Snapshot, opts ...ProfileOption) error {
+	cfg, err := newProfileConfig(opts)
 	if err != nil {
 		return err
 	}

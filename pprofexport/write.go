@@ -15,7 +15,7 @@ import (
 // Write writes the profile of snap (see Profile) to w, gzip-compressed as
 // go tool pprof and continuous profilers expect. Its cost grows with the
 // snapshot's groups and sites, not with the number of live tensors.
-func Write(w io.Writer, snap *track.Snapshot, opts ...Option) error {
+func Write(w io.Writer, snap *track.Snapshot, opts ...ProfileOption) error {
 	if w == nil {
 		return ErrNilWriter
 	}
@@ -27,7 +27,7 @@ func Write(w io.Writer, snap *track.Snapshot, opts ...Option) error {
 }
 
 // WriteDiff writes DiffProfile(before, after) to w, gzip-compressed.
-func WriteDiff(w io.Writer, before, after *track.Snapshot, opts ...Option) error {
+func WriteDiff(w io.Writer, before, after *track.Snapshot, opts ...DiffOption) error {
 	if w == nil {
 		return ErrNilWriter
 	}
@@ -43,7 +43,7 @@ func WriteDiff(w io.Writer, before, after *track.Snapshot, opts ...Option) error
 // place once complete, so a crash or a full disk never leaves a torn
 // profile under path: the reader sees the old file or the new one. On error
 // the temporary file is removed and path is untouched.
-func WriteFile(path string, snap *track.Snapshot, opts ...Option) error {
+func WriteFile(path string, snap *track.Snapshot, opts ...ProfileOption) error {
 	p, err := Profile(snap, opts...)
 	if err != nil {
 		return err

@@ -4,24 +4,14 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/tensorlife/tensorlife/internal/format"
 )
 
 // Human units for the picture's axes and labels: bytes in binary units
-// (KiB, MiB, GiB), as device memory is sized, and durations in the largest
-// unit that keeps the axis short.
-
-var byteUnits = []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-
-// byteUnit returns the binary unit for values up to v: its size and name.
-func byteUnit(v float64) (float64, string) {
-	size := 1.0
-	i := 0
-	for v >= 1024*size && i < len(byteUnits)-1 {
-		size *= 1024
-		i++
-	}
-	return size, byteUnits[i]
-}
+// (KiB, MiB, GiB), as device memory is sized and every report prints them
+// (internal/format), and durations in the largest unit that keeps the axis
+// short.
 
 // timeUnit returns the unit for durations up to span nanoseconds.
 func timeUnit(span float64) (float64, string) {
@@ -112,7 +102,7 @@ type axis struct {
 // bytesAxis scales 0..maxBytes, rounding the top up to a whole tick.
 func bytesAxis(maxBytes int64) axis {
 	m := math.Max(float64(maxBytes), 1)
-	size, unit := byteUnit(m)
+	size, unit := format.ByteUnit(m)
 	step := niceStep(m/size, 5)
 	if unit == "B" {
 		step = math.Max(step, 1) // no fractions of a byte

@@ -18,14 +18,15 @@ import (
 // The suite on every CUDA device present, each capped at the suite's
 // capacity so that MemInfo moves with the suite's allocations only, even on
 // a GPU other processes share. CI runs it on the fake driver with two
-// devices (scripts/fakecuda.sh), the GPU check on the real ones.
+// devices (scripts/fakecuda.sh), the GPU check on the real ones. Every
+// device the environment configures the fake driver with must be there.
 func TestCUDADevices(t *testing.T) {
 	n, err := cu.NumDevices()
 	require.NoError(t, err)
 	if n == 0 {
-		t.Skip("no CUDA device")
+		devicetest.NoDevice(t, 0, "no CUDA device")
 	}
-	for ordinal := range n {
+	for ordinal := range max(n, devicetest.FakeCUDADevices()) {
 		t.Run(fmt.Sprintf("cuda:%d", ordinal), func(t *testing.T) {
 			devicetest.Run(t, func(t *testing.T, capacity int64) tensor.Device {
 				return openCUDA(t, ordinal, cuda.WithMemoryLimit(capacity))
@@ -41,12 +42,12 @@ func TestCUDADevices(t *testing.T) {
 func TestCUDADriverAccounting(t *testing.T) {
 	dev, err := cu.GetDevice(0)
 	if err != nil {
-		t.Skipf("no CUDA device: %v", err)
+		devicetest.NoDevice(t, 0, "no CUDA device: %v", err)
 	}
 	name, err := dev.Name()
 	require.NoError(t, err)
 	if !strings.HasPrefix(name, "tensorlife fakecuda") {
-		t.Skipf("runs on the fake driver only, not on %q", name)
+		devicetest.NotFakeDriver(t, name)
 	}
 	devicetest.Run(t, func(t *testing.T, _ int64) tensor.Device {
 		return openCUDA(t, 0)
@@ -56,7 +57,7 @@ func TestCUDADriverAccounting(t *testing.T) {
 func openCUDA(t *testing.T, ordinal int, opts ...cuda.Option) *cuda.Device {
 	d, err := cuda.Open(ordinal, opts...)
 	if err != nil {
-		t.Skipf("no CUDA device %d: %v", ordinal, err)
+		devicetest.NoDevice(t, ordinal, "no CUDA device %d: %v", ordinal, err)
 	}
 	t.Cleanup(func() { require.NoError(t, d.Close()) })
 	return d

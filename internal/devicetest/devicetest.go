@@ -16,6 +16,11 @@
 // concurrent use (run it with -race). Every error must match the tensor
 // sentinel for its cause with errors.Is and be a *tensor.DeviceError naming
 // the device.
+//
+// NoDevice and NotFakeDriver end a CUDA test that finds no device, or not
+// the fake driver it needs: a skip on a machine without one, a failure
+// where the environment configures the fake driver (FakeCUDAEnv), as CI
+// does, so that CI cannot pass with its CUDA tests skipped.
 package devicetest
 
 import (

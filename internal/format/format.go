@@ -12,14 +12,27 @@ import (
 	"time"
 )
 
-var byteUnits = [...]string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+var byteUnits = [...]string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+
+// ByteUnit returns the binary unit that Bytes renders a magnitude of v
+// bytes in (v >= 0): its size in bytes and its name, "B" below 1 KiB. A
+// chart scales its axis by it, so that its ticks read as the figures of
+// every report do.
+func ByteUnit(v float64) (size float64, name string) {
+	size = 1
+	i := 0
+	for v >= 1024*size && i < len(byteUnits)-1 {
+		size *= 1024
+		i++
+	}
+	return size, byteUnits[i]
+}
 
 // Bytes renders a byte count in binary units with up to one decimal:
 // "512 B", "4 KiB", "1.5 MiB", "-2 GiB". Every int64 is accepted, math.MinInt64
 // included.
 func Bytes(n int64) string {
-	const unit = 1024
-	if n < unit && n > -unit {
+	if n < 1024 && n > -1024 {
 		return strconv.FormatInt(n, 10) + " B"
 	}
 	sign := ""
@@ -27,14 +40,10 @@ func Bytes(n int64) string {
 	if f < 0 {
 		sign, f = "-", -f
 	}
-	i := -1
-	for f >= unit && i < len(byteUnits)-1 {
-		f /= unit
-		i++
-	}
-	s := strconv.FormatFloat(f, 'f', 1, 64)
+	size, unit := ByteUnit(f)
+	s := strconv.FormatFloat(f/size, 'f', 1, 64) // size is a power of two: the division is exact
 	s = strings.TrimSuffix(s, ".0")
-	return sign + s + " " + byteUnits[i]
+	return sign + s + " " + unit
 }
 
 // Age renders a duration coarsely enough to read at a glance and to stay put

@@ -21,6 +21,21 @@ func TestBytes(t *testing.T) {
 	}
 }
 
+func TestByteUnit(t *testing.T) {
+	for _, tc := range []struct {
+		v    float64
+		size float64
+		name string
+	}{
+		{0, 1, "B"}, {1023, 1, "B"}, {1024, 1 << 10, "KiB"}, {900 << 20, 1 << 20, "MiB"},
+		{1 << 30, 1 << 30, "GiB"}, {math.MaxInt64, 1 << 60, "EiB"}, {math.MaxFloat64, 1 << 60, "EiB"},
+	} {
+		size, name := ByteUnit(tc.v)
+		assert.Equal(t, tc.size, size, "ByteUnit(%g)", tc.v)
+		assert.Equal(t, tc.name, name, "ByteUnit(%g)", tc.v)
+	}
+}
+
 func TestAge(t *testing.T) {
 	for _, tc := range []struct {
 		d    time.Duration

@@ -21,14 +21,16 @@ import (
 
 // These tests need a GPU. A binary built with -tags cuda exits at start on a
 // machine without a driver (gorgonia.org/cu's init), so skipping covers only
-// a driver without device 0.
+// a driver without device 0; where the environment configures the fake
+// driver, a device that does not open fails the test (devicetest.NoDevice).
 
-// openOrSkip opens device 0 and closes it when tb ends.
-func openOrSkip(tb testing.TB, opts ...cuda.Option) *cuda.Device {
+// openDevice opens device 0, or ends tb as devicetest.NoDevice does, and
+// closes the device when tb ends.
+func openDevice(tb testing.TB, opts ...cuda.Option) *cuda.Device {
 	tb.Helper()
 	d, err := cuda.Open(0, opts...)
 	if err != nil {
-		tb.Skipf("no CUDA device: %v", err)
+		devicetest.NoDevice(tb, 0, "no CUDA device: %v", err)
 	}
 	tb.Cleanup(func() {
 		blocks, bytes := d.Outstanding()
@@ -43,12 +45,12 @@ func TestCUDAConformance(t *testing.T) {
 	// The limit makes MemInfo move with the suite's allocations only, even
 	// if other processes share the GPU.
 	devicetest.Run(t, func(t *testing.T, capacity int64) tensor.Device {
-		return openOrSkip(t, cuda.WithMemoryLimit(capacity))
+		return openDevice(t, cuda.WithMemoryLimit(capacity))
 	}, devicetest.WithCapacity(64<<20))
 }
 
 func TestCUDAName(t *testing.T) {
-	d := openOrSkip(t)
+	d := openDevice(t)
 	assert.Equal(t, "cuda:0", d.Name())
 	_, err := cuda.Open(1 << 20)
 	require.ErrorIs(t, err, tensor.ErrNoDevice)
@@ -57,7 +59,7 @@ func TestCUDAName(t *testing.T) {
 
 // The driver's own CUDA_ERROR_OUT_OF_MEMORY, not the limit's.
 func TestCUDADriverOutOfMemory(t *testing.T) {
-	d := openOrSkip(t)
+	d := openDevice(t)
 	_, total, err := d.MemInfo()
 	require.NoError(t, err)
 	_, err = d.Alloc(total + 1)
@@ -72,7 +74,7 @@ func TestCUDADriverOutOfMemory(t *testing.T) {
 // A goroutine that locked itself to a thread with a context of its own gets
 // that context back after each call, and the Device still uses its own.
 func TestCUDAKeepsCallersContext(t *testing.T) {
-	d := openOrSkip(t)
+	d := openDevice(t)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 
@@ -105,7 +107,7 @@ func TestCUDAReopen(t *testing.T) {
 	for round := range 3 {
 		d, err := cuda.Open(0)
 		if err != nil {
-			t.Skipf("no CUDA device: %v", err)
+			devicetest.NoDevice(t, 0, "no CUDA device: %v", err)
 		}
 		errs := make(chan error, 8)
 		for range cap(errs) {
@@ -129,7 +131,7 @@ func TestCUDAReopen(t *testing.T) {
 func BenchmarkDeviceAllocFree(b *testing.B) {
 	for _, size := range []int64{4 << 10, 1 << 20, 64 << 20} {
 		b.Run(strings.ReplaceAll(format.Bytes(size), " ", ""), func(b *testing.B) {
-			d := openOrSkip(b)
+			d := openDevice(b)
 			b.ReportAllocs()
 			for b.Loop() {
 				p, err := d.Alloc(size)
@@ -148,7 +150,7 @@ func BenchmarkDeviceAllocFree(b *testing.B) {
 // which exercises the context binding on many threads at once.
 func BenchmarkDeviceAllocFreeParallel(b *testing.B) {
 	const size = 1 << 20
-	d := openOrSkip(b)
+	d := openDevice(b)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/cu"
 
+	"github.com/tensorlife/tensorlife/internal/devicetest"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
@@ -22,7 +23,8 @@ import (
 
 // These tests need the fake driver (scripts/fakecuda.sh), which CI puts on
 // LD_LIBRARY_PATH: they inject driver failures that a real GPU produces only
-// by accident, and they skip on a real one. The driver reads its
+// by accident, and they skip on a real one (and fail where the fake driver
+// is configured but another was loaded). The driver reads its
 // configuration once, at cuInit, which gorgonia.org/cu calls before any test
 // runs, so each case runs in a child process of this test binary with its
 // environment set: TestFakeDriverFaults starts it, TestFakeDriverChild is
@@ -31,17 +33,19 @@ import (
 // fakeDevicePrefix starts the name the fake driver gives its devices.
 const fakeDevicePrefix = "tensorlife fakecuda"
 
-// requireFakeDriver skips t unless the driver loaded is the fake one.
+// requireFakeDriver skips t unless the driver loaded is the fake one, and
+// fails it where the environment configures the fake driver and it is not
+// the one loaded.
 func requireFakeDriver(t *testing.T) {
 	t.Helper()
 	dev, err := cu.GetDevice(0)
 	if err != nil {
-		t.Skipf("no CUDA device: %v", err)
+		devicetest.NoDevice(t, 0, "no CUDA device: %v", err)
 	}
 	name, err := dev.Name()
 	require.NoError(t, err)
 	if !strings.HasPrefix(name, fakeDevicePrefix) {
-		t.Skipf("needs the fake driver (scripts/fakecuda.sh); running on %q", name)
+		devicetest.NotFakeDriver(t, name)
 	}
 }
 

@@ -10,3 +10,10 @@ func SwapProcess(exitFunc func(int), w io.Writer) (restore func()) {
 	exit, stderr = exitFunc, w
 	return func() { exit, stderr = oldExit, oldStderr }
 }
+
+// Cursors returns how many trackers the misuse cursors remember.
+func Cursors() int {
+	cursors.mu.Lock()
+	defer cursors.mu.Unlock()
+	return len(cursors.last)
+}

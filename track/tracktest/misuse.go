@@ -3,8 +3,10 @@ package tracktest
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
+	"weak"
 
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -94,10 +96,43 @@ type misuseWatch struct {
 }
 
 // cursors remembers, per tracker, the misuses VerifyNone and Find already
-// reported, so each is reported by the first such check after it.
+// reported, so each is reported by the first such check after it. It is
+// the package's one process-wide state, and it holds its trackers weakly:
+// a cleanup drops a tracker's cursor once the tracker is collected, so a
+// test binary that checks a tracker per test does not keep them all.
 var cursors struct {
 	mu   sync.Mutex
-	last map[*track.Tracker]uint64
+	last map[weak.Pointer[track.Tracker]]uint64
+}
+
+// cursor returns where tr's next VerifyNone or Find begins reading its
+// misuses: 0 before the first one.
+func cursor(tr *track.Tracker) uint64 {
+	cursors.mu.Lock()
+	defer cursors.mu.Unlock()
+	return cursors.last[weak.Make(tr)]
+}
+
+// advanceCursor marks tr's misuses up to latest reported.
+func advanceCursor(tr *track.Tracker, latest uint64) {
+	key := weak.Make(tr)
+	cursors.mu.Lock()
+	defer cursors.mu.Unlock()
+	if cursors.last == nil {
+		cursors.last = make(map[weak.Pointer[track.Tracker]]uint64)
+	}
+	last, ok := cursors.last[key]
+	if !ok {
+		runtime.AddCleanup(tr, forgetCursor, key)
+	}
+	cursors.last[key] = max(last, latest)
+}
+
+// forgetCursor runs once the tracker of key is collected.
+func forgetCursor(key weak.Pointer[track.Tracker]) {
+	cursors.mu.Lock()
+	defer cursors.mu.Unlock()
+	delete(cursors.last, key)
 }
 
 // watchMisuse begins watching tr's misuses: from now for a scope or the
@@ -109,9 +144,7 @@ func (c *config) watchMisuse(tr *track.Tracker, scope string, now bool) *misuseW
 		_, _, w.from = tr.MisuseSince(^uint64(0) - 1)
 		return w
 	}
-	cursors.mu.Lock()
-	w.from = cursors.last[tr]
-	cursors.mu.Unlock()
+	w.from = cursor(tr)
 	return w
 }
 
@@ -121,12 +154,7 @@ func (c *config) watchMisuse(tr *track.Tracker, scope string, now bool) *misuseW
 func (w *misuseWatch) check() *MisuseError {
 	ms, lost, latest := w.tr.MisuseSince(w.from)
 	if !w.now {
-		cursors.mu.Lock()
-		if cursors.last == nil {
-			cursors.last = make(map[*track.Tracker]uint64)
-		}
-		cursors.last[w.tr] = max(cursors.last[w.tr], latest)
-		cursors.mu.Unlock()
+		advanceCursor(w.tr, latest)
 	}
 	if w.allow {
 		return nil
