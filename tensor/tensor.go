@@ -383,7 +383,7 @@ func (t *Tensor) doubleFree() error {
 		// The second Free's line, where the history event puts it: two
 		// frames, as the first free keeps.
 		m.SecondFree = tr.Caller(2, freeDepth)
-		tr.NoteMisuse(m)
+		tr.NoteMisuse(&t.blk().rec, m)
 	}
 	if invariants.Enabled {
 		panic(err)
@@ -497,16 +497,14 @@ func (t *Tensor) useAfterFree() {
 	}
 	m := t.misuse(tr, track.EventUseAfterFree)
 	m.Use = tr.Caller(2, 16)
-	tr.NoteMisuse(m)
+	tr.NoteMisuse(&t.blk().rec, m)
 }
 
 // misuse describes a misuse of kind of this freed handle, which tr
 // recorded: the tensor, where it was made and where it was first freed.
 // The caller adds the line of the misuse.
 func (t *Tensor) misuse(tr *track.Tracker, kind track.EventKind) track.Misuse {
-	b := t.blk()
-	return track.Misuse{Kind: kind, ID: b.rec.ID(), Bytes: b.rec.Bytes, Labels: b.rec.Labels(),
-		Allocated: b.rec.Site(), FirstFree: t.firstFree(tr)}
+	return track.Misuse{Kind: kind, Allocated: t.blk().rec.Site(), FirstFree: t.firstFree(tr)}
 }
 
 // offset is the handle's first byte in its block.

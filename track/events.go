@@ -1,6 +1,9 @@
 package track
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // EventKind names something that happened to memory. Allocations, frees and
 // GC-found leaks are counted by the registry itself; the other kinds are
@@ -95,6 +98,14 @@ type Misuse struct {
 	FirstFree  *Site  // nil when unknown
 	SecondFree *Site  // nil when unknown or not a double free
 	Use        *Site  // the use of a freed handle; nil unless EventUseAfterFree
+	req        *request
+}
+
+// MadeUnder reports whether the misused allocation was made under the
+// request of ctx (WithRequest), as Allocation.MadeUnder does.
+func (m *Misuse) MadeUnder(ctx context.Context) bool {
+	req := scopeOf(ctx).req
+	return req != nil && m.req == req
 }
 
 // misuseLogSize bounds the misuses a tracker remembers for MisuseSince;
@@ -109,15 +120,17 @@ type misuseLog struct {
 	ring [misuseLogSize]Misuse
 }
 
-// NoteMisuse reports a double free or a use after free with its sites, as
-// Note does (counted, as misuse too, and with History on recorded; the
-// history event carries the second Free's or the use's site when known),
-// and keeps it for MisuseSince, which package tracktest reads to fail a
-// test in which it happened.
-func (t *Tracker) NoteMisuse(m Misuse) {
-	if m.Kind != EventDoubleFree && m.Kind != EventUseAfterFree {
+// NoteMisuse reports a double free or a use after free of r with its
+// sites, as Note does (counted, as misuse too, and with History on
+// recorded; the history event carries the second Free's or the use's site
+// when known), and keeps it for MisuseSince, which package tracktest reads
+// to fail a test in which it happened. The misuse's ID, Bytes, Labels and
+// Allocated are r's.
+func (t *Tracker) NoteMisuse(r *Record, m Misuse) {
+	if m.Kind != EventDoubleFree && m.Kind != EventUseAfterFree || r == nil {
 		return
 	}
+	m.ID, m.Bytes, m.Labels, m.Allocated, m.req = r.id, r.Bytes, r.Labels(), r.site, r.req
 	site := m.SecondFree
 	if m.Kind == EventUseAfterFree {
 		site = m.Use

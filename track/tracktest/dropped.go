@@ -17,7 +17,7 @@ const maxDropped = 1000
 // tracker reports each one to its watchers before it does, which makes the
 // log exact.
 type dropLog struct {
-	scope string // the ScopeLabel value to keep; empty keeps every tensor
+	scope scope // the tensors to keep: those made under its request, or all
 	cfg   *config
 	stopW func()
 
@@ -29,7 +29,7 @@ type dropLog struct {
 
 // watchDrops starts logging the tensors that tr finds dropped, within scope
 // when it is not empty and less those c ignores. The caller must call stop.
-func (c *config) watchDrops(tr *track.Tracker, scope string) *dropLog {
+func (c *config) watchDrops(tr *track.Tracker, scope scope) *dropLog {
 	d := &dropLog{scope: scope, cfg: c}
 	d.stopW = tr.WatchLeaks(d.add)
 	return d
@@ -38,10 +38,8 @@ func (c *config) watchDrops(tr *track.Tracker, scope string) *dropLog {
 // add runs on the runtime's cleanup goroutine: it filters and appends,
 // holding the lock only for the append.
 func (d *dropLog) add(r track.LeakReport) {
-	if d.scope != "" {
-		if v, _ := r.Labels.Get(ScopeLabel); v != d.scope {
-			return
-		}
+	if !d.scope.holds(&r.Allocation) {
+		return
 	}
 	if d.cfg.ignored(&r.Allocation) {
 		return

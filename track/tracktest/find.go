@@ -20,7 +20,7 @@ func Find(tr *track.Tracker, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	le, me := cfg.checkWatched(cfg.watch(tracker(tr), "", false))
+	le, me := cfg.checkWatched(cfg.watch(tracker(tr), scope{}, false))
 	switch {
 	case le == nil && me == nil:
 		return nil
@@ -44,7 +44,7 @@ func tracker(tr *track.Tracker) *track.Tracker {
 // it is not empty.
 type watch struct {
 	tr     *track.Tracker
-	scope  string
+	scope  scope
 	drops  *dropLog
 	misuse *misuseWatch
 }
@@ -53,7 +53,7 @@ type watch struct {
 // the tests of TestMain); otherwise misuses are read from the last
 // VerifyNone or Find of tr. The caller must end the watch with checkWatched,
 // or stop w.drops.
-func (c *config) watch(tr *track.Tracker, scope string, now bool) *watch {
+func (c *config) watch(tr *track.Tracker, scope scope, now bool) *watch {
 	misuse := c.watchMisuse(tr, scope, now)
 	return &watch{tr: tr, scope: scope, drops: c.watchDrops(tr, scope), misuse: misuse}
 }
@@ -76,11 +76,9 @@ func (c *config) checkWatched(w *watch) (*LeakError, *MisuseError) {
 // tensor that leaves the live set in between was freed in time unless the
 // collector found it dropped: then drops logged it, before the tracker
 // reclaimed it, or a look saw it flagged.
-func (c *config) check(tr *track.Tracker, scope string, drops *dropLog) *LeakError {
+func (c *config) check(tr *track.Tracker, scope scope, drops *dropLog) *LeakError {
 	filter := track.Filter{Allocations: true}
-	if scope != "" {
-		filter.Labels = map[string]string{ScopeLabel: scope}
-	}
+	filter.Request = scope.ctx // nil: the whole tracker
 	var snap *track.Snapshot
 	var live []track.Allocation
 	// found holds each leak once, by id: a tensor seen flagged is kept
@@ -116,7 +114,7 @@ func (c *config) check(tr *track.Tracker, scope string, drops *dropLog) *LeakErr
 	}
 	dropped, more := drops.stop()
 
-	le := &LeakError{Tracker: tr.Name(), Scope: scope, Checked: snap.Time, MoreDropped: more,
+	le := &LeakError{Tracker: tr.Name(), Scope: scope.name, Checked: snap.Time, MoreDropped: more,
 		counted: make(map[uint64]struct{}, len(dropped)+len(live))}
 	// Each dropped handle is its own leak, at the line that made it; a
 	// tensor flagged without a report seen here (found before the watch)

@@ -86,7 +86,7 @@ func (e *MisuseError) Error() string {
 // misuseWatch is where a check began reading a tracker's misuses.
 type misuseWatch struct {
 	tr    *track.Tracker
-	scope string
+	scope scope
 	from  uint64
 	allow bool
 	// now is set for a watch that began at its call (a scope, the tests
@@ -138,7 +138,7 @@ func forgetCursor(key weak.Pointer[track.Tracker]) {
 // watchMisuse begins watching tr's misuses: from now for a scope or the
 // tests of TestMain, from the last VerifyNone or Find of tr otherwise
 // (since tracks the tracker's whole life until one ran).
-func (c *config) watchMisuse(tr *track.Tracker, scope string, now bool) *misuseWatch {
+func (c *config) watchMisuse(tr *track.Tracker, scope scope, now bool) *misuseWatch {
 	w := &misuseWatch{tr: tr, scope: scope, allow: c.allowMisuse, now: now}
 	if now {
 		_, _, w.from = tr.MisuseSince(^uint64(0) - 1)
@@ -159,14 +159,14 @@ func (w *misuseWatch) check() *MisuseError {
 	if w.allow {
 		return nil
 	}
-	e := &MisuseError{Tracker: w.tr.Name(), Scope: w.scope}
+	e := &MisuseError{Tracker: w.tr.Name(), Scope: w.scope.name}
 	for _, m := range ms {
-		if v, _ := m.Labels.Get(ScopeLabel); w.scope != "" && v != w.scope {
+		if w.scope.ctx != nil && !m.MadeUnder(w.scope.ctx) {
 			continue
 		}
 		e.Misuses = append(e.Misuses, m)
 	}
-	if w.scope == "" {
+	if w.scope.ctx == nil {
 		e.Lost = lost // a lost misuse may have been the scope's or not
 	}
 	if len(e.Misuses) == 0 && e.Lost == 0 {

@@ -72,16 +72,19 @@ func Context(t ScopeT, tr *track.Tracker, opts ...Option) context.Context {
 	if n, ok := t.(interface{ Name() string }); ok && n.Name() != "" {
 		name = n.Name()
 	}
-	scope := name + "#" + strconv.FormatUint(scopeIDs.Add(1), 10)
-	ctx := track.WithLabels(parent, ScopeLabel, scope)
+	name += "#" + strconv.FormatUint(scopeIDs.Add(1), 10)
+	ctx, end := track.WithRequest(parent)
+	ctx = track.WithLabels(ctx, ScopeLabel, name)
+	sc := scope{name: name, ctx: ctx}
 
 	cfg, err := newConfig(entryContext, opts)
 	if err != nil {
 		t.Error(err)
 		return ctx
 	}
-	w := cfg.watch(tracker(tr), scope, true)
+	w := cfg.watch(tracker(tr), sc, true)
 	t.Cleanup(func() {
+		end()
 		if h, ok := t.(helper); ok {
 			h.Helper()
 		}
@@ -95,3 +98,14 @@ func Context(t ScopeT, tr *track.Tracker, opts ...Option) context.Context {
 	})
 	return ctx
 }
+
+// scope is what a check looks at: the tensors made under the request of
+// ctx, wherever they are kept since (a cache that relabels or adopts one
+// does not take it out), or, with a nil ctx, every tensor of the tracker.
+type scope struct {
+	name string // the ScopeLabel value, for reports; empty for the tracker
+	ctx  context.Context
+}
+
+// holds reports whether a is in the scope.
+func (s scope) holds(a *track.Allocation) bool { return s.ctx == nil || a.MadeUnder(s.ctx) }

@@ -264,3 +264,23 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return string(s.b)
 }
+
+// A scope is a request: a tensor made under it and kept by a cache, which
+// relabels it and takes it as its owner, is still the scope's leak.
+func TestContextFindsTensorsACacheRelabeled(t *testing.T) {
+	e := newEnv(t, "cached")
+	ft := newFakeT("TestCached")
+	ctx := tracktest.Context(ft, e.tr, fast...)
+	x := e.newTensor(t, ctx, 8)
+	kept, err := x.Retain()
+	require.NoError(t, err)
+	require.NoError(t, kept.SetLabels(track.NewLabels("cache", "prompts")))
+	require.NoError(t, kept.HandTo(&track.Owner{Name: "prompts", MaxBytes: 1 << 20}))
+	require.NoError(t, x.Free()) // the cache's handle still holds it
+	ft.finish()
+	errs := ft.Errors()
+	require.Len(t, errs, 1, "the cached tensor is the scope's leak")
+	assert.Contains(t, errs[0], fmt.Sprintf("tensor %d:", x.ID()))
+	assert.Contains(t, errs[0], "labels {cache=prompts}")
+	require.NoError(t, kept.Free())
+}

@@ -64,7 +64,7 @@ func VerifyNone(t TestingT, tr *track.Tracker, opts ...Option) {
 		t.Error(err)
 		return
 	}
-	le, me := cfg.checkWatched(cfg.watch(tracker(tr), "", false))
+	le, me := cfg.checkWatched(cfg.watch(tracker(tr), scope{}, false))
 	if le != nil {
 		t.Error(le)
 	}
@@ -110,7 +110,7 @@ func VerifyTestMain(m TestingM, tr *track.Tracker, opts ...Option) {
 		exit(1)
 		return
 	}
-	w := cfg.watch(tracker(tr), "", true)
+	w := cfg.watch(tracker(tr), scope{}, true)
 	code := m.Run()
 	if code != 0 {
 		w.drops.stop()
