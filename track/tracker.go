@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/tensorlife/tensorlife/internal/peak"
 )
 
 // Errors returned by Record and Release. They mean the caller misused a
@@ -326,12 +328,7 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 
 	site.allocs.Add(1)
 	site.allocBytes.Add(r.Bytes)
-	live := t.liveBytes.Add(r.Bytes)
-	for peak := t.peakBytes.Load(); live > peak; peak = t.peakBytes.Load() {
-		if t.peakBytes.CompareAndSwap(peak, live) {
-			break
-		}
-	}
+	peak.Raise(&t.peakBytes, t.liveBytes.Add(r.Bytes))
 	return nil
 }
 
