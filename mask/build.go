@@ -68,13 +68,13 @@ func NewBuilder(alloc tensor.Allocator, opts ...BuilderOption) (*Builder, error)
 	}
 	enc, err := encodingOf(cfg.dtype)
 	if err != nil {
-		return nil, err // unreachable: WithDType validated it
+		return nil, err // unreachable: DType validated it
 	}
 	b := &Builder{alloc: alloc, cfg: cfg, enc: enc}
 	if cfg.detect {
 		b.det = newDetector(cfg.remember)
 		b.ownSites = sync.OnceValue(func() *track.Tracker {
-			tr, _ := track.New(track.WithName("mask.Builder sites"), track.MaxSites(maxReportSites)) // valid options
+			tr, _ := track.New(track.Name("mask.Builder sites"), track.MaxSites(maxReportSites)) // valid options
 			return tr
 		})
 	}

@@ -63,7 +63,7 @@ func TestBuildersMatchReference(t *testing.T) {
 		for _, tc := range buildCases() {
 			t.Run(fmt.Sprintf("%v/%s", dt, tc.name), func(t *testing.T) {
 				e := newEnv(t)
-				b := e.builder(t, WithDType(dt))
+				b := e.builder(t, DType(dt))
 				m, err := tc.build(context.Background(), b)
 				require.NoError(t, err)
 				defer free(t, m)
@@ -106,7 +106,7 @@ func TestMaskedValues(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.dt.String(), func(t *testing.T) {
 			e := newEnv(t)
-			b := e.builder(t, WithDType(tc.dt))
+			b := e.builder(t, DType(tc.dt))
 			m, err := b.Padding(context.Background(), []int{1}, 2)
 			require.NoError(t, err)
 			defer free(t, m)
@@ -211,12 +211,12 @@ func TestOptions(t *testing.T) {
 		want []error
 	}{
 		{"nil option", []BuilderOption{nil}, []error{ErrInvalidOption}},
-		{"unsupported dtype", []BuilderOption{WithDType(tensor.Int32)}, []error{ErrInvalidOption, ErrUnsupportedDType}},
-		{"invalid dtype", []BuilderOption{WithDType(tensor.InvalidDType)}, []error{ErrInvalidOption, ErrUnsupportedDType}},
+		{"unsupported dtype", []BuilderOption{DType(tensor.Int32)}, []error{ErrInvalidOption, ErrUnsupportedDType}},
+		{"invalid dtype", []BuilderOption{DType(tensor.InvalidDType)}, []error{ErrInvalidOption, ErrUnsupportedDType}},
 		{"negative max length", []BuilderOption{MaxLength(-1)}, []error{ErrInvalidOption}},
 		{"remember none", []BuilderOption{RememberRequests(0)}, []error{ErrInvalidOption}},
 		{"nil callback", []BuilderOption{OnRebuild(nil)}, []error{ErrInvalidOption}},
-		{"nil logger", []BuilderOption{WithLogger(nil)}, []error{ErrInvalidOption}},
+		{"nil logger", []BuilderOption{Logger(nil)}, []error{ErrInvalidOption}},
 	}
 	for _, tc := range tests {
 		t.Run("builder/"+tc.name, func(t *testing.T) {
@@ -251,7 +251,7 @@ func TestOptions(t *testing.T) {
 		assert.ErrorIs(t, err, tensor.ErrNilAllocator)
 	})
 	t.Run("valid", func(t *testing.T) {
-		b, err := NewBuilder(e.alloc, WithDType(tensor.Float16), MaxLength(8), Strict(true), RememberRequests(3), DetectRebuilds(true))
+		b, err := NewBuilder(e.alloc, DType(tensor.Float16), MaxLength(8), Strict(true), RememberRequests(3), DetectRebuilds(true))
 		require.NoError(t, err)
 		assert.Equal(t, tensor.Float16, b.DType())
 		assert.Same(t, e.alloc, b.Allocator())

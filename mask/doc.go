@@ -10,7 +10,7 @@
 //
 // # Start here
 //
-//	b, err := mask.NewBuilder(pool, mask.WithDType(tensor.Float32))
+//	b, err := mask.NewBuilder(pool, mask.DType(tensor.Float32))
 //
 //	// Per request: build the mask once...
 //	ctx = track.WithLabels(ctx, "request", id)
@@ -38,7 +38,7 @@
 // A Builder makes masks from real inputs, for a batch: Padding from
 // sequence lengths, PaddingFromTokens from token ids and a pad id, Causal,
 // and CausalPadding (both at once). The element type is set once per
-// Builder (WithDType): tensor.Bool or tensor.Uint8 hold 1 to attend and 0
+// Builder (DType): tensor.Bool or tensor.Uint8 hold 1 to attend and 0
 // to mask; tensor.Float32, tensor.Float16 and tensor.BFloat16 are additive
 // masks holding 0 and MaskedBias, as attention kernels add them to scores.
 // Every mask is a *tensor.Tensor of kind Kind that the caller owns and

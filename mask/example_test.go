@@ -51,7 +51,7 @@ func Example() {
 func ExampleCache_GetOrBuild() {
 	dev, _ := tensor.NewHostDevice(64 << 20)
 	alloc, _ := tensor.NewDeviceAllocator(dev, nil)
-	b, _ := mask.NewBuilder(alloc, mask.WithDType(tensor.Float32))
+	b, _ := mask.NewBuilder(alloc, mask.DType(tensor.Float32))
 	cache, err := mask.NewCache(mask.MaxBytes(1<<20), mask.MaxEntries(64))
 	if err != nil {
 		fmt.Println(err)
@@ -113,7 +113,7 @@ func ExampleBuilderOption() {
 	dev, _ := tensor.NewHostDevice(64 << 20)
 	alloc, _ := tensor.NewDeviceAllocator(dev, nil)
 
-	builderOpts := []mask.BuilderOption{mask.WithDType(tensor.Float32), mask.MaxLength(4096)}
+	builderOpts := []mask.BuilderOption{mask.DType(tensor.Float32), mask.MaxLength(4096)}
 	cacheOpts := []mask.CacheOption{mask.CacheName("prompts"), mask.MaxBytes(1 << 20)}
 	b, err := mask.NewBuilder(alloc, builderOpts...)
 	if err != nil {

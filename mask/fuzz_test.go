@@ -42,7 +42,7 @@ func FuzzBuilders(f *testing.F) {
 		}
 
 		e := newEnv(t)
-		b := e.builder(t, WithDType(dt))
+		b := e.builder(t, DType(dt))
 		ctx := context.Background()
 		check := func(name string, m *tensor.Tensor, err error, want []byte, wantErr bool) {
 			t.Helper()

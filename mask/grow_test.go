@@ -21,7 +21,7 @@ func TestGrowableMatchesReference(t *testing.T) {
 		for _, batch := range []int{1, 3, 8} {
 			t.Run(fmt.Sprintf("%v/batch%d", dt, batch), func(t *testing.T) {
 				e := newEnv(t)
-				b := e.builder(t, WithDType(dt))
+				b := e.builder(t, DType(dt))
 				g, err := b.NewGrowable(context.Background(), batch, 1)
 				require.NoError(t, err)
 				defer free(t, g)
@@ -88,7 +88,7 @@ func TestGrowableDeviceAllocations(t *testing.T) {
 
 func TestGrowableAppendCopiesOnlyNewBytes(t *testing.T) {
 	e := newEnv(t)
-	b := e.builder(t, WithDType(tensor.Float32))
+	b := e.builder(t, DType(tensor.Float32))
 	g, err := b.NewGrowable(context.Background(), 3, 64)
 	require.NoError(t, err)
 	defer free(t, g)
@@ -106,7 +106,7 @@ func TestGrowableAppendCopiesOnlyNewBytes(t *testing.T) {
 
 func TestGrowableAppendAllocatesNothing(t *testing.T) {
 	e := newEnv(t)
-	b := e.builder(t, WithDType(tensor.Float32))
+	b := e.builder(t, DType(tensor.Float32))
 	ctx := track.WithLabels(context.Background(), "request", "r1")
 	g, err := b.NewGrowable(ctx, 4, 1)
 	require.NoError(t, err)

@@ -73,7 +73,7 @@ func newEnv(t testing.TB) *env {
 	host, err := tensor.NewHostDevice(256 << 20)
 	require.NoError(t, err)
 	dev := &countingDevice{Device: host}
-	tr, err := track.New(track.WithName(t.Name()))
+	tr, err := track.New(track.Name(t.Name()))
 	require.NoError(t, err)
 	alloc, err := tensor.NewDeviceAllocator(dev, tr)
 	require.NoError(t, err)

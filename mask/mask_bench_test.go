@@ -30,7 +30,7 @@ func benchEnv(b *testing.B) (*countingDevice, *Builder) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bld, err := NewBuilder(alloc, WithDType(tensor.Float32))
+	bld, err := NewBuilder(alloc, DType(tensor.Float32))
 	if err != nil {
 		b.Fatal(err)
 	}

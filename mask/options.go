@@ -105,14 +105,14 @@ func (o cacheOption) applyCache(c *cacheConfig) error {
 	return nil
 }
 
-// WithDType sets the element type of the masks a Builder makes (default
+// DType sets the element type of the masks a Builder makes (default
 // tensor.Bool). tensor.Bool and tensor.Uint8 hold 1 where attention is
 // allowed and 0 where it is masked; tensor.Float32, tensor.Float16 and
 // tensor.BFloat16 are additive masks, added to attention scores before the
 // softmax: 0 where allowed and MaskedBias where masked (see MaskedBias for
 // float16).
-func WithDType(dt tensor.DType) BuilderOption {
-	return builderOption{name: "WithDType", fn: func(c *builderConfig) error {
+func DType(dt tensor.DType) BuilderOption {
+	return builderOption{name: "DType", fn: func(c *builderConfig) error {
 		if _, err := encodingOf(dt); err != nil {
 			return err
 		}
@@ -184,11 +184,11 @@ func OnRebuild(f func(Rebuild)) BuilderOption {
 	}}
 }
 
-// WithLogger sets the logger of the default rebuild report (default
+// Logger sets the logger of the default rebuild report (default
 // slog.Default()). It makes no sense together with OnRebuild, which
 // replaces that report, but is harmless.
-func WithLogger(l *slog.Logger) BuilderOption {
-	return builderOption{name: "WithLogger", fn: func(c *builderConfig) error {
+func Logger(l *slog.Logger) BuilderOption {
+	return builderOption{name: "Logger", fn: func(c *builderConfig) error {
 		if l == nil {
 			return fmt.Errorf("nil logger")
 		}

@@ -290,7 +290,7 @@ func TestRebuildWithoutTrackerSite(t *testing.T) {
 func TestRebuildDefaultLog(t *testing.T) {
 	e := newEnv(t)
 	var buf bytes.Buffer
-	b := e.builder(t, WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	b := e.builder(t, Logger(slog.New(slog.NewTextHandler(&buf, nil))))
 	ctx := request("r1")
 	var line int
 	for range 10 {

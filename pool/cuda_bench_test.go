@@ -24,7 +24,7 @@ func BenchmarkCUDAPoolVsDevice(b *testing.B) {
 		b.Skipf("no CUDA device: %v", err)
 	}
 	defer dev.Close()
-	p, err := pool.New(dev, pool.WithoutTracking())
+	p, err := pool.New(dev, pool.Untracked())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 // machine and driver state:
 //
 //	tracked    tensor.New+Free through a warm pool recording into a tracker
-//	untracked  the same through a warm pool with pool.WithoutTracking
+//	untracked  the same through a warm pool with pool.Untracked
 //	driver     cuMemAlloc+cuMemFree through the Device: what the pool saves
 //
 // It reports each variant's ns per allocation and free, the ns tracking adds
@@ -37,16 +37,16 @@ func BenchmarkCUDATrackedOverhead(b *testing.B) {
 		b.Skipf("no CUDA device: %v", err)
 	}
 	defer dev.Close()
-	tr, err := track.New(track.WithName(b.Name()))
+	tr, err := track.New(track.Name(b.Name()))
 	if err != nil {
 		b.Fatal(err)
 	}
-	tracked, err := pool.New(dev, pool.WithTracker(tr))
+	tracked, err := pool.New(dev, pool.Tracker(tr))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer tracked.Close()
-	untracked, err := pool.New(dev, pool.WithoutTracking())
+	untracked, err := pool.New(dev, pool.Untracked())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 
 func Example() {
 	dev, _ := tensor.NewHostDevice(64 << 20)
-	tracker, _ := track.New(track.WithName("example")) // track.Default() if not given
-	p, err := pool.New(dev, pool.BudgetFraction(0.5), pool.MaxCachedBytes(8<<20), pool.WithTracker(tracker))
+	tracker, _ := track.New(track.Name("example")) // track.Default() if not given
+	p, err := pool.New(dev, pool.BudgetFraction(0.5), pool.MaxCachedBytes(8<<20), pool.Tracker(tracker))
 	if err != nil {
 		fmt.Println(err)
 		return

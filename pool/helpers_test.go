@@ -30,7 +30,7 @@ func newFault(t testing.TB, capacity int64, opts ...faultdev.Option) *faultdev.D
 // sites, and checks when the test ends that every tensor was freed.
 func newTracker(t testing.TB) *track.Tracker {
 	t.Helper()
-	tr, err := track.New(track.WithName(t.Name()))
+	tr, err := track.New(track.Name(t.Name()))
 	require.NoError(t, err)
 	t.Cleanup(func() { tracktest.VerifyNone(t, tr) })
 	return tr
@@ -39,7 +39,7 @@ func newTracker(t testing.TB) *track.Tracker {
 // newPool returns a pool over dev recording into a tracker of its own.
 func newPool(t testing.TB, dev tensor.Device, opts ...pool.Option) *pool.Pool {
 	t.Helper()
-	p, err := pool.New(dev, append([]pool.Option{pool.WithTracker(newTracker(t))}, opts...)...)
+	p, err := pool.New(dev, append([]pool.Option{pool.Tracker(newTracker(t))}, opts...)...)
 	require.NoError(t, err)
 	return p
 }

@@ -35,7 +35,7 @@ func keepSmall(ctx context.Context, p *pool.Pool, n int) ([]*tensor.Tensor, erro
 func TestOOMNamesLeakingSite(t *testing.T) {
 	dev := newFault(t, 4<<20)
 	tr := newTracker(t)
-	p, err := pool.New(dev, pool.WithTracker(tr), pool.Budget(1<<20), pool.TopSites(2))
+	p, err := pool.New(dev, pool.Tracker(tr), pool.Budget(1<<20), pool.TopSites(2))
 	require.NoError(t, err)
 	ctx := context.Background()
 
@@ -94,7 +94,7 @@ func TestOOMNamesLeakingSite(t *testing.T) {
 
 func TestOOMWithoutTrackingNamesNoSites(t *testing.T) {
 	dev := newFault(t, 1<<20)
-	p, err := pool.New(dev, pool.WithoutTracking())
+	p, err := pool.New(dev, pool.Untracked())
 	require.NoError(t, err)
 	_, err = p.Allocate(2 << 20)
 	var oom *tensor.OOMError

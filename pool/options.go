@@ -10,7 +10,7 @@ import (
 
 // ErrInvalidOption means an option's value cannot be used, or the option
 // conflicts with another one passed to New (Budget with BudgetFraction,
-// WithTracker with WithoutTracking), or a budget exceeds the device.
+// Tracker with Untracked), or a budget exceeds the device.
 var ErrInvalidOption = errors.New("pool: invalid option")
 
 // Option configures a Pool in New. Options are validated together in New; an
@@ -44,24 +44,24 @@ func defaultConfig() config {
 	return config{maxCached: -1, topSites: defaultTopSites}
 }
 
-// WithTracker records every tensor made from the pool in t (default
+// Tracker records every tensor made from the pool in t (default
 // track.Default()). Its live sites are what out-of-memory errors and Close
 // name.
-func WithTracker(t *track.Tracker) Option {
+func Tracker(t *track.Tracker) Option {
 	return optionFunc(func(c *config) error {
 		if t == nil {
-			return fmt.Errorf("%w: WithTracker(nil): use WithoutTracking", ErrInvalidOption)
+			return fmt.Errorf("%w: Tracker(nil): use Untracked", ErrInvalidOption)
 		}
 		c.tracker, c.trackerSet = t, true
 		return nil
 	})
 }
 
-// WithoutTracking leaves tensors made from the pool untracked: Tracker
+// Untracked leaves tensors made from the pool untracked: Tracker
 // returns nil, tensor.New skips the stack capture and registry, and
 // out-of-memory errors name no sites. It is for hot paths that are measured
 // and trusted; leaks from it are invisible.
-func WithoutTracking() Option {
+func Untracked() Option {
 	return optionFunc(func(c *config) error {
 		c.untracked = true
 		return nil
@@ -125,7 +125,7 @@ func TopSites(n int) Option {
 // total memory (0 if unknown), and returns the budget in bytes.
 func (c *config) resolve(total int64, memErr error) (int64, error) {
 	if c.untracked && c.trackerSet {
-		return 0, fmt.Errorf("%w: WithTracker and WithoutTracking together", ErrInvalidOption)
+		return 0, fmt.Errorf("%w: Tracker and Untracked together", ErrInvalidOption)
 	}
 	if !c.untracked && !c.trackerSet {
 		c.tracker = track.Default()

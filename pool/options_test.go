@@ -31,8 +31,8 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 		{"BudgetFraction(+Inf)", []pool.Option{pool.BudgetFraction(math.Inf(1))}},
 		{"BudgetFraction of nothing", []pool.Option{pool.BudgetFraction(1e-9)}},
 		{"Budget and BudgetFraction", []pool.Option{pool.Budget(1 << 20), pool.BudgetFraction(0.5)}},
-		{"WithTracker(nil)", []pool.Option{pool.WithTracker(nil)}},
-		{"WithTracker and WithoutTracking", []pool.Option{pool.WithTracker(tr), pool.WithoutTracking()}},
+		{"Tracker(nil)", []pool.Option{pool.Tracker(nil)}},
+		{"Tracker and Untracked", []pool.Option{pool.Tracker(tr), pool.Untracked()}},
 		{"MaxCachedBytes(-1)", []pool.Option{pool.MaxCachedBytes(-1)}},
 		{"TopSites(-1)", []pool.Option{pool.TopSites(-1)}},
 		{"TopSites(101)", []pool.Option{pool.TopSites(101)}},
@@ -79,8 +79,8 @@ func TestNewOptions(t *testing.T) {
 		{"BudgetFraction(0.5)", []pool.Option{pool.BudgetFraction(0.5)}, 2 << 20, -1, track.Default()},
 		{"BudgetFraction(1)", []pool.Option{pool.BudgetFraction(1)}, 4 << 20, -1, track.Default()},
 		{"MaxCachedBytes(0)", []pool.Option{pool.MaxCachedBytes(0)}, 0, 0, track.Default()},
-		{"WithTracker", []pool.Option{pool.WithTracker(tr), pool.TopSites(0)}, 0, -1, tr},
-		{"WithoutTracking", []pool.Option{pool.WithoutTracking(), pool.TopSites(100)}, 0, -1, nil},
+		{"Tracker", []pool.Option{pool.Tracker(tr), pool.TopSites(0)}, 0, -1, tr},
+		{"Untracked", []pool.Option{pool.Untracked(), pool.TopSites(100)}, 0, -1, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

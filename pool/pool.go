@@ -123,7 +123,7 @@ func New(dev tensor.Device, opts ...Option) (*Pool, error) {
 func (p *Pool) Device() tensor.Device { return p.dev }
 
 // Tracker returns the tracker tensors from the pool are recorded in; nil
-// with WithoutTracking.
+// with Untracked.
 func (p *Pool) Tracker() *track.Tracker { return p.tracker }
 
 // Budget returns the pool's budget in bytes; 0 means none.

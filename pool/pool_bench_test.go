@@ -62,7 +62,7 @@ func benchPool(b *testing.B, opts ...pool.Option) *pool.Pool {
 
 func benchTracker(b *testing.B) *track.Tracker {
 	b.Helper()
-	tr, err := track.New(track.WithName(b.Name()))
+	tr, err := track.New(track.Name(b.Name()))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -103,12 +103,12 @@ func newFreeLoop(b *testing.B, alloc tensor.Allocator, devAllocs func() int64) {
 }
 
 func BenchmarkPoolNewFree(b *testing.B) {
-	p := benchPool(b, pool.WithTracker(benchTracker(b)))
+	p := benchPool(b, pool.Tracker(benchTracker(b)))
 	newFreeLoop(b, p, func() int64 { return p.Stats().DeviceAllocs })
 }
 
 func BenchmarkPoolNewFreeUntracked(b *testing.B) {
-	p := benchPool(b, pool.WithoutTracking())
+	p := benchPool(b, pool.Untracked())
 	newFreeLoop(b, p, func() int64 { return p.Stats().DeviceAllocs })
 }
 
@@ -135,7 +135,7 @@ func BenchmarkSyncPoolBaseline(b *testing.B) {
 }
 
 func BenchmarkPoolAllocateRelease(b *testing.B) {
-	p := benchPool(b, pool.WithoutTracking())
+	p := benchPool(b, pool.Untracked())
 	blk, err := p.Allocate(benchBytes)
 	if err != nil {
 		b.Fatal(err)
@@ -209,9 +209,9 @@ func BenchmarkPoolNewFreeParallel(b *testing.B) {
 				name = "tracked/" + sizes.name
 			}
 			b.Run(name, func(b *testing.B) {
-				opt := pool.WithoutTracking()
+				opt := pool.Untracked()
 				if tracked {
-					opt = pool.WithTracker(benchTracker(b))
+					opt = pool.Tracker(benchTracker(b))
 				}
 				p := benchPool(b, opt)
 				ctx := context.Background()
@@ -241,7 +241,7 @@ func BenchmarkPoolNewFreeParallel(b *testing.B) {
 func BenchmarkPoolAllocateReleaseParallel(b *testing.B) {
 	for _, sizes := range parallelSizes {
 		b.Run(sizes.name, func(b *testing.B) {
-			p := benchPool(b, pool.WithoutTracking())
+			p := benchPool(b, pool.Untracked())
 			var goroutines atomic.Int64
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {

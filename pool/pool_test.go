@@ -303,7 +303,7 @@ func TestClose(t *testing.T) {
 
 func TestCloseUntrackedNamesNoSites(t *testing.T) {
 	dev := newFault(t, 1<<20)
-	p, err := pool.New(dev, pool.WithoutTracking())
+	p, err := pool.New(dev, pool.Untracked())
 	require.NoError(t, err)
 	b, err := p.Allocate(100)
 	require.NoError(t, err)

@@ -21,7 +21,7 @@ func callersBaseline(buf *[32]uintptr) int { return runtime.Callers(2, buf[:]) }
 // warm pool with one runtime.Callers over the same frames, interleaved in
 // rounds benchDepth frames below the loop (goal: x-newfree <= 0.75).
 func BenchmarkTrackedNewFreeRatio(b *testing.B) {
-	p := benchPool(b, pool.WithTracker(benchTracker(b)))
+	p := benchPool(b, pool.Tracker(benchTracker(b)))
 	measured := warmNewFree(b, p)
 	var buf [32]uintptr
 	baseline := func() { callersBaseline(&buf) }
@@ -66,7 +66,7 @@ func noteDropped(int) {}
 //     cannot skip and the floor does not do: what the tensor layer adds
 //     over the cheapest handle on memory from the same pool.
 func BenchmarkUntrackedNewFreeRatio(b *testing.B) {
-	p := benchPool(b, pool.WithoutTracking())
+	p := benchPool(b, pool.Untracked())
 	measured := warmNewFree(b, p)
 	floorAndHit := func() {
 		floor()
@@ -104,7 +104,7 @@ func floor() {
 // of a cached block, with the same floor: the part of an untracked
 // New+Free that is the pool's, not the tensor's.
 func BenchmarkPoolHitRatio(b *testing.B) {
-	p := benchPool(b, pool.WithoutTracking())
+	p := benchPool(b, pool.Untracked())
 	poolHit(b, p) // warm the pool
 	benchratio.Run(b, "hit", func() { poolHit(b, p) }, floor, benchratio.BaselineName("floor"))
 }

@@ -38,7 +38,7 @@ func TestTwoDevicesSplitEveryReport(t *testing.T) {
 	for i, name := range []string{"host:0", "host:1"} {
 		dev, err := tensor.NewHostDevice(256*kib, tensor.DeviceName(name))
 		require.NoError(t, err)
-		p, err := pool.New(dev, pool.WithTracker(tr), pool.Budget(int64(64*(i+1))*kib))
+		p, err := pool.New(dev, pool.Tracker(tr), pool.Budget(int64(64*(i+1))*kib))
 		require.NoError(t, err)
 		pools = append(pools, p)
 		src.Pools = append(src.Pools, p)

@@ -91,7 +91,7 @@
 // MinAge and Outlived (AgeOption) narrow a profile of one snapshot and
 // set a handler's default filter. A diff or a delta takes no age option:
 // it compares what its two snapshots selected, so take both with the
-// filter. WithFilter, MaxDeltaWindow and MaxConcurrentDeltas are the
+// filter. Filter, MaxDeltaWindow and MaxConcurrentDeltas are the
 // handler's. Values are checked where they are passed: a nil option or an
 // invalid value is an error matching ErrInvalidOption that names the
 // option.

@@ -32,7 +32,7 @@ func exampleAllocator(tr *track.Tracker) *tensor.DeviceAllocator {
 }
 
 func Example() {
-	tr, err := track.New(track.WithName("agent"))
+	tr, err := track.New(track.Name("agent"))
 	if err != nil {
 		panic(err)
 	}
@@ -179,8 +179,8 @@ func ExampleWriteFile() {
 // options per use is checked by the compiler. KeepLibraryFrames and
 // LabelKeys are FormatOptions, taken everywhere; MinAge and Outlived are
 // AgeOptions, taken by the writers of one snapshot and by the handler but
-// not by a diff; WithFilter and the delta limits are the handler's alone.
-// WithFilter in a writer's list, or MinAge in a diff's, does not compile.
+// not by a diff; Filter and the delta limits are the handler's alone.
+// Filter in a writer's list, or MinAge in a diff's, does not compile.
 func ExampleFormatOption() {
 	tr, err := track.New()
 	if err != nil {

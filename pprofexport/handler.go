@@ -32,7 +32,7 @@ type handler struct {
 //	debugMux.Handle("/debug/pprof/tensors", h)
 //
 // and keep it off public listeners, as you would net/http/pprof. See the
-// package documentation for the query parameters. Options: WithFilter sets
+// package documentation for the query parameters. Options: Filter sets
 // the filter every answer starts from, LabelKeys the request labels a
 // profile may show (none by default), MaxDeltaWindow and
 // MaxConcurrentDeltas bound the delta profiles, KeepLibraryFrames keeps

@@ -73,7 +73,7 @@ func TestHandlerQueryFilters(t *testing.T) {
 	prog.masks("r1", 3)
 	prog.kv("r2", 2)
 	srv := serve(t, newHandler(t, prog.tracker))
-	kvOnly := serve(t, newHandler(t, prog.tracker, pprofexport.WithFilter(track.Filter{Kind: "kv-cache"})))
+	kvOnly := serve(t, newHandler(t, prog.tracker, pprofexport.Filter(track.Filter{Kind: "kv-cache"})))
 
 	tests := []struct {
 		name  string
@@ -416,8 +416,8 @@ func TestHandlerConstruction(t *testing.T) {
 	}{
 		{"nil tracker", nil, nil, pprofexport.ErrNilTracker},
 		{"nil option", tr, []pprofexport.HandlerOption{nil}, pprofexport.ErrInvalidOption},
-		{"negative min age", tr, []pprofexport.HandlerOption{pprofexport.WithFilter(track.Filter{MinAge: -time.Second})}, pprofexport.ErrInvalidOption},
-		{"allocations listed", tr, []pprofexport.HandlerOption{pprofexport.WithFilter(track.Filter{Allocations: true})}, pprofexport.ErrInvalidOption},
+		{"negative min age", tr, []pprofexport.HandlerOption{pprofexport.Filter(track.Filter{MinAge: -time.Second})}, pprofexport.ErrInvalidOption},
+		{"allocations listed", tr, []pprofexport.HandlerOption{pprofexport.Filter(track.Filter{Allocations: true})}, pprofexport.ErrInvalidOption},
 		{"no delta window", tr, []pprofexport.HandlerOption{pprofexport.MaxDeltaWindow(0)}, pprofexport.ErrInvalidOption},
 		{"a window in part seconds", tr, []pprofexport.HandlerOption{pprofexport.MaxDeltaWindow(1500 * time.Millisecond)}, pprofexport.ErrInvalidOption},
 		{"a window over an hour", tr, []pprofexport.HandlerOption{pprofexport.MaxDeltaWindow(time.Hour + time.Second)}, pprofexport.ErrInvalidOption},

@@ -204,20 +204,20 @@ func LabelKeys(keys ...string) FormatOption {
 	})
 }
 
-// WithFilter sets the filter a handler snapshots with before its query
+// Filter sets the filter a handler snapshots with before its query
 // parameters are applied: a query parameter overrides the matching field
 // (min_age, kind, leaked), and Labels always apply. Use it to serve, say,
 // only "kv-cache" tensors on one path. The writers take a snapshot that
 // was already filtered (track.Tracker.SnapshotOf) instead. A filter that
 // does not validate, or that asks for Allocations (a profile never lists
 // allocations one by one), is refused.
-func WithFilter(f track.Filter) HandlerOption {
+func Filter(f track.Filter) HandlerOption {
 	return handlerOption(func(c *config) error {
 		if err := f.Validate(); err != nil {
-			return fmt.Errorf("%w: WithFilter: %w", ErrInvalidOption, err)
+			return fmt.Errorf("%w: Filter: %w", ErrInvalidOption, err)
 		}
 		if f.Allocations {
-			return fmt.Errorf("%w: WithFilter: Filter.Allocations makes no sense for a profile", ErrInvalidOption)
+			return fmt.Errorf("%w: Filter: Filter.Allocations makes no sense for a profile", ErrInvalidOption)
 		}
 		c.filter = f
 		return nil

@@ -43,7 +43,7 @@ func liveTensors(b *testing.B, tensors int) *benchLive {
 	if l := benchCache[tensors]; l != nil {
 		return l
 	}
-	tr, err := track.New(track.WithName("bench"), track.MaxSites(2*benchSites))
+	tr, err := track.New(track.Name("bench"), track.MaxSites(2*benchSites))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -488,8 +488,8 @@ func TestWritersRefuseANilWriter(t *testing.T) {
 }
 
 func TestDiffOfTwoTrackersIsRefused(t *testing.T) {
-	one := newProgram(t, track.WithName("one"))
-	two := newProgram(t, track.WithName("two"))
+	one := newProgram(t, track.Name("one"))
+	two := newProgram(t, track.Name("two"))
 	one.masks("r1", 1)
 	before := one.snapshot()
 	after := two.snapshot()
@@ -504,8 +504,8 @@ func TestDiffOfTwoTrackersIsRefused(t *testing.T) {
 
 // Two trackers of one name are still two trackers: their sites do not match.
 func TestDiffOfTwoTrackersOfOneNameIsRefused(t *testing.T) {
-	one := newProgram(t, track.WithName("same"))
-	two := newProgram(t, track.WithName("same"))
+	one := newProgram(t, track.Name("same"))
+	two := newProgram(t, track.Name("same"))
 	_, err := pprofexport.DiffProfile(one.snapshot(), two.snapshot())
 	assert.ErrorIs(t, err, pprofexport.ErrTrackerMismatch)
 }

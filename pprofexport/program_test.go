@@ -63,7 +63,7 @@ type program struct {
 
 func newProgram(t testing.TB, opts ...track.Option) *program {
 	t.Helper()
-	opts = append([]track.Option{track.WithName("pprofexport-test"), track.OnLeak(func(track.LeakReport) {})}, opts...)
+	opts = append([]track.Option{track.Name("pprofexport-test"), track.OnLeak(func(track.LeakReport) {})}, opts...)
 	tr, err := track.New(opts...)
 	require.NoError(t, err)
 	dev, err := tensor.NewHostDevice(64 << 20)

@@ -102,7 +102,7 @@ func assertFits(t *testing.T, report string) {
 }
 
 func TestSummaryGolden(t *testing.T) {
-	tr, err := track.New(track.WithName("summary"), track.OnLeak(func(track.LeakReport) {}))
+	tr, err := track.New(track.Name("summary"), track.OnLeak(func(track.LeakReport) {}))
 	require.NoError(t, err)
 	w, err := watch.New(tr, watch.OnSuspect(func(watch.Suspect) {}))
 	require.NoError(t, err)
@@ -151,7 +151,7 @@ func TestSummaryGolden(t *testing.T) {
 }
 
 func TestSummaryEmptyTracker(t *testing.T) {
-	tr, err := track.New(track.WithName("empty"))
+	tr, err := track.New(track.Name("empty"))
 	require.NoError(t, err)
 	w, err := watch.New(tr)
 	require.NoError(t, err)
@@ -171,7 +171,7 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk ful
 func TestSummaryRejectsBadInput(t *testing.T) {
 	tr, err := track.New()
 	require.NoError(t, err)
-	other, err := track.New(track.WithName("other"))
+	other, err := track.New(track.Name("other"))
 	require.NoError(t, err)
 	otherWatcher, err := watch.New(other)
 	require.NoError(t, err)

@@ -50,7 +50,7 @@ type Block struct {
 // The Tracker an Allocator returns is where New records every tensor made
 // from it; nil means tensors from this allocator are not tracked. This is how
 // the tracker reaches New: set it once where the allocator is built
-// (DeviceAllocator's tracker argument, pool.WithTracker), and every tensor
+// (DeviceAllocator's tracker argument, pool.Tracker), and every tensor
 // drawn from it is accounted, with no tracker argument on the hot path.
 //
 // Implementations must be safe for concurrent use.

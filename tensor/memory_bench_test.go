@@ -92,9 +92,9 @@ func liveTensorMemory(b *testing.B, tracked, pooled bool) ([]*tensor.Tensor, per
 	}
 	var alloc tensor.Allocator
 	if pooled {
-		opts := []pool.Option{pool.WithTracker(tr)}
+		opts := []pool.Option{pool.Tracker(tr)}
 		if tr == nil {
-			opts = []pool.Option{pool.WithoutTracking()}
+			opts = []pool.Option{pool.Untracked()}
 		}
 		p, err := pool.New(dev, opts...)
 		if err != nil {

@@ -14,7 +14,7 @@ import (
 
 func newTracker(t testing.TB, opts ...track.Option) *track.Tracker {
 	t.Helper()
-	base := []track.Option{track.WithName("test"), track.OnLeak(func(track.LeakReport) {})}
+	base := []track.Option{track.Name("test"), track.OnLeak(func(track.LeakReport) {})}
 	tr, err := track.New(append(base, opts...)...)
 	require.NoError(t, err)
 	return tr

@@ -19,7 +19,7 @@ const benchPairs = 500_000
 // benchTracker is built once for every benchmark of the run: recording a
 // million events takes longer than writing them.
 var benchTracker = sync.OnceValues(func() (*track.Tracker, error) {
-	tr, err := track.New(track.KeepHistory(2*benchPairs+1<<12), track.WithName("bench"))
+	tr, err := track.New(track.KeepHistory(2*benchPairs+1<<12), track.Name("bench"))
 	if err != nil {
 		return nil, err
 	}

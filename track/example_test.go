@@ -8,7 +8,7 @@ import (
 )
 
 func Example() {
-	tr, err := track.New(track.WithName("example"))
+	tr, err := track.New(track.Name("example"))
 	if err != nil {
 		panic(err)
 	}

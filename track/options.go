@@ -66,11 +66,11 @@ func defaultConfig() config {
 	}
 }
 
-// WithName names the tracker in logs and reports (New).
-func WithName(name string) Option {
+// Name names the tracker in logs and reports.
+func Name(name string) Option {
 	return optionFunc(func(c *config) error {
 		if name == "" {
-			return fmt.Errorf("%w: WithName(\"\"): want a name", ErrInvalidOption)
+			return fmt.Errorf("%w: Name(\"\"): want a name", ErrInvalidOption)
 		}
 		c.name = name
 		return nil
@@ -117,12 +117,12 @@ func ReclaimLeaks(reclaim bool) Option {
 	})
 }
 
-// WithLogger sets the logger of the default leak and suspect reports (New;
-// a watcher logs through its tracker's). Default slog.Default().
-func WithLogger(l *slog.Logger) Option {
+// Logger sets the logger of the default leak report (a watcher takes its
+// own, watch.Logger). Default slog.Default().
+func Logger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {
-			return fmt.Errorf("%w: WithLogger(nil)", ErrInvalidOption)
+			return fmt.Errorf("%w: Logger(nil)", ErrInvalidOption)
 		}
 		c.logger = l
 		return nil

@@ -99,8 +99,8 @@ func TestStackTableOverflowIsCounted(t *testing.T) {
 }
 
 func TestReleaseMisuse(t *testing.T) {
-	tr := newTracker(t, track.WithName("one"))
-	other := newTracker(t, track.WithName("two"))
+	tr := newTracker(t, track.Name("one"))
+	other := newTracker(t, track.Name("two"))
 	ctx := context.Background()
 	r := recordA(tr, ctx, 16, "tensor")
 
@@ -121,8 +121,8 @@ func TestReleaseMisuse(t *testing.T) {
 
 func TestInvalidOptions(t *testing.T) {
 	for name, opt := range map[string]track.Option{
-		"zero sites": track.MaxSites(0), "empty name": track.WithName(""),
-		"nil callback": track.OnLeak(nil), "nil logger": track.WithLogger(nil), "nil option": nil,
+		"zero sites": track.MaxSites(0), "empty name": track.Name(""),
+		"nil callback": track.OnLeak(nil), "nil logger": track.Logger(nil), "nil option": nil,
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := track.New(opt)

@@ -252,7 +252,7 @@ func New(opts ...Option) (*Tracker, error) {
 }
 
 var defaultTracker = sync.OnceValue(func() *Tracker {
-	t, _ := New(WithName("default")) // the default options are valid
+	t, _ := New(Name("default")) // the default options are valid
 	return t
 })
 

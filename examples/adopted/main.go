@@ -81,7 +81,7 @@ func newSession(cfg config) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr, err := track.New(track.WithName("adopted"))
+	tr, err := track.New(track.Name("adopted"))
 	if err != nil {
 		return nil, errors.Join(err, lib.Close())
 	}

@@ -44,7 +44,7 @@ func newSession(o options) (*session, error) {
 	if s.devs, err = devflag.OpenAll(o.device, o.capacity); err != nil {
 		return nil, err
 	}
-	topts := []track.Option{track.WithName("agentleak"), track.OnLeak(func(track.LeakReport) {})}
+	topts := []track.Option{track.Name("agentleak"), track.OnLeak(func(track.LeakReport) {})}
 	if o.timeline != "" || o.trace != "" {
 		topts = append(topts, track.KeepHistory(1<<20))
 	}
@@ -85,7 +85,7 @@ type poolLane struct {
 // one tracker. With several devices the cache's name says its device. On
 // error the pool is closed.
 func (s *session) newLane(dev devflag.Device) (_ poolLane, err error) {
-	p, err := pool.New(dev, pool.WithTracker(s.tr), pool.Budget(s.o.budget))
+	p, err := pool.New(dev, pool.Tracker(s.tr), pool.Budget(s.o.budget))
 	if err != nil {
 		return poolLane{}, err
 	}
@@ -94,7 +94,7 @@ func (s *session) newLane(dev devflag.Device) (_ poolLane, err error) {
 			err = errors.Join(err, p.Close())
 		}
 	}()
-	masks, err := mask.NewBuilder(p, mask.WithDType(tensor.Float32), mask.OnRebuild(func(r mask.Rebuild) {
+	masks, err := mask.NewBuilder(p, mask.DType(tensor.Float32), mask.OnRebuild(func(r mask.Rebuild) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.firstRebuild == nil {

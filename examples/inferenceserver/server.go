@@ -93,7 +93,7 @@ func newServer(cfg config, logger *slog.Logger, report io.Writer) (*server, erro
 	if err != nil {
 		return nil, err
 	}
-	if s.tr, err = track.New(track.WithName("inferenceserver"), track.WithLogger(logger)); err != nil {
+	if s.tr, err = track.New(track.Name("inferenceserver"), track.Logger(logger)); err != nil {
 		return nil, errors.Join(err, devflag.CloseAll(devs))
 	}
 	for _, dev := range devs {
@@ -417,12 +417,12 @@ func newLane(cfg config, logger *slog.Logger, tr *track.Tracker, dev devflag.Dev
 			err = errors.Join(err, l.close())
 		}
 	}()
-	if l.pool, err = pool.New(dev, pool.WithTracker(tr), pool.Budget(cfg.budget)); err != nil {
+	if l.pool, err = pool.New(dev, pool.Tracker(tr), pool.Budget(cfg.budget)); err != nil {
 		return nil, err
 	}
 	// Float32 additive masks, as attention kernels add them to scores.
-	l.masks, err = mask.NewBuilder(l.pool, mask.WithDType(tensor.Float32),
-		mask.MaxLength(cfg.maxPrompt+cfg.maxTokens), mask.WithLogger(logger))
+	l.masks, err = mask.NewBuilder(l.pool, mask.DType(tensor.Float32),
+		mask.MaxLength(cfg.maxPrompt+cfg.maxTokens), mask.Logger(logger))
 	if err != nil {
 		return nil, err
 	}

@@ -187,9 +187,9 @@ func childBindFails(t *testing.T) {
 func childPoolOutOfMemory(t *testing.T) {
 	d, err := Open(0)
 	require.NoError(t, err)
-	tr, err := track.New(track.WithName("fake-oom"))
+	tr, err := track.New(track.Name("fake-oom"))
 	require.NoError(t, err)
-	p, err := pool.New(d, pool.WithTracker(tr))
+	p, err := pool.New(d, pool.Tracker(tr))
 	require.NoError(t, err)
 
 	var held []*tensor.Tensor

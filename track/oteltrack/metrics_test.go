@@ -129,7 +129,7 @@ func pointsOf(t *testing.T, m metricdata.Metrics) (string, map[string]int64) {
 }
 
 func TestMetricsReadEveryInstrument(t *testing.T) {
-	tr, err := track.New(track.WithName("metrics"), track.OnLeak(func(track.LeakReport) {}))
+	tr, err := track.New(track.Name("metrics"), track.OnLeak(func(track.LeakReport) {}))
 	require.NoError(t, err)
 	ctx := context.Background()
 
@@ -310,9 +310,9 @@ func TestMetricsDefaultProvider(t *testing.T) {
 }
 
 func TestMetricsRejectBadInput(t *testing.T) {
-	tr, err := track.New(track.WithName("one"))
+	tr, err := track.New(track.Name("one"))
 	require.NoError(t, err)
-	other, err := track.New(track.WithName("other"))
+	other, err := track.New(track.Name("other"))
 	require.NoError(t, err)
 	otherWatcher, err := watch.New(other)
 	require.NoError(t, err)

@@ -33,7 +33,7 @@ func TestRemainderOutsideTensorlife(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, dev.Free(foreign, 300*kib)) }()
 
-	p, err := pool.New(dev, pool.WithTracker(tr))
+	p, err := pool.New(dev, pool.Tracker(tr))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, p.Close()) }()
 	kv, err := tensor.New(ctx, p, tensor.Uint8, 128*kib) // a class size: 128 KiB reserved
@@ -105,7 +105,7 @@ func TestRemainderOutsideTensorlife(t *testing.T) {
 		}
 	})
 	t.Run("fragmented budget", func(t *testing.T) {
-		small, err := pool.New(dev, pool.WithTracker(tr), pool.Budget(64*kib))
+		small, err := pool.New(dev, pool.Tracker(tr), pool.Budget(64*kib))
 		require.NoError(t, err)
 		defer func() { require.NoError(t, small.Close()) }()
 		idle, err := tensor.New(ctx, small, tensor.Uint8, 32*kib)

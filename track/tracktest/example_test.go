@@ -35,7 +35,7 @@ func (t *exampleT) end() {
 }
 
 func ExampleVerifyNone() {
-	tr, _ := track.New(track.WithName("example"))
+	tr, _ := track.New(track.Name("example"))
 	dev, _ := tensor.NewHostDevice(1 << 20)
 	alloc, _ := tensor.NewDeviceAllocator(dev, tr)
 	t := &exampleT{name: "TestMask"}
@@ -52,7 +52,7 @@ func ExampleVerifyNone() {
 }
 
 func ExampleContext() {
-	tr, _ := track.New(track.WithName("shared"))
+	tr, _ := track.New(track.Name("shared"))
 	dev, _ := tensor.NewHostDevice(1 << 20)
 	alloc, _ := tensor.NewDeviceAllocator(dev, tr)
 
@@ -74,7 +74,7 @@ func ExampleContext() {
 
 func ExampleContext_droppedHandle() {
 	// A tracker that reclaims dropped tensors at once (the default), quiet.
-	tr, _ := track.New(track.WithName("shared"), track.OnLeak(func(track.LeakReport) {}))
+	tr, _ := track.New(track.Name("shared"), track.OnLeak(func(track.LeakReport) {}))
 	dev, _ := tensor.NewHostDevice(1 << 20)
 	alloc, _ := tensor.NewDeviceAllocator(dev, tr)
 	t := &exampleT{name: "TestDrop"}
@@ -92,7 +92,7 @@ func ExampleContext_droppedHandle() {
 }
 
 func ExampleFind() {
-	tr, _ := track.New(track.WithName("service"))
+	tr, _ := track.New(track.Name("service"))
 	dev, _ := tensor.NewHostDevice(1 << 20)
 	alloc, _ := tensor.NewDeviceAllocator(dev, tr)
 	kv, _ := tensor.Make(context.Background(), alloc, tensor.Spec{DType: tensor.Float16, Shape: tensor.Shape{8, 128}, Kind: "kv-cache"})

@@ -97,7 +97,7 @@ type env struct {
 // test output stays quiet, unless opts say otherwise.
 func newEnv(t testing.TB, name string, opts ...track.Option) *env {
 	t.Helper()
-	opts = append([]track.Option{track.WithName(name), track.OnLeak(func(track.LeakReport) {})}, opts...)
+	opts = append([]track.Option{track.Name(name), track.OnLeak(func(track.LeakReport) {})}, opts...)
 	tr, err := track.New(opts...)
 	require.NoError(t, err)
 	dev, err := tensor.NewHostDevice(64 << 20)

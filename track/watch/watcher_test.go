@@ -70,7 +70,7 @@ func newWatchedTracker(t *testing.T, opts ...watch.Option) (*track.Tracker, *wat
 // made with opts, whose suspects are collected.
 func watchedTracker(t *testing.T, name string, opts ...watch.Option) (*track.Tracker, *watch.Watcher, *suspectLog) {
 	t.Helper()
-	tr, err := track.New(track.WithName(name))
+	tr, err := track.New(track.Name(name))
 	require.NoError(t, err)
 	log := &suspectLog{}
 	w, err := watch.New(tr, append([]watch.Option{watch.OnSuspect(log.add)}, opts...)...)
@@ -431,7 +431,7 @@ func TestWatcherTimedWindows(t *testing.T) {
 
 func TestWatcherDefaultReportLogs(t *testing.T) {
 	var buf bytes.Buffer
-	tr, err := track.New(track.WithName("logged"))
+	tr, err := track.New(track.Name("logged"))
 	require.NoError(t, err)
 	w, err := watch.New(tr, watch.Logger(slog.New(slog.NewTextHandler(&buf, nil))))
 	require.NoError(t, err)
