@@ -44,7 +44,7 @@ func FuzzProfile(f *testing.F) {
 			}
 			require.NoError(t, recordAt(ctx, tr, recs[i:i+1], uint(b[0]), 3))
 			if b[3]%5 == 0 {
-				tr.ReportLeak(&recs[i])
+				tr.ReportDropped(&recs[i], nil, "")
 			}
 			if b[4]%4 == 1 {
 				require.NoError(t, tr.Release(&recs[i]))

@@ -124,7 +124,7 @@ func TestKeepLibraryFrames(t *testing.T) {
 	require.NoError(t, err)
 	leaked := &track.Record{Bytes: 1, Meta: track.InternMeta("tensor", "", "", nil)}
 	require.NoError(t, tr.Record(context.Background(), leaked, 0))
-	require.True(t, tr.ReportLeak(leaked))
+	tr.ReportDropped(leaked, nil, "")
 	t.Cleanup(func() {
 		assert.NoError(t, tr.Release(leaked))
 		assert.NoError(t, tr.Release(fromLibrary))
@@ -210,7 +210,7 @@ func TestProfileFilters(t *testing.T) {
 	leaked := &track.Record{Bytes: 512, Meta: track.InternMeta("mask", "host", "bool", []int{512})}
 	require.NoError(t, prog.tracker.Record(context.Background(), leaked, 0))
 	t.Cleanup(func() { require.NoError(t, prog.tracker.Release(leaked)) })
-	require.True(t, prog.tracker.ReportLeak(leaked))
+	prog.tracker.ReportDropped(leaked, nil, "")
 
 	inuse := func(p *profile.Profile) map[string]int64 {
 		out := map[string]int64{}
@@ -458,7 +458,7 @@ func TestProfileLeakedLabel(t *testing.T) {
 			require.NoError(t, prog.tracker.Release(&recs[i]))
 		}
 	})
-	require.True(t, prog.tracker.ReportLeak(&recs[0]))
+	prog.tracker.ReportDropped(&recs[0], nil, "")
 	snap := prog.snapshot()
 	require.Len(t, snap.Groups, 1, "one group, one of its three tensors leaked")
 

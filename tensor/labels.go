@@ -17,7 +17,7 @@ func (t *Tensor) SetLabels(l track.Labels) error {
 	if tr == nil {
 		return nil
 	}
-	return tr.Relabel(&t.blk().rec, l)
+	return tr.SetLabels(&t.blk().rec, l)
 }
 
 // HandTo gives the tensor's allocation to owner, for every handle of it: it

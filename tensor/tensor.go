@@ -294,8 +294,7 @@ func (b *block) tracker() *track.Tracker { return b.rec.Tracker() }
 func (t *Tensor) dropped() {
 	b := t.b
 	if tr := b.tracker(); tr != nil {
-		tr.ReportDropped(&b.rec, t.site, howName(t.how))
-		if !tr.ReclaimsLeaks() {
+		if !tr.ReportDropped(&b.rec, t.site, howName(t.how)) {
 			return
 		}
 		b.rec.Unhold(t.site, howName(t.how))

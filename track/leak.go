@@ -20,24 +20,22 @@ type LeakReport struct {
 	Reclaimed bool
 }
 
-// ReportLeak reports r's own handle dropped: ReportDropped(r, nil, "").
-func (t *Tracker) ReportLeak(r *Record) bool { return t.ReportDropped(r, nil, "") }
-
 // ReportDropped reports one handle of r found dropped without Free: the
 // allocation's own handle when site is nil, else the extra holder counted
 // by Record.Hold(site, how). It is counted (Totals.GCLeaks counts handles),
 // reported through the OnLeak callback with the handle's line, and r is
 // flagged in snapshots. The owner of r (package tensor) calls it from the
-// handle's finalizer, then, if ReclaimLeaks is true, gives the handle's
-// ownership up (Unhold, and Release with the last owner); if not, the
-// handle is kept counted as dropped. It returns whether it reported;
-// records not live in t are ignored.
-func (t *Tracker) ReportDropped(r *Record, site *Site, how string) bool {
+// handle's finalizer, then, when it returns true (the ReclaimLeaks
+// option), gives the handle's ownership up (Unhold, and Release with the
+// last owner); otherwise the handle is kept, counted as dropped. Records
+// not live in t, and a second report of a record's own handle, are not
+// reported again.
+func (t *Tracker) ReportDropped(r *Record, site *Site, how string) (reclaim bool) {
 	if r == nil || r.tracker != t || r.state() != stateLive {
-		return false
+		return true // nothing is kept for it: ownership goes
 	}
 	if site == nil && r.word.Or(ownDropped)&ownDropped != 0 {
-		return false // the own handle has one finalizer: a second report is a caller's repeat
+		return t.cfg.reclaimLeaks // the own handle has one finalizer: a second report is a caller's repeat
 	}
 	r.setLeaked()
 	holder := Holder{Site: r.site, How: HowOwn, Dropped: 1}
@@ -61,7 +59,7 @@ func (t *Tracker) ReportDropped(r *Record, site *Site, how string) bool {
 			w.f(report)
 		}
 	}
-	return true
+	return t.cfg.reclaimLeaks
 }
 
 // leakWatcher is one WatchLeaks subscription.

@@ -162,14 +162,14 @@ type Owner struct {
 
 // HandOver gives the live record r to o: from now on r does not outlive the
 // request that made it, and it is judged as o says (see Owner). Handing a
-// record over again moves it to the new owner. A nil o is ErrNilOwner; a
-// record that is not live through t gets the errors Release would.
+// record over again moves it to the new owner. A nil o, or a record that is
+// not live through t, is an error matching ErrMisuse.
 func (t *Tracker) HandOver(r *Record, o *Owner) error {
 	if err := t.owns(r, "handed over"); err != nil {
 		return err
 	}
 	if o == nil {
-		return ErrNilOwner
+		return errNilOwner
 	}
 	sh := &t.shards[r.id%shardCount]
 	sh.mu.Lock()

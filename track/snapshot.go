@@ -329,7 +329,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 		sh.mu.Lock()
 		for r := sh.head; r != nil; r = r.next {
 			m := metaOf(r)
-			labels := r.Labels() // read once: Relabel may replace them
+			labels := r.Labels() // read once: SetLabels may replace them
 			leaked, outlived := r.leaked(), r.outlived()
 			c := candidate{kind: m.Kind, device: m.Device, leaked: leaked, outlived: outlived, req: r.req,
 				age: time.Duration(sinceStart - r.born), labels: labels}

@@ -17,31 +17,28 @@ import (
 	"github.com/tensorlife/tensorlife/internal/peak"
 )
 
-// Errors returned by Record and Release. They mean the caller misused a
-// record; the tracker also counts them (Totals.Misuse).
+// Errors of the registry.
 var (
-	// ErrNilRecord means a nil *Record was passed.
-	ErrNilRecord = errors.New("track: nil record")
-	// ErrAlreadyRecorded means a Record was passed to Record twice.
-	ErrAlreadyRecorded = errors.New("track: record already recorded")
-	// ErrNotRecorded means a Record that was never recorded was released.
-	ErrNotRecorded = errors.New("track: record was never recorded")
-	// ErrReleased means a Record was released twice.
-	ErrReleased = errors.New("track: record already released")
-	// ErrForeignTracker means a Record was released through a tracker that
-	// did not record it.
-	ErrForeignTracker = errors.New("track: record belongs to another tracker")
-	// ErrInvalidBytes means a negative byte count.
-	ErrInvalidBytes = errors.New("track: negative byte count")
+	// ErrMisuse means a record was passed wrongly: nil, recorded twice,
+	// released twice or never recorded, recorded by another tracker, of a
+	// negative size, or handed to a nil owner. The error says which; the
+	// tracker also counts it (Totals.Misuse).
+	ErrMisuse = errors.New("track: record misused")
 	// ErrNilTracker means a nil *Tracker was passed or used.
 	ErrNilTracker = errors.New("track: nil tracker")
-	// ErrNilOwner means HandOver was given a nil *Owner.
-	ErrNilOwner = errors.New("track: nil owner")
 )
 
-// errReleased is ErrReleased for r, which was verb after its release.
+// Misuses of a record, each wrapping ErrMisuse.
+var (
+	errNilRecord       = fmt.Errorf("%w: nil record", ErrMisuse)
+	errAlreadyRecorded = fmt.Errorf("%w: record already recorded", ErrMisuse)
+	errNotRecorded     = fmt.Errorf("%w: record was never recorded", ErrMisuse)
+	errNilOwner        = fmt.Errorf("%w: nil owner", ErrMisuse)
+)
+
+// errReleased is the misuse of r, verb after its release.
 func errReleased(r *Record, verb string) error {
-	return fmt.Errorf("%w: record %d from %s %s", ErrReleased, r.id, r.site, verb)
+	return fmt.Errorf("%w: record %d from %s %s after its release", ErrMisuse, r.id, r.site, verb)
 }
 
 // shardCount is the number of registry shards. Record ids come from one
@@ -137,7 +134,7 @@ type Record struct {
 
 	tracker *Tracker
 	site    *Site
-	labels  atomic.Pointer[labelSet]  // a Labels; atomic so that Relabel races no reader
+	labels  atomic.Pointer[labelSet]  // a Labels; atomic so that SetLabels races no reader
 	holders atomic.Pointer[holderSet] // extra owners; nil while only the own handle holds it
 	id      uint64
 	born    int64 // nanoseconds since the tracker started, monotonic
@@ -183,7 +180,7 @@ func (r *Record) ID() uint64 { return r.id }
 func (r *Record) Site() *Site { return r.site }
 
 // Labels returns the labels of the context the allocation was made under,
-// or those Relabel gave it since.
+// or those SetLabels gave it since.
 func (r *Record) Labels() Labels { return Labels{set: r.labels.Load()} }
 
 // Tracker returns the tracker that recorded r, or nil.
@@ -267,10 +264,6 @@ func (t *Tracker) Name() string { return t.cfg.name }
 // from it.
 func (t *Tracker) Started() time.Time { return t.start }
 
-// ReclaimsLeaks reports whether the memory of GC-found leaks is returned to
-// its allocator (the ReclaimLeaks option).
-func (t *Tracker) ReclaimsLeaks() bool { return t.cfg.reclaimLeaks }
-
 // Record adds r to the live registry, capturing the call stack. skip is the
 // number of stack frames to skip, as in pprof.Profile.Add: 0 starts the stack
 // at the function calling Record. Every function skip passes over must not
@@ -285,15 +278,15 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	}
 	if r == nil {
 		t.misuse.Add(1)
-		return ErrNilRecord
+		return errNilRecord
 	}
 	if r.Bytes < 0 {
 		t.misuse.Add(1)
-		return fmt.Errorf("%w: %d", ErrInvalidBytes, r.Bytes)
+		return fmt.Errorf("%w: negative byte count %d", ErrMisuse, r.Bytes)
 	}
 	if !r.word.CompareAndSwap(stateNew, stateLive) {
 		t.misuse.Add(1)
-		return ErrAlreadyRecorded
+		return errAlreadyRecorded
 	}
 	site := t.site(skip)
 
@@ -340,15 +333,15 @@ func (t *Tracker) owns(r *Record, verb string) error {
 	}
 	if r == nil {
 		t.misuse.Add(1)
-		return ErrNilRecord
+		return errNilRecord
 	}
 	if r.tracker != t {
 		t.misuse.Add(1)
 		if r.tracker == nil {
-			return ErrNotRecorded
+			return errNotRecorded
 		}
 		return fmt.Errorf("%w: record %d of tracker %q %s through %q",
-			ErrForeignTracker, r.id, r.tracker.cfg.name, verb, t.cfg.name)
+			ErrMisuse, r.id, r.tracker.cfg.name, verb, t.cfg.name)
 	}
 	return nil
 }
@@ -405,15 +398,13 @@ func (t *Tracker) Release(r *Record) error {
 	return nil
 }
 
-// Relabel replaces the labels of the live record r: a tensor adopted by a
+// SetLabels replaces the labels of the live record r: a tensor adopted by a
 // cache belongs to the cache, not to the request that happened to build it,
 // so that -tagfocus request=r1 stops showing shared cache memory as r1's
-// once r1 has ended. Snapshots taken after Relabel returns group r under l;
-// the labels are one atomic pointer, so no reader ever sees half of them.
-// Relabeling a record that is not live through t returns the error Release
-// would (ErrNilRecord, ErrNotRecorded, ErrForeignTracker, ErrReleased) and is
-// counted as misuse.
-func (t *Tracker) Relabel(r *Record, l Labels) error {
+// once r1 has ended. Snapshots taken after SetLabels returns group r under
+// l; the labels are one atomic pointer, so no reader ever sees half of them.
+// A record that is not live through t is an error matching ErrMisuse.
+func (t *Tracker) SetLabels(r *Record, l Labels) error {
 	if err := t.owns(r, "relabeled"); err != nil {
 		return err
 	}

@@ -158,7 +158,7 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 	// A KV-cache block on another device that the GC found leaked.
 	kv := &track.Record{Bytes: 4096, Meta: track.InternMeta("kv-cache", "cuda:0", "float16", []int{2048})}
 	require.NoError(t, tr.Record(ctx, kv, 0))
-	require.True(t, tr.ReportLeak(kv))
+	require.True(t, tr.ReportDropped(kv, nil, ""))
 	tr.Note(track.EventMaskRebuilt, nil, 256)
 	tr.Note(track.EventMaskRebuilt, nil, 256)
 

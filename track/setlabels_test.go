@@ -11,11 +11,11 @@ import (
 	"github.com/tensorlife/tensorlife/track"
 )
 
-func TestRelabel(t *testing.T) {
+func TestSetLabels(t *testing.T) {
 	tr := newTracker(t)
 	ctx := track.WithLabels(context.Background(), "request", "r1")
 	r := recordA(tr, ctx, 64, "mask")
-	require.NoError(t, tr.Relabel(r, track.NewLabels("cache", "prompts")))
+	require.NoError(t, tr.SetLabels(r, track.NewLabels("cache", "prompts")))
 	assert.Equal(t, "{cache=prompts}", r.Labels().String())
 	snap, err := tr.SnapshotOf(track.Filter{Labels: map[string]string{"request": "r1"}})
 	require.NoError(t, err)
@@ -26,19 +26,19 @@ func TestRelabel(t *testing.T) {
 
 	other := newTracker(t)
 	misuse := tr.Totals().Misuse
-	assert.ErrorIs(t, tr.Relabel(nil, track.Labels{}), track.ErrNilRecord)
-	assert.ErrorIs(t, other.Relabel(r, track.Labels{}), track.ErrForeignTracker)
-	assert.ErrorIs(t, tr.Relabel(&track.Record{}, track.Labels{}), track.ErrNotRecorded)
+	assert.ErrorIs(t, tr.SetLabels(nil, track.Labels{}), track.ErrMisuse)
+	assert.ErrorIs(t, other.SetLabels(r, track.Labels{}), track.ErrMisuse)
+	assert.ErrorIs(t, tr.SetLabels(&track.Record{}, track.Labels{}), track.ErrMisuse)
 	require.NoError(t, tr.Release(r))
-	assert.ErrorIs(t, tr.Relabel(r, track.Labels{}), track.ErrReleased)
+	assert.ErrorIs(t, tr.SetLabels(r, track.Labels{}), track.ErrMisuse)
 	assert.Equal(t, misuse+3, tr.Totals().Misuse)
 	var nilTracker *track.Tracker
-	assert.ErrorIs(t, nilTracker.Relabel(r, track.Labels{}), track.ErrNilTracker)
+	assert.ErrorIs(t, nilTracker.SetLabels(r, track.Labels{}), track.ErrNilTracker)
 }
 
-// TestRelabelRacesSnapshots is for -race: labels are replaced while
+// TestSetLabelsRacesSnapshots is for -race: labels are replaced while
 // snapshots read them.
-func TestRelabelRacesSnapshots(t *testing.T) {
+func TestSetLabelsRacesSnapshots(t *testing.T) {
 	tr := newTracker(t)
 	r := recordA(tr, context.Background(), 64, "mask")
 	a, b := track.NewLabels("cache", "a"), track.NewLabels("cache", "b")
@@ -51,7 +51,7 @@ func TestRelabelRacesSnapshots(t *testing.T) {
 			if i%2 == 1 {
 				l = b
 			}
-			assert.NoError(t, tr.Relabel(r, l))
+			assert.NoError(t, tr.SetLabels(r, l))
 		}
 	}()
 	for range 50 {
