@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/tensorlife/tensorlife/internal/cacheline"
 )
 
 // Errors returned by Record and Release. They mean the caller misused a
@@ -51,10 +53,8 @@ const shardCount = 64
 // byte total that the peak is computed from is a tracker-wide atomic.
 type shard struct {
 	shardData
-	_ [cacheLine - unsafe.Sizeof(shardData{})%cacheLine]byte // no false sharing
+	_ [cacheline.Size - unsafe.Sizeof(shardData{})%cacheline.Size]byte // no false sharing
 }
-
-const cacheLine = 64
 
 type shardData struct {
 	mu         sync.Mutex
