@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tensorlife/tensorlife/internal/fpstack"
+	"github.com/tensorlife/tensorlife/internal/intern"
 )
 
 // Stack capture. A site is named by the program counters runtime.Callers
@@ -103,7 +104,7 @@ func (t *Tracker) site(skip int) *Site {
 		}
 		return t.callersSite(skip+1, nil, 0)
 	}
-	h := hashPCs(walk[:n])
+	h := intern.NewHash().PCs(walk[:n]).Sum()
 	switch e := t.walks.lookup(h, walk[:n]); {
 	case e == nil && t.walks.full():
 		// The walk could not be kept, so comparing it would be wasted,
