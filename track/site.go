@@ -245,18 +245,6 @@ func (t *stackTable) intern(pcs []uintptr) *Site {
 	return s
 }
 
-func equalPCs(a, b []uintptr) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // sites returns every site, the overflow site first, in id order.
 func (t *stackTable) sites() []*Site {
 	t.mu.Lock()
