@@ -47,9 +47,9 @@ func newWalkCache(maxSites int) *walkCache {
 	return &walkCache{table: intern.New[walkEntry](intern.Limits{Slots: 4 * maxSites, Values: 2 * maxSites, Probes: 4 * maxSites})}
 }
 
-func (c *walkCache) lookup(h uint64, pcs []uintptr) *walkEntry {
-	e, _ := c.table.Lookup(h, func(e *walkEntry) bool { return e.hash == h && slices.Equal(e.pcs, pcs) })
-	return e
+// sameWalk returns the test that an entry is the walk pcs of hash h.
+func sameWalk(h uint64, pcs []uintptr) func(*walkEntry) bool {
+	return func(e *walkEntry) bool { return e.hash == h && slices.Equal(e.pcs, pcs) }
 }
 
 // full reports whether the cache takes no more walks.
@@ -57,7 +57,7 @@ func (c *walkCache) full() bool { return c.table.Full() }
 
 func (c *walkCache) insert(h uint64, pcs []uintptr, site *Site) {
 	// A walk another goroutine cached first keeps its entry.
-	c.table.Insert(h, func(e *walkEntry) bool { return e.hash == h && slices.Equal(e.pcs, pcs) }, func(int) *walkEntry {
+	c.table.Insert(h, sameWalk(h, pcs), func(int) *walkEntry {
 		return &walkEntry{hash: h, pcs: append([]uintptr(nil), pcs...), site: site}
 	})
 }
@@ -80,7 +80,9 @@ func (t *Tracker) site(skip int) *Site {
 		return t.callersSite(skip+1, nil, 0)
 	}
 	h := intern.NewHash().PCs(walk[:n]).Sum()
-	switch e := t.walks.lookup(h, walk[:n]); {
+	// The table's Lookup, not a method of walkCache around it: inlined
+	// here with the comparison, where a wrapper would be a call.
+	switch e, _ := t.walks.table.Lookup(h, sameWalk(h, walk[:n])); {
 	case e == nil && t.walks.full():
 		// The walk could not be kept, so comparing it would be wasted,
 		// and counted again as a mismatch on every capture.
