@@ -58,6 +58,8 @@ func New[V any](l Limits) *Table[V] {
 // at most Limits.Probes slots; ok is false if there is none. same is called
 // only with kept values and must not call the table. Lookup takes no lock
 // and allocates nothing; it is small enough to be inlined, same with it.
+// Call it where the key is, on a hot path: a method wrapped around it, with
+// its comparison, is usually past the inliner's budget, and a call again.
 func (t *Table[V]) Lookup(h uint64, same func(*V) bool) (v *V, ok bool) {
 	for i := range t.probes {
 		v := t.slots[(h+i)&t.mask].Load()
