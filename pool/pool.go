@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/tensorlife/tensorlife/internal/allocid"
+	"github.com/tensorlife/tensorlife/internal/cacheline"
 	"github.com/tensorlife/tensorlife/internal/peak"
 
 	"github.com/tensorlife/tensorlife/internal/format"
@@ -36,7 +37,7 @@ type freeList struct {
 // paddedList keeps each class on its own cache lines: no false sharing.
 type paddedList struct {
 	freeList
-	_ [128 - unsafe.Sizeof(freeList{})%128]byte
+	_ [cacheline.Size - unsafe.Sizeof(freeList{})%cacheline.Size]byte
 }
 
 // Pool is a caching allocator over one tensor.Device: it implements

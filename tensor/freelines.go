@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tensorlife/tensorlife/internal/fpstack"
+	"github.com/tensorlife/tensorlife/internal/intern"
 )
 
 // The line that first freed a handle is kept for misuse reports (a double
@@ -14,17 +15,32 @@ import (
 // process, which are few, are numbered here once each, and a freed handle
 // keeps the number in its state word.
 //
-// freeLines is a fixed open-addressed table keyed by the program counters
-// Free captured: freeDepth frames and two more, as the tracker captures
-// them (a frame-pointer walk or runtime.Callers). Nothing is symbolized on
-// Free; a report turns a line into freeDepth frames (reportedFrames). A
-// line's number is its slot's index plus firstFreeLine: state 0 is a live
+// freeLines is a fixed intern table keyed by the program counters Free
+// captured: freeDepth frames and two more, as the tracker captures them (a
+// frame-pointer walk or runtime.Callers). Nothing is symbolized on Free; a
+// report turns a line into freeDepth frames (reportedFrames). A line's
+// number is the id the table gives it plus firstFreeLine: state 0 is a live
 // handle, freedUnknown a handle freed at a line not kept (an untracked
-// tensor's, or one past a full table). Lookups take no lock and inserts
-// only a compare-and-swap; the table never grows or moves a slot.
-var freeLines freeLineTable
+// tensor's, or one past a full table). Lookups take no lock and an insert
+// takes one, once per distinct line; the table never grows or moves a line.
+var freeLines = newFreeLineTable()
 
-type freeLineTable [freeLineSlots]atomic.Pointer[freeLine]
+type freeLineTable struct {
+	table *intern.Table[keptLine]
+	// byNumber holds each kept line at its id, for reports to read back
+	// without a lock.
+	byNumber [freeLineSlots]atomic.Pointer[keptLine]
+}
+
+// keptLine is a line the table keeps, with its number.
+type keptLine struct {
+	pcs    freeLine
+	number uint32
+}
+
+func newFreeLineTable() *freeLineTable {
+	return &freeLineTable{table: intern.New[keptLine](intern.Limits{Slots: freeLineSlots, Values: freeLineSlots, Probes: freeLineProbes})}
+}
 
 // freeLine is what Free captures: two frames more than a report keeps, for
 // the wrapper frames a walk sees and runtime.Callers does not, such as
@@ -45,27 +61,20 @@ const (
 // number returns the number of the line pcs names, adding it if it
 // is new and there is room; freedUnknown if there is none.
 func (tab *freeLineTable) number(pcs *freeLine) uint32 {
-	var h uint64
-	for _, pc := range pcs {
-		h = (h*0x9E3779B97F4A7C15 ^ uint64(pc)) * 0xBF58476D1CE4E5B9
-		h ^= h >> 29
+	h := intern.NewHash().PCs(pcs[:]).Sum()
+	same := func(l *keptLine) bool { return l.pcs == *pcs }
+	l, ok := tab.table.Lookup(h, same)
+	if !ok {
+		l, ok = tab.table.Insert(h, same, func(id int) *keptLine {
+			l := &keptLine{pcs: *pcs, number: uint32(id) + firstFreeLine}
+			tab.byNumber[id].Store(l)
+			return l
+		})
 	}
-	for i := range uint64(freeLineProbes) {
-		slot := (h + i) % freeLineSlots
-		l := tab[slot].Load()
-		if l == nil {
-			kept := *pcs
-			if !tab[slot].CompareAndSwap(nil, &kept) {
-				l = tab[slot].Load() // another Free took the slot first
-			} else {
-				return uint32(slot) + firstFreeLine
-			}
-		}
-		if *l == *pcs {
-			return uint32(slot) + firstFreeLine
-		}
+	if !ok {
+		return freedUnknown
 	}
-	return freedUnknown
+	return l.number
 }
 
 // line returns the program counters of line number n; nil for
@@ -74,11 +83,11 @@ func (tab *freeLineTable) line(n uint32) []uintptr {
 	if n < firstFreeLine {
 		return nil
 	}
-	l := tab[n-firstFreeLine].Load()
+	l := tab.byNumber[n-firstFreeLine].Load()
 	if l == nil {
 		return nil
 	}
-	pcs := l[:]
+	pcs := l.pcs[:]
 	for len(pcs) > 0 && pcs[len(pcs)-1] == 0 {
 		pcs = pcs[:len(pcs)-1]
 	}

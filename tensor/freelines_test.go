@@ -9,7 +9,7 @@ import (
 )
 
 func TestFreeLinesNumberEachLineOnce(t *testing.T) {
-	var tab freeLineTable
+	tab := newFreeLineTable()
 	a, b := freeLine{0x1000, 0x2000}, freeLine{0x1000, 0x2008}
 	na, nb := tab.number(&a), tab.number(&b)
 	require.GreaterOrEqual(t, na, firstFreeLine)
@@ -28,7 +28,7 @@ func TestFreeLinesNumberEachLineOnce(t *testing.T) {
 }
 
 func TestFreeLinesFullTableGivesUnknownNeverAWrongLine(t *testing.T) {
-	var tab freeLineTable
+	tab := newFreeLineTable()
 	numbers := make(map[uint32]freeLine)
 	unknown := 0
 	for i := range 2 * freeLineSlots {

@@ -2,10 +2,10 @@ package track
 
 import (
 	"runtime"
-	"sync"
-	"sync/atomic"
+	"slices"
 
 	"github.com/tensorlife/tensorlife/internal/fpstack"
+	"github.com/tensorlife/tensorlife/internal/intern"
 )
 
 // Stack capture. A site is named by the program counters runtime.Callers
@@ -25,15 +25,14 @@ import (
 // agree with runtime.Callers is cached as untrusted, counted
 // (Totals.StackMismatches), and served by runtime.Callers from then on.
 
-// walkCache maps frame-pointer walks to sites in a fixed open-addressed
-// table. Lookups take no lock; an insert, once per distinct walk, takes one.
-// The table never grows: when full, walks are not cached.
+// walkCache maps frame-pointer walks to sites in a fixed intern table.
+// Lookups take no lock; an insert, once per distinct walk, takes one. The
+// table never grows: when full, walks are not cached. Its probes are
+// bounded by its size alone, at most half of it filled, so that a walk is
+// refused only when the cache is full: a walk refused for crowded slots
+// would be compared with runtime.Callers again on every capture.
 type walkCache struct {
-	slots []atomic.Pointer[walkEntry]
-	mask  uint64
-	max   int64
-	count atomic.Int64
-	mu    sync.Mutex
+	table *intern.Table[walkEntry]
 }
 
 // walkEntry is one cached walk. site is nil for a walk that disagreed with
@@ -45,45 +44,22 @@ type walkEntry struct {
 }
 
 func newWalkCache(maxSites int) *walkCache {
-	n := 1
-	for n < 4*maxSites {
-		n <<= 1
-	}
-	return &walkCache{slots: make([]atomic.Pointer[walkEntry], n), mask: uint64(n - 1), max: int64(2 * maxSites)}
+	return &walkCache{table: intern.New[walkEntry](intern.Limits{Slots: 4 * maxSites, Values: 2 * maxSites, Probes: 4 * maxSites})}
 }
 
-func (c *walkCache) lookup(h uint64, pcs []uintptr) *walkEntry {
-	for i := h & c.mask; ; i = (i + 1) & c.mask {
-		e := c.slots[i].Load()
-		if e == nil {
-			return nil
-		}
-		if e.hash == h && equalPCs(e.pcs, pcs) {
-			return e
-		}
-	}
+// sameWalk returns the test that an entry is the walk pcs of hash h.
+func sameWalk(h uint64, pcs []uintptr) func(*walkEntry) bool {
+	return func(e *walkEntry) bool { return e.hash == h && slices.Equal(e.pcs, pcs) }
 }
 
 // full reports whether the cache takes no more walks.
-func (c *walkCache) full() bool { return c.count.Load() >= c.max }
+func (c *walkCache) full() bool { return c.table.Full() }
 
 func (c *walkCache) insert(h uint64, pcs []uintptr, site *Site) {
-	if c.full() {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i := h & c.mask; ; i = (i + 1) & c.mask {
-		e := c.slots[i].Load()
-		if e == nil {
-			c.slots[i].Store(&walkEntry{hash: h, pcs: append([]uintptr(nil), pcs...), site: site})
-			c.count.Add(1)
-			return
-		}
-		if e.hash == h && equalPCs(e.pcs, pcs) {
-			return // another goroutine cached it first
-		}
-	}
+	// A walk another goroutine cached first keeps its entry.
+	c.table.Insert(h, sameWalk(h, pcs), func(int) *walkEntry {
+		return &walkEntry{hash: h, pcs: append([]uintptr(nil), pcs...), site: site}
+	})
 }
 
 // site returns the site of the stack that called the function calling site,
@@ -103,8 +79,10 @@ func (t *Tracker) site(skip int) *Site {
 		}
 		return t.callersSite(skip+1, nil, 0)
 	}
-	h := hashPCs(walk[:n])
-	switch e := t.walks.lookup(h, walk[:n]); {
+	h := intern.NewHash().PCs(walk[:n]).Sum()
+	// The table's Lookup, not a method of walkCache around it: inlined
+	// here with the comparison, where a wrapper would be a call.
+	switch e, _ := t.walks.table.Lookup(h, sameWalk(h, walk[:n])); {
 	case e == nil && t.walks.full():
 		// The walk could not be kept, so comparing it would be wasted,
 		// and counted again as a mismatch on every capture.

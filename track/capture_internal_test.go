@@ -51,8 +51,8 @@ func TestFramePointerSitesMatchCallers(t *testing.T) {
 	assert.Zero(t, tt.StackFallbacks)
 	assert.Zero(t, tt.StackMismatches)
 	assert.Equal(t, plain.Totals().Sites, tt.Sites)
-	assert.Positive(t, walked.walks.count.Load(), "walks are cached")
-	assert.Zero(t, plain.walks.count.Load(), "FramePointers(false) never walks")
+	assert.Positive(t, walked.walks.table.Len(), "walks are cached")
+	assert.Zero(t, plain.walks.table.Len(), "FramePointers(false) never walks")
 }
 
 // A walk that does not agree with runtime.Callers is cached as untrusted and
@@ -67,11 +67,11 @@ func TestUntrustedWalkFallsBackToCallers(t *testing.T) {
 	for i := range 2 {
 		if i == 1 {
 			// Poison every cached walk, as a disagreement would leave it.
-			for j := range tr.walks.slots {
-				if e := tr.walks.slots[j].Load(); e != nil {
-					tr.walks.slots[j].Store(&walkEntry{hash: e.hash, pcs: e.pcs})
-				}
+			poisoned := newWalkCache(tr.cfg.maxSites)
+			for e := range tr.walks.table.All() {
+				poisoned.insert(e.hash, e.pcs, nil)
 			}
+			tr.walks = poisoned
 		}
 		r := captureLeaf(t, tr)
 		sites = append(sites, r.Site())
@@ -90,16 +90,15 @@ func TestFullWalkCacheServesCallers(t *testing.T) {
 	require.NoError(t, err)
 	plain, err := New(FramePointers(false))
 	require.NoError(t, err)
-	walked.walks.count.Store(walked.walks.max) // full, with no entry
+	walked.walks = newWalkCache(0) // full, with no entry
+	require.True(t, walked.walks.full())
 	var recs []*Record
 	for _, tr := range []*Tracker{walked, plain} { // one call instruction for both
 		recs = append(recs, captureLeaf(t, tr))
 	}
 	assert.Equal(t, recs[1].Site().PCs(), recs[0].Site().PCs())
-	assert.Equal(t, walked.walks.max, walked.walks.count.Load(), "nothing cached")
-	for i := range walked.walks.slots {
-		assert.Nil(t, walked.walks.slots[i].Load())
-	}
+	assert.Zero(t, walked.walks.table.Len(), "nothing cached")
+	assert.Zero(t, walked.walks.table.Refused(), "a full cache is not asked to keep the walk")
 	tt := walked.Totals()
 	assert.Zero(t, tt.StackMismatches)
 	assert.Zero(t, tt.StackFallbacks)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/tensorlife/tensorlife/internal/intern"
 )
 
 // maxDepth is the deepest call stack kept per site, as in runtime/pprof.
@@ -205,34 +207,28 @@ func IsLibraryFrame(f Frame) bool {
 	return false
 }
 
-// stackTable interns stacks in a fixed-size open-addressed table. Lookups of
-// a known stack, the hot path, take no lock: a hash, a probe and a compare.
-// The table never grows, so a slot once filled never moves; when maxSites
-// sites exist, new stacks are attributed to the overflow site.
+// stackTable interns stacks in a fixed-size intern table. Lookups of a
+// known stack, the hot path, take no lock: a hash, a probe and a compare.
+// The table keeps at most maxSites sites; new stacks past them are
+// attributed to the overflow site. Its probes are bounded by its size
+// alone, and it has twice as many slots as sites, so that overflow starts
+// when maxSites sites exist, never earlier, as MaxSites promises.
 type stackTable struct {
-	slots    []atomic.Pointer[Site]
-	mask     uint64
-	maxSites int64
-	count    atomic.Int64
+	table    *intern.Table[Site]
+	count    atomic.Int64 // sites kept, the overflow site excluded (Totals.Sites)
 	overflow *Site
 	helpers  *helperRules // given to each site
 	feeds    *feedSet     // given to each site
 
-	// order lists sites by id for snapshots; appended under mu, read as a
-	// copy of the slice header under mu.
+	// order lists sites by id for snapshots; appended under mu (inside
+	// the table's insert), read as a copy of the slice header under mu.
 	mu    sync.Mutex
 	order []*Site
 }
 
 func newStackTable(maxSites int, helpers *helperRules, feeds *feedSet) *stackTable {
-	n := 1
-	for n < 2*maxSites {
-		n <<= 1
-	}
 	t := &stackTable{
-		slots:    make([]atomic.Pointer[Site], n),
-		mask:     uint64(n - 1),
-		maxSites: int64(maxSites),
+		table:    intern.New[Site](intern.Limits{Slots: 2 * maxSites, Values: maxSites, Probes: 2 * maxSites}),
 		overflow: &Site{id: 0, overflow: true, feeds: feeds},
 		helpers:  helpers,
 		feeds:    feeds,
@@ -241,61 +237,27 @@ func newStackTable(maxSites int, helpers *helperRules, feeds *feedSet) *stackTab
 	return t
 }
 
-func hashPCs(pcs []uintptr) uint64 {
-	h := uint64(14695981039346656037)
-	for _, pc := range pcs {
-		h = (h ^ uint64(pc)) * 0x9E3779B97F4A7C15
-	}
-	return h ^ h>>31
-}
-
 // intern returns the Site for pcs, creating it if the table has room.
 func (t *stackTable) intern(pcs []uintptr) *Site {
-	h := hashPCs(pcs)
-	var fresh *Site
-	for i := h & t.mask; ; i = (i + 1) & t.mask {
-		s := t.slots[i].Load()
-		if s == nil {
-			if fresh == nil {
-				if t.count.Add(1) > t.maxSites {
-					t.count.Add(-1)
-					return t.overflow
-				}
-				fresh = &Site{hash: h, pcs: append([]uintptr(nil), pcs...), helpers: t.helpers, feeds: t.feeds}
-			}
-			// Insertion is rare (once per distinct stack), so it takes the
-			// lock: the id is assigned before the site becomes visible.
-			t.mu.Lock()
-			fresh.id = len(t.order)
-			won := t.slots[i].CompareAndSwap(nil, fresh)
-			if won {
-				t.order = append(t.order, fresh)
-			}
-			t.mu.Unlock()
-			if won {
-				return fresh
-			}
-			s = t.slots[i].Load()
-		}
-		if s.hash == h && equalPCs(s.pcs, pcs) {
-			if fresh != nil {
-				t.count.Add(-1)
-			}
-			return s
-		}
+	h := intern.NewHash().PCs(pcs).Sum()
+	same := func(s *Site) bool { return s.hash == h && slices.Equal(s.pcs, pcs) }
+	if s, ok := t.table.Lookup(h, same); ok {
+		return s
 	}
-}
-
-func equalPCs(a, b []uintptr) bool {
-	if len(a) != len(b) {
-		return false
+	s, ok := t.table.Insert(h, same, func(id int) *Site {
+		// The table numbers sites from 0 in the order it keeps them,
+		// before they become visible; 0 is the overflow site's.
+		s := &Site{id: id + 1, hash: h, pcs: append([]uintptr(nil), pcs...), helpers: t.helpers, feeds: t.feeds}
+		t.mu.Lock()
+		t.order = append(t.order, s)
+		t.mu.Unlock()
+		t.count.Add(1)
+		return s
+	})
+	if !ok {
+		return t.overflow
 	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+	return s
 }
 
 // sites returns every site, the overflow site first, in id order.

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/tensorlife/tensorlife/internal/cacheline"
 	"github.com/tensorlife/tensorlife/internal/peak"
 )
 
@@ -57,10 +58,8 @@ const shardCount = 64
 // byte total that the peak is computed from is a tracker-wide atomic.
 type shard struct {
 	shardData
-	_ [cacheLine - unsafe.Sizeof(shardData{})%cacheLine]byte // no false sharing
+	_ [cacheline.Size - unsafe.Sizeof(shardData{})%cacheline.Size]byte // no false sharing
 }
-
-const cacheLine = 64
 
 type shardData struct {
 	mu         sync.Mutex

@@ -3,6 +3,9 @@ package fpstack
 import (
 	"os"
 	"sync/atomic"
+	"unsafe"
+
+	"github.com/tensorlife/tensorlife/internal/cacheline"
 )
 
 // EnvVar names the environment variable that operators set to "callers" to
@@ -82,7 +85,7 @@ var stats struct {
 type stripedCounter struct {
 	stripes [counterStripes]struct {
 		n atomic.Uint64
-		_ [56]byte // pad to a 64-byte cache line
+		_ [cacheline.Size - unsafe.Sizeof(atomic.Uint64{})]byte
 	}
 }
 
