@@ -56,8 +56,8 @@
 // tensorlife's own frames (tensor.New, the pool, the tracker) are trimmed
 // from the leaf end (KeepLibraryFrames keeps them), so the leaf of each
 // stack is the line that asked for memory. Allocations whose stacks did not
-// fit the tracker's stack table are shown under track.OverflowFunction, and
-// frames that could not be symbolized under track.UnknownFunction: lost
+// fit the tracker's stack table are shown under format.OverflowFunction, and
+// frames that could not be symbolized under format.UnknownFunction: lost
 // detail is visible, never dropped.
 //
 // Filters are the snapshot's (track.Filter): long-lived tensors only

@@ -148,7 +148,7 @@ func build(snap *track.Snapshot, cfg config, withAlloc func(*track.SiteStats) bo
 // comments describe where a profile came from; go tool pprof -comments
 // prints them.
 func comments(snap *track.Snapshot) []string {
-	c := []string{fmt.Sprintf("tensorlife: live tensors of tracker %q", snap.Tracker)}
+	c := []string{fmt.Sprintf("tensorlife: live tensors of tracker %q", snap.TrackerName)}
 	if f := describeFilter(snap.Filter); f != "" {
 		c = append(c, "tensorlife: filter "+f)
 	}
@@ -232,7 +232,7 @@ func combine(before, after *track.Snapshot, ratios []int64, what string, cfg con
 		return nil, ErrNilSnapshot
 	}
 	if !before.SameTracker(after) {
-		return nil, fmt.Errorf("%w: %s of tracker %q and tracker %q", ErrTrackerMismatch, what, before.Tracker, after.Tracker)
+		return nil, fmt.Errorf("%w: %s of tracker %q and tracker %q", ErrTrackerMismatch, what, before.TrackerName, after.TrackerName)
 	}
 	if after.Time.Before(before.Time) {
 		return nil, fmt.Errorf("%w: %s from %s back to %s", ErrSnapshotOrder, what,

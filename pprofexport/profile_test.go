@@ -12,6 +12,7 @@ import (
 	"github.com/google/pprof/profile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -271,7 +272,7 @@ func TestProfileOverflowSiteIsVisible(t *testing.T) {
 	prog.masks("r1", 1) // the one site the table keeps
 	prog.kv("r2", 2)    // no room: attributed to the overflow site
 	got := byLeaf(buildProfile(t, prog.snapshot()))
-	assert.Equal(t, int64(2*kvBytes), got[track.OverflowFunction][inuseSpace], "%v", got)
+	assert.Equal(t, int64(2*kvBytes), got[format.OverflowFunction][inuseSpace], "%v", got)
 	assert.Equal(t, int64(maskBytes), got[fnMasks][inuseSpace])
 }
 

@@ -4,6 +4,7 @@ import (
 	"runtime"
 
 	"github.com/google/pprof/profile"
+	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -66,7 +67,7 @@ func newStacks(p *profile.Profile, keepLibrary bool) *stacks {
 
 // unknownFrame stands in for a stack that has no frame left to show, so its
 // memory is still attributed somewhere visible.
-var unknownFrame = track.Frame{Function: track.UnknownFunction}
+var unknownFrame = track.Frame{Function: format.UnknownFunction}
 
 // site returns the locations of s's stack, leaf first.
 func (b *stacks) site(s *track.Site) []*profile.Location {
@@ -181,7 +182,7 @@ func (b *stacks) location(group []track.Frame) *profile.Location {
 func (b *stacks) function(f track.Frame) *profile.Function {
 	name := f.Function
 	if name == "" {
-		name = track.UnknownFunction
+		name = format.UnknownFunction
 	}
 	key := functionKey{name: name, file: f.File}
 	if fn, ok := b.functions[key]; ok {

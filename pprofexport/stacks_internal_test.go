@@ -8,6 +8,7 @@ import (
 	"github.com/google/pprof/profile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -90,16 +91,16 @@ func TestStacksGroupInlinedFrames(t *testing.T) {
 		{
 			name: "frames that failed to symbolize are kept under UnknownFunction",
 			frames: []track.Frame{
-				{PC: 0xdead, Function: track.UnknownFunction},
+				{PC: 0xdead, Function: format.UnknownFunction},
 				{PC: 0xbeef, Function: ""},
 				{PC: 0x5678, Function: "root", Line: 3},
 			},
-			want: [][]string{{track.UnknownFunction}, {track.UnknownFunction}, {"root"}},
+			want: [][]string{{format.UnknownFunction}, {format.UnknownFunction}, {"root"}},
 		},
 		{
 			name:   "an empty stack is attributed to UnknownFunction",
 			frames: nil,
-			want:   [][]string{{track.UnknownFunction}},
+			want:   [][]string{{format.UnknownFunction}},
 		},
 	}
 	for _, tt := range tests {

@@ -40,14 +40,14 @@ func writeText(w io.Writer, snap *track.Snapshot, cfg config) error {
 	}
 	bw := bufio.NewWriter(w)
 	t := snap.Totals
-	fmt.Fprintf(bw, "# tensorlife: live tensors of tracker %q at %s\n", snap.Tracker, snap.Time.UTC().Format(time.RFC3339))
+	fmt.Fprintf(bw, "# tensorlife: live tensors of tracker %q at %s\n", snap.TrackerName, snap.Time.UTC().Format(time.RFC3339))
 	if f := describeFilter(snap.Filter); f != "" {
 		fmt.Fprintf(bw, "# filter: %s\n", f)
 	}
 	fmt.Fprintf(bw, "# tracker: %d live tensors, %d bytes; peak %d bytes; %d allocations, %d bytes; %d leaked; %d sites\n",
 		t.LiveCount, t.LiveBytes, t.PeakBytes, t.Allocs, t.AllocBytes, t.GCLeaks, t.Sites)
 	if t.Overflowed > 0 {
-		fmt.Fprintf(bw, "# %d allocations had stacks beyond the stack table; shown as %s\n", t.Overflowed, track.OverflowFunction)
+		fmt.Fprintf(bw, "# %d allocations had stacks beyond the stack table; shown as %s\n", t.Overflowed, format.OverflowFunction)
 	}
 	fmt.Fprintln(bw, "#")
 

@@ -131,7 +131,8 @@ var (
 	owners   atomic.Pointer[[]string]
 )
 
-func init() { owners.Store(&[]string{howOwn: track.HowOwn, howRetain: "Retain", howView: "View"}) }
+// "allocation" is how track names an allocation's own handle (Holder.Own).
+func init() { owners.Store(&[]string{howOwn: "allocation", howRetain: "Retain", howView: "View"}) }
 
 // maxOwners bounds the owner names RetainFor keeps apart; further names are
 // reported as "Retain".

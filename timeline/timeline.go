@@ -316,7 +316,7 @@ func (b *builder) groupIndex(site *track.Site, device string) int32 {
 	if site != nil {
 		fr = site.Location()
 	} else {
-		fr = track.Frame{Function: track.UnknownFunction}
+		fr = track.Frame{Function: format.UnknownFunction}
 	}
 	key := groupKey{frame: track.Frame{Function: fr.Function, File: fr.File, Line: fr.Line}}
 	name := label(key.frame)

@@ -150,7 +150,7 @@ func BenchmarkWriteTraceEncodingJSON(b *testing.B) {
 		for i := range log.Events {
 			e := &log.Events[i]
 			if err := enc.Encode(event{Name: e.Kind.String(), Cat: "tensorlife", Ph: "i", TS: float64(e.Time) / 1e3,
-				PID: 1, TID: 2, S: "t", Args: args{ID: e.ID, Bytes: e.Bytes, Site: e.Site.String(), Kind: e.Alloc,
+				PID: 1, TID: 2, S: "t", Args: args{ID: e.ID, Bytes: e.Bytes, Site: e.Site.String(), Kind: e.AllocKind,
 					Labels: e.Labels.Map()}}); err != nil {
 				b.Fatal(err)
 			}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -196,8 +197,8 @@ func (tw *traceWriter) event(e *track.Event) {
 			tw.buf = append(tw.buf, tw.markerSiteJSON(e.Site)...)
 		}
 	}
-	if e.Alloc != "" {
-		tw.buf = append(tw.buf, tw.kindJSON(e.Alloc)...)
+	if e.AllocKind != "" {
+		tw.buf = append(tw.buf, tw.kindJSON(e.AllocKind)...)
 	}
 	if e.Labels.Len() > 0 {
 		tw.buf = append(tw.buf, tw.labelsJSON(e.Labels)...)
@@ -210,7 +211,7 @@ func (tw *traceWriter) event(e *track.Event) {
 // encoded once per group; the site's own label for a site without a group.
 func (tw *traceWriter) siteJSON(site *track.Site, device string) []byte {
 	if site == nil {
-		return appendJSONString([]byte(`,"site":`), track.UnknownFunction)
+		return appendJSONString([]byte(`,"site":`), format.UnknownFunction)
 	}
 	if g, _ := tw.tl.groupAt(site, device); g >= 0 {
 		return tw.sites[g]

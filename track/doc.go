@@ -21,7 +21,7 @@
 // take no lock (a new stack is inserted under one, once per distinct stack):
 // identical stacks share one Site, and once MaxSites sites exist, further
 // stacks are counted under one overflow site that every report shows as
-// OverflowFunction, so lost detail is visible, never silently dropped.
+// "tensorlife.StackTableOverflow", so lost detail is visible, never silently dropped.
 // Site.Location is the first frame outside tensorlife's own packages and
 // outside allocation helpers: the caller's line that asked for memory. A
 // function that allocates on behalf of its callers marks itself with Helper,

@@ -41,15 +41,6 @@ func (k EventKind) String() string {
 	return eventNames[k]
 }
 
-// EventKinds returns every event kind, in order.
-func EventKinds() []EventKind {
-	ks := make([]EventKind, numEventKinds)
-	for i := range ks {
-		ks[i] = EventKind(i)
-	}
-	return ks
-}
-
 // Note reports an event of kind k at site (nil if unknown) involving bytes:
 // it is counted and, with History on, recorded. Packages call it for events
 // the registry cannot see (OOM, mask rebuilt, leak suspect, double free);

@@ -129,9 +129,9 @@ func (h *helperRules) match(fn string) bool {
 
 // Bounds of HelperFunctions.
 const (
-	// MaxHelperFunctions bounds the names one tracker is given: each frame
+	// maxHelperFunctions bounds the names one tracker is given: each frame
 	// of a report is matched against every prefix.
-	MaxHelperFunctions = 256
+	maxHelperFunctions = 256
 	// maxHelperName bounds one name's length.
 	maxHelperName = 1024
 )
@@ -142,7 +142,7 @@ const (
 // "github.com/acme/infer.newKV" or "github.com/acme/infer.(*Cache).grow";
 // a name ending in "." or "/" is a prefix that marks every function of a
 // package ("github.com/vendor/kv.") or of a module ("github.com/vendor/").
-// Up to MaxHelperFunctions names in all, each non-empty, without spaces,
+// Up to maxHelperFunctions names in all, each non-empty, without spaces,
 // at most 1024 bytes; several HelperFunctions options add up.
 func HelperFunctions(names ...string) Option {
 	names = append([]string(nil), names...) // the caller may reuse its slice
@@ -164,9 +164,9 @@ func HelperFunctions(names ...string) Option {
 				rules.exact[n] = struct{}{}
 			}
 		}
-		if len(rules.exact)+len(rules.prefixes) > MaxHelperFunctions {
+		if len(rules.exact)+len(rules.prefixes) > maxHelperFunctions {
 			return fmt.Errorf("%w: HelperFunctions with %d names in all: want at most %d",
-				ErrInvalidOption, len(rules.exact)+len(rules.prefixes), MaxHelperFunctions)
+				ErrInvalidOption, len(rules.exact)+len(rules.prefixes), maxHelperFunctions)
 		}
 		c.helpers = rules
 		return nil

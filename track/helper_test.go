@@ -135,7 +135,7 @@ func TestHelperFunctionsOption(t *testing.T) {
 }
 
 func TestHelperFunctionsValidation(t *testing.T) {
-	many := make([]string, track.MaxHelperFunctions+1)
+	many := make([]string, 256+1)
 	for i := range many {
 		many[i] = testPkg + "f" + strings.Repeat("x", i)
 	}

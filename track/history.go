@@ -13,12 +13,12 @@ var ErrHistoryOff = errors.New("track: event history is off (enable it with trac
 
 // Event is one entry of the event history.
 type Event struct {
-	Kind  EventKind
-	Time  int64 // nanoseconds since the tracker started (Tracker.Started)
-	ID    uint64
-	Bytes int64
-	Site  *Site  // nil if unknown
-	Alloc string // allocation kind ("mask"); empty for events without one
+	Kind      EventKind
+	Time      int64 // nanoseconds since the tracker started (Tracker.Started)
+	ID        uint64
+	Bytes     int64
+	Site      *Site  // nil if unknown
+	AllocKind string // the allocation's kind ("mask"); empty for events without one
 	// Device is the allocation's device ("cuda:0"); empty for events
 	// without one. It shares the record's string, so it costs no copy.
 	Device string

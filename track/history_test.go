@@ -21,7 +21,7 @@ func TestHistoryOffByDefault(t *testing.T) {
 	_, err = track.New(track.KeepHistory(1 << 40))
 	assert.ErrorIs(t, err, track.ErrInvalidOption)
 	assert.ErrorContains(t, err, "KeepHistory")
-	_, err = track.New(track.KeepHistory(track.MaxHistoryEvents + 1))
+	_, err = track.New(track.KeepHistory(1<<22 + 1))
 	assert.ErrorIs(t, err, track.ErrInvalidOption)
 }
 
@@ -43,7 +43,7 @@ func TestHistoryRecordsEventsInOrder(t *testing.T) {
 	}
 	assert.Equal(t, []track.EventKind{track.EventAlloc, track.EventAlloc, track.EventFree, track.EventOOM}, kinds)
 	assert.Equal(t, a.ID(), log.Events[0].ID)
-	assert.Equal(t, "tensor", log.Events[0].Alloc)
+	assert.Equal(t, "tensor", log.Events[0].AllocKind)
 	assert.Equal(t, "host", log.Events[0].Device, "an allocation's event names its device")
 	assert.Equal(t, "host", log.Events[2].Device, "and so does its free")
 	assert.Empty(t, log.Events[3].Device, "a noted OOM has no record to name one")

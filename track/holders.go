@@ -20,7 +20,7 @@ type Holder struct {
 	// handle, nil for the handles counted past the bound (OtherHolders).
 	Site *Site
 	// How says what made the handle, as its owner named it ("Retain",
-	// "View"); HowOwn for the allocation's own handle.
+	// "View"); "allocation" for the allocation's own handle (Own).
 	How string
 	// Live counts the handles not freed and not found dropped.
 	Live int
@@ -29,14 +29,18 @@ type Holder struct {
 	Dropped int
 }
 
-// HowOwn is Holder.How of an allocation's own handle, the one New returned.
-const HowOwn = "allocation"
+// howOwn is Holder.How of an allocation's own handle, the one New returned.
+const howOwn = "allocation"
+
+// Own reports whether h is the allocation's own handle, the one New
+// returned, rather than an extra owner.
+func (h Holder) Own() bool { return h.How == howOwn }
 
 // String describes the holder as a report line says it: "a View made at
 // decode.go:88".
 func (h Holder) String() string {
 	what := "a " + h.How
-	if h.How == HowOwn {
+	if h.How == howOwn {
 		what = "its own handle"
 	}
 	if h.Site == nil {
@@ -158,7 +162,7 @@ func (r *Record) markDropped(site *Site, how string) {
 func (r *Record) holderList(leaked bool) []Holder {
 	s := r.holders.Load()
 	if s == nil {
-		h := Holder{Site: r.site, How: HowOwn, Live: 1}
+		h := Holder{Site: r.site, How: howOwn, Live: 1}
 		if leaked {
 			h.Live, h.Dropped = 0, 1
 		}
@@ -169,9 +173,9 @@ func (r *Record) holderList(leaked bool) []Holder {
 	var out []Holder
 	switch s.own {
 	case 1:
-		out = append(out, Holder{Site: r.site, How: HowOwn, Live: 1})
+		out = append(out, Holder{Site: r.site, How: howOwn, Live: 1})
 	case -1:
-		out = append(out, Holder{Site: r.site, How: HowOwn, Dropped: 1})
+		out = append(out, Holder{Site: r.site, How: howOwn, Dropped: 1})
 	}
 	for _, e := range s.entries {
 		if e.live > 0 || e.dropped > 0 {
@@ -200,12 +204,12 @@ func (r *Record) heldBy() (h Holder, ok bool) {
 		return Holder{}, false
 	}
 	for _, e := range s.entries {
-		if e.how == HowOwn && e.live > 0 {
+		if e.how == howOwn && e.live > 0 {
 			return Holder{}, false // as heldByOf, which cannot tell it from the own handle
 		}
 	}
 	for _, e := range s.entries {
-		if e.how != HowOwn && e.live > 0 {
+		if e.how != howOwn && e.live > 0 {
 			return Holder{Site: e.site, How: e.how, Live: int(e.live), Dropped: int(e.dropped)}, true
 		}
 	}
@@ -219,12 +223,12 @@ func (r *Record) heldBy() (h Holder, ok bool) {
 // live extra owner, unless the allocation's own handle is still live.
 func heldByOf(hs []Holder) (Holder, bool) {
 	for _, h := range hs {
-		if h.How == HowOwn && h.Live > 0 {
+		if h.How == howOwn && h.Live > 0 {
 			return Holder{}, false
 		}
 	}
 	for _, h := range hs {
-		if h.How != HowOwn && h.Live > 0 {
+		if h.How != howOwn && h.Live > 0 {
 			return h, true
 		}
 	}

@@ -11,7 +11,7 @@ import (
 // it (Holder): three dropped Retain handles of one tensor are three reports.
 type LeakReport struct {
 	Allocation
-	// Holder is the dropped handle: the allocation's own (How HowOwn, at
+	// Holder is the dropped handle: the allocation's own (How howOwn, at
 	// the allocation's site) or an extra owner, at the line that made it.
 	Holder Holder
 	// Reclaimed reports whether the handle's ownership is being given up
@@ -38,7 +38,7 @@ func (t *Tracker) ReportDropped(r *Record, site *Site, how string) (reclaim bool
 		return t.cfg.reclaimLeaks // the own handle has one finalizer: a second report is a caller's repeat
 	}
 	r.setLeaked()
-	holder := Holder{Site: r.site, How: HowOwn, Dropped: 1}
+	holder := Holder{Site: r.site, How: howOwn, Dropped: 1}
 	if site != nil {
 		holder = Holder{Site: site, How: how, Dropped: 1}
 	}

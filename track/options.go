@@ -38,11 +38,11 @@ func applyOptions(c *config, opts []Option) error {
 
 // Bounds of the tracker options.
 const (
-	// MaxSitesLimit bounds MaxSites.
-	MaxSitesLimit = 1 << 24
-	// MaxHistoryEvents bounds KeepHistory: about 64 bytes an event, 256 MiB
+	// maxSitesLimit bounds MaxSites.
+	maxSitesLimit = 1 << 24
+	// maxHistoryEvents bounds KeepHistory: about 64 bytes an event, 256 MiB
 	// at the bound.
-	MaxHistoryEvents = 1 << 22
+	maxHistoryEvents = 1 << 22
 )
 
 type config struct {
@@ -78,13 +78,13 @@ func Name(name string) Option {
 }
 
 // MaxSites bounds the stack table (New): at most n distinct call stacks are
-// kept, 1 <= n <= MaxSitesLimit (default 4096). Allocations from further
+// kept, 1 <= n <= maxSitesLimit (default 4096). Allocations from further
 // stacks are counted under the overflow site, which reports show as
 // OverflowFunction.
 func MaxSites(n int) Option {
 	return optionFunc(func(c *config) error {
-		if n < 1 || n > MaxSitesLimit {
-			return fmt.Errorf("%w: MaxSites(%d): want 1..%d", ErrInvalidOption, n, MaxSitesLimit)
+		if n < 1 || n > maxSitesLimit {
+			return fmt.Errorf("%w: MaxSites(%d): want 1..%d", ErrInvalidOption, n, maxSitesLimit)
 		}
 		c.maxSites = n
 		return nil
@@ -130,7 +130,7 @@ func Logger(l *slog.Logger) Option {
 }
 
 // KeepHistory keeps the last n events (allocations, frees, GC-found leaks
-// and noted events) in a bounded ring (New), 1 <= n <= MaxHistoryEvents. It
+// and noted events) in a bounded ring (New), 1 <= n <= maxHistoryEvents. It
 // is off by default. Each of the tracker's 64 registry shards keeps n/64
 // events (at least 16), written under the shard lock that recording already
 // holds, so the history adds no lock and no allocation; when a shard's ring
@@ -138,8 +138,8 @@ func Logger(l *slog.Logger) Option {
 // lost. Tracker.History reads it.
 func KeepHistory(n int) Option {
 	return optionFunc(func(c *config) error {
-		if n <= 0 || n > MaxHistoryEvents {
-			return fmt.Errorf("%w: KeepHistory(%d): want 1..%d events", ErrInvalidOption, n, MaxHistoryEvents)
+		if n <= 0 || n > maxHistoryEvents {
+			return fmt.Errorf("%w: KeepHistory(%d): want 1..%d events", ErrInvalidOption, n, maxHistoryEvents)
 		}
 		c.historyEvents = n
 		return nil

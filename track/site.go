@@ -1,6 +1,8 @@
 package track
 
 import (
+	"github.com/tensorlife/tensorlife/internal/format"
+
 	"fmt"
 	"runtime"
 	"slices"
@@ -78,14 +80,6 @@ func (f Frame) String() string {
 	return fmt.Sprintf("%s (%s:%d)", f.Function, f.File, f.Line)
 }
 
-// OverflowFunction is the function name under which allocations whose stacks
-// did not fit in the stack table are shown, so lost detail stays visible in
-// every report and profile.
-const OverflowFunction = "tensorlife.StackTableOverflow"
-
-// UnknownFunction names frames that could not be symbolized.
-const UnknownFunction = "tensorlife.UnknownFunction"
-
 // ID is the site's index in its tracker, in order of first use.
 func (s *Site) ID() int { return s.id }
 
@@ -123,7 +117,7 @@ func (s *Site) headline() int {
 		return int(v & 0xffff)
 	}
 	i := s.user
-	for i < len(s.frames) && (IsLibraryFrame(s.frames[i]) || isHelperFrame(s.frames[i], s.helpers)) {
+	for i < len(s.frames) && (isLibraryFrame(s.frames[i]) || isHelperFrame(s.frames[i], s.helpers)) {
 		i++
 	}
 	if i == len(s.frames) {
@@ -138,7 +132,7 @@ func (s *Site) headline() int {
 func (s *Site) Location() Frame {
 	f := s.UserFrames()
 	if len(f) == 0 {
-		return Frame{Function: UnknownFunction}
+		return Frame{Function: format.UnknownFunction}
 	}
 	return f[0]
 }
@@ -158,7 +152,7 @@ func (s *Site) Stack(indent string) string {
 func (s *Site) symbolize() {
 	s.symOnce.Do(func() {
 		if s.overflow {
-			s.frames = []Frame{{Function: OverflowFunction, File: "tensorlife", Line: 0}}
+			s.frames = []Frame{{Function: format.OverflowFunction, File: "tensorlife", Line: 0}}
 			return
 		}
 		frames := runtime.CallersFrames(s.pcs)
@@ -166,7 +160,7 @@ func (s *Site) symbolize() {
 			f, more := frames.Next()
 			fr := Frame{PC: f.PC, Function: f.Function, File: f.File, Line: f.Line, Entry: f.Entry}
 			if fr.Function == "" {
-				fr.Function = UnknownFunction
+				fr.Function = format.UnknownFunction
 			}
 			s.frames = append(s.frames, fr)
 			if !more {
@@ -174,9 +168,9 @@ func (s *Site) symbolize() {
 			}
 		}
 		if len(s.frames) == 0 {
-			s.frames = []Frame{{Function: UnknownFunction}}
+			s.frames = []Frame{{Function: format.UnknownFunction}}
 		}
-		for s.user < len(s.frames) && IsLibraryFrame(s.frames[s.user]) {
+		for s.user < len(s.frames) && isLibraryFrame(s.frames[s.user]) {
 			s.user++
 		}
 		if s.user == len(s.frames) {
@@ -192,9 +186,9 @@ const modulePrefix = "github.com/tensorlife/tensorlife/"
 // of a stack: they are how memory was asked for, not who asked.
 var libraryPackages = []string{"tensor", "track", "pool", "mask", "pprofexport", "internal"}
 
-// IsLibraryFrame reports whether f belongs to tensorlife's own library code
+// isLibraryFrame reports whether f belongs to tensorlife's own library code
 // (not its examples and not test files), which reports trim from the leaf end.
-func IsLibraryFrame(f Frame) bool {
+func isLibraryFrame(f Frame) bool {
 	rest, ok := strings.CutPrefix(f.Function, modulePrefix)
 	if !ok || strings.HasSuffix(f.File, "_test.go") {
 		return false

@@ -3,7 +3,6 @@ package track
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"github.com/tensorlife/tensorlife/internal/format"
 	"maps"
@@ -114,11 +113,11 @@ type Group struct {
 // Snapshot is an immutable copy of a tracker's live set at one moment,
 // aggregated per site and per group. Its slices must not be modified.
 type Snapshot struct {
-	tracker *Tracker
-	Tracker string    // the tracker's name
-	Time    time.Time // when the snapshot was taken
-	Totals  Totals    // the tracker's counters, unfiltered
-	Filter  Filter    // the filter the snapshot was taken with
+	tracker     *Tracker
+	TrackerName string    // the tracker's name
+	Time        time.Time // when the snapshot was taken
+	Totals      Totals    // the tracker's counters, unfiltered
+	Filter      Filter    // the filter the snapshot was taken with
 	// Sites are sorted by live bytes, largest first. Every site that has
 	// allocated is listed; with a filter, live figures (LiveCount,
 	// LiveBytes, Oldest) count only the allocations the filter selects,
@@ -295,7 +294,7 @@ func (t *Tracker) SiteSnapshot() *Snapshot {
 	if t == nil {
 		return &Snapshot{Time: time.Now()}
 	}
-	return &Snapshot{tracker: t, Tracker: t.cfg.name, Time: time.Now(), Totals: t.Totals(), Sites: t.SiteTotals()}
+	return &Snapshot{tracker: t, TrackerName: t.cfg.name, Time: time.Now(), Totals: t.Totals(), Sites: t.SiteTotals()}
 }
 
 // Snapshot copies the whole live set, every allocation listed. A nil
@@ -355,7 +354,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 		sh.mu.Unlock()
 	}
 
-	snap := &Snapshot{tracker: t, Tracker: t.cfg.name, Time: now, Totals: t.Totals(), Filter: f, Allocations: allocs}
+	snap := &Snapshot{tracker: t, TrackerName: t.cfg.name, Time: now, Totals: t.Totals(), Filter: f, Allocations: allocs}
 	slices.SortFunc(snap.Allocations, func(a, b Allocation) int { return cmp.Compare(a.ID, b.ID) })
 
 	bySite := make(map[*Site]*SiteStats)
@@ -381,23 +380,23 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 	return snap, nil
 }
 
-// ErrNoAllocations means Snapshot.Select was called on a snapshot that
-// does not list its allocations (Filter.Allocations).
-var ErrNoAllocations = errors.New("track: snapshot lists no allocations")
+// errNoAllocations is Snapshot.Select's error for a snapshot that does not
+// list its allocations (Filter.Allocations).
+var errNoAllocations = fmt.Errorf("%w: the snapshot does not list its allocations (Filter.Allocations)", ErrInvalidOption)
 
 // Select returns the part of s that f selects, as if s had been taken with
 // f as well as its own filter: groups and live site figures are rebuilt
 // from s.Allocations, ages counted at s.Time. It lets a writer narrow a
 // snapshot it was handed (old tensors only, say) without a second walk of
 // the live set. s must list its allocations (Tracker.Snapshot does);
-// otherwise the error matches ErrNoAllocations. An invalid f matches
+// otherwise, or for an invalid f, the error matches
 // ErrInvalidOption.
 func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
 	if !s.Filter.Allocations {
-		return nil, ErrNoAllocations
+		return nil, errNoAllocations
 	}
 	merged := s.Filter
 	merged.MinAge = max(merged.MinAge, f.MinAge)
@@ -417,7 +416,7 @@ func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
 		maps.Copy(merged.Labels, s.Filter.Labels)
 		maps.Copy(merged.Labels, f.Labels)
 	}
-	out := &Snapshot{tracker: s.tracker, Tracker: s.Tracker, Time: s.Time, Totals: s.Totals, Filter: merged}
+	out := &Snapshot{tracker: s.tracker, TrackerName: s.TrackerName, Time: s.Time, Totals: s.Totals, Filter: merged}
 	groups := grouper{}
 	wantReq := scopeOf(f.Request).req
 	for _, a := range s.Allocations {

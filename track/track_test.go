@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
@@ -85,7 +86,7 @@ func TestStackTableOverflowIsCounted(t *testing.T) {
 	assert.False(t, a.Site().Overflow())
 	assert.True(t, b.Site().Overflow())
 	assert.Same(t, b.Site(), c.Site())
-	assert.Equal(t, track.OverflowFunction, b.Site().Location().Function)
+	assert.Equal(t, format.OverflowFunction, b.Site().Location().Function)
 	tt := tr.Totals()
 	assert.EqualValues(t, 2, tt.Overflowed)
 	assert.Equal(t, 1, tt.Sites)
@@ -344,7 +345,7 @@ func TestSelectFiltersAsSnapshotOf(t *testing.T) {
 	}
 }
 
-// Past the bound on classes, new kinds are counted under OtherKind while
+// Past the bound on classes, new kinds are counted under otherKind while
 // every class already listed keeps its own figures: a class seen once stays
 // listed.
 func TestLiveByClassKeepsListedClassesPastTheBound(t *testing.T) {
@@ -366,7 +367,7 @@ func TestLiveByClassKeepsListedClassesPastTheBound(t *testing.T) {
 			byKind[c.Kind] = c
 		}
 		for name, c := range seen {
-			if name != track.OtherKind {
+			if name != "tensorlife.other" {
 				assert.Equal(t, c, byKind[name], "class %s after %d kinds", name, k+1)
 			}
 		}
@@ -375,7 +376,7 @@ func TestLiveByClassKeepsListedClassesPastTheBound(t *testing.T) {
 
 	classes := tr.LiveByClass()
 	require.Len(t, classes, listed+1)
-	// OtherKind has no device, so it sorts first.
+	// otherKind has no device, so it sorts first.
 	for k := range listed {
 		assert.Equal(t, track.ClassStats{Device: "host", Kind: fmt.Sprintf("kind%02d", k), LiveCount: perKind, LiveBytes: perKind * int64(k+1)}, classes[1+k])
 	}
@@ -383,7 +384,7 @@ func TestLiveByClassKeepsListedClassesPastTheBound(t *testing.T) {
 	for k := listed; k < kinds; k++ {
 		otherBytes += perKind * int64(k+1)
 	}
-	assert.Equal(t, track.ClassStats{Kind: track.OtherKind, LiveCount: perKind * (kinds - listed), LiveBytes: otherBytes}, classes[0])
+	assert.Equal(t, track.ClassStats{Kind: "tensorlife.other", LiveCount: perKind * (kinds - listed), LiveBytes: otherBytes}, classes[0])
 	for _, r := range recs {
 		require.NoError(t, tr.Release(r))
 	}
@@ -401,7 +402,7 @@ func TestSiteSnapshotMatchesSnapshotSites(t *testing.T) {
 	require.NoError(t, err)
 	sites := tr.SiteSnapshot()
 	assert.True(t, sites.SameTracker(full))
-	assert.Equal(t, tr.Name(), sites.Tracker)
+	assert.Equal(t, tr.Name(), sites.TrackerName)
 	assert.Empty(t, sites.Groups)
 	assert.Empty(t, sites.Allocations)
 	assert.Equal(t, full.Totals, sites.Totals)

@@ -75,27 +75,27 @@ type shardData struct {
 // classCount is one shard's live figures of one device and kind: what
 // metrics break the live set down by. Kinds are low-cardinality by contract;
 // past maxClasses-1 classes per shard, further classes are counted under
-// OtherKind, in the shard's last slot, so that a kind per request cannot grow
+// otherKind, in the shard's last slot, so that a kind per request cannot grow
 // the registry without bound.
 type classCount struct {
 	device, kind string
 	count, bytes int64
 }
 
-// maxClasses bounds the classes one shard counts, the OtherKind slot
+// maxClasses bounds the classes one shard counts, the otherKind slot
 // included.
 const maxClasses = 64
 
-// OtherKind is the kind under which the live figures of classes past the
+// otherKind is the kind under which the live figures of classes past the
 // registry's bound are counted (LiveByClass): kinds are meant to be few.
-const OtherKind = "tensorlife.other"
+const otherKind = "tensorlife.other"
 
 // class returns the index of r's class in the shard, adding it if there is
 // room. Called with the shard's lock held. String comparison stops at the
 // pointer when both strings share their bytes, as constant kinds do.
 //
 // The first maxClasses-1 classes get slots of their own and keep them, so a
-// class once listed keeps its figures; the last slot is added for OtherKind
+// class once listed keeps its figures; the last slot is added for otherKind
 // when a class finds no room, and counts every class after.
 func (sh *shardData) class(device, kind string) uint16 {
 	for i := range sh.classes {
@@ -107,7 +107,7 @@ func (sh *shardData) class(device, kind string) uint16 {
 	case maxClasses:
 		return maxClasses - 1
 	case maxClasses - 1:
-		device, kind = "", OtherKind
+		device, kind = "", otherKind
 	}
 	sh.classes = append(sh.classes, classCount{device: device, kind: kind})
 	return uint16(len(sh.classes) - 1)
@@ -467,9 +467,9 @@ type Totals struct {
 	// Both stay 0 with the walk turned off (FramePointers(false),
 	// TENSORLIFE_STACK=callers).
 	StackFallbacks, StackMismatches int64
-	// Events counts events by kind: allocations, frees and GC leaks as
-	// above, the rest as reported with Note.
-	Events [numEventKinds]int64
+	// events counts events by kind (Event): allocations, frees and GC
+	// leaks as above, the rest as reported with Note.
+	events [numEventKinds]int64
 }
 
 // Event returns the count of events of kind k.
@@ -477,7 +477,7 @@ func (tt Totals) Event(k EventKind) int64 {
 	if k >= numEventKinds {
 		return 0
 	}
-	return tt.Events[k]
+	return tt.events[k]
 }
 
 // Totals reads the tracker's counters: each shard's under its lock, then a
@@ -515,12 +515,12 @@ func (t *Tracker) Totals() Totals {
 		StackFallbacks:  t.stackFallbacks.Load(),
 		StackMismatches: t.stackMismatches.Load(),
 	}
-	for i := range tt.Events {
-		tt.Events[i] = t.events[i].Load()
+	for i := range tt.events {
+		tt.events[i] = t.events[i].Load()
 	}
-	tt.Events[EventAlloc] = tt.Allocs
-	tt.Events[EventFree] = tt.Frees
-	tt.Events[EventGCLeak] = tt.GCLeaks
+	tt.events[EventAlloc] = tt.Allocs
+	tt.events[EventFree] = tt.Frees
+	tt.events[EventGCLeak] = tt.GCLeaks
 	return tt
 }
 
@@ -583,5 +583,5 @@ func (t *Tracker) logLeak(l LeakReport) {
 
 func (r *Record) event(k EventKind, at int64) Event {
 	m := metaOf(r)
-	return Event{Kind: k, Time: at, ID: r.id, Bytes: r.Bytes, Site: r.site, Alloc: m.Kind, Device: m.Device, Labels: r.Labels()}
+	return Event{Kind: k, Time: at, ID: r.id, Bytes: r.Bytes, Site: r.site, AllocKind: m.Kind, Device: m.Device, Labels: r.Labels()}
 }

@@ -14,6 +14,15 @@ import (
 
 var byteUnits = [...]string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
 
+// Names of the frames reports show for stacks they cannot name.
+const (
+	// OverflowFunction stands for every allocation whose stack was not kept
+	// because a tracker's stack table was full (track.MaxSites).
+	OverflowFunction = "tensorlife.StackTableOverflow"
+	// UnknownFunction names frames that could not be symbolized.
+	UnknownFunction = "tensorlife.UnknownFunction"
+)
+
 // ByteUnit returns the binary unit that Bytes renders a magnitude of v
 // bytes in (v >= 0): its size in bytes and its name, "B" below 1 KiB. A
 // chart scales its axis by it, so that its ticks read as the figures of

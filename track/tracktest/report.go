@@ -224,7 +224,7 @@ func writeSite(b *strings.Builder, leaks []Leak, sites []*track.Site) {
 		}
 		if l.State != Live {
 			fmt.Fprintf(b, ", %s", l.State)
-			if l.Holder.How != "" && l.Holder.How != track.HowOwn {
+			if l.Holder.How != "" && !l.Holder.Own() {
 				fmt.Fprintf(b, ": %s", l.Holder)
 			}
 		}
@@ -240,7 +240,7 @@ func writeSite(b *strings.Builder, leaks []Leak, sites []*track.Site) {
 // writeHolders names the handles that keep a live tensor when any but its
 // own handle does: the line to change is where the holder was made.
 func writeHolders(b *strings.Builder, hs []track.Holder) {
-	if len(hs) == 1 && hs[0].How == track.HowOwn {
+	if len(hs) == 1 && hs[0].Own() {
 		return // the site line already names it
 	}
 	for _, h := range hs {
