@@ -32,8 +32,6 @@ func TestSetLabels(t *testing.T) {
 	require.NoError(t, tr.Release(r))
 	assert.ErrorIs(t, tr.SetLabels(r, track.Labels{}), track.ErrMisuse)
 	assert.Equal(t, misuse+3, tr.Totals().Misuse)
-	var nilTracker *track.Tracker
-	assert.ErrorIs(t, nilTracker.SetLabels(r, track.Labels{}), track.ErrNilTracker)
 }
 
 // TestSetLabelsRacesSnapshots is for -race: labels are replaced while

@@ -288,21 +288,13 @@ func (s *Snapshot) SameTracker(o *Snapshot) bool {
 // groups, no allocations and the zero Filter. It does not walk the live
 // set, so it costs O(sites) and holds nothing that grows with live tensors:
 // what a delta needs of its start, whose cumulative per-site figures are
-// subtracted from a later snapshot of the same tracker (SameTracker). A nil
-// tracker has an empty one.
+// subtracted from a later snapshot of the same tracker (SameTracker).
 func (t *Tracker) SiteSnapshot() *Snapshot {
-	if t == nil {
-		return &Snapshot{Time: time.Now()}
-	}
 	return &Snapshot{tracker: t, TrackerName: t.cfg.name, Time: time.Now(), Totals: t.Totals(), Sites: t.SiteTotals()}
 }
 
-// Snapshot copies the whole live set, every allocation listed. A nil
-// tracker has an empty snapshot.
+// Snapshot copies the whole live set, every allocation listed.
 func (t *Tracker) Snapshot() *Snapshot {
-	if t == nil {
-		return &Snapshot{Time: time.Now()}
-	}
 	s, _ := t.SnapshotOf(Filter{Allocations: true}) // this filter is valid
 	return s
 }
@@ -312,9 +304,6 @@ func (t *Tracker) Snapshot() *Snapshot {
 // allocates per group rather than per tensor unless f.Allocations is set;
 // sorting and the rest happen after the locks are dropped.
 func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
-	if t == nil {
-		return nil, ErrNilTracker
-	}
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}

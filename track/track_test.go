@@ -309,18 +309,6 @@ func TestGroupsByLabelContent(t *testing.T) {
 	assert.Equal(t, "{a=1}", track.LabelsFrom(track.WithLabels(nil, "a", "1")).String())
 }
 
-// A nil *Tracker answers with ErrNilTracker or zero figures, never a panic.
-func TestNilTracker(t *testing.T) {
-	var tr *track.Tracker
-	_, err := tr.SnapshotOf(track.Filter{})
-	assert.ErrorIs(t, err, track.ErrNilTracker)
-	assert.ErrorIs(t, tr.Record(context.Background(), &track.Record{Bytes: 1}, 0), track.ErrNilTracker)
-	assert.ErrorIs(t, tr.Release(&track.Record{}), track.ErrNilTracker)
-	assert.Equal(t, track.Totals{}, tr.Totals())
-	assert.Nil(t, tr.LiveByClass())
-	assert.Empty(t, tr.Snapshot().Allocations)
-}
-
 // Select narrows a snapshot with the same filter SnapshotOf applies: the
 // same groups, whichever way the filter was applied.
 func TestSelectFiltersAsSnapshotOf(t *testing.T) {
@@ -412,6 +400,5 @@ func TestSiteSnapshotMatchesSnapshotSites(t *testing.T) {
 		assert.Equal(t, full.Sites[i].AllocCount, st.AllocCount)
 		assert.Equal(t, full.Sites[i].AllocBytes, st.AllocBytes)
 	}
-	assert.Empty(t, (*track.Tracker)(nil).SiteSnapshot().Sites)
 	require.NoError(t, tr.Release(a))
 }

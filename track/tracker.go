@@ -25,7 +25,7 @@ var (
 	// negative size, or handed to a nil owner. The error says which; the
 	// tracker also counts it (Totals.Misuse).
 	ErrMisuse = errors.New("track: record misused")
-	// ErrNilTracker means a nil *Tracker was passed or used.
+	// ErrNilTracker means a nil *Tracker was passed where one is needed.
 	ErrNilTracker = errors.New("track: nil tracker")
 )
 
@@ -272,9 +272,6 @@ func (t *Tracker) Started() time.Time { return t.start }
 //
 //go:noinline
 func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
-	if t == nil {
-		return ErrNilTracker
-	}
 	if r == nil {
 		t.misuse.Add(1)
 		return errNilRecord
@@ -327,9 +324,6 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 // owns checks that r was recorded by t, counting misuse; verb says what was
 // being done, for the error.
 func (t *Tracker) owns(r *Record, verb string) error {
-	if t == nil {
-		return ErrNilTracker
-	}
 	if r == nil {
 		t.misuse.Add(1)
 		return errNilRecord
@@ -485,9 +479,6 @@ func (tt Totals) Event(k EventKind) int64 {
 // figures are each exact but not read at one instant together.
 func (t *Tracker) Totals() Totals {
 	var tt Totals
-	if t == nil {
-		return tt
-	}
 	var freed int64
 	for i := range t.shards {
 		sh := &t.shards[i]
@@ -537,9 +528,6 @@ type ClassStats struct {
 // once stays listed at zero, so a metric series never disappears. The
 // figures are each exact but not read at one instant together.
 func (t *Tracker) LiveByClass() []ClassStats {
-	if t == nil {
-		return nil
-	}
 	type key struct{ device, kind string }
 	index := make(map[key]int)
 	var out []ClassStats
