@@ -34,24 +34,16 @@ type attached struct {
 	get  func() Reserver // nil once the allocator has been collected
 }
 
-// Reserver is what a tracker needs of an allocator that takes device memory
-// for the tensors it records: the device and the bytes it holds there.
-// *pool.Pool, *tensor.DeviceAllocator and the adoptions on a device are
-// Reservers.
+// Reserver is what a tracker needs of an allocator that takes device memory:
+// the device and the bytes it holds there.
 type Reserver interface {
 	Reserved() (device string, bytes int64)
 }
 
-// Attach adds src to tr's allocators: its reserved bytes count as memory
-// tensorlife holds on its device (Tracker.ReservedOn, and package report's
-// device split), in every report of tr. The tracker keeps src only
-// weakly, so src needs no detaching: it leaves the books when it is garbage
-// collected. Attaching the same allocator twice counts it once.
-//
-// *pool.Pool and *tensor.DeviceAllocator attach themselves when made with a
-// tracker; call Attach for an allocator of your own that takes device
-// memory and records its tensors in tr. A nil tr or src does nothing. Attach
-// is safe for concurrent use.
+// Attach adds src to tr's allocators, held weakly (no detaching needed):
+// its reserved bytes count as tensorlife's on its device in every report of
+// tr. Pools and DeviceAllocators attach themselves; attaching twice counts
+// once; a nil tr or src does nothing. Safe for concurrent use.
 func Attach[S any, P interface {
 	*S
 	Reserver
@@ -91,8 +83,7 @@ func (r *allocatorRegistry) pruneLocked() {
 	r.list = live
 }
 
-// Allocators returns the allocators attached to t that are still
-// reachable, in the order they attached.
+// Allocators returns the attached allocators still reachable.
 func (t *Tracker) Allocators() []Reserver {
 	return t.allocators.snapshot()
 }
@@ -112,10 +103,8 @@ func (r *allocatorRegistry) snapshot() []Reserver {
 	return srcs
 }
 
-// ReservedOn returns the bytes the allocators attached to t hold from the
-// device named device: what tensorlife holds there. It asks each
-// allocator, so it costs O(allocators); it is for reports and error paths,
-// not for every allocation.
+// ReservedOn returns what the attached allocators hold on device: O(allocators),
+// for reports and error paths.
 func (t *Tracker) ReservedOn(device string) int64 {
 	var sum int64
 	for _, s := range t.Allocators() {

@@ -6,23 +6,11 @@ import (
 	"github.com/tensorlife/tensorlife/internal/fpstack"
 )
 
-// CallerPCs writes into buf the program counters of the caller's stack,
-// leaf first, and returns how many it wrote; skip as in Caller: 0 starts
-// at the function calling CallerPCs. It is the cheapest capture a tracker
-// offers, for hot paths that keep a few frames and symbolize only if a
-// report needs them (tensor's Free): it interns nothing and allocates
-// nothing.
-//
-// The capture follows the tracker's FramePointers setting, as Record's
-// does: a frame-pointer walk (falling back to runtime.Callers, and counted
-// in Totals.StackFallbacks, when a guard refuses it), or runtime.Callers
-// alone. A walk holds the physical frames, wrapper frames included (the
-// closure of a defer statement, a method value's wrapper) and one PC per
-// frame whatever was inlined into it; runtime.Callers holds logical ones.
-// Both symbolize with runtime.CallersFrames; a caller that needs the same
-// frames either way drops wrapper frames (fpstack.IsWrapper) when it
-// symbolizes, so it should capture a frame more than it keeps. Every
-// function skip passes over must not be inlined.
+// CallerPCs writes the caller's program counters into buf, leaf first, and
+// returns how many; skip as in Caller. The cheapest capture, for hot paths
+// that symbolize only if a report needs it (tensor's Free): it follows the
+// FramePointers setting, holds physical frames (wrappers included, dropped
+// with fpstack.IsWrapper when symbolizing) and interns nothing.
 //
 //go:noinline
 func (t *Tracker) CallerPCs(skip int, buf []uintptr) int {

@@ -5,35 +5,25 @@ import (
 	"sync"
 )
 
-// EventKind names something that happened to memory. Allocations, frees and
-// GC-found leaks are counted by the registry itself; the other kinds are
-// counted when a package reports them with Note. Totals.Event reads any of
-// them, and the event history (History) records all of them.
+// EventKind names something that happened to memory; Totals.Event counts
+// each kind and History records them.
 type EventKind uint8
 
 const (
-	// EventAlloc: an allocation was recorded.
-	EventAlloc EventKind = iota
-	// EventFree: an allocation was released.
-	EventFree
-	// EventGCLeak: the garbage collector found a tensor dropped without Free.
-	EventGCLeak
-	// EventDoubleFree: a tensor handle was freed twice.
-	EventDoubleFree
-	// EventOOM: an allocation failed for lack of memory.
-	EventOOM
-	// EventMaskRebuilt: a mask was built again where it should have grown.
-	EventMaskRebuilt
-	// EventLeakSuspect: the growth watcher flagged a site.
-	EventLeakSuspect
-	// EventUseAfterFree: an operation was attempted on a freed handle.
-	EventUseAfterFree
+	EventAlloc        EventKind = iota // an allocation was recorded
+	EventFree                          // an allocation was released
+	EventGCLeak                        // the collector found a tensor dropped without Free
+	EventDoubleFree                    // a handle was freed twice
+	EventOOM                           // an allocation failed for lack of memory
+	EventMaskRebuilt                   // a mask was built again where it should have grown
+	EventLeakSuspect                   // a growth watcher flagged a site
+	EventUseAfterFree                  // a freed handle was used
 	numEventKinds
 )
 
 var eventNames = [numEventKinds]string{"alloc", "free", "gc_leak", "double_free", "oom", "mask_rebuilt", "leak_suspect", "use_after_free"}
 
-// String returns the event's name, as used in metrics and reports.
+// String returns the event's name, as metrics and reports use it.
 func (k EventKind) String() string {
 	if k >= numEventKinds {
 		return "unknown"
@@ -41,11 +31,8 @@ func (k EventKind) String() string {
 	return eventNames[k]
 }
 
-// Note reports an event of kind k at site (nil if unknown) involving bytes:
-// it is counted and, with History on, recorded. Packages call it for events
-// the registry cannot see (OOM, mask rebuilt, leak suspect, double free);
-// EventAlloc, EventFree and EventGCLeak are recorded by the tracker itself
-// and ignored here. A double free is also counted as misuse.
+// Note counts an event the registry cannot see (OOM, mask rebuilt, leak
+// suspect) at site (nil if unknown), and records it with History on.
 func (t *Tracker) Note(k EventKind, site *Site, bytes int64) {
 	if k >= numEventKinds || k <= EventGCLeak {
 		return
@@ -76,24 +63,20 @@ func (t *Tracker) remember(i uint64, e Event) {
 	sh.mu.Unlock()
 }
 
-// Misuse is one double free or use after free as the tensor layer saw it:
-// the handle's allocation, where it was first freed and where it was freed
-// again or used.
+// Misuse is one double free or use after free, with its lines.
 type Misuse struct {
-	Kind       EventKind // EventDoubleFree or EventUseAfterFree
-	Seq        uint64    // order among the tracker's misuses, from 1
-	ID         uint64    // the allocation's record id
-	Bytes      int64
-	Labels     Labels // the allocation's labels
-	Allocated  *Site  // nil when unknown
-	FirstFree  *Site  // nil when unknown
-	SecondFree *Site  // nil when unknown or not a double free
-	Use        *Site  // the use of a freed handle; nil unless EventUseAfterFree
-	req        *request
+	Kind                 EventKind // EventDoubleFree or EventUseAfterFree
+	Seq                  uint64    // order among the tracker's misuses, from 1
+	ID                   uint64
+	Bytes                int64
+	Labels               Labels
+	Allocated, FirstFree *Site // nil when unknown
+	SecondFree, Use      *Site // of a double free, of a use after free
+	req                  *request
 }
 
-// MadeUnder reports whether the misused allocation was made under the
-// request of ctx (WithRequest), as Allocation.MadeUnder does.
+// MadeUnder reports whether the misused allocation was made under ctx's
+// request.
 func (m *Misuse) MadeUnder(ctx context.Context) bool {
 	req := scopeOf(ctx).req
 	return req != nil && m.req == req
@@ -111,12 +94,9 @@ type misuseLog struct {
 	ring [misuseLogSize]Misuse
 }
 
-// NoteMisuse reports a double free or a use after free of r with its
-// sites, as Note does (counted, as misuse too, and with History on
-// recorded; the history event carries the second Free's or the use's site
-// when known), and keeps it for MisuseSince, which package tracktest reads
-// to fail a test in which it happened. The misuse's ID, Bytes, Labels and
-// Allocated are r's.
+// NoteMisuse notes a double free or use after free of r, as Note does (and
+// as misuse), and keeps it for MisuseSince; ID, Bytes, Labels and Allocated
+// are filled from r.
 func (t *Tracker) NoteMisuse(r *Record, m Misuse) {
 	if m.Kind != EventDoubleFree && m.Kind != EventUseAfterFree || r == nil {
 		return
@@ -138,9 +118,8 @@ func (t *Tracker) NoteMisuse(r *Record, m Misuse) {
 	l.mu.Unlock()
 }
 
-// MisuseSince returns the misuses noted after seq (0: all that are kept),
-// oldest first, how many of those were no longer kept, and the latest seq,
-// to pass to the next call.
+// MisuseSince returns the misuses noted after seq (0: all kept), how many of
+// those are no longer kept, and the latest seq.
 func (t *Tracker) MisuseSince(seq uint64) (ms []Misuse, lost, latest uint64) {
 	l := &t.misuses
 	l.mu.Lock()

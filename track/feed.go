@@ -41,11 +41,9 @@ func (fs *feedSet) changed(s *Site) {
 	}
 }
 
-// A SiteFeed reports the sites whose outlived figures (SiteStats.Outlived)
-// changed since it last reported: what a growth watcher reads at each
-// window's end, in time that grows with the sites that changed, not with
-// every site. A SiteFeed is for one goroutine at a time. Close it when done;
-// one dropped unclosed is closed when the garbage collector takes it.
+// A SiteFeed reports the sites whose outlived figures changed since it last
+// did, in time that grows with those sites only: a watcher's window end. For
+// one goroutine at a time; Close it, or the collector will.
 type SiteFeed struct {
 	feed *siteFeed
 }
@@ -72,10 +70,8 @@ func (t *Tracker) SiteFeed() *SiteFeed {
 	return out
 }
 
-// Changed appends to dst the figures of every site whose outlived figures
-// changed since the previous call (on the first call, of every site that
-// has allocated) and returns it. A change made while Changed runs is
-// reported by this call or the next. Sites are in no order.
+// Changed appends the figures of the sites changed since the last call (all
+// that allocated, on the first) to dst, in no order.
 func (f *SiteFeed) Changed(dst []SiteStats) []SiteStats {
 	sf := f.feed
 	t := sf.t
@@ -127,8 +123,7 @@ func (f *siteFeed) close() {
 	f.slot = -1
 }
 
-// Stats reads the site's figures from its counters: O(1), no walk of the
-// live set. Oldest is not filled.
+// Stats reads the site's counters: O(1). Oldest is not filled.
 func (s *Site) Stats() SiteStats {
 	// Frees are read first: a free never precedes its allocation, so
 	// live figures read this way are never negative.

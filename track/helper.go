@@ -39,19 +39,16 @@ var helperMarks struct {
 // from growing the set without end. Calls past it are ignored.
 const maxHelperMarks = 4096
 
-// Helper marks the calling function as an allocation helper, in the manner
-// of testing.T.Helper: reports, watcher suspects, out-of-memory errors and
-// profiles name the helper's caller instead of the helper. Call it at the
-// top of a function that allocates on behalf of its callers:
+// Helper marks the calling function as an allocation helper, as
+// testing.T.Helper does: reports, suspects, out-of-memory errors and profiles
+// name its caller instead.
 //
 //	func newKV(ctx context.Context, alloc tensor.Allocator, n int) (*tensor.Tensor, error) {
 //		track.Helper()
 //		return tensor.New(ctx, alloc, tensor.Float16, 2, n, 128)
 //	}
 //
-// The mark is process-wide and permanent. The first call from a function
-// symbolizes one program counter; later calls read the caller's PC and look
-// it up, allocating nothing. Helper is safe for concurrent use.
+// The mark is process-wide and permanent; a later call allocates nothing.
 //
 //go:noinline
 func Helper() {
@@ -136,14 +133,11 @@ const (
 	maxHelperName = 1024
 )
 
-// HelperFunctions marks functions the program cannot edit (vendored or
-// generated code) as allocation helpers for this tracker (New), as if each
-// called Helper. A name is a function as runtime.Frame names it,
-// "github.com/acme/infer.newKV" or "github.com/acme/infer.(*Cache).grow";
-// a name ending in "." or "/" is a prefix that marks every function of a
-// package ("github.com/vendor/kv.") or of a module ("github.com/vendor/").
-// Up to maxHelperFunctions names in all, each non-empty, without spaces,
-// at most 1024 bytes; several HelperFunctions options add up.
+// HelperFunctions marks functions the program cannot edit as allocation
+// helpers of this tracker, as if each called Helper: "github.com/acme/k.newKV",
+// "github.com/acme/k.(*Cache).grow", or a prefix ending in "." (a package) or
+// "/" (a module). At most 256 names, each without spaces and at most 1024
+// bytes; several options add up.
 func HelperFunctions(names ...string) Option {
 	names = append([]string(nil), names...) // the caller may reuse its slice
 	return optionFunc(func(c *config) error {

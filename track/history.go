@@ -11,19 +11,16 @@ import (
 // without the KeepHistory option.
 var ErrHistoryOff = errors.New("track: event history is off (enable it with track.KeepHistory)")
 
-// Event is one entry of the event history.
+// Event is one entry of the history.
 type Event struct {
 	Kind      EventKind
-	Time      int64 // nanoseconds since the tracker started (Tracker.Started)
+	Time      int64 // nanoseconds since Tracker.Started
 	ID        uint64
 	Bytes     int64
 	Site      *Site  // nil if unknown
-	AllocKind string // the allocation's kind ("mask"); empty for events without one
-	// Device is the allocation's device ("cuda:0"); empty for events
-	// without one. It shares the record's string, so it costs no copy.
-	Device string
-	// Labels of the allocation (alloc, free, GC leak events).
-	Labels Labels
+	AllocKind string // the allocation's kind, device and labels, if any
+	Device    string
+	Labels    Labels
 }
 
 // At returns the event's wall-clock time, given the tracker's start.
@@ -68,20 +65,15 @@ func (r *ring) snapshot(dst []Event) []Event {
 
 // HistoryLog is a copy of the event history.
 type HistoryLog struct {
-	Start   time.Time // the tracker's start; Event.Time counts from it
-	Events  []Event   // oldest first
-	Dropped int64     // events the bounded history overwrote
-	// DroppedUntil is the latest Time of any dropped event (0 if none):
-	// every event later than it is in Events, so the history is complete
-	// from then on.
-	DroppedUntil int64
-	// Capacity is the number of events the history keeps.
-	Capacity int
+	Start        time.Time // Event.Time counts from it
+	Events       []Event   // oldest first
+	Dropped      int64     // overwritten events
+	DroppedUntil int64     // the latest Time dropped: complete after it
+	Capacity     int
 }
 
-// History returns a copy of the event history, oldest event first, with the
-// number of events it dropped. It returns ErrHistoryOff unless the tracker
-// was made with the KeepHistory option.
+// History returns a copy of the event history, oldest first; ErrHistoryOff
+// without KeepHistory.
 func (t *Tracker) History() (*HistoryLog, error) {
 	if t.cfg.historyEvents <= 0 {
 		return nil, ErrHistoryOff

@@ -10,23 +10,14 @@ import (
 	"github.com/tensorlife/tensorlife/internal/format"
 )
 
-// Holder is one kind of handle that keeps an allocation's memory alive: the
-// allocation's own handle, or extra owners made later (a View, a Retain, a
-// cache entry), grouped by the line that made them. When the allocation's
-// own handle was freed and a View still holds the memory, the View's line
-// is the one to change, not the allocation's.
+// Holder is one kind of handle keeping an allocation alive: its own handle,
+// or extra owners (View, Retain, cache entry) by the line that made them,
+// the line to change when they outlive the own handle.
 type Holder struct {
-	// Site is where the handle was made: the allocation's site for its own
-	// handle, nil for the handles counted past the bound (OtherHolders).
-	Site *Site
-	// How says what made the handle, as its owner named it ("Retain",
-	// "View"); "allocation" for the allocation's own handle (Own).
-	How string
-	// Live counts the handles not freed and not found dropped.
-	Live int
-	// Dropped counts handles the garbage collector found without Free
-	// whose memory the tracker keeps (ReclaimLeaks(false)).
-	Dropped int
+	Site    *Site  // where the handle was made; nil for those past the bound
+	How     string // "Retain", "View", an owner's name; "allocation" for the own handle
+	Live    int    // handles neither freed nor found dropped
+	Dropped int    // found dropped, their memory kept (ReclaimLeaks(false))
 }
 
 // howOwn is Holder.How of an allocation's own handle, the one New returned.
@@ -36,8 +27,7 @@ const howOwn = "allocation"
 // returned, rather than an extra owner.
 func (h Holder) Own() bool { return h.How == howOwn }
 
-// String describes the holder as a report line says it: "a View made at
-// decode.go:88".
+// String describes h as a report does: "a View made at decode.go:88".
 func (h Holder) String() string {
 	what := "a " + h.How
 	if h.How == howOwn {
@@ -104,9 +94,8 @@ func (r *Record) holderSet() *holderSet {
 	return r.holders.Load()
 }
 
-// Hold counts a new handle on r, made at site (Tracker.CallerSite) by how
-// ("Retain", "View"). The owner calls Unhold when that handle is freed.
-// Calls on a record of no tracker, or with a nil site, are ignored.
+// Hold counts a new handle on r made at site by how ("Retain", "View");
+// Unhold uncounts it when freed.
 func (r *Record) Hold(site *Site, how string) {
 	if r == nil || site == nil || r.tracker == nil {
 		return
@@ -117,9 +106,7 @@ func (r *Record) Hold(site *Site, how string) {
 	s.mu.Unlock()
 }
 
-// Unhold uncounts a handle counted by Hold (site, how as given there), or,
-// with a nil site, the allocation's own handle. The owner calls it when the
-// handle is freed, before the last owner releases r.
+// Unhold uncounts a handle counted by Hold, or, with a nil site, r's own.
 func (r *Record) Unhold(site *Site, how string) {
 	if r == nil || r.tracker == nil {
 		return
@@ -235,11 +222,9 @@ func heldByOf(hs []Holder) (Holder, bool) {
 	return Holder{}, false
 }
 
-// HeldBy returns, for each of sites, up to max distinct extra owners (View,
-// Retain, cache entries) that still hold live allocations of that site after
-// their own handles were freed, most handles first. It walks the live set
-// once for all the sites: for a report about a few sites (a watcher's newly
-// flagged suspects), not for every window.
+// HeldBy returns, for each of sites, up to max extra owners (View, Retain,
+// cache entry) still holding its allocations after their own handles were
+// freed, most handles first. One walk of the live set: for a few sites.
 func (t *Tracker) HeldBy(sites []*Site, max int) [][]Holder {
 	type key struct {
 		site *Site

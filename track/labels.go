@@ -27,18 +27,12 @@ type labelSet struct {
 // log/slog does, so that a mistake is visible rather than dropped.
 const badKey = "!BADKEY"
 
-// WithLabels returns a context whose allocations carry the given labels in
-// addition to those already on ctx; a key set again takes the new value.
-// Arguments are key, value pairs: WithLabels(ctx, "request", id, "model", m).
-// An unpaired final argument is kept under the key "!BADKEY".
-//
-// When ctx can end (ctx.Done is not nil) and is under no request yet,
-// WithLabels also begins one that ends with ctx, as WithRequest does: code
-// that labels each request under the context its server cancels when the
-// request ends (net/http, gRPC) has request lifetimes with no other call.
-//
-// Keep label values low-cardinality where they feed metrics; request ids are
-// fine in labels because profiles and reports aggregate by site, not label.
+// WithLabels returns a context whose allocations carry the labels kv (key,
+// value pairs; a key set again takes the new value; an unpaired last value
+// goes under "!BADKEY") besides those on ctx. When ctx can end (Done is not
+// nil) and is under no request yet, it also begins one that ends with ctx, as
+// WithRequest does. Profiles and reports aggregate by site, so request ids
+// are fine as labels.
 func WithLabels(ctx context.Context, kv ...string) context.Context {
 	if len(kv) == 0 {
 		return ctx

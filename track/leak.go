@@ -5,31 +5,19 @@ import (
 	"sync/atomic"
 )
 
-// LeakReport describes a handle that the garbage collector found
-// unreachable while its allocation was still live: it was dropped without
-// Free. Each dropped handle is reported on its own, at the line that made
-// it (Holder): three dropped Retain handles of one tensor are three reports.
+// LeakReport is one handle the collector found dropped without Free, at the
+// line that made it: three dropped Retains are three reports.
 type LeakReport struct {
 	Allocation
-	// Holder is the dropped handle: the allocation's own (How howOwn, at
-	// the allocation's site) or an extra owner, at the line that made it.
-	Holder Holder
-	// Reclaimed reports whether the handle's ownership is being given up
-	// (the tracker's ReclaimLeaks option): the memory returns when no
-	// other handle holds it.
-	Reclaimed bool
+	Holder    Holder // the dropped handle, at the line that made it
+	Reclaimed bool   // its ownership is given up (ReclaimLeaks)
 }
 
-// ReportDropped reports one handle of r found dropped without Free: the
-// allocation's own handle when site is nil, else the extra holder counted
-// by Record.Hold(site, how). It is counted (Totals.GCLeaks counts handles),
-// reported through the OnLeak callback with the handle's line, and r is
-// flagged in snapshots. The owner of r (package tensor) calls it from the
-// handle's finalizer, then, when it returns true (the ReclaimLeaks
-// option), gives the handle's ownership up (Unhold, and Release with the
-// last owner); otherwise the handle is kept, counted as dropped. Records
-// not live in t, and a second report of a record's own handle, are not
-// reported again.
+// ReportDropped reports a handle of r found dropped without Free (its own
+// handle with a nil site, else the holder of Record.Hold(site, how)): it is
+// counted, flagged and reported through OnLeak. The owner calls it from the
+// handle's finalizer and, when it returns true (ReclaimLeaks), gives the
+// handle's ownership up. A record not live in t is not reported.
 func (t *Tracker) ReportDropped(r *Record, site *Site, how string) (reclaim bool) {
 	if r == nil || r.tracker != t || r.state() != stateLive {
 		return true // nothing is kept for it: ownership goes
@@ -74,11 +62,8 @@ type watchers struct {
 	list atomic.Pointer[[]*leakWatcher]
 }
 
-// WatchLeaks calls f, in addition to the OnLeak callback, for every leak the
-// garbage collector finds from now until stop is called. Like OnLeak, f runs
-// on the runtime's cleanup goroutine and must not block. Test helpers use
-// it to see tensors dropped and reclaimed before their check runs. stop may
-// be called more than once.
+// WatchLeaks calls f, as OnLeak, for every leak found until stop (which may
+// be called twice). f runs on the cleanup goroutine and must not block.
 func (t *Tracker) WatchLeaks(f func(LeakReport)) (stop func()) {
 	if f == nil {
 		return func() {}

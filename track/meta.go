@@ -13,10 +13,10 @@ import (
 // docs/ARCHITECTURE.md): get one from InternMeta. It must not be modified
 // once a record points at it.
 type Meta struct {
-	Kind   string // what it is for: "tensor", "mask", "kv-cache", ...
-	Device string // device name, "cuda:0"
-	DType  string // element type name
-	Shape  []int  // dimensions
+	Kind   string // "tensor", "mask", "kv-cache", ...
+	Device string // "cuda:0"
+	DType  string
+	Shape  []int
 }
 
 // emptyMeta stands for a record made without a Meta.

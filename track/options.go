@@ -12,9 +12,7 @@ import (
 // contradicts another.
 var ErrInvalidOption = errors.New("track: invalid option")
 
-// Option configures a Tracker (New). An invalid value is an error matching
-// ErrInvalidOption that names the option. Option values are immutable and
-// may be shared.
+// Option configures New. Options are immutable and may be shared.
 type Option interface {
 	apply(*config) error
 }
@@ -77,10 +75,9 @@ func Name(name string) Option {
 	})
 }
 
-// MaxSites bounds the stack table (New): at most n distinct call stacks are
-// kept, 1 <= n <= maxSitesLimit (default 4096). Allocations from further
-// stacks are counted under the overflow site, which reports show as
-// OverflowFunction.
+// MaxSites bounds the stack table at n distinct stacks, 1..1<<24 (default
+// 4096; about 46 B of table a site, plus the site once used); further stacks
+// count under the overflow site.
 func MaxSites(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < 1 || n > maxSitesLimit {
@@ -91,10 +88,9 @@ func MaxSites(n int) Option {
 	})
 }
 
-// OnLeak sets the function called when the garbage collector finds a tensor
-// that was never freed (New). It runs on the runtime's cleanup goroutine: it
-// must return quickly and must not block. The default logs a warning through
-// the tracker's logger.
+// OnLeak sets the function called when the collector finds a tensor never
+// freed; it runs on the cleanup goroutine and must not block. The default
+// logs a warning.
 func OnLeak(f func(LeakReport)) Option {
 	return optionFunc(func(c *config) error {
 		if f == nil {
@@ -105,11 +101,9 @@ func OnLeak(f func(LeakReport)) Option {
 	})
 }
 
-// ReclaimLeaks decides whether the memory of a tensor the garbage collector
-// found leaked is returned to its allocator after the leak is reported
-// (New). The default, true, keeps a leaking service alive while the leak is
-// reported; false keeps the leaked tensor in the live set so profiles and
-// tests show it.
+// ReclaimLeaks decides whether a leaked tensor's memory returns to its
+// allocator once reported (default true, so a leaking service lives on);
+// false keeps it live for profiles and tests.
 func ReclaimLeaks(reclaim bool) Option {
 	return optionFunc(func(c *config) error {
 		c.reclaimLeaks = reclaim
@@ -129,13 +123,9 @@ func Logger(l *slog.Logger) Option {
 	})
 }
 
-// KeepHistory keeps the last n events (allocations, frees, GC-found leaks
-// and noted events) in a bounded ring (New), 1 <= n <= maxHistoryEvents. It
-// is off by default. Each of the tracker's 64 registry shards keeps n/64
-// events (at least 16), written under the shard lock that recording already
-// holds, so the history adds no lock and no allocation; when a shard's ring
-// wraps, the overwritten events are counted as dropped, never silently
-// lost. Tracker.History reads it.
+// KeepHistory keeps the last n events (1 <= n <= 1<<22, about 64 B each) in
+// rings written under the shard locks recording takes: no lock or allocation
+// more. Overwritten events are counted as dropped. Tracker.History reads it.
 func KeepHistory(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n <= 0 || n > maxHistoryEvents {
@@ -146,12 +136,10 @@ func KeepHistory(n int) Option {
 	})
 }
 
-// FramePointers decides whether stacks are captured by following frame
-// pointers, with a cache of sites keyed by the walk (New; default true on
-// amd64 and arm64, where it costs about a twentieth of runtime.Callers), or
-// by runtime.Callers alone (false). Sites are the same either way. An
-// operator can turn the walk off for the whole process without a rebuild
-// with the environment variable TENSORLIFE_STACK=callers.
+// FramePointers chooses the frame-pointer walk with a cache of sites (true,
+// the default on amd64 and arm64, about a twentieth of runtime.Callers) or
+// runtime.Callers alone; sites are the same. TENSORLIFE_STACK=callers turns
+// the walk off for the whole process.
 func FramePointers(on bool) Option {
 	return optionFunc(func(c *config) error {
 		c.framePointers = on

@@ -40,21 +40,15 @@ func scopeOf(ctx context.Context) scope {
 }
 
 // WithRequest begins a request under ctx and returns its context and the
-// function that ends it. A tensor made under the request and still live when
-// it ends has outlived its request (Filter.Outlived, SiteStats.Outlived):
-// what a growth watcher judges. Memory in flight, however large or long, is
-// never judged. end cancels the returned context and ends the request at
-// once; the request also ends when ctx does. Calling end again does nothing.
+// function that ends it (the request also ends with ctx; calling end again
+// does nothing). A tensor made under it and still live at its end has
+// outlived its request: what a growth watcher judges. Memory in flight,
+// however large or long, is never judged.
 //
-// Servers whose request contexts end with the request (net/http, gRPC) need
-// not call WithRequest: the first WithLabels on such a context begins one.
-// WithRequest is for code whose contexts do not end with its work (a batch
-// loop, a worker pool), and for a request inside another: tensors the inner
-// one made and left live outlive it, whatever the outer one does.
-//
-// Tensors made under no request (weights, warm-up, background jobs) have no
-// request to outlive: they count as outlived from the start, so that memory
-// no request will ever end is judged by its growth like the rest.
+// Servers whose request contexts end with the request need not call it:
+// WithLabels begins one. It is for work whose context does not end with it (a
+// batch loop, a worker) and for a request inside another. Tensors made under
+// no request (weights, background jobs) count as outlived from the start.
 func WithRequest(ctx context.Context) (context.Context, context.CancelFunc) {
 	if ctx == nil {
 		ctx = context.Background()
@@ -148,22 +142,18 @@ func (r *Record) unsetOutlived() {
 	r.site.outlived(-r.Bytes, -1)
 }
 
-// Owner names a holder that keeps tensors past the request that made them on
-// purpose: a cache, a session store. Tracker.HandOver gives it a record
-// (package tensor: Tensor.HandTo; a mask.Cache hands over what it keeps).
-// With MaxBytes > 0 the owner has a known bound and what it holds is never
-// judged; without one, what it holds is judged by its growth like memory
-// nobody owns, so an unbounded cache is still found. An Owner's fields must
-// not change once it holds a record.
+// Owner holds tensors past their request on purpose: a cache, a session
+// store (HandOver; tensor.Tensor.HandTo; mask.Cache does it). With MaxBytes
+// > 0 what it holds is never judged; without, it is judged by its growth like
+// anyone's, so an unbounded cache is still found.
 type Owner struct {
 	Name     string
 	MaxBytes int64 // the owner's byte budget; 0 if it has none
 }
 
-// HandOver gives the live record r to o: from now on r does not outlive the
-// request that made it, and it is judged as o says (see Owner). Handing a
-// record over again moves it to the new owner. A nil o, or a record that is
-// not live through t, is an error matching ErrMisuse.
+// HandOver gives the live record r to o: r no longer outlives its request
+// and is judged as o says. A nil o, or r not live through t, is an error
+// matching ErrMisuse.
 func (t *Tracker) HandOver(r *Record, o *Owner) error {
 	if err := t.owns(r, "handed over"); err != nil {
 		return err

@@ -16,14 +16,9 @@ import (
 // maxDepth is the deepest call stack kept per site, as in runtime/pprof.
 const maxDepth = 32
 
-// Site is an interned call stack: every allocation made from the same stack
-// shares one Site. Its program counters are captured at the event and turned
-// into function names and lines only when Frames is called, once per site.
-//
-// A Site lives as long as its Tracker. Sites of one tracker are comparable by
-// pointer, so Sites from two snapshots of the same tracker can be matched.
-// The overflow site stands for every allocation whose stack could not be
-// kept because the stack table was full.
+// Site is an interned call stack, shared by every allocation made from it,
+// symbolized on first use. It lives as long as its Tracker; sites of one
+// tracker compare by pointer.
 type Site struct {
 	id       int
 	hash     uint64
@@ -90,18 +85,15 @@ func (s *Site) Overflow() bool { return s.overflow }
 // runtime.Callers returns them.
 func (s *Site) PCs() []uintptr { return append([]uintptr(nil), s.pcs...) }
 
-// Frames returns the symbolized stack, leaf first, inlined calls expanded. It
-// symbolizes on first use; the result is shared and must not be modified.
+// Frames returns the stack, leaf first, inlined calls expanded; shared, not
+// to be modified.
 func (s *Site) Frames() []Frame {
 	s.symbolize()
 	return s.frames
 }
 
-// UserFrames returns Frames without the leading frames of tensorlife's own
-// packages and of allocation helpers (Helper, HelperFunctions), so the first
-// frame is the caller's line that asked for memory. If every frame is
-// tensorlife's or a helper's, it starts at the first frame that is not
-// tensorlife's; if every frame is tensorlife's, it returns all of them.
+// UserFrames returns Frames from the first one outside tensorlife and
+// outside helpers: the caller's line that asked for memory.
 func (s *Site) UserFrames() []Frame {
 	s.symbolize()
 	return s.frames[s.headline():]
@@ -127,8 +119,8 @@ func (s *Site) headline() int {
 	return i
 }
 
-// Location returns the first user frame: the line that allocated, or that
-// called the helper that allocated.
+// Location is the first user frame: the line that allocated, or called the
+// helper that did.
 func (s *Site) Location() Frame {
 	f := s.UserFrames()
 	if len(f) == 0 {
@@ -262,13 +254,10 @@ func (t *stackTable) sites() []*Site {
 }
 
 // DistinctFrame returns the frame that tells s apart from the sites among
-// others that share its Location, so that two stacks through one line (a
-// helper's caller reached from prefill and from decode) are not reported
-// as one: walking from the Location toward the root, the first frame of s
-// at which every such site's stack has differed; if they differ only below
-// the Location (inside helpers or tensorlife), the first differing frame
-// walking toward the leaf. ok is false when no other site shares s's
-// Location, or when nothing tells them apart. others may include s.
+// others that share its Location (one line reached from prefill and from
+// decode): the first frame toward the root where their stacks differ, else
+// toward the leaf. ok is false when no other site shares it or nothing
+// differs. others may include s.
 func (s *Site) DistinctFrame(others []*Site) (f Frame, ok bool) {
 	loc := s.Location()
 	var rivals []*Site

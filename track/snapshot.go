@@ -13,31 +13,21 @@ import (
 
 // Allocation is a copy of one live record, as a snapshot holds it.
 type Allocation struct {
-	ID     uint64
-	Bytes  int64
-	Kind   string
-	Device string
-	DType  string
-	Shape  []int
-	Labels Labels
-	Time   time.Time // when it was recorded
-	Site   *Site
-	Leaked bool // the garbage collector found a handle of it without Free
-	// Outlived: it outlived the request that made it (see WithRequest).
-	Outlived bool
-	// Owner is the owner it was handed to (Tracker.HandOver); nil if none.
-	Owner *Owner
-	req   *request // for Filter.Request in Snapshot.Select
-	// Holders are the handles that keep the memory: the allocation's own
-	// handle while it is not freed, and extra owners (Retain, View, cache
-	// entries) by the line that made them. A report names these lines: the
-	// one to change is where the handle that still holds the memory was
-	// made.
-	Holders []Holder
+	ID                  uint64
+	Bytes               int64
+	Kind, Device, DType string
+	Shape               []int
+	Labels              Labels
+	Time                time.Time // when it was recorded
+	Site                *Site
+	Leaked              bool     // the collector found a handle of it dropped without Free
+	Outlived            bool     // it outlived its request (WithRequest)
+	Owner               *Owner   // what it was handed to (HandOver); nil if none
+	Holders             []Holder // the handles that keep it, by the line that made them
+	req                 *request // for Filter.Request in Snapshot.Select
 }
 
-// LiveHolders counts the handles of a that are neither freed nor found
-// dropped: 0 means only dropped handles keep it.
+// LiveHolders counts the handles neither freed nor found dropped.
 func (a *Allocation) LiveHolders() int {
 	n := 0
 	for _, h := range a.Holders {
@@ -62,8 +52,8 @@ func (r *Record) allocationOf(m *Meta, labels Labels, leaked bool, holders []Hol
 	}
 }
 
-// MadeUnder reports whether a was made under the request of ctx
-// (WithRequest), wherever it is kept since: what Filter.Request selects.
+// MadeUnder reports whether a was made under ctx's request, wherever it is
+// kept since.
 func (a *Allocation) MadeUnder(ctx context.Context) bool {
 	req := scopeOf(ctx).req
 	return req != nil && a.req == req
@@ -72,87 +62,57 @@ func (a *Allocation) MadeUnder(ctx context.Context) bool {
 // outlived reports whether r outlived its request.
 func (r *Record) outlived() bool { return r.word.Load()&outlivedFlag != 0 }
 
-// SiteStats are one site's figures: live ones from the records a snapshot
-// saw, cumulative ones since the tracker started.
+// SiteStats are one site's figures: live ones as the snapshot saw them,
+// cumulative ones since the tracker started.
 type SiteStats struct {
-	Site       *Site
-	LiveCount  int64
-	LiveBytes  int64
-	AllocCount int64 // allocations made at the site since start
-	AllocBytes int64
-	GCLeaks    int64     // allocations from the site the GC found without Free
-	Oldest     time.Time // recording time of the oldest live allocation; zero if none
-	// OutlivedCount and OutlivedBytes are the live allocations that
-	// outlived their request (see WithRequest), of those counted live.
-	OutlivedCount, OutlivedBytes int64
+	Site                         *Site
+	LiveCount, LiveBytes         int64
+	AllocCount, AllocBytes       int64     // since the tracker started
+	GCLeaks                      int64     // found by the collector without Free
+	Oldest                       time.Time // of the oldest live allocation; zero if none
+	OutlivedCount, OutlivedBytes int64     // of the live ones, those that outlived their request
 }
 
-// Group aggregates live allocations that share site, kind, device, dtype,
-// shape and labels: what a profile sample stands for. Groups make a
-// profile's cost grow with sites, not with tensors.
+// Group aggregates the live allocations that share site, kind, device,
+// dtype, shape, labels and holder: one profile sample, so profiles cost
+// O(groups), not O(tensors).
 type Group struct {
-	Site   *Site
-	Kind   string
-	Device string
-	DType  string
-	Shape  []int
-	Labels Labels
-	Count  int64
-	Bytes  int64
-	Oldest time.Time
-	Leaked int64 // how many of Count the GC found without Free
-	// Outlived: these allocations outlived their request (WithRequest).
-	Outlived bool
-	// HeldBy is, for allocations whose own handle was freed or dropped, the
-	// extra owner still holding their memory (a View, a Retain, a cache
-	// entry) by the line that made it; nil while the own handle holds it.
-	// A profile labels such samples held_by.
-	HeldBy *Holder
+	Site                *Site
+	Kind, Device, DType string
+	Shape               []int
+	Labels              Labels
+	Count, Bytes        int64
+	Oldest              time.Time
+	Leaked              int64   // how many of Count the collector found without Free
+	Outlived            bool    // these outlived their request
+	HeldBy              *Holder // the extra owner holding them once their own handle is gone
 }
 
-// Snapshot is an immutable copy of a tracker's live set at one moment,
-// aggregated per site and per group. Its slices must not be modified.
+// Snapshot is an immutable copy of the live set, per site and group.
 type Snapshot struct {
 	tracker     *Tracker
-	TrackerName string    // the tracker's name
-	Time        time.Time // when the snapshot was taken
-	Totals      Totals    // the tracker's counters, unfiltered
-	Filter      Filter    // the filter the snapshot was taken with
-	// Sites are sorted by live bytes, largest first. Every site that has
-	// allocated is listed; with a filter, live figures (LiveCount,
-	// LiveBytes, Oldest) count only the allocations the filter selects,
-	// and cumulative ones (AllocCount, AllocBytes, GCLeaks) count all.
-	Sites  []SiteStats
-	Groups []Group // sorted by site id, then by bytes, largest first
-	// Allocations lists every matching live allocation by id, when the
-	// snapshot was taken with Filter.Allocations (Snapshot does).
-	Allocations []Allocation
+	TrackerName string
+	Time        time.Time
+	Totals      Totals // unfiltered
+	Filter      Filter
+	// Sites lists every site that has allocated, most live bytes first;
+	// live figures count what the filter selects, cumulative ones all.
+	Sites       []SiteStats
+	Groups      []Group      // by site id, then most bytes first
+	Allocations []Allocation // by id, with Filter.Allocations
 }
 
-// Filter selects what a snapshot holds. The zero Filter selects every live
-// allocation and lists none individually.
+// Filter selects what a snapshot holds; the zero Filter selects every live
+// allocation and lists none.
 type Filter struct {
-	// MinAge keeps allocations at least this old: long-lived tensors are the
-	// leak suspects.
-	MinAge time.Duration
-	// Outlived keeps allocations that outlived their request: what a
-	// growth watcher judges (see WithRequest).
-	Outlived bool
-	// Request keeps allocations made under the request of this context
-	// (WithRequest), wherever they are kept since: a test's scope. Nil
-	// keeps all.
-	Request context.Context
-	// Kind keeps allocations of this kind; empty keeps all.
-	Kind string
-	// Device keeps allocations on the device of this name ("cuda:1");
-	// empty keeps all.
-	Device string
-	// LeakedOnly keeps allocations the garbage collector found without Free.
-	LeakedOnly bool
-	// Labels keeps allocations carrying every one of these label values.
-	Labels map[string]string
-	// Allocations lists each matching allocation in Snapshot.Allocations.
-	Allocations bool
+	MinAge      time.Duration     // at least this old
+	Outlived    bool              // outlived their request: what a watcher judges
+	Request     context.Context   // made under this context's request, wherever kept since
+	Kind        string            // of this kind; empty for all
+	Device      string            // on this device ("cuda:1"); empty for all
+	LeakedOnly  bool              // found by the collector without Free
+	Labels      map[string]string // carrying all these labels
+	Allocations bool              // list each match in Snapshot.Allocations
 }
 
 // Active reports whether f selects only some allocations.
@@ -276,19 +236,14 @@ func (gr grouper) finish(bySite map[*Site]*SiteStats) []Group {
 	return out
 }
 
-// SameTracker reports whether s and o were taken of the same tracker, so
-// that their sites can be compared: two trackers of one name are not the
-// same.
+// SameTracker reports whether s and o are of one tracker, so their sites
+// compare.
 func (s *Snapshot) SameTracker(o *Snapshot) bool {
 	return s != nil && o != nil && s.tracker != nil && s.tracker == o.tracker
 }
 
-// SiteSnapshot returns a snapshot of the tracker's counters alone: Totals
-// and every site's figures from SiteTotals (Oldest not filled), with no
-// groups, no allocations and the zero Filter. It does not walk the live
-// set, so it costs O(sites) and holds nothing that grows with live tensors:
-// what a delta needs of its start, whose cumulative per-site figures are
-// subtracted from a later snapshot of the same tracker (SameTracker).
+// SiteSnapshot is a snapshot of the counters alone (Totals, SiteTotals): no
+// walk of the live set, O(sites), what a delta needs of its start.
 func (t *Tracker) SiteSnapshot() *Snapshot {
 	return &Snapshot{tracker: t, TrackerName: t.cfg.name, Time: time.Now(), Totals: t.Totals(), Sites: t.SiteTotals()}
 }
@@ -299,10 +254,8 @@ func (t *Tracker) Snapshot() *Snapshot {
 	return s
 }
 
-// SnapshotOf copies the live allocations that f selects. It walks each
-// registry shard under that shard's lock, aggregating as it goes, so it
-// allocates per group rather than per tensor unless f.Allocations is set;
-// sorting and the rest happen after the locks are dropped.
+// SnapshotOf copies the live allocations f selects, one shard lock at a
+// time, allocating per group unless f.Allocations.
 func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
@@ -373,13 +326,10 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 // list its allocations (Filter.Allocations).
 var errNoAllocations = fmt.Errorf("%w: the snapshot does not list its allocations (Filter.Allocations)", ErrInvalidOption)
 
-// Select returns the part of s that f selects, as if s had been taken with
-// f as well as its own filter: groups and live site figures are rebuilt
-// from s.Allocations, ages counted at s.Time. It lets a writer narrow a
-// snapshot it was handed (old tensors only, say) without a second walk of
-// the live set. s must list its allocations (Tracker.Snapshot does);
-// otherwise, or for an invalid f, the error matches
-// ErrInvalidOption.
+// Select returns the part of s that f selects, rebuilt from s.Allocations,
+// ages at s.Time: a writer narrows a snapshot it was handed without a second
+// walk. s must list its allocations; otherwise, or for an invalid f, the error
+// matches ErrInvalidOption.
 func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
@@ -480,9 +430,8 @@ func sortSites(s []SiteStats) {
 	})
 }
 
-// SiteTotals returns every site's live and cumulative figures from the
-// per-site counters, without walking the live set: its cost grows with the
-// number of sites only. Oldest is not filled. Sorted as Snapshot.Sites.
+// SiteTotals returns every site's figures from its counters, sorted as
+// Snapshot.Sites (Oldest not filled): O(sites), no walk of the live set.
 func (t *Tracker) SiteTotals() []SiteStats {
 	sites := t.stacks.sites()
 	out := make([]SiteStats, 0, len(sites))
@@ -496,8 +445,7 @@ func (t *Tracker) SiteTotals() []SiteStats {
 	return out
 }
 
-// Top returns up to n sites with the most live bytes, largest first,
-// skipping sites with nothing live.
+// Top returns up to n sites with live bytes, most first.
 func (s *Snapshot) Top(n int) []SiteStats {
 	if n <= 0 {
 		return nil
@@ -514,28 +462,22 @@ func (s *Snapshot) Top(n int) []SiteStats {
 	return out
 }
 
-// SiteDelta is how one site changed between two snapshots.
+// SiteDelta is how one site changed.
 type SiteDelta struct {
-	Site         *Site
-	LiveCount    int64 // change in live allocations
-	LiveBytes    int64 // change in live bytes
-	AllocCount   int64 // allocations made in between
-	AllocBytes   int64
-	OldLiveBytes int64
-	NewLiveBytes int64
+	Site                       *Site
+	LiveCount, LiveBytes       int64 // change
+	AllocCount, AllocBytes     int64 // made in between
+	OldLiveBytes, NewLiveBytes int64
 }
 
-// Delta is what changed between two snapshots of one tracker.
+// Delta is what changed between two snapshots.
 type Delta struct {
-	From, To time.Time
-	// Grew lists sites whose live bytes grew, most first; Shrank those whose
-	// live bytes shrank, most first.
-	Grew, Shrank []SiteDelta
+	From, To     time.Time
+	Grew, Shrank []SiteDelta // most change first
 }
 
-// Diff compares two snapshots of the same tracker, before taken first.
-// Snapshots of different trackers share no sites: everything in before
-// shows as shrunk and everything in after as grown (SameTracker tells).
+// Diff tells what changed from before to after, of one tracker (of two,
+// they share no sites).
 func Diff(before, after *Snapshot) Delta {
 	d := Delta{From: before.Time, To: after.Time}
 	was := make(map[*Site]SiteStats, len(before.Sites))

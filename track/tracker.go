@@ -113,18 +113,14 @@ func (sh *shardData) class(device, kind string) uint16 {
 	return uint16(len(sh.classes) - 1)
 }
 
-// Record is one allocation in a Tracker's live registry. The caller fills the
-// exported fields, then passes the Record to Tracker.Record, which adds the
-// id, time, labels and call site. The exported fields must not change after
-// that: snapshots read them. The caller owns the Record's memory (tensor
-// embeds it in its block), so recording allocates nothing but a new site.
-//
-// A Record is packed: what it holds apart from its size is one shared Meta
-// (InternMeta), and its flags share one word, so that a live tensor costs
-// at most 256 B of host memory with its handle and block.
-//
-// A Record must not point back at the object whose lifetime it tracks, or
-// the garbage collector could never find that object leaked.
+// Record is one allocation in the registry. The caller fills the exported
+// fields and passes it to Tracker.Record, which adds the id, time, labels,
+// request and site; the fields must not change after. The caller owns its
+// memory (tensor embeds it in its block), so recording allocates nothing but
+// a new site. It is packed (one shared Meta, one word of flags) to keep a
+// live tensor within 256 B of host memory, and must not point back at the
+// object whose lifetime it tracks, or the collector could never find it
+// leaked.
 type Record struct {
 	Bytes int64 // device bytes the allocation holds
 	// Meta is the allocation's kind, device, dtype and shape, shared
@@ -172,14 +168,13 @@ func (r *Record) setLeaked() { r.word.Or(leakedFlag) }
 // Kind returns the allocation's kind, from its Meta.
 func (r *Record) Kind() string { return metaOf(r).Kind }
 
-// ID returns the record's id, unique within its tracker; 0 before Record.
+// ID returns r's id, unique in its tracker; 0 before Record.
 func (r *Record) ID() uint64 { return r.id }
 
 // Site returns the call site that made the allocation.
 func (r *Record) Site() *Site { return r.site }
 
-// Labels returns the labels of the context the allocation was made under,
-// or those SetLabels gave it since.
+// Labels returns r's labels.
 func (r *Record) Labels() Labels { return Labels{set: r.labels.Load()} }
 
 // Tracker returns the tracker that recorded r, or nil.
@@ -196,13 +191,9 @@ func (r *Record) Time() time.Time {
 // Live reports whether r is recorded and not yet released.
 func (r *Record) Live() bool { return r.state() == stateLive }
 
-// Tracker is the live registry of allocations. It records each allocation
-// with its call site, labels and size, keeps live and cumulative totals per
-// site, and hands out immutable snapshots. A Tracker is safe for concurrent
-// use; the record and release paths take one shard lock and update a few
-// atomics, with no global lock.
-//
-// Use Default for the process's tracker and New for an isolated one (tests).
+// Tracker is the live registry of allocations: per-site totals, snapshots,
+// leaks and misuse. Use Default for the process's tracker and New for an
+// isolated one. Safe for concurrent use.
 type Tracker struct {
 	cfg    config
 	start  time.Time
@@ -227,8 +218,8 @@ type Tracker struct {
 	allocators   allocatorRegistry // what tensorlife holds per device (allocators.go)
 }
 
-// New returns an isolated Tracker. Options are validated here: an invalid
-// one returns an error matching ErrInvalidOption.
+// New returns an isolated Tracker; an invalid option is an error matching
+// ErrInvalidOption.
 func New(opts ...Option) (*Tracker, error) {
 	cfg := defaultConfig()
 	if err := applyOptions(&cfg, opts); err != nil {
@@ -252,23 +243,18 @@ var defaultTracker = sync.OnceValue(func() *Tracker {
 	return t
 })
 
-// Default returns the process-wide Tracker, created on first use with the
-// default options. Allocators record into it unless given another.
+// Default returns the process's Tracker, made on first use.
 func Default() *Tracker { return defaultTracker() }
 
 // Name returns the tracker's name.
 func (t *Tracker) Name() string { return t.cfg.name }
 
-// Started returns when the tracker was created: event times and ages count
-// from it.
+// Started returns when the tracker was made: event times count from it.
 func (t *Tracker) Started() time.Time { return t.start }
 
-// Record adds r to the live registry, capturing the call stack. skip is the
-// number of stack frames to skip, as in pprof.Profile.Add: 0 starts the stack
-// at the function calling Record. Every function skip passes over must not
-// be inlined (//go:noinline), or the frame-pointer capture and
-// runtime.Callers would start at different frames and every capture would
-// take the slow path. Labels come from ctx (WithLabels).
+// Record adds r to the registry under ctx's labels and request, capturing
+// the stack; skip as in pprof.Profile.Add (0: the caller of Record). Every
+// function skip passes over must be //go:noinline.
 //
 //go:noinline
 func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
@@ -339,9 +325,8 @@ func (t *Tracker) owns(r *Record, verb string) error {
 	return nil
 }
 
-// Release removes r from the live registry. Releasing a record twice, or
-// through a tracker that did not record it, returns an error and is counted
-// as misuse.
+// Release removes r from the registry. A record released twice or through
+// another tracker is an error matching ErrMisuse.
 func (t *Tracker) Release(r *Record) error {
 	if err := t.owns(r, "released"); err != nil {
 		return err
@@ -391,12 +376,10 @@ func (t *Tracker) Release(r *Record) error {
 	return nil
 }
 
-// SetLabels replaces the labels of the live record r: a tensor adopted by a
-// cache belongs to the cache, not to the request that happened to build it,
-// so that -tagfocus request=r1 stops showing shared cache memory as r1's
-// once r1 has ended. Snapshots taken after SetLabels returns group r under
-// l; the labels are one atomic pointer, so no reader ever sees half of them.
-// A record that is not live through t is an error matching ErrMisuse.
+// SetLabels replaces the labels of the live record r, for every handle: a
+// cache that adopts a tensor labels it as its own, so -tagfocus request=r1
+// stops showing cache memory as r1's. One atomic store; a record not live
+// through t is an error matching ErrMisuse.
 func (t *Tracker) SetLabels(r *Record, l Labels) error {
 	if err := t.owns(r, "relabeled"); err != nil {
 		return err
@@ -409,10 +392,8 @@ func (t *Tracker) SetLabels(r *Record, l Labels) error {
 	return nil
 }
 
-// Caller interns up to depth frames (at most 32) of the caller's stack and
-// returns its Site; skip as in Record. Packages use it to name the site of an
-// event that is not an allocation: an out-of-memory error, a rebuilt mask, a
-// free. A shallow depth keeps the capture cheap on hot paths.
+// Caller interns up to depth (at most 32) frames of the caller's stack; skip
+// as in Record. It names the site of an event that is not an allocation.
 func (t *Tracker) Caller(skip, depth int) *Site {
 	var buf [maxDepth]uintptr
 	depth = max(1, min(depth, maxDepth))
@@ -420,20 +401,17 @@ func (t *Tracker) Caller(skip, depth int) *Site {
 	return t.stacks.intern(buf[:n])
 }
 
-// CallerSite returns the Site of the caller's stack as Record captures it:
-// a frame-pointer walk looked up in the tracker's cache, runtime.Callers on
-// a miss; skip as in Record. Owners use it to remember where an extra
-// handle on an allocation was made (Record.Hold) at a fraction of the cost
-// of runtime.Callers. Every function skip passes over must not be inlined.
+// CallerSite returns the caller's Site as Record captures it; skip as in
+// Record, every function it passes over not inlined. Owners name where an
+// extra handle was made (Record.Hold).
 //
 //go:noinline
 func (t *Tracker) CallerSite(skip int) *Site {
 	return t.site(skip)
 }
 
-// Intern returns the Site for program counters captured by the caller with
-// runtime.Callers (leaf first). Packages that capture a cheap partial stack
-// on a hot path (tensor's Free) intern it only when a report needs it.
+// Intern returns the Site of pcs, captured with runtime.Callers or
+// CallerPCs, leaf first.
 func (t *Tracker) Intern(pcs []uintptr) *Site {
 	if len(pcs) > maxDepth {
 		pcs = pcs[:maxDepth]
@@ -443,27 +421,19 @@ func (t *Tracker) Intern(pcs []uintptr) *Site {
 
 // Totals are a tracker's counters at one moment.
 type Totals struct {
-	LiveCount  int64 // tensors recorded and not released
-	LiveBytes  int64
-	PeakBytes  int64 // highest LiveBytes seen
-	Allocs     int64 // records since start
-	AllocBytes int64
-	Frees      int64 // releases since start
-	GCLeaks    int64 // tensors the garbage collector found without Free
-	Misuse     int64 // double frees, foreign releases, records reused
-	Sites      int   // distinct call stacks kept (the overflow site excluded)
-	// Overflowed counts allocations attributed to the overflow site.
-	Overflowed int64
-	// StackFallbacks counts stack captures the frame-pointer walk refused
-	// (a chain its guards did not trust, or a fault), served by
-	// runtime.Callers instead; StackMismatches counts distinct walks that
-	// named other frames than runtime.Callers and are not trusted since.
-	// Both stay 0 with the walk turned off (FramePointers(false),
-	// TENSORLIFE_STACK=callers).
+	LiveCount, LiveBytes int64
+	PeakBytes            int64
+	Allocs, AllocBytes   int64 // since start
+	Frees                int64
+	GCLeaks              int64 // handles the collector found without Free
+	Misuse               int64 // double frees, foreign releases, records reused
+	Sites                int   // call stacks kept
+	Overflowed           int64 // allocations past MaxSites
+	// StackFallbacks are captures the frame-pointer walk refused, served
+	// by runtime.Callers; StackMismatches, walks that named other frames
+	// and are not trusted since.
 	StackFallbacks, StackMismatches int64
-	// events counts events by kind (Event): allocations, frees and GC
-	// leaks as above, the rest as reported with Note.
-	events [numEventKinds]int64
+	events                          [numEventKinds]int64 // Event
 }
 
 // Event returns the count of events of kind k.
@@ -474,9 +444,8 @@ func (tt Totals) Event(k EventKind) int64 {
 	return tt.events[k]
 }
 
-// Totals reads the tracker's counters: each shard's under its lock, then a
-// few atomics; about a microsecond, cheap enough for a metrics callback. The
-// figures are each exact but not read at one instant together.
+// Totals reads the counters: about a microsecond, for a metrics callback.
+// Each figure is exact; they are not read at one instant together.
 func (t *Tracker) Totals() Totals {
 	var tt Totals
 	var freed int64
@@ -521,12 +490,10 @@ type ClassStats struct {
 	LiveCount, LiveBytes int64
 }
 
-// LiveByClass returns the live figures by device and kind, sorted by device
-// then kind. It reads counters kept under the shard locks that recording
-// already takes, so its cost grows with shards and classes, never with live
-// tensors: a metrics callback can call it on every scrape. A class seen
-// once stays listed at zero, so a metric series never disappears. The
-// figures are each exact but not read at one instant together.
+// LiveByClass returns the live figures by device and kind, sorted, from
+// counters the shards keep: O(shards × classes), for every scrape. A class
+// stays listed at zero once seen; past 63 classes a shard counts the rest as
+// "tensorlife.other".
 func (t *Tracker) LiveByClass() []ClassStats {
 	type key struct{ device, kind string }
 	index := make(map[key]int)
