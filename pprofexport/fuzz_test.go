@@ -34,6 +34,7 @@ func FuzzProfile(f *testing.F) {
 
 		n := min(len(data)/recordBytes, 64)
 		recs := make([]track.Record, n)
+		released := make([]bool, n)
 		for i := range recs {
 			b := data[recordBytes*i : recordBytes*(i+1)]
 			recs[i] = track.Record{Bytes: int64(b[0]) << (b[1] % 40), Meta: track.InternMeta(kinds[b[1]>>6], dtypes[b[2]>>6]+"dev", dtypes[b[2]&3], []int{int(b[2]), int(b[3]) - 128}[:b[4]%3])}
@@ -48,11 +49,12 @@ func FuzzProfile(f *testing.F) {
 			}
 			if b[4]%4 == 1 {
 				require.NoError(t, tr.Release(&recs[i]))
+				released[i] = true
 			}
 		}
 		defer func() {
 			for i := range recs {
-				if recs[i].Live() {
+				if !released[i] {
 					assert.NoError(t, tr.Release(&recs[i]))
 				}
 			}

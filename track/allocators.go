@@ -40,10 +40,8 @@ type Reserver interface {
 	Reserved() (device string, bytes int64)
 }
 
-// Attach adds src to tr's allocators, held weakly (no detaching needed):
-// its reserved bytes count as tensorlife's on its device in every report of
-// tr. Pools and DeviceAllocators attach themselves; attaching twice counts
-// once; a nil tr or src does nothing. Safe for concurrent use.
+// Attach adds src to tr's allocators, weakly: its reserved bytes count as
+// tensorlife's on its device. Pools and DeviceAllocators attach themselves.
 func Attach[S any, P interface {
 	*S
 	Reserver
@@ -103,8 +101,7 @@ func (r *allocatorRegistry) snapshot() []Reserver {
 	return srcs
 }
 
-// ReservedOn returns what the attached allocators hold on device: O(allocators),
-// for reports and error paths.
+// ReservedOn returns what the attached allocators hold on device.
 func (t *Tracker) ReservedOn(device string) int64 {
 	var sum int64
 	for _, s := range t.Allocators() {

@@ -6,11 +6,8 @@ import (
 	"github.com/tensorlife/tensorlife/internal/fpstack"
 )
 
-// CallerPCs writes the caller's program counters into buf, leaf first, and
-// returns how many; skip as in Caller. The cheapest capture, for hot paths
-// that symbolize only if a report needs it (tensor's Free): it follows the
-// FramePointers setting, holds physical frames (wrappers included, dropped
-// with fpstack.IsWrapper when symbolizing) and interns nothing.
+// CallerPCs writes the caller's physical frames into buf (skip as in
+// Record), interning nothing: for hot paths that symbolize only for a report.
 //
 //go:noinline
 func (t *Tracker) CallerPCs(skip int, buf []uintptr) int {

@@ -5,8 +5,7 @@ import (
 	"sync"
 )
 
-// EventKind names something that happened to memory; Totals.Event counts
-// each kind and History records them.
+// EventKind names something that happened to memory.
 type EventKind uint8
 
 const (
@@ -31,8 +30,7 @@ func (k EventKind) String() string {
 	return eventNames[k]
 }
 
-// Note counts an event the registry cannot see (OOM, mask rebuilt, leak
-// suspect) at site (nil if unknown), and records it with History on.
+// Note counts an event the registry cannot see, at site (nil if unknown).
 func (t *Tracker) Note(k EventKind, site *Site, bytes int64) {
 	if k >= numEventKinds || k <= EventGCLeak {
 		return
@@ -75,8 +73,7 @@ type Misuse struct {
 	req                  *request
 }
 
-// MadeUnder reports whether the misused allocation was made under ctx's
-// request.
+// MadeUnder reports whether m's allocation was made under ctx's request.
 func (m *Misuse) MadeUnder(ctx context.Context) bool {
 	req := scopeOf(ctx).req
 	return req != nil && m.req == req
@@ -94,9 +91,7 @@ type misuseLog struct {
 	ring [misuseLogSize]Misuse
 }
 
-// NoteMisuse notes a double free or use after free of r, as Note does (and
-// as misuse), and keeps it for MisuseSince; ID, Bytes, Labels and Allocated
-// are filled from r.
+// NoteMisuse notes a double free or use after free of r, for MisuseSince.
 func (t *Tracker) NoteMisuse(r *Record, m Misuse) {
 	if m.Kind != EventDoubleFree && m.Kind != EventUseAfterFree || r == nil {
 		return
@@ -118,8 +113,8 @@ func (t *Tracker) NoteMisuse(r *Record, m Misuse) {
 	l.mu.Unlock()
 }
 
-// MisuseSince returns the misuses noted after seq (0: all kept), how many of
-// those are no longer kept, and the latest seq.
+// MisuseSince returns the misuses noted after seq, how many of those are
+// lost, and the latest seq.
 func (t *Tracker) MisuseSince(seq uint64) (ms []Misuse, lost, latest uint64) {
 	l := &t.misuses
 	l.mu.Lock()

@@ -41,9 +41,8 @@ func (fs *feedSet) changed(s *Site) {
 	}
 }
 
-// A SiteFeed reports the sites whose outlived figures changed since it last
-// did, in time that grows with those sites only: a watcher's window end. For
-// one goroutine at a time; Close it, or the collector will.
+// A SiteFeed reports the sites whose outlived figures changed, in time that
+// grows with those alone. For one goroutine at a time; Close it when done.
 type SiteFeed struct {
 	feed *siteFeed
 }
@@ -70,8 +69,8 @@ func (t *Tracker) SiteFeed() *SiteFeed {
 	return out
 }
 
-// Changed appends the figures of the sites changed since the last call (all
-// that allocated, on the first) to dst, in no order.
+// Changed appends to dst the sites changed since the last call (on the
+// first, all that allocated).
 func (f *SiteFeed) Changed(dst []SiteStats) []SiteStats {
 	sf := f.feed
 	t := sf.t
@@ -101,7 +100,7 @@ func (f *SiteFeed) Changed(dst []SiteStats) []SiteStats {
 	return dst
 }
 
-// Close stops the feed; a closed feed must not be used.
+// Close stops the feed.
 func (f *SiteFeed) Close() { f.feed.close() }
 
 func (f *siteFeed) close() {

@@ -40,15 +40,12 @@ var helperMarks struct {
 const maxHelperMarks = 4096
 
 // Helper marks the calling function as an allocation helper, as
-// testing.T.Helper does: reports, suspects, out-of-memory errors and profiles
-// name its caller instead.
+// testing.T.Helper does: reports name its caller instead. Process-wide.
 //
-//	func newKV(ctx context.Context, alloc tensor.Allocator, n int) (*tensor.Tensor, error) {
+//	func newKV(ctx context.Context, a tensor.Allocator, n int) (*tensor.Tensor, error) {
 //		track.Helper()
-//		return tensor.New(ctx, alloc, tensor.Float16, 2, n, 128)
+//		return tensor.New(ctx, a, tensor.Float16, 2, n, 128)
 //	}
-//
-// The mark is process-wide and permanent; a later call allocates nothing.
 //
 //go:noinline
 func Helper() {
@@ -133,11 +130,9 @@ const (
 	maxHelperName = 1024
 )
 
-// HelperFunctions marks functions the program cannot edit as allocation
-// helpers of this tracker, as if each called Helper: "github.com/acme/k.newKV",
-// "github.com/acme/k.(*Cache).grow", or a prefix ending in "." (a package) or
-// "/" (a module). At most 256 names, each without spaces and at most 1024
-// bytes; several options add up.
+// HelperFunctions marks functions as allocation helpers, as if each called
+// Helper: "pkg/path.fn", "pkg/path.(*T).m", or a prefix ending in "." or "/".
+// At most 256 names of up to 1024 bytes.
 func HelperFunctions(names ...string) Option {
 	names = append([]string(nil), names...) // the caller may reuse its slice
 	return optionFunc(func(c *config) error {

@@ -2,14 +2,9 @@ package track
 
 import (
 	"cmp"
-	"errors"
 	"slices"
 	"time"
 )
-
-// ErrHistoryOff means the event history was read from a tracker made
-// without the KeepHistory option.
-var ErrHistoryOff = errors.New("track: event history is off (enable it with track.KeepHistory)")
 
 // Event is one entry of the history.
 type Event struct {
@@ -22,9 +17,6 @@ type Event struct {
 	Device    string
 	Labels    Labels
 }
-
-// At returns the event's wall-clock time, given the tracker's start.
-func (e Event) At(start time.Time) time.Time { return start.Add(time.Duration(e.Time)) }
 
 // ring is one shard's part of the history. Guarded by the shard's mutex.
 type ring struct {
@@ -72,8 +64,7 @@ type HistoryLog struct {
 	Capacity     int
 }
 
-// History returns a copy of the event history, oldest first; ErrHistoryOff
-// without KeepHistory.
+// History returns a copy of the event history, oldest first.
 func (t *Tracker) History() (*HistoryLog, error) {
 	if t.cfg.historyEvents <= 0 {
 		return nil, ErrHistoryOff

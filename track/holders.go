@@ -10,9 +10,8 @@ import (
 	"github.com/tensorlife/tensorlife/internal/format"
 )
 
-// Holder is one kind of handle keeping an allocation alive: its own handle,
-// or extra owners (View, Retain, cache entry) by the line that made them,
-// the line to change when they outlive the own handle.
+// Holder is a kind of handle keeping an allocation alive (its own, a View, a
+// Retain, a cache entry) by the line that made it.
 type Holder struct {
 	Site    *Site  // where the handle was made; nil for those past the bound
 	How     string // "Retain", "View", an owner's name; "allocation" for the own handle
@@ -23,8 +22,7 @@ type Holder struct {
 // howOwn is Holder.How of an allocation's own handle, the one New returned.
 const howOwn = "allocation"
 
-// Own reports whether h is the allocation's own handle, the one New
-// returned, rather than an extra owner.
+// Own reports whether h is the allocation's own handle.
 func (h Holder) Own() bool { return h.How == howOwn }
 
 // String describes h as a report does: "a View made at decode.go:88".
@@ -94,8 +92,7 @@ func (r *Record) holderSet() *holderSet {
 	return r.holders.Load()
 }
 
-// Hold counts a new handle on r made at site by how ("Retain", "View");
-// Unhold uncounts it when freed.
+// Hold counts a handle on r made at site by how ("Retain", "View").
 func (r *Record) Hold(site *Site, how string) {
 	if r == nil || site == nil || r.tracker == nil {
 		return
@@ -222,9 +219,8 @@ func heldByOf(hs []Holder) (Holder, bool) {
 	return Holder{}, false
 }
 
-// HeldBy returns, for each of sites, up to max extra owners (View, Retain,
-// cache entry) still holding its allocations after their own handles were
-// freed, most handles first. One walk of the live set: for a few sites.
+// HeldBy returns, per site, up to max extra owners holding its allocations
+// after their own handles were freed, most first: one walk of the live set.
 func (t *Tracker) HeldBy(sites []*Site, max int) [][]Holder {
 	type key struct {
 		site *Site

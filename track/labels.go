@@ -7,10 +7,8 @@ import (
 	"strings"
 )
 
-// Labels is an immutable set of request-scoped key/value pairs, carried by a
-// context.Context in the manner of pprof.Labels and attached to every
-// allocation recorded under that context. The zero Labels is empty. Labels
-// values are cheap to copy and safe for concurrent use.
+// Labels is an immutable set of key/value pairs carried by a context and
+// attached to what is allocated under it, as pprof.Labels.
 type Labels struct {
 	set *labelSet
 }
@@ -28,11 +26,8 @@ type labelSet struct {
 const badKey = "!BADKEY"
 
 // WithLabels returns a context whose allocations carry the labels kv (key,
-// value pairs; a key set again takes the new value; an unpaired last value
-// goes under "!BADKEY") besides those on ctx. When ctx can end (Done is not
-// nil) and is under no request yet, it also begins one that ends with ctx, as
-// WithRequest does. Profiles and reports aggregate by site, so request ids
-// are fine as labels.
+// value pairs) besides ctx's. When ctx can end and is under no request yet,
+// it also begins one that ends with ctx, as WithRequest does.
 func WithLabels(ctx context.Context, kv ...string) context.Context {
 	if len(kv) == 0 {
 		return ctx
@@ -49,10 +44,10 @@ func WithLabels(ctx context.Context, kv ...string) context.Context {
 	return context.WithValue(ctx, scopeKey{}, sc)
 }
 
-// LabelsFrom returns the labels carried by ctx.
+// LabelsFrom returns the labels ctx carries.
 func LabelsFrom(ctx context.Context) Labels { return Labels{set: scopeOf(ctx).labels} }
 
-// NewLabels builds a Labels value from key, value pairs, as WithLabels does.
+// NewLabels builds Labels from key, value pairs, as WithLabels does.
 func NewLabels(kv ...string) Labels { return Labels{}.with(kv) }
 
 func (l Labels) with(kv []string) Labels {
@@ -126,13 +121,6 @@ func (l Labels) Range(f func(key, value string) bool) {
 			return
 		}
 	}
-}
-
-// Map returns the labels as a new map.
-func (l Labels) Map() map[string]string {
-	m := make(map[string]string, l.Len())
-	l.Range(func(k, v string) bool { m[k] = v; return true })
-	return m
 }
 
 // Equal reports whether l and o hold the same pairs.

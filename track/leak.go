@@ -5,19 +5,15 @@ import (
 	"sync/atomic"
 )
 
-// LeakReport is one handle the collector found dropped without Free, at the
-// line that made it: three dropped Retains are three reports.
+// LeakReport is one handle the collector found dropped without Free.
 type LeakReport struct {
 	Allocation
 	Holder    Holder // the dropped handle, at the line that made it
 	Reclaimed bool   // its ownership is given up (ReclaimLeaks)
 }
 
-// ReportDropped reports a handle of r found dropped without Free (its own
-// handle with a nil site, else the holder of Record.Hold(site, how)): it is
-// counted, flagged and reported through OnLeak. The owner calls it from the
-// handle's finalizer and, when it returns true (ReclaimLeaks), gives the
-// handle's ownership up. A record not live in t is not reported.
+// ReportDropped reports a handle of r dropped without Free (nil site: its
+// own; else Record.Hold's), from its finalizer; true: give its ownership up.
 func (t *Tracker) ReportDropped(r *Record, site *Site, how string) (reclaim bool) {
 	if r == nil || r.tracker != t || r.state() != stateLive {
 		return true // nothing is kept for it: ownership goes
@@ -62,8 +58,7 @@ type watchers struct {
 	list atomic.Pointer[[]*leakWatcher]
 }
 
-// WatchLeaks calls f, as OnLeak, for every leak found until stop (which may
-// be called twice). f runs on the cleanup goroutine and must not block.
+// WatchLeaks calls f, as OnLeak, for every leak found until stop.
 func (t *Tracker) WatchLeaks(f func(LeakReport)) (stop func()) {
 	if f == nil {
 		return func() {}

@@ -6,12 +6,8 @@ import (
 	"github.com/tensorlife/tensorlife/internal/intern"
 )
 
-// Meta is what an allocation holds, apart from its size: its kind, device,
-// element type and shape. A Meta is immutable and shared by every record
-// that holds the same thing, so that a live record costs a pointer rather
-// than three strings and a slice (the 256 B per live tensor budget of
-// docs/ARCHITECTURE.md): get one from InternMeta. It must not be modified
-// once a record points at it.
+// Meta is an allocation's kind, device, dtype and shape, shared by every
+// record alike (InternMeta); it must not be modified.
 type Meta struct {
 	Kind   string // "tensor", "mask", "kv-cache", ...
 	Device string // "cuda:0"
@@ -47,10 +43,7 @@ var metaTable = intern.New[Meta](intern.Limits{Slots: metaSlots, Values: metaSlo
 // maxProbe bounds a lookup's probes.
 const maxProbe = 8
 
-// InternMeta returns the shared Meta for kind, device, dtype and shape. It
-// copies shape only when it keeps a new Meta, so the caller may reuse it.
-// It is safe for concurrent use and, for a value seen before, allocates
-// nothing.
+// InternMeta returns the shared Meta of these values.
 func InternMeta(kind, device, dtype string, shape []int) *Meta {
 	h := intern.NewHash().String(kind).String(device).String(dtype).Ints(shape).Sum()
 	same := func(m *Meta) bool {

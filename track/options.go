@@ -1,16 +1,11 @@
 package track
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 
 	"github.com/tensorlife/tensorlife/internal/isnil"
 )
-
-// ErrInvalidOption means an option's value cannot be used, or the option
-// contradicts another.
-var ErrInvalidOption = errors.New("track: invalid option")
 
 // Option configures New. Options are immutable and may be shared.
 type Option interface {
@@ -75,9 +70,8 @@ func Name(name string) Option {
 	})
 }
 
-// MaxSites bounds the stack table at n distinct stacks, 1..1<<24 (default
-// 4096; about 46 B of table a site, plus the site once used); further stacks
-// count under the overflow site.
+// MaxSites bounds the stack table at n stacks, 1..1<<24 (default 4096; about
+// 46 B a slot and a site's own once used); further ones count as overflow.
 func MaxSites(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < 1 || n > maxSitesLimit {
@@ -88,9 +82,8 @@ func MaxSites(n int) Option {
 	})
 }
 
-// OnLeak sets the function called when the collector finds a tensor never
-// freed; it runs on the cleanup goroutine and must not block. The default
-// logs a warning.
+// OnLeak sets what is called for a tensor the collector found never freed;
+// it runs on the cleanup goroutine and must not block.
 func OnLeak(f func(LeakReport)) Option {
 	return optionFunc(func(c *config) error {
 		if f == nil {
@@ -101,9 +94,8 @@ func OnLeak(f func(LeakReport)) Option {
 	})
 }
 
-// ReclaimLeaks decides whether a leaked tensor's memory returns to its
-// allocator once reported (default true, so a leaking service lives on);
-// false keeps it live for profiles and tests.
+// ReclaimLeaks returns a leaked tensor's memory once reported (default
+// true); false keeps it live for profiles and tests.
 func ReclaimLeaks(reclaim bool) Option {
 	return optionFunc(func(c *config) error {
 		c.reclaimLeaks = reclaim
@@ -111,8 +103,7 @@ func ReclaimLeaks(reclaim bool) Option {
 	})
 }
 
-// Logger sets the logger of the default leak report (a watcher takes its
-// own, watch.Logger). Default slog.Default().
+// Logger sets the logger of the default leak report (default slog.Default()).
 func Logger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {
@@ -123,9 +114,8 @@ func Logger(l *slog.Logger) Option {
 	})
 }
 
-// KeepHistory keeps the last n events (1 <= n <= 1<<22, about 64 B each) in
-// rings written under the shard locks recording takes: no lock or allocation
-// more. Overwritten events are counted as dropped. Tracker.History reads it.
+// KeepHistory keeps the last n events (1..1<<22, about 64 B each) in rings
+// the shard locks guard; overwritten ones are counted as dropped.
 func KeepHistory(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n <= 0 || n > maxHistoryEvents {
@@ -136,10 +126,8 @@ func KeepHistory(n int) Option {
 	})
 }
 
-// FramePointers chooses the frame-pointer walk with a cache of sites (true,
-// the default on amd64 and arm64, about a twentieth of runtime.Callers) or
-// runtime.Callers alone; sites are the same. TENSORLIFE_STACK=callers turns
-// the walk off for the whole process.
+// FramePointers chooses the frame-pointer walk (default, about a twentieth
+// of runtime.Callers; TENSORLIFE_STACK=callers turns it off) or Callers alone.
 func FramePointers(on bool) Option {
 	return optionFunc(func(c *config) error {
 		c.framePointers = on

@@ -40,15 +40,10 @@ func scopeOf(ctx context.Context) scope {
 }
 
 // WithRequest begins a request under ctx and returns its context and the
-// function that ends it (the request also ends with ctx; calling end again
-// does nothing). A tensor made under it and still live at its end has
-// outlived its request: what a growth watcher judges. Memory in flight,
-// however large or long, is never judged.
-//
-// Servers whose request contexts end with the request need not call it:
-// WithLabels begins one. It is for work whose context does not end with it (a
-// batch loop, a worker) and for a request inside another. Tensors made under
-// no request (weights, background jobs) count as outlived from the start.
+// function that ends it (it also ends with ctx). A tensor made under it and
+// live at its end has outlived it: what a watcher judges. Memory in flight
+// is never judged. Servers whose request contexts end with the request need
+// only WithLabels. Tensors made under no request count as outlived from birth.
 func WithRequest(ctx context.Context) (context.Context, context.CancelFunc) {
 	if ctx == nil {
 		ctx = context.Background()
@@ -142,18 +137,16 @@ func (r *Record) unsetOutlived() {
 	r.site.outlived(-r.Bytes, -1)
 }
 
-// Owner holds tensors past their request on purpose: a cache, a session
-// store (HandOver; tensor.Tensor.HandTo; mask.Cache does it). With MaxBytes
-// > 0 what it holds is never judged; without, it is judged by its growth like
-// anyone's, so an unbounded cache is still found.
+// Owner holds tensors past their request on purpose (HandOver): a cache, a
+// session store. With MaxBytes > 0 it is never judged; without, it is judged
+// by its growth, so an unbounded cache is still found.
 type Owner struct {
 	Name     string
 	MaxBytes int64 // the owner's byte budget; 0 if it has none
 }
 
-// HandOver gives the live record r to o: r no longer outlives its request
-// and is judged as o says. A nil o, or r not live through t, is an error
-// matching ErrMisuse.
+// HandOver gives the live record r to o: r no longer outlives its request.
+// A nil o, or r not live through t, is an error matching ErrMisuse.
 func (t *Tracker) HandOver(r *Record, o *Owner) error {
 	if err := t.owns(r, "handed over"); err != nil {
 		return err

@@ -59,15 +59,12 @@ func (s *Site) outlived(bytes, count int64) {
 	s.feeds.changed(s)
 }
 
-// Frame is one symbolized frame of a Site. Frames that share a PC come from
-// one call instruction with inlined calls, innermost first.
+// Frame is one symbolized frame of a Site.
 type Frame struct {
-	PC       uintptr
-	Function string
-	File     string
-	Line     int
-	// Entry is the function's entry PC; 0 if unknown.
-	Entry uintptr
+	PC             uintptr
+	Function, File string
+	Line           int
+	Entry          uintptr // the function's entry PC; 0 if unknown
 }
 
 // String renders the frame as "function (file:line)".
@@ -81,19 +78,16 @@ func (s *Site) ID() int { return s.id }
 // Overflow reports whether s is the overflow site.
 func (s *Site) Overflow() bool { return s.overflow }
 
-// PCs returns a copy of the site's program counters, leaf first, as
-// runtime.Callers returns them.
+// PCs returns a copy of the program counters, as runtime.Callers gives.
 func (s *Site) PCs() []uintptr { return append([]uintptr(nil), s.pcs...) }
 
-// Frames returns the stack, leaf first, inlined calls expanded; shared, not
-// to be modified.
+// Frames returns the stack, leaf first, inlined calls expanded; shared.
 func (s *Site) Frames() []Frame {
 	s.symbolize()
 	return s.frames
 }
 
-// UserFrames returns Frames from the first one outside tensorlife and
-// outside helpers: the caller's line that asked for memory.
+// UserFrames returns Frames from the first user frame on.
 func (s *Site) UserFrames() []Frame {
 	s.symbolize()
 	return s.frames[s.headline():]
@@ -119,8 +113,7 @@ func (s *Site) headline() int {
 	return i
 }
 
-// Location is the first user frame: the line that allocated, or called the
-// helper that did.
+// Location is the first user frame: the line to change.
 func (s *Site) Location() Frame {
 	f := s.UserFrames()
 	if len(f) == 0 {
@@ -253,11 +246,8 @@ func (t *stackTable) sites() []*Site {
 	return t.order[:len(t.order):len(t.order)]
 }
 
-// DistinctFrame returns the frame that tells s apart from the sites among
-// others that share its Location (one line reached from prefill and from
-// decode): the first frame toward the root where their stacks differ, else
-// toward the leaf. ok is false when no other site shares it or nothing
-// differs. others may include s.
+// DistinctFrame returns the frame that tells s apart from others that share
+// its Location (one line reached from two callers); false if none does.
 func (s *Site) DistinctFrame(others []*Site) (f Frame, ok bool) {
 	loc := s.Location()
 	var rivals []*Site

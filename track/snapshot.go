@@ -47,13 +47,12 @@ func (r *Record) allocation() Allocation {
 func (r *Record) allocationOf(m *Meta, labels Labels, leaked bool, holders []Holder) Allocation {
 	return Allocation{
 		ID: r.id, Bytes: r.Bytes, Kind: m.Kind, Device: m.Device, DType: m.DType,
-		Shape: m.Shape, Labels: labels, Time: r.Time(), Site: r.site, Leaked: leaked,
+		Shape: m.Shape, Labels: labels, Time: r.time(), Site: r.site, Leaked: leaked,
 		Outlived: r.outlived(), Owner: r.owner, req: r.req, Holders: holders,
 	}
 }
 
-// MadeUnder reports whether a was made under ctx's request, wherever it is
-// kept since.
+// MadeUnder reports whether a was made under ctx's request.
 func (a *Allocation) MadeUnder(ctx context.Context) bool {
 	req := scopeOf(ctx).req
 	return req != nil && a.req == req
@@ -62,8 +61,7 @@ func (a *Allocation) MadeUnder(ctx context.Context) bool {
 // outlived reports whether r outlived its request.
 func (r *Record) outlived() bool { return r.word.Load()&outlivedFlag != 0 }
 
-// SiteStats are one site's figures: live ones as the snapshot saw them,
-// cumulative ones since the tracker started.
+// SiteStats are one site's figures: live ones as a snapshot saw them.
 type SiteStats struct {
 	Site                         *Site
 	LiveCount, LiveBytes         int64
@@ -73,9 +71,8 @@ type SiteStats struct {
 	OutlivedCount, OutlivedBytes int64     // of the live ones, those that outlived their request
 }
 
-// Group aggregates the live allocations that share site, kind, device,
-// dtype, shape, labels and holder: one profile sample, so profiles cost
-// O(groups), not O(tensors).
+// Group aggregates the live allocations alike in every field: one profile
+// sample, so profiles cost O(groups), not O(tensors).
 type Group struct {
 	Site                *Site
 	Kind, Device, DType string
@@ -236,14 +233,12 @@ func (gr grouper) finish(bySite map[*Site]*SiteStats) []Group {
 	return out
 }
 
-// SameTracker reports whether s and o are of one tracker, so their sites
-// compare.
+// SameTracker reports whether s and o are of one tracker.
 func (s *Snapshot) SameTracker(o *Snapshot) bool {
 	return s != nil && o != nil && s.tracker != nil && s.tracker == o.tracker
 }
 
-// SiteSnapshot is a snapshot of the counters alone (Totals, SiteTotals): no
-// walk of the live set, O(sites), what a delta needs of its start.
+// SiteSnapshot is a snapshot of the counters alone: O(sites), no walk.
 func (t *Tracker) SiteSnapshot() *Snapshot {
 	return &Snapshot{tracker: t, TrackerName: t.cfg.name, Time: time.Now(), Totals: t.Totals(), Sites: t.SiteTotals()}
 }
@@ -254,8 +249,7 @@ func (t *Tracker) Snapshot() *Snapshot {
 	return s
 }
 
-// SnapshotOf copies the live allocations f selects, one shard lock at a
-// time, allocating per group unless f.Allocations.
+// SnapshotOf copies the live allocations f selects.
 func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
@@ -288,7 +282,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 			} else if h, ok := r.heldBy(); ok {
 				held = &h
 			}
-			groups.add(r.site, m.Kind, m.Device, m.DType, m.Shape, labels, held, r.Bytes, leaked, outlived, r.Time())
+			groups.add(r.site, m.Kind, m.Device, m.DType, m.Shape, labels, held, r.Bytes, leaked, outlived, r.time())
 			if f.Allocations {
 				allocs = append(allocs, r.allocationOf(m, labels, leaked, holders))
 			}
@@ -326,10 +320,8 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 // list its allocations (Filter.Allocations).
 var errNoAllocations = fmt.Errorf("%w: the snapshot does not list its allocations (Filter.Allocations)", ErrInvalidOption)
 
-// Select returns the part of s that f selects, rebuilt from s.Allocations,
-// ages at s.Time: a writer narrows a snapshot it was handed without a second
-// walk. s must list its allocations; otherwise, or for an invalid f, the error
-// matches ErrInvalidOption.
+// Select returns the part of s that f selects, from s.Allocations, without a
+// second walk; without them, or for a bad f, the error matches ErrInvalidOption.
 func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
@@ -430,8 +422,7 @@ func sortSites(s []SiteStats) {
 	})
 }
 
-// SiteTotals returns every site's figures from its counters, sorted as
-// Snapshot.Sites (Oldest not filled): O(sites), no walk of the live set.
+// SiteTotals returns every site's figures from its counters: O(sites).
 func (t *Tracker) SiteTotals() []SiteStats {
 	sites := t.stacks.sites()
 	out := make([]SiteStats, 0, len(sites))
@@ -476,8 +467,7 @@ type Delta struct {
 	Grew, Shrank []SiteDelta // most change first
 }
 
-// Diff tells what changed from before to after, of one tracker (of two,
-// they share no sites).
+// Diff tells what changed from before to after.
 func Diff(before, after *Snapshot) Delta {
 	d := Delta{From: before.Time, To: after.Time}
 	was := make(map[*Site]SiteStats, len(before.Sites))

@@ -20,13 +20,13 @@ import (
 
 // Errors of the registry.
 var (
-	// ErrMisuse means a record was passed wrongly: nil, recorded twice,
-	// released twice or never recorded, recorded by another tracker, of a
-	// negative size, or handed to a nil owner. The error says which; the
-	// tracker also counts it (Totals.Misuse).
-	ErrMisuse = errors.New("track: record misused")
-	// ErrNilTracker means a nil *Tracker was passed where one is needed.
-	ErrNilTracker = errors.New("track: nil tracker")
+	// ErrMisuse: a record passed wrongly (nil, recorded or released twice,
+	// never recorded, of another tracker, of negative size, or handed to a
+	// nil owner); the message says how, and Totals.Misuse counts it.
+	ErrMisuse        = errors.New("track: record misused")
+	ErrNilTracker    = errors.New("track: nil tracker")
+	ErrInvalidOption = errors.New("track: invalid option") // an option or filter that cannot be used
+	ErrHistoryOff    = errors.New("track: event history is off (enable it with track.KeepHistory)")
 )
 
 // Misuses of a record, each wrapping ErrMisuse.
@@ -113,14 +113,10 @@ func (sh *shardData) class(device, kind string) uint16 {
 	return uint16(len(sh.classes) - 1)
 }
 
-// Record is one allocation in the registry. The caller fills the exported
-// fields and passes it to Tracker.Record, which adds the id, time, labels,
-// request and site; the fields must not change after. The caller owns its
-// memory (tensor embeds it in its block), so recording allocates nothing but
-// a new site. It is packed (one shared Meta, one word of flags) to keep a
-// live tensor within 256 B of host memory, and must not point back at the
-// object whose lifetime it tracks, or the collector could never find it
-// leaked.
+// Record is one allocation in the registry. The caller fills Bytes and Meta,
+// owns its memory (tensor embeds it in a block) and passes it to
+// Tracker.Record. Packed to keep a live tensor within 256 B of host memory, it
+// must not point back at what it tracks, or no leak could be found.
 type Record struct {
 	Bytes int64 // device bytes the allocation holds
 	// Meta is the allocation's kind, device, dtype and shape, shared
@@ -180,20 +176,7 @@ func (r *Record) Labels() Labels { return Labels{set: r.labels.Load()} }
 // Tracker returns the tracker that recorded r, or nil.
 func (r *Record) Tracker() *Tracker { return r.tracker }
 
-// Time returns when the allocation was recorded.
-func (r *Record) Time() time.Time {
-	if r.tracker == nil {
-		return time.Time{}
-	}
-	return r.tracker.start.Add(time.Duration(r.born))
-}
-
-// Live reports whether r is recorded and not yet released.
-func (r *Record) Live() bool { return r.state() == stateLive }
-
-// Tracker is the live registry of allocations: per-site totals, snapshots,
-// leaks and misuse. Use Default for the process's tracker and New for an
-// isolated one. Safe for concurrent use.
+// Tracker is the live registry of allocations. Safe for concurrent use.
 type Tracker struct {
 	cfg    config
 	start  time.Time
@@ -218,8 +201,7 @@ type Tracker struct {
 	allocators   allocatorRegistry // what tensorlife holds per device (allocators.go)
 }
 
-// New returns an isolated Tracker; an invalid option is an error matching
-// ErrInvalidOption.
+// New returns an isolated Tracker.
 func New(opts ...Option) (*Tracker, error) {
 	cfg := defaultConfig()
 	if err := applyOptions(&cfg, opts); err != nil {
@@ -252,9 +234,8 @@ func (t *Tracker) Name() string { return t.cfg.name }
 // Started returns when the tracker was made: event times count from it.
 func (t *Tracker) Started() time.Time { return t.start }
 
-// Record adds r to the registry under ctx's labels and request, capturing
-// the stack; skip as in pprof.Profile.Add (0: the caller of Record). Every
-// function skip passes over must be //go:noinline.
+// Record adds r under ctx's labels and request, capturing the stack; skip as
+// in pprof.Profile.Add, every function it passes over //go:noinline.
 //
 //go:noinline
 func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
@@ -325,8 +306,7 @@ func (t *Tracker) owns(r *Record, verb string) error {
 	return nil
 }
 
-// Release removes r from the registry. A record released twice or through
-// another tracker is an error matching ErrMisuse.
+// Release removes r; a second release is an error matching ErrMisuse.
 func (t *Tracker) Release(r *Record) error {
 	if err := t.owns(r, "released"); err != nil {
 		return err
@@ -376,10 +356,8 @@ func (t *Tracker) Release(r *Record) error {
 	return nil
 }
 
-// SetLabels replaces the labels of the live record r, for every handle: a
-// cache that adopts a tensor labels it as its own, so -tagfocus request=r1
-// stops showing cache memory as r1's. One atomic store; a record not live
-// through t is an error matching ErrMisuse.
+// SetLabels replaces the labels of the live record r, for every handle (a
+// cache labels what it adopts); a record not live is an error (ErrMisuse).
 func (t *Tracker) SetLabels(r *Record, l Labels) error {
 	if err := t.owns(r, "relabeled"); err != nil {
 		return err
@@ -392,8 +370,8 @@ func (t *Tracker) SetLabels(r *Record, l Labels) error {
 	return nil
 }
 
-// Caller interns up to depth (at most 32) frames of the caller's stack; skip
-// as in Record. It names the site of an event that is not an allocation.
+// Caller interns up to depth (<= 32) frames of the caller's stack, skip as in
+// Record: the site of an event that is not an allocation.
 func (t *Tracker) Caller(skip, depth int) *Site {
 	var buf [maxDepth]uintptr
 	depth = max(1, min(depth, maxDepth))
@@ -401,17 +379,15 @@ func (t *Tracker) Caller(skip, depth int) *Site {
 	return t.stacks.intern(buf[:n])
 }
 
-// CallerSite returns the caller's Site as Record captures it; skip as in
-// Record, every function it passes over not inlined. Owners name where an
-// extra handle was made (Record.Hold).
+// CallerSite returns the caller's Site as Record captures it (skip as in
+// Record): where an extra handle was made (Record.Hold).
 //
 //go:noinline
 func (t *Tracker) CallerSite(skip int) *Site {
 	return t.site(skip)
 }
 
-// Intern returns the Site of pcs, captured with runtime.Callers or
-// CallerPCs, leaf first.
+// Intern returns the Site of pcs, leaf first.
 func (t *Tracker) Intern(pcs []uintptr) *Site {
 	if len(pcs) > maxDepth {
 		pcs = pcs[:maxDepth]
@@ -444,8 +420,7 @@ func (tt Totals) Event(k EventKind) int64 {
 	return tt.events[k]
 }
 
-// Totals reads the counters: about a microsecond, for a metrics callback.
-// Each figure is exact; they are not read at one instant together.
+// Totals reads the counters, each exact, not all at one instant.
 func (t *Tracker) Totals() Totals {
 	var tt Totals
 	var freed int64
@@ -490,10 +465,8 @@ type ClassStats struct {
 	LiveCount, LiveBytes int64
 }
 
-// LiveByClass returns the live figures by device and kind, sorted, from
-// counters the shards keep: O(shards × classes), for every scrape. A class
-// stays listed at zero once seen; past 63 classes a shard counts the rest as
-// "tensorlife.other".
+// LiveByClass returns the live figures by device and kind, from counters;
+// past 63 classes a shard counts the rest as kind "tensorlife.other".
 func (t *Tracker) LiveByClass() []ClassStats {
 	type key struct{ device, kind string }
 	index := make(map[key]int)
@@ -539,4 +512,12 @@ func (t *Tracker) logLeak(l LeakReport) {
 func (r *Record) event(k EventKind, at int64) Event {
 	m := metaOf(r)
 	return Event{Kind: k, Time: at, ID: r.id, Bytes: r.Bytes, Site: r.site, AllocKind: m.Kind, Device: m.Device, Labels: r.Labels()}
+}
+
+// time returns when r was recorded.
+func (r *Record) time() time.Time {
+	if r.tracker == nil {
+		return time.Time{}
+	}
+	return r.tracker.start.Add(time.Duration(r.born))
 }
