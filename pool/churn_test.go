@@ -145,7 +145,7 @@ func TestConcurrentChurn(t *testing.T) {
 			assert.Zero(t, p.Tracker().Totals().LiveCount)
 
 			require.NoError(t, p.Close())
-			bytes, blocks := dev.Outstanding()
+			blocks, bytes := dev.Outstanding()
 			assert.Zero(t, bytes, "leaked device bytes after Close")
 			assert.Zero(t, blocks)
 		})
@@ -205,7 +205,7 @@ func TestRandomFaults(t *testing.T) {
 				assert.Positive(t, failures)
 			}
 			require.NoError(t, p.Close())
-			bytes, blocks := dev.Outstanding()
+			blocks, bytes := dev.Outstanding()
 			assert.Zero(t, bytes, "leaked device bytes after Close")
 			assert.Zero(t, blocks)
 		})
@@ -238,7 +238,7 @@ func TestReleaseRacingClose(t *testing.T) {
 	wg.Wait()
 	s := requireBalanced(t, p, dev)
 	assert.Zero(t, s.Reserved)
-	bytes, blocks := dev.Outstanding()
+	blocks, bytes := dev.Outstanding()
 	assert.Zero(t, bytes)
 	assert.Zero(t, blocks)
 }

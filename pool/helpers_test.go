@@ -50,11 +50,11 @@ func newPool(t testing.TB, dev tensor.Device, opts ...pool.Option) *pool.Pool {
 func requireBalanced(t *testing.T, p *pool.Pool, dev *faultdev.Device) pool.Stats {
 	t.Helper()
 	s := p.Stats()
-	bytes, blocks := dev.Outstanding()
+	blocks, bytes := dev.Outstanding()
 	require.Equal(t, s.Reserved, s.Active+s.Cached, "reserved != active + cached: %+v", s)
 	require.Equal(t, bytes, s.Reserved, "device outstanding bytes != pool reserved: %+v", s)
-	require.Equal(t, blocks, s.ActiveBlocks+s.CachedBlocks, "device outstanding blocks != pool blocks: %+v", s)
-	require.Equal(t, s.DeviceAllocs-s.DeviceFrees, blocks, "device allocs - frees != outstanding blocks: %+v", s)
+	require.EqualValues(t, blocks, s.ActiveBlocks+s.CachedBlocks, "device outstanding blocks != pool blocks: %+v", s)
+	require.EqualValues(t, s.DeviceAllocs-s.DeviceFrees, blocks, "device allocs - frees != outstanding blocks: %+v", s)
 	require.LessOrEqual(t, s.Reserved, s.PeakReserved)
 	require.LessOrEqual(t, s.Active, s.PeakActive)
 	if s.Limit > 0 {

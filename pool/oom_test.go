@@ -88,7 +88,7 @@ func TestOOMNamesLeakingSite(t *testing.T) {
 		require.NoError(t, x.Free())
 	}
 	require.NoError(t, p.Close())
-	bytes, _ := dev.Outstanding()
+	_, bytes := dev.Outstanding()
 	assert.Zero(t, bytes)
 }
 

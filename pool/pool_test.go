@@ -48,7 +48,7 @@ func TestReuse(t *testing.T) {
 	assert.Equal(t, int64(3072+4096), s.PeakReserved)
 
 	require.NoError(t, p.Close())
-	bytes, blocks := dev.Outstanding()
+	blocks, bytes := dev.Outstanding()
 	assert.Zero(t, bytes)
 	assert.Zero(t, blocks)
 }
@@ -279,9 +279,9 @@ func TestClose(t *testing.T) {
 	assert.Contains(t, err.Error(), "1 active blocks (4 KiB)")
 
 	// The cache went back; the live tensor's block did not.
-	bytes, blocks := dev.Outstanding()
+	blocks, bytes := dev.Outstanding()
 	assert.Equal(t, int64(4096), bytes)
-	assert.Equal(t, int64(1), blocks)
+	assert.Equal(t, 1, blocks)
 	data, err := tensor.ToSlice[float32](held)
 	require.NoError(t, err, "a tensor alive at Close keeps working")
 	assert.Len(t, data, 1000)
@@ -294,7 +294,7 @@ func TestClose(t *testing.T) {
 
 	// A late free goes straight to the device: nothing leaks.
 	require.NoError(t, held.Free())
-	bytes, blocks = dev.Outstanding()
+	blocks, bytes = dev.Outstanding()
 	assert.Zero(t, bytes)
 	assert.Zero(t, blocks)
 	s := requireBalanced(t, p, dev)
@@ -311,7 +311,7 @@ func TestCloseUntrackedNamesNoSites(t *testing.T) {
 	require.ErrorIs(t, err, pool.ErrActiveBlocks)
 	assert.Contains(t, err.Error(), "untracked")
 	require.NoError(t, p.Release(b))
-	bytes, _ := dev.Outstanding()
+	_, bytes := dev.Outstanding()
 	assert.Zero(t, bytes)
 }
 

@@ -3,6 +3,7 @@ package track
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"sync"
@@ -187,36 +188,37 @@ func (r *Record) heldBy() (h Holder, ok bool) {
 	if s.own == 1 {
 		return Holder{}, false
 	}
-	for _, e := range s.entries {
-		if e.how == howOwn && e.live > 0 {
-			return Holder{}, false // as heldByOf, which cannot tell it from the own handle
+	return heldFrom(func(yield func(Holder) bool) {
+		for _, e := range s.entries {
+			if !yield(Holder{Site: e.site, How: e.how, Live: int(e.live), Dropped: int(e.dropped)}) {
+				return
+			}
 		}
-	}
-	for _, e := range s.entries {
-		if e.how != howOwn && e.live > 0 {
-			return Holder{Site: e.site, How: e.how, Live: int(e.live), Dropped: int(e.dropped)}, true
+		if s.other.live > 0 {
+			yield(Holder{How: "handle", Live: int(s.other.live), Dropped: int(s.other.dropped)})
 		}
-	}
-	if s.other.live > 0 {
-		return Holder{How: "handle", Live: int(s.other.live), Dropped: int(s.other.dropped)}, true
-	}
-	return Holder{}, false
+	})
 }
 
-// heldByOf is heldBy for a holder list (Allocation.Holders): the first
-// live extra owner, unless the allocation's own handle is still live.
-func heldByOf(hs []Holder) (Holder, bool) {
-	for _, h := range hs {
-		if h.How == howOwn && h.Live > 0 {
+// heldByOf is heldBy for a holder list (Allocation.Holders).
+func heldByOf(hs []Holder) (Holder, bool) { return heldFrom(slices.Values(hs)) }
+
+// heldFrom is what heldBy and heldByOf share: the first live extra owner
+// among holders, unless the allocation's own handle is live (an owner named
+// as the own handle counts as it: the two cannot be told apart).
+func heldFrom(holders iter.Seq[Holder]) (held Holder, ok bool) {
+	for h := range holders {
+		if h.Live <= 0 {
+			continue
+		}
+		if h.Own() {
 			return Holder{}, false
 		}
-	}
-	for _, h := range hs {
-		if h.How != howOwn && h.Live > 0 {
-			return h, true
+		if !ok {
+			held, ok = h, true
 		}
 	}
-	return Holder{}, false
+	return held, ok
 }
 
 // HeldBy returns, per site, up to max extra owners holding its allocations

@@ -20,7 +20,7 @@ func Example() {
 	err = dev.Free(a, 4096)
 	fmt.Println("double free caught:", errors.Is(err, tensor.ErrInvalidPointer), dev.DoubleFrees())
 
-	bytes, blocks := dev.Outstanding()
+	blocks, bytes := dev.Outstanding()
 	fmt.Println("outstanding:", bytes, "bytes in", blocks, "blocks")
 	// Output:
 	// second alloc injected: true true

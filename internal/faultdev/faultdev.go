@@ -12,7 +12,7 @@
 //	dev, _ := faultdev.New(host, faultdev.FailFraction(0.1, 42))
 //	p, _ := pool.New(dev)
 //	...
-//	bytes, blocks := dev.Outstanding()
+//	blocks, bytes := dev.Outstanding()
 //
 // Only Alloc is ever failed on purpose; Free, copies, Memset and MemInfo go
 // straight to the wrapped device once the pointer checks pass. A Device is
@@ -186,12 +186,12 @@ func (d *Device) Memset(dst tensor.DevicePtr, value byte, bytes int64) error {
 	return d.inner.Memset(dst, value, bytes)
 }
 
-// Outstanding returns the bytes and blocks allocated through d and not yet
-// freed.
-func (d *Device) Outstanding() (bytes, blocks int64) {
+// Outstanding returns the blocks and bytes allocated through d and not yet
+// freed, in the order tensor/cuda's Device.Outstanding gives them.
+func (d *Device) Outstanding() (blocks int, bytes int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.bytes, int64(len(d.live))
+	return len(d.live), d.bytes
 }
 
 // Allocs returns the number of Alloc calls with a valid size, failed ones

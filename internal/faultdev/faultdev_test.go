@@ -81,15 +81,15 @@ func TestFailNth(t *testing.T) {
 	assert.Equal(t, int64(5), d.Allocs())
 	assert.Equal(t, int64(2), d.Injected())
 
-	bytes, blocks := d.Outstanding()
+	blocks, bytes := d.Outstanding()
 	assert.Equal(t, int64(3*1024), bytes)
-	assert.Equal(t, int64(3), blocks)
+	assert.Equal(t, 3, blocks)
 	assert.Equal(t, host.Used(), bytes, "injected failures must take nothing from the wrapped device")
 
 	for _, p := range ptrs {
 		require.NoError(t, d.Free(p, 1024))
 	}
-	bytes, blocks = d.Outstanding()
+	blocks, bytes = d.Outstanding()
 	assert.Zero(t, bytes)
 	assert.Zero(t, blocks)
 	assert.Zero(t, host.Used())
@@ -178,7 +178,7 @@ func TestFreeChecks(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, d.Free(q, 4096))
 	assert.Equal(t, int64(1), d.DoubleFrees())
-	bytes, blocks := d.Outstanding()
+	blocks, bytes := d.Outstanding()
 	assert.Zero(t, bytes)
 	assert.Zero(t, blocks)
 }
