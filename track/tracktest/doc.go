@@ -78,9 +78,9 @@
 //
 // IgnoreCurrent ignores tensors recorded before the option was made;
 // IgnoreSite, IgnoreKind and IgnoreLabel ignore tensors by stack function,
-// kind or label; MaxRetries and MaxSettle bound the settling. Options are
-// validated where they are passed: an invalid one, or one that cannot apply
-// there (IgnoreCurrent with Context), fails the test with an error matching
+// kind or label; MaxRetries and MaxSettle bound the settling. Context takes
+// ScopeOptions, every option but IgnoreCurrent, so that misplacing that one
+// does not compile; an invalid value fails the test with an error matching
 // ErrInvalidOption rather than being ignored.
 //
 // # Interfaces

@@ -108,10 +108,17 @@ func newEnv(t testing.TB, name string, opts ...track.Option) *env {
 }
 
 // fast keeps failing checks short: a leak is found in a few milliseconds.
-var fast = []tracktest.Option{tracktest.MaxRetries(3), tracktest.MaxSettle(20 * time.Millisecond)}
+var (
+	fast   = []tracktest.Option{tracktest.MaxRetries(3), tracktest.MaxSettle(20 * time.Millisecond)}
+	scoped = []tracktest.ScopeOption{tracktest.MaxRetries(3), tracktest.MaxSettle(20 * time.Millisecond)}
+)
 
 func opts(extra ...tracktest.Option) []tracktest.Option {
 	return append(append([]tracktest.Option(nil), fast...), extra...)
+}
+
+func scopedOpts(extra ...tracktest.ScopeOption) []tracktest.ScopeOption {
+	return append(append([]tracktest.ScopeOption(nil), scoped...), extra...)
 }
 
 // newTensor makes a float32 tensor and fails the test if it cannot.

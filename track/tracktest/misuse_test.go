@@ -86,8 +86,8 @@ func TestFindReturnsMisuseError(t *testing.T) {
 func TestContextFailsOnlyTheScopeThatDoubleFreed(t *testing.T) {
 	e := newEnv(t, "misuse")
 	guilty, innocent := newFakeT("guilty"), newFakeT("innocent")
-	gctx := tracktest.Context(guilty, e.tr, opts()...)
-	ictx := tracktest.Context(innocent, e.tr, opts()...)
+	gctx := tracktest.Context(guilty, e.tr, scopedOpts()...)
+	ictx := tracktest.Context(innocent, e.tr, scopedOpts()...)
 	x := e.newTensor(t, ictx, 4)
 	doubleFree(t, e, gctx)
 	require.NoError(t, x.Free())
@@ -98,7 +98,7 @@ func TestContextFailsOnlyTheScopeThatDoubleFreed(t *testing.T) {
 	assert.Empty(t, innocent.Errors(), "the other scope's double free is not this one's")
 
 	allowed := newFakeT("allowed")
-	actx := tracktest.Context(allowed, e.tr, opts(tracktest.AllowMisuse())...)
+	actx := tracktest.Context(allowed, e.tr, scopedOpts(tracktest.AllowMisuse())...)
 	doubleFree(t, e, actx)
 	allowed.finish()
 	assert.Empty(t, allowed.Errors())
@@ -186,7 +186,7 @@ func TestFailuresPointAtTheTestLine(t *testing.T) {
 	assert.Equal(t, []string{here}, lt.at, "an invalid option fails at the test's line")
 
 	lt = &lineT{}
-	ctx := tracktest.Context(lt, e.tr, opts()...)
+	ctx := tracktest.Context(lt, e.tr, scopedOpts()...)
 	doubleFree(t, e, ctx)
 	scoped := e.newTensor(t, ctx, 2)
 	lt.finish()

@@ -22,9 +22,24 @@ type Option interface {
 	apply(*config) error
 }
 
-type optionFunc func(*config) error
+// ScopeOption is an Option that Context takes too: every option but
+// IgnoreCurrent, which a scope has no use for. Passing IgnoreCurrent to
+// Context does not compile.
+type ScopeOption interface {
+	Option
+	scopeOption()
+}
+
+// optionFunc is an option every check takes; checkOnly, one Context does
+// not.
+type (
+	optionFunc func(*config) error
+	checkOnly  func(*config) error
+)
 
 func (f optionFunc) apply(c *config) error { return f(c) }
+func (optionFunc) scopeOption()            {}
+func (f checkOnly) apply(c *config) error  { return f(c) }
 
 // entry names the function a configuration is for, so that an option can
 // refuse a place where it makes no sense.
@@ -74,7 +89,7 @@ type config struct {
 // AllowMisuse lets a check pass although a tensor was freed twice, or used
 // after its Free, while it watched: for tests that misuse tensors on
 // purpose. It applies to every check.
-func AllowMisuse() Option {
+func AllowMisuse() ScopeOption {
 	return optionFunc(func(c *config) error {
 		c.allowMisuse = true
 		return nil
@@ -108,19 +123,15 @@ func newConfig(e entry, opts []Option) (*config, error) {
 // only once the clock has moved past that reading, so a tensor recorded
 // before the call is ignored and one recorded after it is checked.
 //
-// IgnoreCurrent cannot be used with Context, whose scope holds only tensors
-// made under the scope's context, after the scope began.
+// Context does not take it: a scope holds only tensors made under its
+// context, after it began.
 func IgnoreCurrent() Option {
 	mark := time.Now()
 	// Wait out one tick of the monotonic clock (nanoseconds on most systems)
 	// so that no later recording can share the mark's reading.
 	for !time.Now().After(mark) {
 	}
-	return optionFunc(func(c *config) error {
-		if c.entry == entryContext {
-			return fmt.Errorf("%w: IgnoreCurrent cannot be used with Context: "+
-				"a scope only holds tensors made under its context, after it began", ErrInvalidOption)
-		}
+	return checkOnly(func(c *config) error {
 		if c.ignoreBefore.IsZero() || mark.After(c.ignoreBefore) {
 			c.ignoreBefore = mark
 		}
@@ -133,7 +144,7 @@ func IgnoreCurrent() Option {
 // root: a fully qualified name as reports print it,
 // "github.com/acme/infer.(*Cache).Put" or "github.com/acme/infer.init".
 // Ignoring a caller ignores everything allocated beneath it.
-func IgnoreSite(function string) Option {
+func IgnoreSite(function string) ScopeOption {
 	return optionFunc(func(c *config) error {
 		if function == "" {
 			return fmt.Errorf("%w: IgnoreSite with an empty function name", ErrInvalidOption)
@@ -145,7 +156,7 @@ func IgnoreSite(function string) Option {
 
 // IgnoreKind ignores tensors of the given kind ("kv-cache", "mask"), as
 // tensor.Spec.Kind named it.
-func IgnoreKind(kind string) Option {
+func IgnoreKind(kind string) ScopeOption {
 	return optionFunc(func(c *config) error {
 		if kind == "" {
 			return fmt.Errorf("%w: IgnoreKind with an empty kind", ErrInvalidOption)
@@ -158,7 +169,7 @@ func IgnoreKind(kind string) Option {
 // IgnoreLabel ignores tensors made under a context carrying the label
 // key=value (track.WithLabels). With Context, the key cannot be ScopeLabel:
 // that would ignore the whole scope.
-func IgnoreLabel(key, value string) Option {
+func IgnoreLabel(key, value string) ScopeOption {
 	return optionFunc(func(c *config) error {
 		if key == "" {
 			return fmt.Errorf("%w: IgnoreLabel with an empty key", ErrInvalidOption)
@@ -176,7 +187,7 @@ func IgnoreLabel(key, value string) Option {
 // garbage collector, waits and looks again before it fails (default 10).
 // Zero checks once, without waiting: use it where nothing can still be
 // freeing tensors and the test tracker keeps dropped tensors live.
-func MaxRetries(n int) Option {
+func MaxRetries(n int) ScopeOption {
 	return optionFunc(func(c *config) error {
 		if n < 0 || n > maxRetries {
 			return fmt.Errorf("%w: MaxRetries(%d): want 0..%d", ErrInvalidOption, n, maxRetries)
@@ -189,7 +200,7 @@ func MaxRetries(n int) Option {
 // MaxSettle bounds the total time a check waits between its attempts
 // (default 1s). Waits start at a millisecond and double. Zero retries
 // without waiting: each retry only runs the garbage collector and yields.
-func MaxSettle(d time.Duration) Option {
+func MaxSettle(d time.Duration) ScopeOption {
 	return optionFunc(func(c *config) error {
 		if d < 0 {
 			return fmt.Errorf("%w: MaxSettle(%v): negative duration", ErrInvalidOption, d)

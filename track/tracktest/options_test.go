@@ -75,7 +75,7 @@ func TestIgnoreOptions(t *testing.T) {
 func TestIgnoreOptionsApplyToDroppedTensors(t *testing.T) {
 	tests := []struct {
 		name    string
-		opt     tracktest.Option
+		opt     tracktest.ScopeOption
 		ignored bool
 	}{
 		{"IgnoreSite", tracktest.IgnoreSite(thisPackage + ".dropTensor"), true},
@@ -89,7 +89,7 @@ func TestIgnoreOptionsApplyToDroppedTensors(t *testing.T) {
 			noAutoGC(t)
 			e := newEnv(t, "ignore-dropped")
 			ft := newFakeT(t.Name())
-			ctx := track.WithLabels(tracktest.Context(ft, e.tr, opts(tt.opt)...), "cache", "global")
+			ctx := track.WithLabels(tracktest.Context(ft, e.tr, scopedOpts(tt.opt)...), "cache", "global")
 			dropTensor(t, e, ctx)
 			collectDropped(t, e.tr, 1, 0) // reclaimed: only the scope's watch saw it
 			ft.finish()

@@ -48,11 +48,13 @@ var scopeIDs atomic.Uint64
 //
 // Cleanups run last registered, first run: call Context before registering
 // cleanups that free tensors made under it, so that they run before the
-// check. An invalid option, or one that cannot apply to a scope
-// (IgnoreCurrent), fails t at once with an error matching ErrInvalidOption;
-// the context is still returned, untracked by any check, so the test can
-// run on.
-func Context(t ScopeT, tr *track.Tracker, opts ...Option) context.Context {
+// check. An invalid option fails t at once with an error matching
+// ErrInvalidOption; the context is still returned, untracked by any check,
+// so the test can run on.
+//
+// A scope is a request (track.WithRequest): the check finds every tensor
+// made under the context, however a cache relabels or adopts it since.
+func Context(t ScopeT, tr *track.Tracker, opts ...ScopeOption) context.Context {
 	if t == nil {
 		// No test to fail and no cleanup to check in: say so where a
 		// person will see it, and let the caller run on.
@@ -77,7 +79,11 @@ func Context(t ScopeT, tr *track.Tracker, opts ...Option) context.Context {
 	ctx = track.WithLabels(ctx, ScopeLabel, name)
 	sc := scope{name: name, ctx: ctx}
 
-	cfg, err := newConfig(entryContext, opts)
+	checkOpts := make([]Option, len(opts))
+	for i, o := range opts {
+		checkOpts[i] = o
+	}
+	cfg, err := newConfig(entryContext, checkOpts)
 	if err != nil {
 		t.Error(err)
 		return ctx

@@ -20,11 +20,11 @@ func TestContextChecksOnlyItsScope(t *testing.T) {
 	outside := e.newTensor(t, context.Background(), 4) // live all along, in no scope
 
 	leaker := newFakeT("TestLeaker")
-	leakCtx := tracktest.Context(leaker, e.tr, fast...)
+	leakCtx := tracktest.Context(leaker, e.tr, scoped...)
 	leaked := e.newTensor(t, leakCtx, 2, 3)
 
 	clean := newFakeT("TestClean")
-	cleanCtx := tracktest.Context(clean, e.tr, fast...)
+	cleanCtx := tracktest.Context(clean, e.tr, scoped...)
 	x := e.newTensor(t, track.WithLabels(cleanCtx, "request", "r9"), 5)
 	require.NoError(t, x.Free())
 
@@ -47,14 +47,14 @@ func TestContextScopesParallelTests(t *testing.T) {
 	// A leaking test's tensor stays live while the parallel tests below run
 	// and check: none of them may see it.
 	leaker := newFakeT("TestLeaker")
-	leaked := e.newTensor(t, tracktest.Context(leaker, e.tr, fast...), 1024)
+	leaked := e.newTensor(t, tracktest.Context(leaker, e.tr, scoped...), 1024)
 
 	t.Run("group", func(t *testing.T) {
 		for i := range 8 {
 			t.Run(fmt.Sprintf("clean-%d", i), func(t *testing.T) {
 				t.Parallel()
 				ft := newFakeT(t.Name())
-				ctx := tracktest.Context(ft, e.tr, fast...)
+				ctx := tracktest.Context(ft, e.tr, scoped...)
 				var xs []*tensor.Tensor
 				for range 10 {
 					xs = append(xs, e.newTensor(t, ctx, 16))
@@ -70,7 +70,7 @@ func TestContextScopesParallelTests(t *testing.T) {
 			// Real tests with real scopes pass too, beside the leak.
 			t.Run(fmt.Sprintf("real-%d", i), func(t *testing.T) {
 				t.Parallel()
-				ctx := tracktest.Context(t, e.tr, fast...)
+				ctx := tracktest.Context(t, e.tr, scoped...)
 				x := e.newTensor(t, ctx, 8)
 				t.Cleanup(func() { require.NoError(t, x.Free()) }) // runs before the check
 			})
@@ -86,8 +86,8 @@ func TestContextScopesParallelTests(t *testing.T) {
 func TestContextScopesAreUnique(t *testing.T) {
 	e := newEnv(t, "unique")
 	ft := newFakeT("TestSame")
-	a := tracktest.Context(ft, e.tr, fast...)
-	b := tracktest.Context(ft, e.tr, fast...)
+	a := tracktest.Context(ft, e.tr, scoped...)
+	b := tracktest.Context(ft, e.tr, scoped...)
 	la, _ := track.LabelsFrom(a).Get(tracktest.ScopeLabel)
 	lb, _ := track.LabelsFrom(b).Get(tracktest.ScopeLabel)
 	assert.Regexp(t, `^TestSame#\d+$`, la)
@@ -106,7 +106,7 @@ func TestContextDerivesFromTestContext(t *testing.T) {
 	e := newEnv(t, "derive")
 	ct := contextT{newFakeT("TestDerive")}
 	ct.ctx = track.WithLabels(context.WithValue(context.Background(), key{}, "v"), "model", "m1")
-	ctx := tracktest.Context(ct, e.tr, fast...)
+	ctx := tracktest.Context(ct, e.tr, scoped...)
 	assert.Equal(t, "v", ctx.Value(key{}))
 	labels := track.LabelsFrom(ctx)
 	model, _ := labels.Get("model")
@@ -121,7 +121,7 @@ func TestContextDerivesFromTestContext(t *testing.T) {
 
 func TestContextWithRealTestContext(t *testing.T) {
 	e := newEnv(t, "real")
-	ctx := tracktest.Context(t, e.tr, fast...)
+	ctx := tracktest.Context(t, e.tr, scoped...)
 	require.NoError(t, ctx.Err(), "live while the test runs")
 	x := e.newTensor(t, ctx, 3)
 	require.NoError(t, x.Free())
@@ -133,9 +133,9 @@ func TestContextReportsDroppedHandles(t *testing.T) {
 			noAutoGC(t)
 			e := newEnv(t, "scope-dropped", track.ReclaimLeaks(reclaim))
 			ft := newFakeT("TestDrops")
-			id := dropTensor(t, e, tracktest.Context(ft, e.tr, fast...))
+			id := dropTensor(t, e, tracktest.Context(ft, e.tr, scoped...))
 			other := newFakeT("TestOther")
-			tracktest.Context(other, e.tr, fast...)
+			tracktest.Context(other, e.tr, scoped...)
 			dropTensor(t, e, context.Background()) // in no scope
 
 			// Both are found, and reclaimed by a reclaiming tracker, long
@@ -168,7 +168,7 @@ func TestContextReportsDroppedHandles(t *testing.T) {
 func TestContextBoundsDroppedTensors(t *testing.T) {
 	e := newEnv(t, "many-dropped")
 	ft := newFakeT("TestDropsInALoop")
-	ctx := tracktest.Context(ft, e.tr, fast...)
+	ctx := tracktest.Context(ft, e.tr, scoped...)
 	const n, listed = 1003, 1000 // a check lists at most 1000, as documented
 	for range n {
 		dropTensor(t, e, ctx)
@@ -186,7 +186,7 @@ func TestContextBoundsDroppedTensors(t *testing.T) {
 func TestContextListsKeptDroppedTensorsOnce(t *testing.T) {
 	e := newEnv(t, "kept-dropped", track.ReclaimLeaks(false))
 	ft := newFakeT("TestKeptDrops")
-	ctx := tracktest.Context(ft, e.tr, fast...)
+	ctx := tracktest.Context(ft, e.tr, scoped...)
 	const n = 1003
 	for range n {
 		dropTensor(t, e, ctx)
@@ -201,10 +201,9 @@ func TestContextListsKeptDroppedTensorsOnce(t *testing.T) {
 func TestContextRejectsOptionsThatCannotApply(t *testing.T) {
 	tests := []struct {
 		name string
-		opt  tracktest.Option
+		opt  tracktest.ScopeOption
 		msg  string
 	}{
-		{"IgnoreCurrent", tracktest.IgnoreCurrent(), "IgnoreCurrent cannot be used with Context"},
 		{"IgnoreLabel of the scope label", tracktest.IgnoreLabel(tracktest.ScopeLabel, "x"), `IgnoreLabel("tensorlife.test", "x") cannot be used with Context`},
 		{"invalid value", tracktest.MaxRetries(-3), "MaxRetries(-3)"},
 		{"nil", nil, "nil option passed to Context"},
@@ -270,7 +269,7 @@ func (s *syncBuffer) String() string {
 func TestContextFindsTensorsACacheRelabeled(t *testing.T) {
 	e := newEnv(t, "cached")
 	ft := newFakeT("TestCached")
-	ctx := tracktest.Context(ft, e.tr, fast...)
+	ctx := tracktest.Context(ft, e.tr, scoped...)
 	x := e.newTensor(t, ctx, 8)
 	kept, err := x.Retain()
 	require.NoError(t, err)
