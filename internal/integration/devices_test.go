@@ -1,16 +1,21 @@
-package pprofexport_test
+package integration_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/google/pprof/profile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/tensorlife/tensorlife/pool"
+	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
@@ -120,4 +125,38 @@ func TestTwoDevicesSplitEveryReport(t *testing.T) {
 		assert.Zero(t, oom.OtherReserved, "the pool on host:0 is not on this device")
 		assert.Contains(t, oom.Error(), "out of memory on host:1")
 	})
+}
+
+const tensorsPath = "/debug/pprof/tensors"
+
+// serve serves h under tensorsPath for the test's life.
+func serve(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle(tensorsPath, h)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func newHandler(t *testing.T, tr *track.Tracker) http.Handler {
+	t.Helper()
+	h, err := pprofexport.NewHandler(tr)
+	require.NoError(t, err)
+	return h
+}
+
+// getProfile fetches and parses a profile, failing the test on anything
+// but a 200 with a valid profile.
+func getProfile(t *testing.T, url string) *profile.Profile {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	p, err := profile.ParseData(body)
+	require.NoError(t, err)
+	return p
 }
