@@ -56,7 +56,7 @@ type Site struct {
 func (s *Site) outlived(bytes, count int64) {
 	s.outlivedBytes.Add(bytes)
 	s.outlivedCount.Add(count)
-	s.feeds.changed(s)
+	s.feeds.changed(s, bytes, count)
 }
 
 // Frame is one symbolized frame of a Site.

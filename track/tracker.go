@@ -405,6 +405,9 @@ type Totals struct {
 	Misuse               int64 // double frees, foreign releases, records reused
 	Sites                int   // call stacks kept
 	Overflowed           int64 // allocations past MaxSites
+	// OutlivedCount and OutlivedBytes are the live tensors that outlived
+	// their request: what a watcher judges, summed over the sites.
+	OutlivedCount, OutlivedBytes int64
 	// StackFallbacks are captures the frame-pointer walk refused, served
 	// by runtime.Callers; StackMismatches, walks that named other frames
 	// and are not trusted since.
@@ -446,6 +449,9 @@ func (t *Tracker) Totals() Totals {
 		Misuse:     t.misuse.Load(),
 		Sites:      int(t.stacks.count.Load()),
 		Overflowed: t.stacks.overflow.allocs.Load(),
+
+		OutlivedCount: t.feeds.outlivedCount.Load(),
+		OutlivedBytes: t.feeds.outlivedBytes.Load(),
 
 		StackFallbacks:  t.stackFallbacks.Load(),
 		StackMismatches: t.stackMismatches.Load(),

@@ -9,7 +9,7 @@ import (
 
 // instruments are the observable instruments one registration owns.
 type instruments struct {
-	tensorCount, tensorMemory, peak, allocated            metric.Int64Observable
+	tensorCount, tensorMemory, peak, allocated, outlived  metric.Int64Observable
 	allocs, frees, leaks, doubleFrees, ooms, maskRebuilds metric.Int64Observable
 	poolUsage, poolLimit                                  metric.Int64Observable
 	poolHits, poolMisses, poolEvictions, poolOOMs         metric.Int64Observable
@@ -41,6 +41,7 @@ func (in *instruments) create(meter metric.Meter, src *report.Sources) ([]metric
 		{&in.tensorCount, upDown, "tensorlife.tensor.live", "{tensor}", "Live tensors, recorded and not freed."},
 		{&in.tensorMemory, upDown, "tensorlife.tensor.memory.usage", "By", "Device bytes held by live tensors."},
 		{&in.peak, gauge, "tensorlife.tensor.memory.peak", "By", "Highest live tensor bytes since the tracker started."},
+		{&in.outlived, upDown, "tensorlife.tensor.memory.outlived", "By", "Device bytes of live tensors that outlived the request that made them: what the growth watcher judges."},
 		{&in.allocated, counter, "tensorlife.tensor.memory.allocated", "By", "Tensor bytes allocated since the tracker started."},
 		{&in.allocs, counter, "tensorlife.tensor.allocations", "{allocation}", "Tensors allocated."},
 		{&in.frees, counter, "tensorlife.tensor.frees", "{free}", "Tensors freed."},

@@ -267,6 +267,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(in.tensorMemory, c.LiveBytes, attrs)
 	}
 	o.ObserveInt64(in.peak, tt.PeakBytes)
+	o.ObserveInt64(in.outlived, tt.OutlivedBytes)
 	o.ObserveInt64(in.allocated, tt.AllocBytes)
 	o.ObserveInt64(in.allocs, tt.Allocs)
 	o.ObserveInt64(in.frees, tt.Frees)

@@ -198,7 +198,9 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 		"tensorlife.tensor.live": {"{tensor}", "updown", map[string]int64{hostTensor: 2, hostMask: 2 + 6, cudaKV: 1}},
 		"tensorlife.tensor.memory.usage": {"By", "updown",
 			map[string]int64{hostTensor: 2048, hostMask: 2*256 + 6*512, cudaKV: 4096}},
-		"tensorlife.tensor.memory.peak":      {"By", "gauge", map[string]int64{"": 9728}},
+		"tensorlife.tensor.memory.peak": {"By", "gauge", map[string]int64{"": 9728}},
+		// Everything was made under no request: it all counts as outlived.
+		"tensorlife.tensor.memory.outlived":  {"By", "updown", map[string]int64{"": 9728}},
 		"tensorlife.tensor.memory.allocated": {"By", "counter", map[string]int64{"": 3*1024 + 2*256 + 4096 + 6*512}},
 		"tensorlife.tensor.allocations":      {"{allocation}", "counter", map[string]int64{"": 5 + 1 + 6}},
 		"tensorlife.tensor.frees":            {"{free}", "counter", map[string]int64{"": 1}},
