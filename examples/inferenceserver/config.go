@@ -24,7 +24,8 @@ type config struct {
 	cache    int64         // prompt-mask cache budget bytes
 	drain    time.Duration // how long shutdown waits for requests in flight
 	// watchAfter is how many requests are the growth watcher's warm-up
-	// starts counting them: see server.tick.
+	// (watch.WarmUp): 0 by default, since memory in flight is never judged
+	// and the prompt cache is handed to its bounded owner.
 	watchAfter int
 
 	// Bounds on one request's parameters: what the model serves.
@@ -57,7 +58,6 @@ func defaultConfig() config {
 		budget:     64 << 20,
 		cache:      8 << 20,
 		drain:      15 * time.Second,
-		watchAfter: 32,
 		// The largest request (512+512 tokens, batch 8) holds about 2.6 MiB:
 		// 16 of them at once fit the budget less the prompt-mask cache.
 		maxPrompt: 512,
@@ -89,7 +89,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.Int64Var(&c.budget, "budget", c.budget, "pool memory budget in bytes")
 	fs.Int64Var(&c.cache, "cache", c.cache, "prompt-mask cache budget in bytes")
 	fs.DurationVar(&c.drain, "drain", c.drain, "how long shutdown waits for requests in flight")
-	fs.IntVar(&c.watchAfter, "watch-after", c.watchAfter, "requests served before the growth watcher starts, so warm-up is not taken for a leak")
+	fs.IntVar(&c.watchAfter, "watch-after", c.watchAfter, "requests the growth watcher only takes as its baseline (watch.WarmUp): what a starting service keeps on purpose")
 	fs.IntVar(&c.maxPrompt, "max-prompt", c.maxPrompt, "longest prompt a request may send, in tokens")
 	fs.IntVar(&c.maxTokens, "max-tokens", c.maxTokens, "most tokens a request may generate")
 	fs.IntVar(&c.maxBatch, "max-batch", c.maxBatch, "most sequences a request may decode together")

@@ -15,10 +15,10 @@
 //
 // The mask builder logs the rebuilt mask at once, -top puts decodeLeaky
 // first by inuse_space, tensorlife_tensors_live{kind="mask"} climbs with
-// every request, and once the growth watcher has started (-watch-after
-// requests, 32) the log names decodeLeaky as a leak suspect within a few
-// more. Without -leak the same requests leave nothing behind but the
-// bounded prompt-mask cache.
+// every request, and the log names decodeLeaky as a leak suspect within a
+// few requests: its masks outlive the requests that made them. Without
+// -leak the same requests leave nothing behind but the bounded prompt-mask
+// cache, which the watcher never judges.
 //
 // # Endpoints
 //

@@ -24,8 +24,6 @@ import (
 	"github.com/tensorlife/tensorlife/track/watch"
 )
 
-// watchHistory is how many requests the growth watcher remembers per site.
-const watchHistory = 256
 
 // errShutDown means Shutdown was called a second time.
 var errShutDown = errors.New("server already shut down")
@@ -103,14 +101,12 @@ func newServer(cfg config, logger *slog.Logger, report io.Writer) (*server, erro
 		}
 		s.lanes = append(s.lanes, l)
 	}
-	// One window per request (the default), after the warm-up (see tick):
-	// a site that keeps memory on most of the last 8 requests is named
-	// within a few requests. The long history is for the sites that follow
-	// the requests in flight: their memory climbs whenever the load does,
-	// for as many requests as the climb lasts, but what they give back over
-	// 256 requests outweighs any climb, while a leak gives nothing back.
-	s.watcher, err = watch.New(s.tr, watch.WarmUp(cfg.watchAfter), watch.History(watchHistory),
-		watch.OnSuspect(s.onSuspect))
+	// One window per request (the default): a site whose memory outlives
+	// most of the last 8 requests is named within a few. Each request is
+	// the context net/http cancels when the handler returns (WithLabels
+	// in handleGenerate begins it), so what a request still holds in flight,
+	// however many run at once and however long, is never judged.
+	s.watcher, err = watch.New(s.tr, watch.WarmUp(cfg.watchAfter), watch.OnSuspect(s.onSuspect))
 	if err != nil {
 		return nil, err
 	}
@@ -318,15 +314,9 @@ func (s *server) serveSummary(w http.ResponseWriter, _ *http.Request) {
 	}
 }
 
-// tick ends the watcher's window for one request, called once the
-// request's own tensors are freed: what still grows from one request to the
-// next is kept past them.
-//
-// The first cfg.watchAfter windows are the watcher's warm-up
-// (watch.WarmUp). A site whose memory follows the requests in flight (the
-// KV cache, the logits) grows while a starting server ramps up to its
-// concurrency, window after window, just as a leak does; the watcher judges
-// what grows after the ramp, and still names a leak a few requests later.
+// tick ends the watcher's window for one request. The request itself ends
+// when its handler returns; what it left live is judged from the next
+// window on.
 func (s *server) tick() {
 	// Tick fails only after Stop, which waits for every handler to leave.
 	_ = s.watcher.Tick()
@@ -335,9 +325,10 @@ func (s *server) tick() {
 // onSuspect is the watcher's callback: it runs on the request goroutine that
 // ended the window, so it only logs and remembers.
 func (s *server) onSuspect(sus watch.Suspect) {
-	s.log.Warn("leak suspect: live bytes keep growing at one call site",
+	s.log.Warn("leak suspect: bytes that outlived their request keep growing at one call site",
 		slog.String("site", sus.Site.String()),
 		slog.String("growth_per_request", format.Bytes(sus.GrowthPerWindow)),
+		slog.String("outlived", format.Bytes(sus.OutlivedBytes)),
 		slog.String("live", format.Bytes(sus.LiveBytes)),
 		slog.Int64("tensors", sus.LiveCount),
 		slog.String("stack", sus.Site.Stack("")))
