@@ -53,11 +53,11 @@ const (
 // defaultConfig is the configuration without flags.
 func defaultConfig() config {
 	return config{
-		addr:       "localhost:8080",
-		capacity:   256 << 20,
-		budget:     64 << 20,
-		cache:      8 << 20,
-		drain:      15 * time.Second,
+		addr:     "localhost:8080",
+		capacity: 256 << 20,
+		budget:   64 << 20,
+		cache:    8 << 20,
+		drain:    15 * time.Second,
 		// The largest request (512+512 tokens, batch 8) holds about 2.6 MiB:
 		// 16 of them at once fit the budget less the prompt-mask cache.
 		maxPrompt: 512,

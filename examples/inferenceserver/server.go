@@ -24,7 +24,6 @@ import (
 	"github.com/tensorlife/tensorlife/track/watch"
 )
 
-
 // errShutDown means Shutdown was called a second time.
 var errShutDown = errors.New("server already shut down")
 
