@@ -53,6 +53,25 @@ type holderSet struct {
 	own     int8 // the allocation's own handle: 1 live, 0 freed, -1 dropped and kept
 	entries [maxHolders]holderCount
 	other   holderCount
+	owner   *Owner // what HandOver gave the record to; nil if nothing
+}
+
+// setOwner records o as the owner the record was handed to.
+func (s *holderSet) setOwner(o *Owner) {
+	s.mu.Lock()
+	s.owner = o
+	s.mu.Unlock()
+}
+
+// ownerOf returns what HandOver gave r to, nil if nothing.
+func (r *Record) ownerOf() *Owner {
+	s := r.holders.Load()
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.owner
 }
 
 type holderCount struct {

@@ -3,23 +3,62 @@ package track
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // A request is one unit of a service's work, begun by WithRequest or by the
 // first WithLabels on a context that can end, and ended with that context.
-// It links the live records made under it, so that its end flags those
-// still live as outlived, O(1) each, and adds their bytes to their sites'
-// outlived counters: no walk of the live set, no clock.
+// It counts, per site, the live bytes made under it and not yet released
+// or handed over; its end adds them to the sites' outlived counters, O(1)
+// per site (at most one per tensor it still holds), with no walk of the live
+// set and no clock. A record made under it is outlived from then on: the
+// record need not be touched, as outlived() reads the request's end.
 //
 // Lock order: a shard's lock, then a request's; the request's lock is never
 // held while a shard's is taken.
 type request struct {
 	mu    sync.Mutex
-	head  *Record // live records made under it and not handed over
-	ended bool
+	ended atomic.Bool // set under mu, read without it by outlived
+	sites []reqSite   // what is in flight, by site
+	more  map[*Site]*reqSite
 }
 
+// reqSite is what a request holds in flight at one site.
+type reqSite struct {
+	site         *Site
+	bytes, count int64
+}
+
+// maxListedSites is how many sites a request lists before it indexes them
+// by a map: most requests allocate from a handful of lines.
+const maxListedSites = 16
+
 func newRequest() *request { return &request{} }
+
+// addLocked counts bytes and count (negative to take them back) in flight
+// at site. Called with q.mu held.
+func (q *request) addLocked(site *Site, bytes, count int64) {
+	for i := range q.sites {
+		if e := &q.sites[i]; e.site == site {
+			e.bytes += bytes
+			e.count += count
+			return
+		}
+	}
+	if e := q.more[site]; e != nil {
+		e.bytes += bytes
+		e.count += count
+		return
+	}
+	if len(q.sites) < maxListedSites {
+		q.sites = append(q.sites, reqSite{site: site, bytes: bytes, count: count})
+		return
+	}
+	if q.more == nil {
+		q.more = make(map[*Site]*reqSite)
+	}
+	q.more[site] = &reqSite{site: site, bytes: bytes, count: count}
+}
 
 // scopeKey is the context key of a scope.
 type scopeKey struct{}
@@ -60,81 +99,71 @@ func WithRequest(ctx context.Context) (context.Context, context.CancelFunc) {
 	}
 }
 
-// join links r, made under q, into q's list; a request that has already
-// ended (a goroutine it started that still allocates) leaves r outlived at
-// once. q may be nil: r is then outlived from the start.
+// join counts r, made under q, in flight; a request that has already ended
+// (a goroutine it started that still allocates) leaves r outlived at once.
+// q may be nil: r is then outlived from the start.
 func (q *request) join(r *Record) {
 	if q != nil {
 		q.mu.Lock()
 		defer q.mu.Unlock()
-		if !q.ended {
-			r.reqNext = q.head
-			if q.head != nil {
-				q.head.reqPrev = r
-			}
-			q.head = r
+		if !q.ended.Load() {
+			q.addLocked(r.site, r.Bytes, 1)
 			return
 		}
-	}
-	r.setOutlived()
-}
-
-// unlinkLocked takes r out of q's list if it is there: q has not ended and
-// r was neither handed over nor made after q ended. Called with q.mu held.
-func (q *request) unlinkLocked(r *Record) {
-	if q.ended || r.word.Load()&(handedFlag|outlivedFlag) != 0 {
-		return
-	}
-	if r.reqPrev != nil {
-		r.reqPrev.reqNext = r.reqNext
 	} else {
-		q.head = r.reqNext
+		r.word.Or(outlivedFlag)
 	}
-	if r.reqNext != nil {
-		r.reqNext.reqPrev = r.reqPrev
-	}
-	r.reqPrev, r.reqNext = nil, nil
-}
-
-// leave takes r out of its request for good, on release, and reports
-// whether r had outlived it: its site then counts r as outlived. Called
-// with r's shard lock held.
-func (r *Record) leave() (outlived bool) {
-	if q := r.req; q != nil {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		q.unlinkLocked(r)
-	}
-	return r.word.Load()&outlivedFlag != 0
-}
-
-// end flags every record still linked to q outlived, once.
-func (q *request) end() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.ended {
-		return
-	}
-	q.ended = true
-	for r := q.head; r != nil; {
-		next := r.reqNext
-		r.reqPrev, r.reqNext = nil, nil
-		r.setOutlived()
-		r = next
-	}
-	q.head = nil
-}
-
-// setOutlived flags r outlived and counts it at its site.
-func (r *Record) setOutlived() {
-	r.word.Or(outlivedFlag)
 	r.site.outlived(r.Bytes, 1)
 }
 
-// unsetOutlived undoes setOutlived.
-func (r *Record) unsetOutlived() {
-	r.word.And(^uint32(outlivedFlag))
-	r.site.outlived(-r.Bytes, -1)
+// leave takes r out of its request's books for good, on release, and
+// reports whether r had outlived it: its site then counts r as outlived.
+// Called with r's shard lock held.
+func (r *Record) leave() (outlived bool) {
+	q := r.req
+	if q == nil || r.word.Load()&handedFlag != 0 {
+		return r.word.Load()&outlivedFlag != 0
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ended.Load() {
+		return true
+	}
+	q.addLocked(r.site, -r.Bytes, -1)
+	return false
+}
+
+// end adds what q still holds in flight to its sites' outlived counters,
+// once.
+func (q *request) end() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ended.Load() {
+		return
+	}
+	q.ended.Store(true)
+	for _, e := range q.sites {
+		if e.count != 0 {
+			e.site.outlived(e.bytes, e.count)
+		}
+	}
+	for _, e := range q.more {
+		if e.count != 0 {
+			e.site.outlived(e.bytes, e.count)
+		}
+	}
+	q.sites, q.more = nil, nil
+}
+
+// outlived reports whether r outlived its request: a record made under no
+// request, or handed to an owner without a bound, carries the flag; any
+// other is outlived once its request has ended.
+func (r *Record) outlived() bool {
+	w := r.word.Load()
+	if r.req == nil || w&handedFlag != 0 {
+		return w&outlivedFlag != 0
+	}
+	return r.req.ended.Load()
 }
 
 // Owner holds tensors past their request on purpose (HandOver): a cache, a
@@ -161,18 +190,28 @@ func (t *Tracker) HandOver(r *Record, o *Owner) error {
 		t.misuse.Add(1)
 		return errReleased(r, "handed over")
 	}
-	if q := r.req; q != nil {
+	was := r.outlived()
+	if q := r.req; q != nil && r.word.Load()&handedFlag == 0 {
 		q.mu.Lock()
-		defer q.mu.Unlock()
-		q.unlinkLocked(r)
+		if !q.ended.Load() {
+			q.addLocked(r.site, -r.Bytes, -1) // no longer in flight
+		}
+		was = q.ended.Load()
+		q.mu.Unlock()
 	}
-	r.word.Or(handedFlag)
-	r.owner = o
-	switch out := r.word.Load()&outlivedFlag != 0; {
-	case o.MaxBytes > 0 && out:
-		r.unsetOutlived()
-	case o.MaxBytes <= 0 && !out:
-		r.setOutlived()
+	r.holderSet().setOwner(o)
+	now := o.MaxBytes <= 0
+	if now {
+		r.word.Or(handedFlag | outlivedFlag)
+	} else {
+		r.word.Or(handedFlag)
+		r.word.And(^uint32(outlivedFlag))
+	}
+	switch {
+	case was && !now:
+		r.site.outlived(-r.Bytes, -1)
+	case !was && now:
+		r.site.outlived(r.Bytes, 1)
 	}
 	return nil
 }

@@ -48,7 +48,7 @@ func (r *Record) allocationOf(m *Meta, labels Labels, leaked bool, holders []Hol
 	return Allocation{
 		ID: r.id, Bytes: r.Bytes, Kind: m.Kind, Device: m.Device, DType: m.DType,
 		Shape: m.Shape, Labels: labels, Time: r.time(), Site: r.site, Leaked: leaked,
-		Outlived: r.outlived(), Owner: r.owner, req: r.req, Holders: holders,
+		Outlived: r.outlived(), Owner: r.ownerOf(), req: r.req, Holders: holders,
 	}
 }
 
@@ -58,8 +58,6 @@ func (a *Allocation) MadeUnder(ctx context.Context) bool {
 	return req != nil && a.req == req
 }
 
-// outlived reports whether r outlived its request.
-func (r *Record) outlived() bool { return r.word.Load()&outlivedFlag != 0 }
 
 // SiteStats are one site's figures: live ones as a snapshot saw them.
 type SiteStats struct {

@@ -133,10 +133,7 @@ type Record struct {
 	// the index of the record's device and kind in its shard.
 	word       atomic.Uint32
 	prev, next *Record // the shard's list
-
-	req              *request // the request it was made under; nil if none
-	reqPrev, reqNext *Record  // the request's list, until it ends
-	owner            *Owner   // set by HandOver, under the shard lock
+	req        *request // the request it was made under; nil if none
 }
 
 const (
@@ -147,8 +144,9 @@ const (
 	stateMask  = 3
 	leakedFlag = 4
 	ownDropped = 8 // the own handle was reported dropped: once only
-	// outlivedFlag: r outlived its request (or was made under none, or
-	// was handed to an owner without a bound) and its site counts it so.
+	// outlivedFlag: r was made under no request, or handed to an owner
+	// without a bound, and its site counts it as outlived (a record made
+	// under a request is outlived once the request ends: outlived()).
 	outlivedFlag = 16
 	handedFlag   = 32 // handed to an Owner (HandOver)
 	classShift   = 16
