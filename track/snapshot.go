@@ -58,7 +58,6 @@ func (a *Allocation) MadeUnder(ctx context.Context) bool {
 	return req != nil && a.req == req
 }
 
-
 // SiteStats are one site's figures: live ones as a snapshot saw them.
 type SiteStats struct {
 	Site                         *Site

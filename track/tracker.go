@@ -132,7 +132,7 @@ type Record struct {
 	// word packs the state (stateMask), the flags and, above classShift,
 	// the index of the record's device and kind in its shard.
 	word       atomic.Uint32
-	prev, next *Record // the shard's list
+	prev, next *Record  // the shard's list
 	req        *request // the request it was made under; nil if none
 }
 
