@@ -231,12 +231,14 @@ func burstOf(t testing.TB, ctx context.Context, tr *track.Tracker, bytes int64) 
 	return record(t, ctx, tr, bytes)
 }
 
-func TestSparseLeakAmidBurstyTrafficFrom4Goroutines(t *testing.T) {
-	tr, w, log := watchedTracker(t, "sparse")
+// burstyTraffic serves requests from 4 goroutines, each holding 1 to 6
+// tensors of 0.25 to 2 MiB in flight; with leak, every 20th request keeps 1
+// KiB. It stops once a suspect is named or after 400 requests, and returns
+// the request that named one (0 if none) and what was kept.
+func burstyTraffic(t *testing.T, tr *track.Tracker, w *watch.Watcher, log *suspectLog, leak bool) (int, []*track.Record) {
 	var mu sync.Mutex
 	var kept []*track.Record
-	var requests int
-	named := 0
+	var requests, named int
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
@@ -253,9 +255,9 @@ func TestSparseLeakAmidBurstyTrafficFrom4Goroutines(t *testing.T) {
 				ctx, end := track.WithRequest(context.Background())
 				var held []*track.Record
 				for range 1 + rng.IntN(6) {
-					held = append(held, burstOf(t, ctx, tr, 256<<10+rng.Int64N(2<<20)))
+					held = append(held, burstOf(t, ctx, tr, 256<<10+rng.Int64N(7<<18)))
 				}
-				if request%20 == 0 {
+				if leak && request%20 == 0 {
 					r := keptEvery20th(t, ctx, tr)
 					mu.Lock()
 					kept = append(kept, r)
@@ -273,6 +275,18 @@ func TestSparseLeakAmidBurstyTrafficFrom4Goroutines(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	return named, kept
+}
+
+func TestBurstyTrafficFrom4GoroutinesIsNoSuspect(t *testing.T) {
+	tr, w, log := watchedTracker(t, "bursty")
+	named, _ := burstyTraffic(t, tr, w, log, false)
+	assert.Zero(t, named, "in-flight bursts are never judged")
+}
+
+func TestSparseLeakAmidBurstyTrafficFrom4Goroutines(t *testing.T) {
+	tr, w, log := watchedTracker(t, "sparse")
+	named, kept := burstyTraffic(t, tr, w, log, true)
 	require.NotZero(t, named, "the sparse leak is named")
 	t.Logf("1 KiB every 20th request named after %d requests", named)
 	assert.LessOrEqual(t, named, 200)
