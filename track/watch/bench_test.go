@@ -9,22 +9,24 @@ import (
 	"github.com/tensorlife/tensorlife/track/watch"
 )
 
+// viaA and viaB spell out the low n bits of bits as a chain of calls, so
+// that each number below 1<<n is a distinct call stack of n frames.
+//
 //go:noinline
-func descend(n int, leaf func()) {
-	if n == 0 {
-		leaf()
-		return
-	}
-	descend(n-1, leaf)
-}
+func viaA(bits, n int, leaf func()) { via(bits>>1, n-1, leaf) }
 
 //go:noinline
-func descendOther(n int, leaf func()) {
-	if n == 0 {
+func viaB(bits, n int, leaf func()) { via(bits>>1, n-1, leaf) }
+
+func via(bits, n int, leaf func()) {
+	switch {
+	case n == 0:
 		leaf()
-		return
+	case bits&1 == 0:
+		viaA(bits, n, leaf)
+	default:
+		viaB(bits, n, leaf)
 	}
-	descendOther(n-1, leaf)
 }
 
 // tickBench is a tracker with sites distinct call sites holding one outlived
@@ -42,13 +44,11 @@ func newTickBench(b *testing.B, sites int) *tickBench {
 		b.Fatal(err)
 	}
 	for i := range sites {
-		descend(i/100, func() {
-			descendOther(i%100, func() {
-				r := &track.Record{Bytes: 256, Meta: track.InternMeta("weights", "host", "", nil)}
-				if err := tr.Record(context.Background(), r, 0); err != nil {
-					b.Fatal(err)
-				}
-			})
+		via(i, 14, func() {
+			r := &track.Record{Bytes: 256, Meta: track.InternMeta("weights", "host", "", nil)}
+			if err := tr.Record(context.Background(), r, 0); err != nil {
+				b.Fatal(err)
+			}
 		})
 	}
 	if got := tr.Totals().Sites; got != sites {
