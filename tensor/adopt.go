@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"reflect"
 	"runtime"
 	"slices"
 	"sync"
@@ -26,9 +27,9 @@ type ForeignMemory struct {
 	Device Device
 	// Ptr is the first byte; it must not be 0.
 	Ptr DevicePtr
-	// Bytes is the size of the allocation (> 0); the tensor's shape may
-	// cover less of it. All of it counts as held by tensorlife until the
-	// release.
+	// Bytes is the size of the allocation: more than 0 and at most the
+	// device's total memory (MemInfo). The tensor's shape may cover less of
+	// it. All of it counts as held by tensorlife until the release.
 	Bytes int64
 	// Release gives the memory back to whoever allocated it. It is called
 	// exactly once, with Ptr, when the tensor's last owner frees, or when
@@ -58,8 +59,14 @@ type ForeignMemory struct {
 //
 // spec's shape must be non-empty and fit in mem.Bytes. Bad input returns an
 // error matching ErrNilAllocator (no device or no Release), ErrInvalidPointer
-// (a zero Ptr), ErrInvalidSize, ErrInvalidShape or ErrSizeMismatch; on any
-// error the memory stays the caller's and Release is not called.
+// (a zero Ptr), ErrInvalidSize (Bytes not above 0, above the device's total
+// memory, or above what the device's other live adoptions leave of it),
+// ErrAlreadyAdopted (memory overlapping another live adoption on the same
+// device, in any tracker), ErrInvalidShape or ErrSizeMismatch; a device
+// whose MemInfo fails returns its error in a *DeviceError. On any error the
+// memory stays the caller's and Release is not called. Devices are told
+// apart by their value (a pointer, for every device tensorlife makes); the
+// overlap check needs a comparable one and is skipped for any other.
 //
 // While adopted, the memory is counted as held by tensorlife on its device
 // (track.Tracker.ReservedOn, the summary's Devices section, AdoptedStats),
@@ -101,14 +108,27 @@ func Adopt(ctx context.Context, tracker *track.Tracker, mem ForeignMemory, spec 
 		return nil, fmt.Errorf("%w: Adopt: %v%v needs %d bytes of a %d-byte allocation",
 			ErrSizeMismatch, spec.DType, spec.Shape, need, mem.Bytes)
 	}
+	name := mem.Device.Name()
+	_, total, err := mem.Device.MemInfo()
+	if err != nil {
+		return nil, &DeviceError{Op: "meminfo", Device: name, Bytes: mem.Bytes, Err: err}
+	}
+	if mem.Bytes > total {
+		return nil, fmt.Errorf("%w: Adopt: ForeignMemory.Bytes %d is more than %s's total memory, %d bytes",
+			ErrInvalidSize, mem.Bytes, name, total)
+	}
 	kind := spec.Kind
 	if kind == "" {
 		kind = AdoptedKind
 	}
 	a := &adoption{books: adoptionBooks(tracker, mem.Device), tracker: tracker, mem: mem}
+	if err := liveAdoptions.add(a, total); err != nil {
+		return nil, err
+	}
 	t, err := newTensor(ctx, a, spec.DType, spec.Shape, kind, 1)
 	if err != nil {
-		return nil, err // a.owned is false: the memory stays the caller's
+		liveAdoptions.remove(a) // a.owned is false: the memory stays the caller's
+		return nil, err
 	}
 	a.owned.Store(true)
 	if a.books != nil {
@@ -159,6 +179,7 @@ func (a *adoption) Release(b Block) error {
 	if a.books != nil {
 		a.books.remove(a.mem.Bytes)
 	}
+	liveAdoptions.remove(a)
 	err := callRelease(a.mem.Release, a.mem.Ptr)
 	if err == nil {
 		return nil
@@ -281,4 +302,105 @@ func forgetAdoptedBooks(key weak.Pointer[track.Tracker]) {
 	adoptedBooksOf.mu.Lock()
 	delete(adoptedBooksOf.trackers, key)
 	adoptedBooksOf.mu.Unlock()
+}
+
+// liveAdoptions is the memory every live adoption of the process holds, by
+// device, so that Adopt refuses memory adopted twice and a device's
+// adoptions never add up to more than it has. It is process-wide because
+// one device may serve many trackers; a device's entry goes with its last
+// live adoption, so it holds nothing for a device no adoption uses.
+var liveAdoptions = adoptionRegistry{devices: make(map[Device]*deviceAdoptions)}
+
+type adoptionRegistry struct {
+	mu      sync.Mutex
+	devices map[Device]*deviceAdoptions
+}
+
+// deviceAdoptions are one device's live adoptions: their ranges, sorted
+// by first byte and never overlapping, and their sum.
+type deviceAdoptions struct {
+	spans []span
+	bytes int64
+}
+
+// span is the memory of one adoption: [ptr, ptr+bytes).
+type span struct {
+	ptr   DevicePtr
+	bytes int64
+}
+
+// end returns the first address past s; DevicePtr arithmetic wraps, so a
+// range reaching past the address space ends at its top.
+func (s span) end() DevicePtr {
+	e := s.ptr + DevicePtr(s.bytes)
+	if e < s.ptr {
+		return ^DevicePtr(0)
+	}
+	return e
+}
+
+// add registers a's memory on its device, whose total memory is total, or
+// says why it cannot be adopted. Inserting keeps the ranges sorted: O(log n)
+// to find the place and a copy of the ranges after it, for n live
+// adoptions on the device.
+func (r *adoptionRegistry) add(a *adoption, total int64) error {
+	dev := a.mem.Device
+	if !reflect.ValueOf(dev).Comparable() {
+		return nil // cannot be a map key; see Adopt
+	}
+	s := span{ptr: a.mem.Ptr, bytes: a.mem.Bytes}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := r.devices[dev]
+	if d == nil {
+		d = &deviceAdoptions{}
+		r.devices[dev] = d
+	}
+	i, _ := slices.BinarySearchFunc(d.spans, s.ptr, func(x span, p DevicePtr) int { return cmp.Compare(x.ptr, p) })
+	for _, j := range []int{i - 1, i} {
+		if j < 0 || j >= len(d.spans) {
+			continue
+		}
+		if o := d.spans[j]; o.ptr < s.end() && s.ptr < o.end() {
+			r.dropIfEmpty(dev, d)
+			return fmt.Errorf("%w: Adopt: %d bytes at %#x overlap the %d bytes at %#x adopted on %s",
+				ErrAlreadyAdopted, s.bytes, uintptr(s.ptr), o.bytes, uintptr(o.ptr), dev.Name())
+		}
+	}
+	if s.bytes > total-d.bytes { // d.bytes <= total: no overflow
+		r.dropIfEmpty(dev, d)
+		return fmt.Errorf("%w: Adopt: ForeignMemory.Bytes %d is more than the %d bytes that the live adoptions on %s (%d bytes) leave of its total memory",
+			ErrInvalidSize, s.bytes, max(total-d.bytes, 0), dev.Name(), d.bytes)
+	}
+	d.spans = slices.Insert(d.spans, i, s)
+	d.bytes += s.bytes
+	return nil
+}
+
+// remove forgets a's memory; harmless if it was never added.
+func (r *adoptionRegistry) remove(a *adoption) {
+	dev := a.mem.Device
+	if !reflect.ValueOf(dev).Comparable() {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := r.devices[dev]
+	if d == nil {
+		return
+	}
+	i, found := slices.BinarySearchFunc(d.spans, a.mem.Ptr, func(x span, p DevicePtr) int { return cmp.Compare(x.ptr, p) })
+	if found {
+		d.bytes -= d.spans[i].bytes
+		d.spans = slices.Delete(d.spans, i, i+1)
+	}
+	r.dropIfEmpty(dev, d)
+}
+
+// dropIfEmpty forgets a device without live adoptions; the caller holds
+// r.mu.
+func (r *adoptionRegistry) dropIfEmpty(dev Device, d *deviceAdoptions) {
+	if len(d.spans) == 0 {
+		delete(r.devices, dev)
+	}
 }

@@ -46,6 +46,10 @@ var (
 	// ErrNoDevice means a device could not be opened: no driver, no GPU, or a
 	// binary built without the device's support.
 	ErrNoDevice = errors.New("tensor: device unavailable")
+	// ErrAlreadyAdopted means Adopt was given memory that overlaps memory
+	// another live adoption on the same device holds: releasing both would
+	// release it twice. It matches ErrInvalidPointer too.
+	ErrAlreadyAdopted = fmt.Errorf("tensor: memory already adopted: %w", ErrInvalidPointer)
 	// ErrForeignPanic means a function tensorlife was handed
 	// (ForeignMemory.Release) panicked; tensorlife recovered the panic. The
 	// *ForeignPanicError that matches it holds the panic's value and stack.
