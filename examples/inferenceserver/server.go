@@ -74,8 +74,8 @@ type server struct {
 	// step's mask, kept under a key no one ever deletes.
 	leaked *leakMap
 
-	requests atomic.Uint64 // numbers request ids
-	inflight gate          // /generate handlers running, so Shutdown can wait for them
+	inflight gate         // /generate handlers running, so Shutdown can wait for them
+	admitted atomic.Int64 // /generate requests admitted to tensor work, for the shutdown log
 
 	mu           sync.Mutex
 	firstSuspect *watch.Suspect // the first site the watcher flagged
@@ -291,7 +291,7 @@ func (s *server) Shutdown(ctx context.Context) error {
 			slog.String("bytes", format.Bytes(live.LiveBytes)), slog.String("top_site", err.topSite()))
 		errs = append(errs, err)
 	} else {
-		s.log.Info("shut down: no tensor left live", slog.Int64("allocations", live.Allocs))
+		s.log.Info("shut down: no tensor left live", slog.Int64("requests", s.admitted.Load()), slog.Int64("allocations", live.Allocs))
 	}
 
 	if s.leaked != nil {
