@@ -47,6 +47,11 @@
 // many requests the server has served. The budget is checked at start to
 // hold -max-inflight of the largest request the -max-* bounds allow.
 //
+// A debug request that forces a garbage collection first (gc=1, on
+// /debug/pprof/heap or /debug/pprof/tensors) is served once every 10
+// seconds; another within that time gets 429 with Retry-After, so that no
+// client can stop the server's work with a collection per request.
+//
 // # Shutdown
 //
 // SIGINT or SIGTERM stops the server gracefully: it ends the debug requests
