@@ -325,9 +325,11 @@ func (b *block) release(gc bool) error {
 		err = tr.Release(&b.rec)
 	}
 	if b.rec.Bytes > 0 {
-		if a, ok := b.alloc.(*adoption); gc && ok {
-			releases.push(a)
-			return err
+		if gc {
+			if a, ok := b.alloc.(*adoption); ok {
+				releases.push(a)
+				return err
+			}
 		}
 		err = errors.Join(err, b.alloc.Release(b.mem))
 	}
