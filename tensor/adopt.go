@@ -43,8 +43,9 @@ type ForeignMemory struct {
 	// called Free, and Free returns its error. After a dropped handle it
 	// never runs on the runtime's finalizer goroutine: it is queued for a
 	// releaser goroutine (see Adopt), and its error, with nobody to return
-	// it to, is counted in the tracker's AdoptedStats. It may run
-	// concurrently with the Release functions of other adoptions.
+	// it to, is counted in the tracker's AdoptedStats (Adoptions; nowhere
+	// for an untracked adoption). It may run concurrently with the Release
+	// functions of other adoptions.
 	Release func(DevicePtr) error
 }
 
