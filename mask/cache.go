@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -20,8 +22,14 @@ import (
 // The cache is an owner of each tensor it holds (tensor.Tensor.Retain). A
 // hit hands the caller a handle of its own, which the caller must Free;
 // evicting an entry frees only the cache's handle, so a mask that a request
-// still uses stays valid until that request frees it. The budget counts
-// each mask's Bytes, not what the allocator rounded it to.
+// still uses stays valid until that request frees it.
+//
+// The budget (MaxBytes) counts what each entry costs: the device memory its
+// handle holds (tensor.Tensor.HeldBytes: not what the allocator rounded it
+// to, and a view's whole parent), the length of its key, and
+// CacheEntryOverhead for the host memory the entry itself takes, so that
+// neither large masks nor many long keys get past it. A key is at most
+// MaxKeyBytes long.
 //
 // A Cache is safe for concurrent use. One mutex guards the map and the LRU
 // list: every operation under it is O(1) (a map lookup, a list move, a
@@ -47,10 +55,46 @@ type Cache struct {
 // "held by a mask cache entry made at ..." (tensor.Tensor.RetainFor).
 const CacheOwner = "mask cache entry"
 
+const (
+	// MaxKeyBytes bounds the length of a Cache key. A key names a mask
+	// (a prompt's length, a digest of a system prompt); hash anything
+	// longer, such as a prompt's text, into a digest first.
+	MaxKeyBytes = 4 << 10
+	// CacheEntryOverhead is what a Cache's budget counts for each entry
+	// besides its mask and its key: the host memory of the entry (its map
+	// slot, its list element and the cache's own handle on the mask),
+	// measured at about 115 to 135 bytes of Go heap, and the runtime's
+	// finalizer record of the handle.
+	CacheEntryOverhead = 192
+)
+
+// entryCost is what an entry under key holding held bytes counts against
+// the budget.
+func entryCost(key string, held int64) int64 {
+	return held + int64(len(key)) + CacheEntryOverhead
+}
+
+// checkKey refuses a key longer than MaxKeyBytes; op names the method.
+func checkKey(op, key string) error {
+	if len(key) <= MaxKeyBytes {
+		return nil
+	}
+	return fmt.Errorf("%w: Cache.%s: a key of %d bytes; at most %d", ErrKeyTooLong, op, len(key), MaxKeyBytes)
+}
+
+// quoteKey quotes key for an error message, cut to a readable length.
+func quoteKey(key string) string {
+	const shown = 64
+	if len(key) <= shown {
+		return strconv.Quote(key)
+	}
+	return strconv.Quote(strings.ToValidUTF8(key[:shown], "")) + fmt.Sprintf("... (%d bytes)", len(key))
+}
+
 type cacheEntry struct {
 	key   string
 	t     *tensor.Tensor // the cache's own handle
-	bytes int64
+	bytes int64          // what the entry counts against the budget (entryCost)
 }
 
 // NewCache returns an empty Cache. Options (MaxBytes, MaxEntries,
@@ -70,8 +114,8 @@ func NewCache(opts ...CacheOption) (*Cache, error) {
 // the caller must Free, and true; or nil and false on a miss. A nil Cache
 // always misses.
 func (c *Cache) Get(key string) (*tensor.Tensor, bool) {
-	if c == nil {
-		return nil, false
+	if c == nil || len(key) > MaxKeyBytes {
+		return nil, false // no such key can have been cached
 	}
 	c.mu.Lock()
 	e := c.entries[key]
@@ -98,34 +142,39 @@ func (c *Cache) Get(key string) (*tensor.Tensor, bool) {
 
 // Put caches t under key, replacing any mask cached there, and evicts least
 // recently used masks until the budget holds. The cache takes a handle of
-// its own: the caller keeps t and still frees it. A mask larger than the
-// whole budget, or any mask when MaxEntries or MaxBytes is 0, is not cached
-// (counted in Stats.Rejected) and Put returns nil: the caller's mask is
-// still correct, it is just not shared. A rejected Put still replaces: the
+// its own: the caller keeps t and still frees it. A mask whose entry would
+// cost more than the whole budget (see Cache), or any mask when MaxEntries
+// or MaxBytes is 0, is not cached (counted in Stats.Rejected) and Put
+// returns nil: the caller's mask is still correct, it is just not shared.
+// A key longer than MaxKeyBytes is an error matching ErrKeyTooLong, and
+// nothing changes. A rejected Put still replaces: the
 // mask cached under key before is dropped, so Get never serves content the
 // caller has since replaced. A mask the cache keeps is labelled
 // {cache=<name>} (CacheName) from then on, for every handle of it: it is
 // the cache's memory now, not the request's that made it.
 func (c *Cache) Put(key string, t *tensor.Tensor) error {
+	if err := checkKey("Put", key); err != nil {
+		return fmt.Errorf("mask: %w", err)
+	}
 	if c == nil {
-		return fmt.Errorf("mask: Cache.Put %q: %w", key, ErrNilCache)
+		return fmt.Errorf("mask: Cache.Put %s: %w", quoteKey(key), ErrNilCache)
 	}
 	if t == nil {
-		return fmt.Errorf("mask: Cache.Put %q: %w", key, ErrNilMask)
+		return fmt.Errorf("mask: Cache.Put %s: %w", quoteKey(key), ErrNilMask)
 	}
 	own, err := t.RetainFor(CacheOwner)
 	if err != nil {
-		return fmt.Errorf("mask: Cache.Put %q: %w", key, err)
+		return fmt.Errorf("mask: Cache.Put %s: %w", quoteKey(key), err)
 	}
 	// A view keeps its whole parent allocation alive: the budget counts what
 	// the cached handle holds, not the bytes it shows.
-	bytes := own.HeldBytes()
+	bytes := entryCost(key, own.HeldBytes())
 	rejected := bytes > c.cfg.maxBytes || c.cfg.maxBytes == 0 || c.cfg.maxEntries == 0
 	var evicted []*tensor.Tensor
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return errors.Join(fmt.Errorf("mask: Cache.Put %q: %w", key, ErrCacheClosed), own.Free())
+		return errors.Join(fmt.Errorf("mask: Cache.Put %s: %w", quoteKey(key), ErrCacheClosed), own.Free())
 	}
 	if old := c.entries[key]; old != nil {
 		c.remove(old)
@@ -145,7 +194,7 @@ func (c *Cache) Put(key string, t *tensor.Tensor) error {
 	if err := errors.Join(own.SetLabels(c.labels), own.HandTo(&c.owner)); err != nil {
 		c.publish()
 		c.mu.Unlock()
-		return errors.Join(fmt.Errorf("mask: Cache.Put %q: %w", key, err), own.Free(), freeAll(evicted))
+		return errors.Join(fmt.Errorf("mask: Cache.Put %s: %w", quoteKey(key), err), own.Free(), freeAll(evicted))
 	}
 	e := &lru.Elem[cacheEntry]{Value: cacheEntry{key: key, t: own, bytes: bytes}}
 	c.entries[key] = e
@@ -174,16 +223,21 @@ func (c *Cache) Put(key string, t *tensor.Tensor) error {
 //
 // A mask the cache keeps is labelled {cache=<name>} (CacheName) from then
 // on, not with the labels of the request that built it: a profile
-// filtered by request shows only what the request itself holds.
+// filtered by request shows only what the request itself holds. A key
+// longer than MaxKeyBytes is an error matching ErrKeyTooLong, before
+// anything is built.
 func (c *Cache) GetOrBuild(ctx context.Context, key string, build func(context.Context) (*tensor.Tensor, error)) (*tensor.Tensor, error) {
+	if err := checkKey("GetOrBuild", key); err != nil {
+		return nil, fmt.Errorf("mask: %w", err)
+	}
 	if c == nil {
-		return nil, fmt.Errorf("mask: Cache.GetOrBuild %q: %w", key, ErrNilCache)
+		return nil, fmt.Errorf("mask: Cache.GetOrBuild %s: %w", quoteKey(key), ErrNilCache)
 	}
 	if build == nil {
-		return nil, fmt.Errorf("mask: Cache.GetOrBuild %q: %w: nil build function", key, ErrInvalidOption)
+		return nil, fmt.Errorf("mask: Cache.GetOrBuild %s: %w: nil build function", quoteKey(key), ErrInvalidOption)
 	}
 	if c.Closed() {
-		return nil, fmt.Errorf("mask: Cache.GetOrBuild %q: %w", key, ErrCacheClosed)
+		return nil, fmt.Errorf("mask: Cache.GetOrBuild %s: %w", quoteKey(key), ErrCacheClosed)
 	}
 	if t, ok := c.Get(key); ok {
 		return t, nil
@@ -193,7 +247,7 @@ func (c *Cache) GetOrBuild(ctx context.Context, key string, build func(context.C
 		return nil, err
 	}
 	if t == nil {
-		return nil, fmt.Errorf("mask: Cache.GetOrBuild %q: %w", key, ErrNilMask)
+		return nil, fmt.Errorf("mask: Cache.GetOrBuild %s: %w", quoteKey(key), ErrNilMask)
 	}
 	if err := c.Put(key, t); err != nil && !errors.Is(err, ErrCacheClosed) {
 		// Closed while building: the mask is still correct, only not
@@ -250,13 +304,16 @@ func (c *Cache) Closed() bool {
 // CacheStats are a Cache's figures. Each is exact; they are not read at one
 // instant together.
 type CacheStats struct {
-	Name           string
-	Bytes, Entries int64 // what the cache holds
+	Name string
+	// Bytes is what the cache's entries count against its budget: their
+	// masks' held bytes, their keys and CacheEntryOverhead each (see
+	// Cache); Entries is how many it holds.
+	Bytes, Entries int64
 	MaxBytes       int64 // the byte budget (the cache's MaxBytes option)
 	MaxEntries     int64 // the entry bound
 	Hits, Misses   int64
 	Evictions      int64 // entries dropped to keep the bounds
-	Rejected       int64 // entries not cached: larger than the budget
+	Rejected       int64 // entries not cached: costing more than the budget
 }
 
 // Stats reads the cache's figures without

@@ -54,20 +54,21 @@ func TestCacheHitsHandOutOwnHandles(t *testing.T) {
 	_, ok = c.Get("absent")
 	assert.False(t, ok)
 	var src interface{ Stats() CacheStats } = c // what summaries and metrics read
-	assert.Equal(t, CacheStats{Name: "prompts", Bytes: 8, Entries: 1, MaxBytes: DefaultCacheBytes,
+	assert.Equal(t, CacheStats{Name: "prompts", Bytes: entryCost("p", 8), Entries: 1, MaxBytes: DefaultCacheBytes,
 		MaxEntries: DefaultCacheEntries, Hits: 2, Misses: 1}, src.Stats())
 	assert.Equal(t, int64(1), e.tr.Totals().LiveCount, "only the cache's handle remains")
 }
 
 func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
+	entry := entryCost("a", 100) // each entry: a 100-byte mask under a one-byte key
 	tests := []struct {
 		name        string
 		opts        []CacheOption
 		wantEntries int64
 	}{
-		{"by bytes", []CacheOption{MaxBytes(300)}, 3},
+		{"by bytes", []CacheOption{MaxBytes(3 * entry)}, 3},
 		{"by entries", []CacheOption{MaxEntries(3)}, 3},
-		{"by both", []CacheOption{MaxBytes(250), MaxEntries(3)}, 2},
+		{"by both", []CacheOption{MaxBytes(2*entry + entry/2), MaxEntries(3)}, 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,7 +85,7 @@ func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
 
 			s := c.Stats()
 			assert.Equal(t, tc.wantEntries, s.Entries)
-			assert.Equal(t, 100*tc.wantEntries, s.Bytes)
+			assert.Equal(t, entry*tc.wantEntries, s.Bytes)
 			assert.Equal(t, int64(e.tr.Totals().LiveCount), s.Entries, "evicted masks were freed")
 			var kept []string
 			for _, k := range []string{"a", "b", "c", "d"} {
@@ -290,7 +291,7 @@ func TestCachePut(t *testing.T) {
 	putPadding(t, c, b, "k", 10) // replaces: not an eviction
 	s := c.Stats()
 	assert.Equal(t, int64(1), s.Entries)
-	assert.Equal(t, int64(10), s.Bytes)
+	assert.Equal(t, entryCost("k", 10), s.Bytes)
 	assert.Zero(t, s.Evictions)
 	assert.Equal(t, int64(1), e.tr.Totals().LiveCount, "the replaced mask was freed")
 }

@@ -35,4 +35,6 @@ var (
 	ErrNilCache = errors.New("mask: nil cache")
 	// ErrCacheClosed means Put or GetOrBuild on a closed Cache.
 	ErrCacheClosed = errors.New("mask: cache closed")
+	// ErrKeyTooLong means a Cache key longer than MaxKeyBytes.
+	ErrKeyTooLong = errors.New("mask: cache key too long")
 )

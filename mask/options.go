@@ -197,8 +197,10 @@ func Logger(l *slog.Logger) BuilderOption {
 	}}
 }
 
-// MaxBytes sets a Cache's byte budget: the sum of its entries' Bytes never
-// exceeds it (default DefaultCacheBytes). Zero is valid and caches nothing.
+// MaxBytes sets a Cache's byte budget: what its entries cost together
+// never exceeds it (default DefaultCacheBytes). An entry costs the device
+// memory its mask holds, the length of its key and CacheEntryOverhead
+// (see Cache). Zero is valid and caches nothing.
 func MaxBytes(n int64) CacheOption {
 	return cacheOption{name: "MaxBytes", fn: func(c *cacheConfig) error {
 		if n < 0 {

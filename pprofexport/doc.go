@@ -91,8 +91,8 @@
 // MinAge and Outlived (AgeOption) narrow a profile of one snapshot and
 // set a handler's default filter. A diff or a delta takes no age option:
 // it compares what its two snapshots selected, so take both with the
-// filter. Filter, MaxDeltaWindow and MaxConcurrentDeltas are the
-// handler's. Values are checked where they are passed: a nil option or an
+// filter. Filter, MaxConcurrentProfiles, MaxDeltaWindow and
+// MaxConcurrentDeltas are the handler's. Values are checked where they are passed: a nil option or an
 // invalid value is an error matching ErrInvalidOption that names the
 // option.
 //
@@ -120,9 +120,11 @@
 // its window, so the server's WriteTimeout need not exceed it. A parameter
 // given twice with one value is that value (Parca and Grafana Alloy may send
 // seconds twice); with different values it is refused. A malformed value, a
-// debug other than 0 or 1, or a window beyond MaxDeltaWindow gets HTTP 400,
-// a delta beyond MaxConcurrentDeltas 429 Too Many Requests, each with a
-// plain-text message that says the limit, which go tool pprof prints. A
+// debug other than 0 or 1, or a window beyond MaxDeltaWindow gets HTTP 400;
+// a profile beyond MaxConcurrentProfiles (4 at once by default) or a delta
+// beyond MaxConcurrentDeltas gets 429 Too Many Requests with Retry-After;
+// each with a plain-text message that says the limit, which go tool pprof
+// prints. A
 // delta's wait ends as soon as its request's context does (the client
 // left, or the server shut down and cancelled it) and holds only the
 // start's per-site counters meanwhile. The handler registers nothing by

@@ -19,8 +19,40 @@ import (
 type handler struct {
 	tracker *track.Tracker
 	cfg     config
-	// deltas holds one token per delta profile in progress.
-	deltas chan struct{}
+	// deltas holds one token per delta profile in progress, profiles one
+	// per profile or text table of one snapshot.
+	deltas, profiles chan struct{}
+}
+
+// Bounds of MaxConcurrentProfiles.
+const (
+	// DefaultMaxConcurrentProfiles is how many profiles of the live set
+	// (and ?debug=1 tables) a handler computes at once unless
+	// MaxConcurrentProfiles says otherwise: one per scraper and a few for
+	// people. Each holds a snapshot and its profile while it is built.
+	DefaultMaxConcurrentProfiles = 4
+
+	maxConcurrentProfiles = 256
+)
+
+// MaxConcurrentProfiles sets how many profiles of the live set, binary or
+// text (?debug=1), a handler computes at once; a request beyond it is
+// answered 429 Too Many Requests at once, holding nothing, with a
+// Retry-After header and a text that states the limit. Each profile in
+// progress holds a snapshot and the profile built from it, so this bounds
+// the memory and CPU that scrapes can take, however many clients send
+// them. Delta profiles (?seconds=N) have their own limit,
+// MaxConcurrentDeltas, and do not count against this one. Default
+// DefaultMaxConcurrentProfiles (4); between 0 and 256, where 0 serves
+// delta profiles only (every other request is answered 400).
+func MaxConcurrentProfiles(n int) HandlerOption {
+	return handlerOption(func(c *config) error {
+		if n < 0 || n > maxConcurrentProfiles {
+			return fmt.Errorf("%w: MaxConcurrentProfiles(%d): want 0..%d", ErrInvalidOption, n, maxConcurrentProfiles)
+		}
+		c.maxProfiles = n
+		return nil
+	})
 }
 
 // NewHandler returns an http.Handler that serves tr's live tensors as a
@@ -34,9 +66,10 @@ type handler struct {
 // and keep it off public listeners, as you would net/http/pprof. See the
 // package documentation for the query parameters. Options: Filter sets
 // the filter every answer starts from, LabelKeys the request labels a
-// profile may show (none by default), MaxDeltaWindow and
-// MaxConcurrentDeltas bound the delta profiles, KeepLibraryFrames keeps
-// tensorlife's frames in the stacks.
+// profile may show (none by default), MaxConcurrentProfiles bounds the
+// profiles computed at once, MaxDeltaWindow and MaxConcurrentDeltas bound
+// the delta profiles, KeepLibraryFrames keeps tensorlife's frames in the
+// stacks.
 //
 // A nil tracker is an error matching ErrNilTracker, an invalid option one
 // matching ErrInvalidOption. The handler is safe for concurrent use.
@@ -48,7 +81,8 @@ func NewHandler(tr *track.Tracker, opts ...HandlerOption) (http.Handler, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &handler{tracker: tr, cfg: cfg, deltas: make(chan struct{}, cfg.maxDeltas)}, nil
+	return &handler{tracker: tr, cfg: cfg, deltas: make(chan struct{}, cfg.maxDeltas),
+		profiles: make(chan struct{}, cfg.maxProfiles)}, nil
 }
 
 // query is a parsed request.
@@ -173,6 +207,21 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if q.seconds > 0 {
 		h.serveDelta(w, r, q)
+		return
+	}
+	if h.cfg.maxProfiles == 0 {
+		serveError(w, http.StatusBadRequest,
+			`profiles of the live set are turned off on this endpoint (MaxConcurrentProfiles(0)); ask for a delta profile ("seconds")`)
+		return
+	}
+	select {
+	case h.profiles <- struct{}{}:
+		defer func() { <-h.profiles }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		serveError(w, http.StatusTooManyRequests, fmt.Sprintf(
+			"too many profiles in progress: this endpoint computes at most %d at once (MaxConcurrentProfiles); retry later",
+			h.cfg.maxProfiles))
 		return
 	}
 	snap, err := h.snapshot(q)

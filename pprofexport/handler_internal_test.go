@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,4 +94,79 @@ func TestSleepWaitsTheWindow(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	assert.ErrorIs(t, sleep(ctx, time.Hour), context.Canceled, "a request that ended ends the window")
+}
+
+// Every profile request, not only deltas, is bounded: beyond
+// MaxConcurrentProfiles a profile or a text table is answered 429 at once,
+// with Retry-After and a text that states the limit; deltas keep their own
+// limit; a place comes back when its request ends.
+func TestHandlerLimitsConcurrentProfiles(t *testing.T) {
+	tr, err := track.New()
+	require.NoError(t, err)
+	hh, err := NewHandler(tr, MaxConcurrentProfiles(2))
+	require.NoError(t, err)
+	h := hh.(*handler)
+	get := func(query string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/tensors"+query, nil))
+		return rec
+	}
+	require.Equal(t, http.StatusOK, get("").Code)
+	assert.Empty(t, h.profiles, "a served profile gives its place back")
+
+	h.profiles <- struct{}{} // two profiles in progress
+	h.profiles <- struct{}{}
+	for _, query := range []string{"", "?debug=1", "?gc=1", "?kind=mask&min_age=1s"} {
+		rec := get(query)
+		assert.Equal(t, http.StatusTooManyRequests, rec.Code, query)
+		assert.Equal(t, "1", rec.Header().Get("Retry-After"), query)
+		assert.Equal(t, "pprofexport: too many profiles in progress: this endpoint computes at most 2 at once (MaxConcurrentProfiles); retry later\n",
+			rec.Body.String(), query)
+		assert.Equal(t, "1", rec.Header().Get("X-Go-Pprof"), "go tool pprof prints the text")
+	}
+	assert.Equal(t, http.StatusBadRequest, get("?debug=7").Code, "a bad request is refused as such, whatever the load")
+
+	// A delta is not held up by the profiles in progress.
+	ctx, cancel := context.WithCancel(context.Background())
+	delta, deltaDone := startDelta(ctx, h, "seconds=300")
+	waitFor(t, func() bool { return len(h.deltas) == 1 })
+	cancel()
+	<-deltaDone
+	assert.Equal(t, http.StatusServiceUnavailable, delta.Code, "the delta was admitted, then interrupted")
+
+	<-h.profiles // one ends
+	assert.Equal(t, http.StatusOK, get("?debug=1").Code)
+	assert.Equal(t, http.StatusOK, get("").Code, "the place came back")
+	<-h.profiles
+	assert.Empty(t, h.profiles)
+}
+
+// Concurrent requests against a limit of one: each is served or refused
+// with 429, none waits for another, and every place comes back.
+func TestHandlerProfileLimitUnderLoad(t *testing.T) {
+	tr, err := track.New()
+	require.NoError(t, err)
+	hh, err := NewHandler(tr, MaxConcurrentProfiles(1))
+	require.NoError(t, err)
+	h := hh.(*handler)
+	codes := make(chan int, 64)
+	var wg sync.WaitGroup
+	for range cap(codes) {
+		wg.Go(func() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/tensors?debug=1", nil))
+			codes <- rec.Code
+		})
+	}
+	wg.Wait()
+	close(codes)
+	served := 0
+	for code := range codes {
+		require.Contains(t, []int{http.StatusOK, http.StatusTooManyRequests}, code)
+		if code == http.StatusOK {
+			served++
+		}
+	}
+	assert.Positive(t, served)
+	assert.Empty(t, h.profiles, "every place came back")
 }

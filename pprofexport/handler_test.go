@@ -316,6 +316,18 @@ func TestHandlerMaxDeltaWindow(t *testing.T) {
 	getProfile(t, off.URL+tensorsPath) // the live profile is still served
 }
 
+// MaxConcurrentProfiles(0) serves delta profiles only.
+func TestHandlerProfilesOff(t *testing.T) {
+	prog := newProgram(t)
+	srv := serve(t, newHandler(t, prog.tracker, pprofexport.MaxConcurrentProfiles(0), pprofexport.WindowClock(pprofexport.Instant)))
+	for _, query := range []string{"", "?debug=1"} {
+		resp, body := get(t, srv.URL+tensorsPath+query)
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+		assert.Contains(t, string(body), "turned off on this endpoint (MaxConcurrentProfiles(0))")
+	}
+	getProfile(t, srv.URL+tensorsPath+"?seconds=1") // deltas are still served
+}
+
 // A handler serves no request label unless it is listed: whoever reaches
 // the endpoint reads the profile.
 func TestHandlerLabelKeys(t *testing.T) {
@@ -423,6 +435,8 @@ func TestHandlerConstruction(t *testing.T) {
 		{"a window over an hour", tr, []pprofexport.HandlerOption{pprofexport.MaxDeltaWindow(time.Hour + time.Second)}, pprofexport.ErrInvalidOption},
 		{"negative concurrent deltas", tr, []pprofexport.HandlerOption{pprofexport.MaxConcurrentDeltas(-1)}, pprofexport.ErrInvalidOption},
 		{"too many concurrent deltas", tr, []pprofexport.HandlerOption{pprofexport.MaxConcurrentDeltas(257)}, pprofexport.ErrInvalidOption},
+		{"negative concurrent profiles", tr, []pprofexport.HandlerOption{pprofexport.MaxConcurrentProfiles(-1)}, pprofexport.ErrInvalidOption},
+		{"too many concurrent profiles", tr, []pprofexport.HandlerOption{pprofexport.MaxConcurrentProfiles(257)}, pprofexport.ErrInvalidOption},
 		{"empty label key", tr, []pprofexport.HandlerOption{pprofexport.LabelKeys("model", "")}, pprofexport.ErrInvalidOption},
 		{"too many label keys", tr, []pprofexport.HandlerOption{pprofexport.LabelKeys(make([]string, 65)...)}, pprofexport.ErrInvalidOption},
 	}

@@ -99,6 +99,7 @@ type config struct {
 	filter         track.Filter
 	maxDeltaWindow time.Duration
 	maxDeltas      int
+	maxProfiles    int // see MaxConcurrentProfiles
 	// window waits out a delta's window; nil waits on the real clock. Tests
 	// set it so that a window costs them no time.
 	window func(ctx context.Context, d time.Duration) error
@@ -153,7 +154,8 @@ func newDiffConfig(opts []DiffOption) (config, error) {
 // An endpoint answers whoever reaches it: no request label unless the
 // server lists it (LabelKeys).
 func newHandlerConfig(opts []HandlerOption) (config, error) {
-	c := config{maxDeltaWindow: DefaultMaxDeltaWindow, maxDeltas: DefaultMaxConcurrentDeltas}
+	c := config{maxDeltaWindow: DefaultMaxDeltaWindow, maxDeltas: DefaultMaxConcurrentDeltas,
+		maxProfiles: DefaultMaxConcurrentProfiles}
 	err := applyAll(&c, opts, HandlerOption.applyHandler)
 	return c, err
 }

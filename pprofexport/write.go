@@ -38,11 +38,22 @@ func WriteDiff(w io.Writer, before, after *track.Snapshot, opts ...DiffOption) e
 	return encode(w, p)
 }
 
-// WriteFile writes the profile of snap to path, replacing any file there.
-// It writes to a temporary file in the same directory and renames it into
-// place once complete, so a crash or a full disk never leaves a torn
-// profile under path: the reader sees the old file or the new one. On error
-// the temporary file is removed and path is untouched.
+// ErrNotRegularFile means WriteFile's path names something that is not a
+// regular file (a directory, a device such as /dev/null, a FIFO, a
+// socket), directly or through a symbolic link: writing the profile would
+// replace it with one. It is the same error as timeline.ErrNotRegularFile.
+var ErrNotRegularFile = atomicfile.ErrNotRegular
+
+// WriteFile writes the profile of snap to path, replacing any regular file
+// there. It writes to a temporary file in the same directory and renames
+// it into place once complete, so a crash or a full disk never leaves a
+// torn profile under path: the reader sees the old file or the new one. On
+// error the temporary file is removed and path is untouched.
+//
+// Only regular files are written: a path that exists and is anything else
+// is an error matching ErrNotRegularFile. A symbolic link is followed, as
+// os.WriteFile follows it: the file it leads to is replaced, in its own
+// directory, and the link stays. Any name the system allows works.
 func WriteFile(path string, snap *track.Snapshot, opts ...ProfileOption) error {
 	p, err := Profile(snap, opts...)
 	if err != nil {

@@ -1,6 +1,8 @@
 package report_test
 
 import (
+	"math"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -50,4 +52,41 @@ func TestReadReadsEachAllocatorOnce(t *testing.T) {
 	assert.Equal(t, 1, attached.reads, "a pool both attached and listed is read once")
 	assert.Equal(t, 1, other.reads)
 	assert.Equal(t, 1, elsewhere.reads)
+}
+
+// The split of a device adds up whatever the device and the books report:
+// tensorlife (Used - Outside), outside and free are never negative and sum
+// to Total.
+func TestDeviceSplitAlwaysAddsUp(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		free, total, reserved int64
+		used, outside         int64
+	}{
+		{"reserved above used", 1000, 1000, 1 << 40, 0, 0},
+		{"reserved above total", 200, 1000, 5000, 800, 0},
+		{"negative reserved", 400, 1000, -1 << 62, 600, 600},
+		{"free above total", 2000, 1000, 0, 0, 0},
+		{"negative free", -5, 1000, 100, 1000, 900},
+		{"negative total", 10, -1, 0, 0, 0},
+		{"extremes", math.MinInt64, math.MaxInt64, math.MinInt64, math.MaxInt64, math.MaxInt64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, err := track.New()
+			require.NoError(t, err)
+			p := &countedPool{stats: pool.Stats{Device: "gpu0", Reserved: tc.reserved}}
+			track.Attach(tr, p)
+			r := report.Sources{Devices: []report.DeviceSource{fixedDevice{"gpu0", tc.free, tc.total}}}.Read(tr)
+			require.Len(t, r.Devices, 1)
+			d := r.Devices[0]
+			assert.Equal(t, tc.used, d.Used)
+			assert.Equal(t, tc.outside, d.Outside)
+			assert.Equal(t, tc.reserved, d.Reserved, "what the allocators hold is reported as they say")
+			for _, v := range []int64{d.Used - d.Outside, d.Outside, d.Free} {
+				assert.GreaterOrEqual(t, v, int64(0))
+			}
+			assert.Equal(t, d.Total, (d.Used-d.Outside)+d.Outside+d.Free)
+			runtime.KeepAlive(p)
+		})
+	}
 }

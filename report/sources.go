@@ -79,13 +79,18 @@ func noNil[S any](field string, list []S) error {
 // "non-PyTorch memory".
 type DeviceMemory struct {
 	Device string
-	// Used is Total - Free as the device reports it.
+	// Used is Total - Free as the device reports it. A device that reports
+	// a negative total or free memory outside [0, total] is clamped, so
+	// that Used - Outside (tensorlife's), Outside and Free are never
+	// negative and always add up to Total.
 	Used, Free, Total int64
 	// Reserved is what the allocators on this device hold: those attached
 	// to the tracker (track.Attach) and those in Sources.Pools.
 	Reserved int64
 	// Outside is Used - Reserved, never below 0: while an allocation is in
 	// flight a pool may count bytes the device has not yet handed out.
+	// Reserved itself is reported as the allocators say, and may exceed
+	// Used.
 	Outside int64
 	// Err is why the device could not report its memory; the figures other
 	// than Device and Reserved are then 0.
@@ -145,12 +150,25 @@ func (s Sources) Read(tr *track.Tracker) Reading {
 		if err != nil {
 			m.Err = err
 		} else {
-			m.Free, m.Total, m.Used = free, total, total-free
-			m.Outside = max(m.Used-m.Reserved, 0)
+			m.Free, m.Total, m.Used, m.Outside = split(free, total, m.Reserved)
 		}
 		r.Devices = append(r.Devices, m)
 	}
 	return r
+}
+
+// split turns a device's MemInfo and what tensorlife reserves there into
+// figures that add up whatever the device or the books say: Free is
+// clamped to [0, total] (total below 0 reads as 0), Used is the rest, and
+// Outside is Used less what tensorlife holds, clamped to [0, Used], so that
+// tensorlife (Used - Outside), outside and free are never negative and sum
+// to Total.
+func split(free, total, reserved int64) (f, t, used, outside int64) {
+	t = max(total, 0)
+	f = min(max(free, 0), t)
+	used = t - f
+	outside = used - min(max(reserved, 0), used)
+	return f, t, used, outside
 }
 
 // addressOf returns the address of a pointer-shaped source, which tells a

@@ -1,9 +1,15 @@
 package tensor
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"reflect"
+	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
+	"weak"
 
 	"github.com/tensorlife/tensorlife/internal/isnil"
 	"github.com/tensorlife/tensorlife/track"
@@ -21,15 +27,25 @@ type ForeignMemory struct {
 	Device Device
 	// Ptr is the first byte; it must not be 0.
 	Ptr DevicePtr
-	// Bytes is the size of the allocation (> 0); the tensor's shape may
-	// cover less of it. All of it counts as held by tensorlife until the
-	// release.
+	// Bytes is the size of the allocation: more than 0 and at most the
+	// device's total memory (MemInfo). The tensor's shape may cover less of
+	// it. All of it counts as held by tensorlife until the release.
 	Bytes int64
 	// Release gives the memory back to whoever allocated it. It is called
-	// exactly once, with Ptr, when the tensor's last owner frees (or the
-	// garbage collector reclaims a dropped handle, if the tracker reclaims
-	// leaks), and never if Adopt fails. It may run on any goroutine,
-	// including the runtime's cleanup goroutine, so it must not block long.
+	// exactly once, with Ptr, when the tensor's last owner frees, or when
+	// the garbage collector reclaims a dropped handle (if the tracker
+	// reclaims leaks); never if Adopt fails.
+	//
+	// Release is foreign code, and is run as such. A panic in it is
+	// recovered and returned as an error matching ErrForeignPanic (a
+	// *ForeignPanicError inside a *DeviceError); an error it returns comes
+	// back inside a *DeviceError. After a Free it runs on the goroutine that
+	// called Free, and Free returns its error. After a dropped handle it
+	// never runs on the runtime's finalizer goroutine: it is queued for a
+	// releaser goroutine (see Adopt), and its error, with nobody to return
+	// it to, is counted in the tracker's AdoptedStats (Adoptions; nowhere
+	// for an untracked adoption). It may run concurrently with the Release
+	// functions of other adoptions.
 	Release func(DevicePtr) error
 }
 
@@ -44,12 +60,32 @@ type ForeignMemory struct {
 //
 // spec's shape must be non-empty and fit in mem.Bytes. Bad input returns an
 // error matching ErrNilAllocator (no device or no Release), ErrInvalidPointer
-// (a zero Ptr), ErrInvalidSize, ErrInvalidShape or ErrSizeMismatch; on any
-// error the memory stays the caller's and Release is not called.
+// (a zero Ptr), ErrInvalidSize (Bytes not above 0, above the device's total
+// memory, or above what the device's other live adoptions leave of it),
+// ErrAlreadyAdopted (memory overlapping another live adoption on the same
+// device, in any tracker), ErrInvalidShape or ErrSizeMismatch; a device
+// whose MemInfo fails returns its error in a *DeviceError. On any error the
+// memory stays the caller's and Release is not called. Devices are told
+// apart by their value (a pointer, for every device tensorlife makes); the
+// overlap check needs a comparable one and is skipped for any other.
 //
 // While adopted, the memory is counted as held by tensorlife on its device
-// (track.Tracker.ReservedOn, the summary's Devices section), not as memory
-// outside tensorlife.
+// (track.Tracker.ReservedOn, the summary's Devices section, AdoptedStats),
+// not as memory outside tensorlife. It leaves those books when Release is
+// called, whether Release then succeeds, fails or panics: from then on
+// tensorlife holds nothing of it, and memory a failed Release kept shows as
+// used outside tensorlife, which it is. A Release queued after a dropped
+// handle keeps the memory on the books until it runs.
+//
+// The release queue: a finalizer only queues a dropped adoption's
+// Release, so a blocking or panicking Release never stalls or kills the
+// runtime's finalizer goroutine, and other leak reports keep arriving. The
+// queue is drained by releaser goroutines that tensorlife starts only
+// while the queue holds work and that end as soon as it is empty: there is
+// nothing to stop. At most four run at once, a new one starting only when
+// every running one is inside a Release, so up to three Release calls that
+// never return delay nothing but themselves; a fourth would delay the
+// queued releases behind it, never anything else.
 //
 //go:noinline
 func Adopt(ctx context.Context, tracker *track.Tracker, mem ForeignMemory, spec Spec) (*Tensor, error) {
@@ -73,14 +109,27 @@ func Adopt(ctx context.Context, tracker *track.Tracker, mem ForeignMemory, spec 
 		return nil, fmt.Errorf("%w: Adopt: %v%v needs %d bytes of a %d-byte allocation",
 			ErrSizeMismatch, spec.DType, spec.Shape, need, mem.Bytes)
 	}
+	name := mem.Device.Name()
+	_, total, err := mem.Device.MemInfo()
+	if err != nil {
+		return nil, &DeviceError{Op: "meminfo", Device: name, Bytes: mem.Bytes, Err: err}
+	}
+	if mem.Bytes > total {
+		return nil, fmt.Errorf("%w: Adopt: ForeignMemory.Bytes %d is more than %s's total memory, %d bytes",
+			ErrInvalidSize, mem.Bytes, name, total)
+	}
 	kind := spec.Kind
 	if kind == "" {
 		kind = AdoptedKind
 	}
 	a := &adoption{books: adoptionBooks(tracker, mem.Device), tracker: tracker, mem: mem}
+	if err := liveAdoptions.add(a, total); err != nil {
+		return nil, err
+	}
 	t, err := newTensor(ctx, a, spec.DType, spec.Shape, kind, 1)
 	if err != nil {
-		return nil, err // a.owned is false: the memory stays the caller's
+		liveAdoptions.remove(a) // a.owned is false: the memory stays the caller's
+		return nil, err
 	}
 	a.owned.Store(true)
 	if a.books != nil {
@@ -99,6 +148,7 @@ type adoption struct {
 	handed  atomic.Bool // Allocate has handed the memory out
 	owned   atomic.Bool // Adopt succeeded: Release must release
 	done    atomic.Bool // Release has run
+	next    *adoption   // the next in the release queue, under its lock
 }
 
 func (a *adoption) Device() Device          { return a.mem.Device }
@@ -115,7 +165,8 @@ func (a *adoption) Allocate(bytes int64) (Block, error) {
 
 // Release calls the foreign release function, the first time only, and
 // only once Adopt has succeeded: a failed Adopt leaves the memory to its
-// caller.
+// caller. The memory leaves the books first (see Adopt), and a panic is
+// recovered into the error returned.
 func (a *adoption) Release(b Block) error {
 	if b.Ptr != a.mem.Ptr {
 		return fmt.Errorf("%w: block %#x", ErrForeignBlock, uintptr(b.Ptr))
@@ -129,39 +180,228 @@ func (a *adoption) Release(b Block) error {
 	if a.books != nil {
 		a.books.remove(a.mem.Bytes)
 	}
-	if err := a.mem.Release(a.mem.Ptr); err != nil {
-		return &DeviceError{Op: "release adopted", Device: a.mem.Device.Name(), Bytes: a.mem.Bytes, Err: err}
+	liveAdoptions.remove(a)
+	err := callRelease(a.mem.Release, a.mem.Ptr)
+	if err == nil {
+		return nil
 	}
-	return nil
+	if a.books != nil {
+		a.books.failed(err)
+	}
+	return &DeviceError{Op: "release adopted", Device: a.mem.Device.Name(), Bytes: a.mem.Bytes, Err: err}
 }
 
 // adoptedBooks count the adopted memory on one device of one tracker, for
-// the tracker's allocator registry: it is a report.PoolSource whose reserved
-// bytes are the adopted bytes not yet released. Every adoption on the
-// device holds it, so it lives as long as one of them does.
+// the tracker's allocator registry: it is a track.Reserver whose reserved
+// bytes are the adopted bytes not yet released. It lives as long as its
+// tracker (adoptedBooksOf).
 type adoptedBooks struct {
 	books
 	device string
+	// pending counts dropped adoptions whose Release is queued or running;
+	// failures counts the Release calls that returned an error, panics
+	// those that panicked.
+	pending, failures, panics atomic.Int64
+	lastDropped               atomic.Pointer[error] // see AdoptedStats.LastDroppedErr
 }
 
 // Reserved reports the adopted bytes still held on the device.
 func (b *adoptedBooks) Reserved() (device string, bytes int64) { return b.device, b.reserved.Load() }
 
-// adoptionBooks finds the books of adoptions on dev in tracker's registry,
-// or makes and attaches them; nil for a nil tracker, whose adoptions no
-// report counts. Two Adopt calls racing on a new device may make two
-// books; each counts its own adoptions, so the sums stay right.
+// failed counts a Release that returned err or panicked.
+func (b *adoptedBooks) failed(err error) {
+	if isForeignPanic(err) {
+		b.panics.Add(1)
+	} else {
+		b.failures.Add(1)
+	}
+}
+
+// AdoptedStats are the figures of the memory adopted (Adopt) on one device
+// of one tracker. Each is exact; they are not read at one instant together.
+type AdoptedStats struct {
+	// AllocatorStats count the adoptions: Reserved is the adopted bytes not
+	// yet released, Blocks the adoptions not yet released, Allocs the
+	// successful Adopt calls, Frees the Release calls (whatever their
+	// outcome).
+	AllocatorStats
+	// Pending counts the adoptions whose last handle the garbage collector
+	// found dropped and whose Release is queued for, or running on, a
+	// releaser goroutine; a queued one's bytes stay in Reserved until its
+	// Release starts.
+	Pending int64
+	// Failed counts the Release calls that returned an error, Panicked
+	// those that panicked (the panic recovered), on any goroutine.
+	Failed, Panicked int64
+	// LastDroppedErr is the error of the latest failed or panicking Release
+	// of a dropped adoption, which no caller could be handed; nil if none.
+	// It matches ErrForeignPanic for a panic.
+	LastDroppedErr error
+}
+
+// Adoptions returns the figures of tr's adopted memory, one AdoptedStats
+// per device that has had an adoption, sorted by device name; nil for a
+// nil tracker (untracked adoptions are counted nowhere). It is safe for
+// concurrent use and reads counters only.
+func Adoptions(tr *track.Tracker) []AdoptedStats {
+	if tr == nil {
+		return nil
+	}
+	adoptedBooksOf.mu.Lock()
+	list := slices.Clone(adoptedBooksOf.trackers[weak.Make(tr)])
+	adoptedBooksOf.mu.Unlock()
+	out := make([]AdoptedStats, 0, len(list))
+	for _, b := range list {
+		st := AdoptedStats{AllocatorStats: b.stats(b.device), Pending: b.pending.Load(),
+			Failed: b.failures.Load(), Panicked: b.panics.Load()}
+		if p := b.lastDropped.Load(); p != nil {
+			st.LastDroppedErr = *p
+		}
+		out = append(out, st)
+	}
+	slices.SortStableFunc(out, func(x, y AdoptedStats) int { return cmp.Compare(x.Device, y.Device) })
+	return out
+}
+
+// adoptionBooks finds the books of adoptions on dev in tracker, or makes
+// and attaches them; nil for a nil tracker, whose adoptions no report
+// counts.
 func adoptionBooks(tracker *track.Tracker, dev Device) *adoptedBooks {
 	if tracker == nil {
 		return nil
 	}
 	name := dev.Name()
-	for _, s := range tracker.Allocators() {
-		if b, ok := s.(*adoptedBooks); ok && b.device == name {
+	key := weak.Make(tracker)
+	adoptedBooksOf.mu.Lock()
+	defer adoptedBooksOf.mu.Unlock()
+	list, known := adoptedBooksOf.trackers[key]
+	for _, b := range list {
+		if b.device == name {
 			return b
 		}
 	}
 	b := &adoptedBooks{device: name}
 	track.Attach(tracker, b)
+	adoptedBooksOf.trackers[key] = append(list, b)
+	if !known {
+		runtime.AddCleanup(tracker, forgetAdoptedBooks, key)
+	}
 	return b
+}
+
+// adoptedBooksOf keeps each tracker's adoption books, by device, for as
+// long as the tracker lives: the tracker holds its allocators weakly, and
+// the counts of failed releases (AdoptedStats) must outlive the adoptions
+// they count. An entry goes with its tracker (forgetAdoptedBooks).
+var adoptedBooksOf = struct {
+	mu       sync.Mutex
+	trackers map[weak.Pointer[track.Tracker]][]*adoptedBooks
+}{trackers: make(map[weak.Pointer[track.Tracker]][]*adoptedBooks)}
+
+// forgetAdoptedBooks runs once a tracker is garbage collected.
+func forgetAdoptedBooks(key weak.Pointer[track.Tracker]) {
+	adoptedBooksOf.mu.Lock()
+	delete(adoptedBooksOf.trackers, key)
+	adoptedBooksOf.mu.Unlock()
+}
+
+// liveAdoptions is the memory every live adoption of the process holds, by
+// device, so that Adopt refuses memory adopted twice and a device's
+// adoptions never add up to more than it has. It is process-wide because
+// one device may serve many trackers; a device's entry goes with its last
+// live adoption, so it holds nothing for a device no adoption uses.
+var liveAdoptions = adoptionRegistry{devices: make(map[Device]*deviceAdoptions)}
+
+type adoptionRegistry struct {
+	mu      sync.Mutex
+	devices map[Device]*deviceAdoptions
+}
+
+// deviceAdoptions are one device's live adoptions: their ranges, sorted
+// by first byte and never overlapping, and their sum.
+type deviceAdoptions struct {
+	spans []span
+	bytes int64
+}
+
+// span is the memory of one adoption: [ptr, ptr+bytes).
+type span struct {
+	ptr   DevicePtr
+	bytes int64
+}
+
+// end returns the first address past s; DevicePtr arithmetic wraps, so a
+// range reaching past the address space ends at its top.
+func (s span) end() DevicePtr {
+	e := s.ptr + DevicePtr(s.bytes)
+	if e < s.ptr {
+		return ^DevicePtr(0)
+	}
+	return e
+}
+
+// add registers a's memory on its device, whose total memory is total, or
+// says why it cannot be adopted. Inserting keeps the ranges sorted: O(log n)
+// to find the place and a copy of the ranges after it, for n live
+// adoptions on the device.
+func (r *adoptionRegistry) add(a *adoption, total int64) error {
+	dev := a.mem.Device
+	if !reflect.ValueOf(dev).Comparable() {
+		return nil // cannot be a map key; see Adopt
+	}
+	s := span{ptr: a.mem.Ptr, bytes: a.mem.Bytes}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := r.devices[dev]
+	if d == nil {
+		d = &deviceAdoptions{}
+		r.devices[dev] = d
+	}
+	i, _ := slices.BinarySearchFunc(d.spans, s.ptr, func(x span, p DevicePtr) int { return cmp.Compare(x.ptr, p) })
+	for _, j := range []int{i - 1, i} {
+		if j < 0 || j >= len(d.spans) {
+			continue
+		}
+		if o := d.spans[j]; o.ptr < s.end() && s.ptr < o.end() {
+			r.dropIfEmpty(dev, d)
+			return fmt.Errorf("%w: Adopt: %d bytes at %#x overlap the %d bytes at %#x adopted on %s",
+				ErrAlreadyAdopted, s.bytes, uintptr(s.ptr), o.bytes, uintptr(o.ptr), dev.Name())
+		}
+	}
+	if s.bytes > total-d.bytes { // d.bytes <= total: no overflow
+		r.dropIfEmpty(dev, d)
+		return fmt.Errorf("%w: Adopt: ForeignMemory.Bytes %d is more than the %d bytes that the live adoptions on %s (%d bytes) leave of its total memory",
+			ErrInvalidSize, s.bytes, max(total-d.bytes, 0), dev.Name(), d.bytes)
+	}
+	d.spans = slices.Insert(d.spans, i, s)
+	d.bytes += s.bytes
+	return nil
+}
+
+// remove forgets a's memory; harmless if it was never added.
+func (r *adoptionRegistry) remove(a *adoption) {
+	dev := a.mem.Device
+	if !reflect.ValueOf(dev).Comparable() {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := r.devices[dev]
+	if d == nil {
+		return
+	}
+	i, found := slices.BinarySearchFunc(d.spans, a.mem.Ptr, func(x span, p DevicePtr) int { return cmp.Compare(x.ptr, p) })
+	if found {
+		d.bytes -= d.spans[i].bytes
+		d.spans = slices.Delete(d.spans, i, i+1)
+	}
+	r.dropIfEmpty(dev, d)
+}
+
+// dropIfEmpty forgets a device without live adoptions; the caller holds
+// r.mu.
+func (r *adoptionRegistry) dropIfEmpty(dev Device, d *deviceAdoptions) {
+	if len(d.spans) == 0 {
+		delete(r.devices, dev)
+	}
 }

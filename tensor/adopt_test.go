@@ -3,6 +3,7 @@ package tensor_test
 import (
 	"context"
 	"errors"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,4 +177,127 @@ func TestDeviceAllocatorReportsReserved(t *testing.T) {
 	require.NoError(t, x.Free())
 	assert.Zero(t, alloc.Stats().Reserved)
 	assert.Equal(t, int64(1), alloc.Stats().Frees)
+}
+
+// sizedDevice is a device that only reports its memory, as a driver might:
+// total bytes, or an error.
+type sizedDevice struct {
+	tensor.Device
+	total int64
+	err   error
+}
+
+func (d *sizedDevice) Name() string { return "big" }
+func (d *sizedDevice) MemInfo() (free, total int64, err error) {
+	return d.total, d.total, d.err
+}
+
+func noRelease(tensor.DevicePtr) error { return nil }
+
+func TestAdoptValidatesAgainstTheDevice(t *testing.T) {
+	ctx := context.Background()
+	spec := tensor.Spec{DType: tensor.Uint8, Shape: tensor.Shape{16}}
+	tr, err := track.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { tracktest.VerifyNone(t, tr) })
+
+	t.Run("larger than the device", func(t *testing.T) {
+		dev := &sizedDevice{total: 1 << 20}
+		x, err := tensor.Adopt(ctx, tr, tensor.ForeignMemory{Device: dev, Ptr: 1, Bytes: 1 << 40, Release: noRelease}, spec)
+		assert.Nil(t, x)
+		assert.ErrorIs(t, err, tensor.ErrInvalidSize)
+		assert.Contains(t, err.Error(), "total memory")
+		assert.Zero(t, tr.ReservedOn("big"))
+	})
+	t.Run("MemInfo fails", func(t *testing.T) {
+		broken := errors.New("driver gone")
+		_, err := tensor.Adopt(ctx, tr, tensor.ForeignMemory{Device: &sizedDevice{err: broken}, Ptr: 1, Bytes: 16, Release: noRelease}, spec)
+		assert.ErrorIs(t, err, broken)
+		var de *tensor.DeviceError
+		require.ErrorAs(t, err, &de)
+		assert.Equal(t, "meminfo", de.Op)
+	})
+	t.Run("adoptions never add up past the device", func(t *testing.T) {
+		// Two adoptions of 2^62 bytes once wrapped ReservedOn to -2^63.
+		dev := &sizedDevice{total: math.MaxInt64}
+		mem := tensor.ForeignMemory{Device: dev, Ptr: 1 << 62, Bytes: 1 << 62, Release: noRelease}
+		x, err := tensor.Adopt(ctx, tr, mem, spec)
+		require.NoError(t, err)
+		mem.Ptr = 2 << 62
+		mem.Bytes = 1<<62 + 1<<61 // fits the device alone, not with the first
+		y, err := tensor.Adopt(ctx, tr, mem, spec)
+		assert.Nil(t, y)
+		assert.ErrorIs(t, err, tensor.ErrInvalidSize)
+		assert.Equal(t, int64(1<<62), tr.ReservedOn("big"))
+		require.NoError(t, x.Free())
+		assert.Zero(t, tr.ReservedOn("big"))
+		// Once the first is released the second fits.
+		y, err = tensor.Adopt(ctx, tr, mem, spec)
+		require.NoError(t, err)
+		require.NoError(t, y.Free())
+	})
+	t.Run("non-comparable device", func(t *testing.T) {
+		dev := unhashableDevice{sizedDevice: &sizedDevice{total: 1 << 20}, tags: []string{"x"}}
+		x, err := tensor.Adopt(ctx, tr, tensor.ForeignMemory{Device: dev, Ptr: 1, Bytes: 16, Release: noRelease}, spec)
+		require.NoError(t, err, "the overlap check is skipped, nothing panics")
+		require.NoError(t, x.Free())
+	})
+}
+
+// unhashableDevice cannot be a map key.
+type unhashableDevice struct {
+	*sizedDevice
+	tags []string
+}
+
+func TestAdoptRefusesMemoryAdoptedTwice(t *testing.T) {
+	ctx := context.Background()
+	spec := tensor.Spec{DType: tensor.Uint8, Shape: tensor.Shape{16}}
+	dev, tr, _ := setup(t, 1<<20)
+	other, err := track.New()
+	require.NoError(t, err)
+	var releases atomic.Int32
+	release := func(tensor.DevicePtr) error { releases.Add(1); return nil }
+	first := tensor.ForeignMemory{Device: dev, Ptr: 1 << 20, Bytes: 256, Release: release}
+	x, err := tensor.Adopt(ctx, tr, first, spec)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name    string
+		tracker *track.Tracker
+		ptr     tensor.DevicePtr
+		bytes   int64
+	}{
+		{"same pointer", tr, first.Ptr, 256},
+		{"same pointer, other tracker", other, first.Ptr, 16},
+		{"same pointer, untracked", nil, first.Ptr, 16},
+		{"inside", tr, first.Ptr + 16, 16},
+		{"overlapping the end", tr, first.Ptr + 255, 16},
+		{"overlapping the start", tr, first.Ptr - 8, 16},
+		{"covering", tr, first.Ptr - 8, 512},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			y, err := tensor.Adopt(ctx, tc.tracker, tensor.ForeignMemory{Device: dev, Ptr: tc.ptr, Bytes: tc.bytes, Release: release}, spec)
+			assert.Nil(t, y)
+			assert.ErrorIs(t, err, tensor.ErrAlreadyAdopted)
+			assert.ErrorIs(t, err, tensor.ErrInvalidPointer)
+		})
+	}
+	assert.Equal(t, int64(256), tr.ReservedOn("host"))
+
+	// Adjacent memory and the same address on another device are distinct.
+	next, err := tensor.Adopt(ctx, tr, tensor.ForeignMemory{Device: dev, Ptr: first.Ptr + 256, Bytes: 16, Release: release}, spec)
+	require.NoError(t, err)
+	dev2, err := tensor.NewHostDevice(1 << 20)
+	require.NoError(t, err)
+	elsewhere, err := tensor.Adopt(ctx, tr, tensor.ForeignMemory{Device: dev2, Ptr: first.Ptr, Bytes: 16, Release: release}, spec)
+	require.NoError(t, err)
+
+	require.NoError(t, x.Free())
+	again, err := tensor.Adopt(ctx, tr, first, spec)
+	require.NoError(t, err, "released memory may be adopted again")
+	for _, h := range []*tensor.Tensor{next, elsewhere, again} {
+		require.NoError(t, h.Free())
+	}
+	assert.Equal(t, int32(4), releases.Load(), "each adoption released once; the refused ones never")
 }

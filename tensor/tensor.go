@@ -113,7 +113,7 @@ func ownerOf(b *block) *ownedTensor {
 // more while one still owns the memory (the last owner's Free takes the
 // finalizer off): it gives the memory back.
 func (o *ownedTensor) collected() {
-	_ = o.b.release() // nobody is left to hand an error to
+	_ = o.b.release(true) // nobody is left to hand an error to
 }
 
 // How a handle was made, for reports (track.Holder.How).
@@ -300,11 +300,12 @@ func (t *Tensor) dropped() {
 		}
 		b.rec.Unhold(t.site, howName(t.how))
 	}
-	_ = b.unref() // nobody is left to hand an error to; the tracker counted the leak
+	_ = b.unref(true) // nobody is left to hand an error to; the tracker counted the leak
 }
 
-// unref drops one owner, returning the memory with the last.
-func (b *block) unref() error {
+// unref drops one owner, returning the memory with the last; gc says the
+// owner is a handle the garbage collector found dropped (see release).
+func (b *block) unref(gc bool) error {
 	// With no other owner, nobody else can change the count: no atomic
 	// read-modify-write is needed to know this is the last.
 	if b.extra.Load() != 0 && b.extra.Add(-1) >= 0 {
@@ -313,16 +314,24 @@ func (b *block) unref() error {
 	if b.tracker() == nil && b.rec.Bytes > 0 {
 		runtime.SetFinalizer(ownerOf(b), nil) // nothing left for it to give back
 	}
-	return b.release()
+	return b.release(gc)
 }
 
-// release gives the record and the memory back.
-func (b *block) release() error {
+// release gives the record and the memory back. With gc set it runs on the
+// runtime's finalizer goroutine, where no foreign code may run: adopted
+// memory is queued for a releaser instead (see Adopt).
+func (b *block) release(gc bool) error {
 	var err error
 	if tr := b.tracker(); tr != nil {
 		err = tr.Release(&b.rec)
 	}
 	if b.rec.Bytes > 0 {
+		if gc {
+			if a, ok := b.alloc.(*adoption); ok {
+				releases.push(a)
+				return err
+			}
+		}
 		err = errors.Join(err, b.alloc.Release(b.mem))
 	}
 	return err
@@ -358,7 +367,7 @@ func (t *Tensor) Free() error {
 		t.state.Store(freeLines.number(&pcs))
 		b.rec.Unhold(t.site, howName(t.how))
 	}
-	return b.unref()
+	return b.unref(false)
 }
 
 // freeDepth is how many frames of its caller's stack name a Free in

@@ -3,6 +3,8 @@ package timeline_test
 import (
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -45,11 +47,11 @@ func TestWriteFilesAtomically(t *testing.T) {
 			assert.Contains(t, err.Error(), missing, "the error names the path")
 			assert.NoFileExists(t, missing)
 
-			// A path that is a directory cannot be replaced: the written
-			// temporary file must not be left behind.
+			// A path that is a directory is refused, and no temporary
+			// file is left behind.
 			sub := filepath.Join(dir, "adir")
 			require.NoError(t, os.Mkdir(sub, 0o755))
-			assert.Error(t, w.write(sub))
+			assert.ErrorIs(t, w.write(sub), timeline.ErrNotRegularFile)
 			entries, err := os.ReadDir(dir)
 			require.NoError(t, err)
 			var names []string
@@ -59,6 +61,38 @@ func TestWriteFilesAtomically(t *testing.T) {
 			assert.ElementsMatch(t, []string{"out." + w.name, "adir"}, names, "no partial file")
 
 			assert.ErrorIs(t, w.write(""), timeline.ErrEmptyPath)
+		})
+	}
+}
+
+// The file writers follow a symbolic link to the regular file it names,
+// and write any name the system allows.
+func TestWriteFilesFollowLinksAndTakeLongNames(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("symbolic links need a privilege on Windows")
+	}
+	tr := newTracker(t, track.KeepHistory(1<<12))
+	run(t, tr, 10)
+	tl, err := timeline.Build(tr)
+	require.NoError(t, err)
+	for name, write := range map[string]func(string) error{"trace": tl.WriteTraceFile, "svg": tl.WriteSVGFile} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			target := filepath.Join(dir, "target")
+			require.NoError(t, os.WriteFile(target, []byte("old"), 0o600))
+			link := filepath.Join(dir, "link")
+			require.NoError(t, os.Symlink("target", link))
+			require.NoError(t, write(link))
+			st, err := os.Lstat(link)
+			require.NoError(t, err)
+			assert.Equal(t, os.ModeSymlink, st.Mode().Type(), "the link stays a link")
+			data, err := os.ReadFile(target)
+			require.NoError(t, err)
+			assert.NotEqual(t, "old", string(data), "the file it names is written")
+
+			long := filepath.Join(dir, strings.Repeat("x", 255))
+			require.NoError(t, write(long))
+			assert.FileExists(t, long)
 		})
 	}
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,14 +47,22 @@ type generateRequest struct {
 	Batch  int `json:"batch"`  // sequences decoded together
 }
 
-// generateResponse is the answer of a served request.
+// generateResponse is the answer of a served request: about the request
+// alone. What the server holds (its live bytes, which grow under -leak) is
+// for operators, on the debug listener's metrics and profiles.
 type generateResponse struct {
 	Request string `json:"request"`
 	Mode    string `json:"mode"` // "fixed" or "leak"
 	generateRequest
-	// LiveBytes are the bytes of every live tensor once the request is done:
-	// flat on the fixed server, growing with every request under -leak.
-	LiveBytes int64 `json:"live_bytes"`
+}
+
+// newRequestID returns a random request id, "r" and 16 hex digits: a
+// counter would tell every client how many requests the server has
+// served.
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return "r" + hex.EncodeToString(b[:])
 }
 
 // maxBody bounds a /generate JSON body: three small numbers.
@@ -139,10 +149,11 @@ func (s *server) serveGenerate(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	id := "r" + strconv.FormatUint(s.requests.Add(1), 10)
+	id := newRequestID()
 	w.Header().Set("X-Request-Id", id)
 	select {
 	case s.admit <- struct{}{}:
+		s.admitted.Add(1)
 	default:
 		s.log.Debug("busy", slog.String("request", id), slog.Int("max_inflight", s.cfg.maxInFlight))
 		w.Header().Set("Retry-After", "1")
@@ -159,7 +170,7 @@ func (s *server) serveGenerate(w http.ResponseWriter, r *http.Request) {
 
 	switch {
 	case err == nil:
-		resp := generateResponse{Request: id, Mode: s.mode(), generateRequest: req, LiveBytes: s.tr.Totals().LiveBytes}
+		resp := generateResponse{Request: id, Mode: s.mode(), generateRequest: req}
 		w.Header().Set("Content-Type", "application/json")
 		if err := json.NewEncoder(w).Encode(resp); err != nil {
 			s.log.Debug("writing response", slog.String("request", id), slog.Any("err", err))

@@ -39,10 +39,18 @@
 //	GET /debug/tensors/summary  the memory summary (report.WriteSummary)
 //	GET /metrics                OpenTelemetry metrics through the Prometheus exporter
 //
-// An error answer carries the request's id (also in X-Request-Id) and a
-// short reason; the out-of-memory report, which names source files and
-// lines, goes to the log under that id. The budget is checked at start to
+// A 200 answer says what was served and the request's id, nothing of the
+// server: what it holds is on the debug listener. An error answer carries
+// the request's id (also in X-Request-Id) and a short reason; the
+// out-of-memory report, which names source files and lines, goes to the
+// log under that id. Ids are random, so they tell clients nothing of how
+// many requests the server has served. The budget is checked at start to
 // hold -max-inflight of the largest request the -max-* bounds allow.
+//
+// A debug request that forces a garbage collection first (gc=1, on
+// /debug/pprof/heap or /debug/pprof/tensors) is served once every 10
+// seconds; another within that time gets 429 with Retry-After, so that no
+// client can stop the server's work with a collection per request.
 //
 // # Shutdown
 //

@@ -71,8 +71,9 @@ type server struct {
 	// step's mask, kept under a key no one ever deletes.
 	leaked *leakMap
 
-	requests atomic.Uint64 // numbers request ids
-	inflight gate          // /generate handlers running, so Shutdown can wait for them
+	inflight gate         // /generate handlers running, so Shutdown can wait for them
+	admitted atomic.Int64 // /generate requests admitted to tensor work, for the shutdown log
+	gc       *gcLimiter   // how often a debug request may force a collection (gc=1)
 
 	mu           sync.Mutex
 	firstSuspect *watch.Suspect // the first site the watcher flagged
@@ -85,7 +86,7 @@ func newServer(cfg config, logger *slog.Logger, report io.Writer) (*server, erro
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &server{cfg: cfg, log: logger, report: report}
+	s := &server{cfg: cfg, log: logger, report: report, gc: &gcLimiter{every: gcEvery, now: time.Now}}
 	devs, err := devflag.OpenAll(cfg.device, cfg.capacity)
 	if err != nil {
 		return nil, err
@@ -165,6 +166,10 @@ func (s *server) Handler() http.Handler {
 //	GET /debug/pprof/tensors      live tensors as a pprof profile (pprofexport)
 //	GET /debug/tensors/summary    the memory summary as text
 //	GET /metrics                  OpenTelemetry metrics, Prometheus format
+//
+// A request that asks for a garbage collection first (gc=1, on the heap
+// profile or the tensors profile) is admitted once every gcEvery; another
+// gets 429 with Retry-After.
 func (s *server) DebugHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -175,10 +180,11 @@ func (s *server) DebugHandler() http.Handler {
 	mux.Handle("/debug/pprof/tensors", s.profile)
 	mux.HandleFunc("GET /debug/tensors/summary", s.serveSummary)
 	mux.Handle("GET /metrics", s.tel.handler)
+	limited := s.gc.wrap(mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.debugActive.Add(1)
 		defer s.debugActive.Add(-1)
-		mux.ServeHTTP(w, r)
+		limited.ServeHTTP(w, r)
 	})
 }
 
@@ -286,7 +292,7 @@ func (s *server) Shutdown(ctx context.Context) error {
 			slog.String("bytes", format.Bytes(live.LiveBytes)), slog.String("top_site", err.topSite()))
 		errs = append(errs, err)
 	} else {
-		s.log.Info("shut down: no tensor left live", slog.Int64("allocations", live.Allocs))
+		s.log.Info("shut down: no tensor left live", slog.Int64("requests", s.admitted.Load()), slog.Int64("allocations", live.Allocs))
 	}
 
 	if s.leaked != nil {

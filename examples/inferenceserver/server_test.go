@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
@@ -118,7 +120,13 @@ func checkMetrics(t *testing.T, ts *testServer, leak bool) {
 		assert.Zero(t, rebuilds)
 		assert.Zero(t, flagged)
 		assert.Zero(t, value("tensorlife_watcher_suspect_active"))
-		assert.Equal(t, value("tensorlife_mask_cache_memory_usage_bytes"), value("tensorlife_tensor_memory_usage_bytes"),
+		// The cache's usage is what its budget counts: the masks, then
+		// each entry's key ("causal/<prompt>") and overhead.
+		var entries float64
+		for _, p := range loadPrompts {
+			entries += float64(len("causal/"+strconv.Itoa(p)) + mask.CacheEntryOverhead)
+		}
+		assert.Equal(t, value("tensorlife_mask_cache_memory_usage_bytes")-entries, value("tensorlife_tensor_memory_usage_bytes"),
 			"every live byte is in the prompt-mask cache")
 	}
 }

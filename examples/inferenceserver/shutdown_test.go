@@ -23,7 +23,7 @@ func TestShutdownDrainsRequestsInFlight(t *testing.T) {
 	}()
 	// Shut down once the load is well under way; if it finishes first, the
 	// test still checks a clean shutdown.
-	for deadline := time.Now().Add(10 * time.Second); ts.requests.Load() < 40 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(10 * time.Second); ts.admitted.Load() < 40 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
 	require.NoError(t, ts.shutdown(t))
@@ -43,7 +43,7 @@ func TestShutdownDrainsRequestsInFlight(t *testing.T) {
 		}
 	}
 	t.Logf("%d requests served, %d refused", served, refused)
-	assert.Equal(t, int(ts.requests.Load()), served, "every admitted request completed")
+	assert.Equal(t, int(ts.admitted.Load()), served, "every admitted request completed")
 	assert.GreaterOrEqual(t, served, 40)
 	tracktest.VerifyNone(t, ts.tr)
 	assert.Zero(t, ts.lanes[0].dev.Used())

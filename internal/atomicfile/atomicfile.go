@@ -6,6 +6,13 @@
 // TempPrefix, which is synced and renamed over the target. A writer killed
 // before the rename leaves its temporary file behind; the next Write in
 // that directory removes such files once they are older than StaleAfter.
+//
+// Only regular files are written. A rename replaces whatever name it
+// lands on, so a target that exists and is anything else (a directory, a
+// device node such as /dev/null, a FIFO, a socket) is refused with
+// ErrNotRegular rather than replaced by a regular file. A symbolic link is
+// followed, as os.WriteFile follows it: the file it points to is written,
+// atomically, in that file's own directory, and the link stays a link.
 package atomicfile
 
 import (
@@ -20,10 +27,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
-// ErrEmptyPath means Write was given no path.
-var ErrEmptyPath = errors.New("atomicfile: empty path")
+var (
+	// ErrEmptyPath means Write was given no path.
+	ErrEmptyPath = errors.New("atomicfile: empty path")
+	// ErrNotRegular means the target exists and is not a regular file (or
+	// a symbolic link to one): a directory, a device, a FIFO, a socket.
+	// Packages that write files export it under their own name.
+	ErrNotRegular = errors.New("not a regular file")
+)
 
 const (
 	// TempPrefix starts the name of every temporary file Write makes, so a
@@ -37,12 +51,24 @@ const (
 	// would only make that write fail (its rename finds no file), never
 	// damage the target.
 	StaleAfter = time.Hour
+
+	// tempBaseBytes is how much of the target's name a temporary file's
+	// name keeps, so a person can tell whose it is: a temporary name stays
+	// under 80 bytes, and any name the system allows can be written.
+	tempBaseBytes = 32
+	// maxLinks bounds the symbolic links followed to the target, as the
+	// system bounds them (Linux: 40).
+	maxLinks = 40
 )
 
-// Write calls write with a buffered writer on a temporary file in path's
-// directory, then syncs the file and renames it to path, replacing any
-// file there. On any error the temporary file is removed, path is left as
-// it was, and the error (wrapped with the path) is returned.
+// Write calls write with a buffered writer on a temporary file in the
+// target's directory, then syncs the file and renames it to the target,
+// replacing any regular file there. The target is path, or, where path is
+// a symbolic link, the file the link leads to. On any error the temporary
+// file is removed, the target is left as it was, and the error (wrapped
+// with the path) is returned; a target that exists and is not a regular
+// file is an error matching ErrNotRegular, checked before anything is
+// written (a file that another process puts there meanwhile is replaced).
 //
 // A replaced file keeps its permission bits. A new file gets 0666 less the
 // process's umask, as os.WriteFile and os.Create give, so a service that
@@ -54,7 +80,11 @@ func Write(path string, write func(io.Writer) error) (err error) {
 	if path == "" {
 		return ErrEmptyPath
 	}
-	dir, base := filepath.Split(path)
+	target, st, err := resolve(path)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	dir, base := filepath.Split(target)
 	if dir == "" {
 		dir = "."
 	}
@@ -84,7 +114,7 @@ func Write(path string, write func(io.Writer) error) (err error) {
 	}
 	// A replaced file keeps its mode (a profile made private stays so). A
 	// new one already has the mode the system gave it at creation.
-	if st, statErr := os.Stat(path); statErr == nil {
+	if st != nil {
 		if err = tmp.Chmod(st.Mode().Perm()); err != nil {
 			return err
 		}
@@ -92,20 +122,72 @@ func Write(path string, write func(io.Writer) error) (err error) {
 	if err = tmp.Close(); err != nil {
 		return err
 	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
+	if err = os.Rename(tmp.Name(), target); err != nil {
 		return err
 	}
 	syncDir(dir)
 	return nil
 }
 
-// createTemp creates a new temporary file for base in dir. Unlike
-// os.CreateTemp, which creates files 0600, it asks for 0666 and lets the
-// system apply the umask (and a directory's default ACL), which is what a
-// new file written by os.WriteFile gets; the umask cannot be read without
-// changing it for the whole process.
+// resolve returns the file that writing path writes: path itself, or the
+// end of the chain of symbolic links path starts, and that file's
+// information, nil if it does not exist yet. A file that exists and is not
+// regular is refused with ErrNotRegular.
+func resolve(path string) (string, fs.FileInfo, error) {
+	target := path
+	for range maxLinks {
+		st, err := os.Lstat(target)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return target, nil, nil // a new file, or a link to one
+		case err != nil:
+			return "", nil, err
+		case st.Mode().IsRegular():
+			return target, st, nil
+		case st.Mode()&fs.ModeSymlink == 0:
+			if target != path {
+				return "", nil, fmt.Errorf("%w: %s is %s", ErrNotRegular, target, describe(st.Mode()))
+			}
+			return "", nil, fmt.Errorf("%w: %s", ErrNotRegular, describe(st.Mode()))
+		}
+		dest, err := os.Readlink(target)
+		if err != nil {
+			return "", nil, err
+		}
+		if !filepath.IsAbs(dest) {
+			dest = filepath.Join(filepath.Dir(target), dest)
+		}
+		target = dest
+	}
+	return "", nil, &fs.PathError{Op: "readlink", Path: path, Err: errors.New("too many levels of symbolic links")}
+}
+
+// describe names the kind of a file that is not regular.
+func describe(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "a file of mode " + m.String()
+}
+
+// createTemp creates a new temporary file for base in dir, named with
+// TempPrefix, at most tempBaseBytes of base (so that a long legal name
+// still leaves room), and a random number. Unlike os.CreateTemp, which
+// creates files 0600, it asks for 0666 and lets the system apply the umask
+// (and a directory's default ACL), which is what a new file written by
+// os.WriteFile gets; the umask cannot be read without changing it for the
+// whole process.
 func createTemp(dir, base string) (*os.File, error) {
-	prefix := filepath.Join(dir, TempPrefix+base+".")
+	prefix := filepath.Join(dir, TempPrefix+clip(base, tempBaseBytes)+".")
 	for range 10000 {
 		name := prefix + strconv.FormatUint(rand.Uint64(), 36) + ".tmp"
 		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
@@ -115,6 +197,17 @@ func createTemp(dir, base string) (*os.File, error) {
 		return f, err
 	}
 	return nil, &fs.PathError{Op: "createtemp", Path: prefix + "*.tmp", Err: fs.ErrExist}
+}
+
+// clip returns at most n bytes of s, cut at a character boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // removeStale removes the temporary files in dir that a writer left behind

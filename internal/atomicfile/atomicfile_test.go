@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -67,4 +68,35 @@ func Example() {
 	// Output:
 	// complete or not at all
 	// <nil>
+}
+
+// Every name the system allows can be written: the temporary file's name
+// keeps only the start of the target's, so a 255-byte name (the usual
+// NAME_MAX) leaves room for it.
+func TestWriteLongestLegalName(t *testing.T) {
+	dir := t.TempDir()
+	for _, base := range []string{
+		strings.Repeat("n", 255),
+		strings.Repeat("é", 127) + "x", // 255 bytes, cut inside no character
+	} {
+		path := filepath.Join(dir, base)
+		require.NoError(t, atomicfile.Write(path, writeString("whole")))
+		got, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, "whole", string(got))
+	}
+	for _, name := range names(t, dir) {
+		assert.False(t, strings.HasPrefix(name, atomicfile.TempPrefix), "no temporary file is left: %s", name)
+	}
+}
+
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
 }
