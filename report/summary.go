@@ -139,6 +139,7 @@ func writeTotals(b *strings.Builder, t track.Totals) {
 	row("leak suspects flagged", strconv.FormatInt(t.Event(track.EventLeakSuspect), 10))
 	row("call sites", fmt.Sprintf("%d (allocations past the site limit: %d)", t.Sites, t.Overflowed))
 	row("stack capture fallbacks", fmt.Sprintf("%d (untrusted walks: %d)", t.StackFallbacks, t.StackMismatches))
+	row("labels truncated", fmt.Sprintf("%d tensors (labels are cut at 16 keys of 256 bytes)", t.LabelsTruncated))
 }
 
 func writePools(b *strings.Builder, pools []pool.Stats) {

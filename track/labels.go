@@ -4,7 +4,10 @@ import (
 	"context"
 	"hash/maphash"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Labels is an immutable set of key/value pairs carried by a context and
@@ -17,8 +20,33 @@ type Labels struct {
 // and a hash of them: equal sets made by separate WithLabels calls are
 // different pointers with one hash, which is how snapshots group them.
 type labelSet struct {
-	kv   []string
-	hash uint64
+	kv        []string
+	hash      uint64
+	truncated bool // a value or key was cut, or keys were dropped (maxLabelKeys)
+}
+
+// Bounds of one label set: every report that prints labels stays bounded
+// whatever a request puts in them (a header's value, an id per request).
+// Longer keys and values are cut and marked with "…"; keys past the bound
+// are dropped, their number kept under "!DROPPED". A tracker counts the
+// tensors recorded with such labels (Totals.LabelsTruncated).
+const (
+	maxLabelKeys  = 16
+	maxLabelBytes = 256
+	droppedKey    = "!DROPPED"
+)
+
+// cut bounds a label key or value at maxLabelBytes, at a rune boundary,
+// marking the cut.
+func cut(s string) (string, bool) {
+	if len(s) <= maxLabelBytes {
+		return s, false
+	}
+	n := maxLabelBytes - len("…")
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…", true
 }
 
 // badKey holds the value of an unpaired trailing argument to WithLabels, as
@@ -26,8 +54,10 @@ type labelSet struct {
 const badKey = "!BADKEY"
 
 // WithLabels returns a context whose allocations carry the labels kv (key,
-// value pairs) besides ctx's. When ctx can end and is under no request yet,
-// it also begins one that ends with ctx, as WithRequest does.
+// value pairs) besides ctx's, at most 16 keys of 256 bytes (longer ones are
+// cut and marked "…", further keys dropped under "!DROPPED", and counted:
+// Totals.LabelsTruncated). When ctx can end and is under no request yet, it
+// also begins one that ends with ctx, as WithRequest does.
 func WithLabels(ctx context.Context, kv ...string) context.Context {
 	if len(kv) == 0 {
 		return ctx
@@ -55,17 +85,33 @@ func (l Labels) with(kv []string) Labels {
 		last := kv[len(kv)-1]
 		kv = append(kv[:len(kv)-1:len(kv)-1], badKey, last)
 	}
+	truncated := l.set != nil && l.set.truncated
 	m := make(map[string]string, l.Len()+len(kv)/2)
 	l.Range(func(k, v string) bool { m[k] = v; return true })
 	for i := 0; i+1 < len(kv); i += 2 {
-		m[kv[i]] = kv[i+1]
+		k, kc := cut(kv[i])
+		v, vc := cut(kv[i+1])
+		m[k] = v
+		truncated = truncated || kc || vc
 	}
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	set := &labelSet{kv: make([]string, 0, 2*len(keys))}
+	if len(keys) > maxLabelKeys {
+		dropped := 0
+		if prev, ok := m[droppedKey]; ok { // dropped before, and again now
+			dropped, _ = strconv.Atoi(prev)
+			keys = slices.DeleteFunc(keys, func(k string) bool { return k == droppedKey })
+		}
+		dropped += len(keys) - (maxLabelKeys - 1)
+		keys = append(keys[:maxLabelKeys-1], droppedKey)
+		slices.Sort(keys)
+		m[droppedKey] = strconv.Itoa(dropped)
+		truncated = true
+	}
+	set := &labelSet{kv: make([]string, 0, 2*len(keys)), truncated: truncated}
 	h := maphash.Hash{}
 	h.SetSeed(labelSeed)
 	for _, k := range keys {
@@ -134,7 +180,9 @@ func (l Labels) Equal(o Labels) bool {
 	return l.Len() == 0 || slices.Equal(l.set.kv, o.set.kv)
 }
 
-// String renders the labels as {k=v, k=v} in key order.
+// String renders the labels as {k=v, k=v} in key order; a key or value
+// that holds a separator, a quote, a space or an unprintable rune is quoted
+// (strconv.Quote), so that two label sets never render alike.
 func (l Labels) String() string {
 	var b strings.Builder
 	b.WriteByte('{')
@@ -144,11 +192,21 @@ func (l Labels) String() string {
 			b.WriteString(", ")
 		}
 		first = false
-		b.WriteString(k)
+		b.WriteString(quoteLabel(k))
 		b.WriteByte('=')
-		b.WriteString(v)
+		b.WriteString(quoteLabel(v))
 		return true
 	})
 	b.WriteByte('}')
 	return b.String()
+}
+
+// quoteLabel quotes s when it could be read as more than one label.
+func quoteLabel(s string) string {
+	if strings.ContainsFunc(s, func(r rune) bool {
+		return r == ',' || r == '=' || r == '{' || r == '}' || r == '"' || r == ' ' || !unicode.IsPrint(r)
+	}) {
+		return strconv.Quote(s)
+	}
+	return s
 }

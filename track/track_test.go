@@ -3,9 +3,11 @@ package track_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -404,4 +406,53 @@ func TestSiteSnapshotMatchesSnapshotSites(t *testing.T) {
 		assert.Equal(t, full.Sites[i].AllocBytes, st.AllocBytes)
 	}
 	require.NoError(t, tr.Release(a))
+}
+
+// Labels are bounded whatever a request puts in them: long keys and values
+// are cut, keys past the bound dropped and counted, and nothing is refused.
+func TestLabelsAreBounded(t *testing.T) {
+	tr := newTracker(t)
+	huge := strings.Repeat("x", 1<<20)
+	kv := []string{"id", huge, strings.Repeat("k", 1000), "v"}
+	for i := range 40 {
+		kv = append(kv, fmt.Sprintf("key%02d", i), "é"+strings.Repeat("é", 300))
+	}
+	ctx := track.WithLabels(context.Background(), kv...)
+	r := recordA(tr, ctx, 8, "tensor")
+	l := r.Labels()
+	assert.Equal(t, 16, l.Len())
+	assert.Less(t, len(l.String()), 16*(2*256+8), "a bounded rendering")
+	id, ok := l.Get("id")
+	require.True(t, ok)
+	assert.Len(t, id, 256-len("…")+len("…"))
+	assert.True(t, strings.HasSuffix(id, "…"), "a cut value is marked")
+	dropped, ok := l.Get("!DROPPED")
+	require.True(t, ok)
+	assert.Equal(t, "27", dropped, "42 keys given, 15 kept, the rest counted")
+	l.Range(func(k, v string) bool {
+		assert.True(t, utf8.ValidString(k) && utf8.ValidString(v), "cut at a rune boundary")
+		return true
+	})
+	assert.Equal(t, int64(1), tr.Totals().LabelsTruncated)
+	release(t, tr, r)
+
+	again := track.WithLabels(ctx, "more", "labels")
+	d, _ := track.LabelsFrom(again).Get("!DROPPED")
+	assert.Equal(t, "28", d, "dropping again adds to the count")
+	assert.Equal(t, 16, track.LabelsFrom(again).Len())
+	seen := map[string]bool{}
+	track.LabelsFrom(again).Range(func(k, _ string) bool {
+		assert.False(t, seen[k], "key %q twice", k)
+		seen[k] = true
+		return true
+	})
+}
+
+// A label set renders unambiguously: separators in values are quoted.
+func TestLabelsStringQuotes(t *testing.T) {
+	a := track.NewLabels("a", "1, b=2")
+	b := track.NewLabels("a", "1", "b", "2")
+	assert.NotEqual(t, a.String(), b.String())
+	assert.Equal(t, `{a="1, b=2"}`, a.String())
+	assert.Equal(t, "{a=1, b=2}", b.String())
 }

@@ -190,8 +190,10 @@ type Tracker struct {
 	peakBytes atomic.Int64
 	gcLeaks   atomic.Int64
 	misuse    atomic.Int64
-	events    [numEventKinds]atomic.Int64
-	noteShard atomic.Uint32 // spreads noted events over the history shards
+
+	labelsTruncated atomic.Int64 // records whose labels were cut to the bounds
+	events          [numEventKinds]atomic.Int64
+	noteShard       atomic.Uint32 // spreads noted events over the history shards
 
 	feeds        feedSet // SiteFeed
 	leakWatchers watchers
@@ -252,6 +254,9 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	site := t.site(skip)
 
 	sc := scopeOf(ctx)
+	if sc.labels != nil && sc.labels.truncated {
+		t.labelsTruncated.Add(1)
+	}
 	r.tracker = t
 	r.site = site
 	r.labels.Store(sc.labels)
@@ -406,6 +411,7 @@ type Totals struct {
 	// OutlivedCount and OutlivedBytes are the live tensors that outlived
 	// their request: what a watcher judges, summed over the sites.
 	OutlivedCount, OutlivedBytes int64
+	LabelsTruncated              int64 // tensors recorded with labels cut to the bounds (WithLabels)
 	// StackFallbacks are captures the frame-pointer walk refused, served
 	// by runtime.Callers; StackMismatches, walks that named other frames
 	// and are not trusted since.
@@ -448,8 +454,9 @@ func (t *Tracker) Totals() Totals {
 		Sites:      int(t.stacks.count.Load()),
 		Overflowed: t.stacks.overflow.allocs.Load(),
 
-		OutlivedCount: t.feeds.outlivedCount.Load(),
-		OutlivedBytes: t.feeds.outlivedBytes.Load(),
+		LabelsTruncated: t.labelsTruncated.Load(),
+		OutlivedCount:   t.feeds.outlivedCount.Load(),
+		OutlivedBytes:   t.feeds.outlivedBytes.Load(),
 
 		StackFallbacks:  t.stackFallbacks.Load(),
 		StackMismatches: t.stackMismatches.Load(),
