@@ -303,12 +303,18 @@ func extendWriteDeadline(w http.ResponseWriter, r *http.Request, window time.Dur
 		int64(window/time.Second), srv.WriteTimeout, err, srv.WriteTimeout)
 }
 
-// snapshot takes the snapshot a query asks for.
+// snapshot takes the snapshot a query asks for, its groups told apart by
+// the label keys the endpoint shows alone: labels it does not show (a
+// request id per tensor) cost it nothing.
 func (h *handler) snapshot(q query) (*track.Snapshot, error) {
 	if q.gc {
 		runtime.GC()
 	}
-	return h.tracker.SnapshotOf(q.filter)
+	f := q.filter
+	if !h.cfg.allLabels {
+		f.LabelKeys = append([]string{}, h.cfg.labelKeys...) // not nil: these keys and no other
+	}
+	return h.tracker.SnapshotOf(f)
 }
 
 // wait takes the second snapshot of a delta after d, or gives up as soon

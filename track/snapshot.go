@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/tensorlife/tensorlife/internal/format"
+	"hash/maphash"
 	"maps"
 	"slices"
 	"strings"
@@ -107,6 +108,11 @@ type Filter struct {
 	LeakedOnly  bool              // found by the collector without Free
 	Labels      map[string]string // carrying all these labels
 	Allocations bool              // list each match in Snapshot.Allocations
+	// LabelKeys, when not nil, are the only label keys groups are told
+	// apart by and carry (empty: none), so a snapshot for a profile that
+	// shows no other label costs memory bounded by sites and shapes,
+	// whatever the labels hold. Allocations keep every label.
+	LabelKeys []string
 }
 
 // Active reports whether f selects only some allocations.
@@ -172,14 +178,79 @@ type groupKey struct {
 }
 
 // grouper aggregates allocations into Groups, for SnapshotOf (from records)
-// and Snapshot.Select (from allocations) alike.
-type grouper map[groupKey]*Group
+// and Snapshot.Select (from allocations) alike. With byKeys, groups are
+// told apart by the label keys in keys alone and carry only those: what a
+// profile that shows no other label needs, in memory bounded by the groups
+// whatever the labels hold.
+type grouper struct {
+	groups map[groupKey]*Group
+	keys   []string
+	byKeys bool
+}
+
+func newGrouper(f Filter) *grouper {
+	return &grouper{groups: map[groupKey]*Group{}, keys: f.LabelKeys, byKeys: f.LabelKeys != nil}
+}
+
+// labelHash returns the hash groups of labels are keyed by.
+func (gr *grouper) labelHash(l Labels) uint64 {
+	if !gr.byKeys {
+		return l.hash()
+	}
+	if len(gr.keys) == 0 || l.Len() == 0 {
+		return 0
+	}
+	h := maphash.Hash{}
+	h.SetSeed(labelSeed)
+	for _, k := range gr.keys {
+		v, ok := l.Get(k)
+		if ok {
+			h.WriteString(k)
+			h.WriteByte(0)
+			h.WriteString(v)
+		}
+		h.WriteByte(0)
+	}
+	return h.Sum64()
+}
+
+// sameLabels reports whether a group's labels are l's, as groups see them.
+func (gr *grouper) sameLabels(g Labels, l Labels) bool {
+	if !gr.byKeys {
+		return g.Equal(l)
+	}
+	for _, k := range gr.keys {
+		gv, gok := g.Get(k)
+		lv, lok := l.Get(k)
+		if gok != lok || gv != lv {
+			return false
+		}
+	}
+	return true
+}
+
+// groupLabels returns the labels a new group of l carries.
+func (gr *grouper) groupLabels(l Labels) Labels {
+	if !gr.byKeys {
+		return l
+	}
+	var kv []string
+	for _, k := range gr.keys {
+		if v, ok := l.Get(k); ok {
+			kv = append(kv, k, v)
+		}
+	}
+	if len(kv) == 0 {
+		return Labels{}
+	}
+	return NewLabels(kv...)
+}
 
 // add counts one allocation. held is the extra owner holding it once its
 // own handle is gone; nil while the own handle holds it.
-func (gr grouper) add(site *Site, kind, device, dtype string, shape []int, labels Labels, held *Holder,
+func (gr *grouper) add(site *Site, kind, device, dtype string, shape []int, labels Labels, held *Holder,
 	bytes int64, leaked, outlived bool, born time.Time) {
-	k := groupKey{site: site, kind: kind, device: device, dtype: dtype, labels: labels.hash(), rank: len(shape),
+	k := groupKey{site: site, kind: kind, device: device, dtype: dtype, labels: gr.labelHash(labels), rank: len(shape),
 		outlived: outlived}
 	if len(shape) <= len(k.dims) {
 		copy(k.dims[:], shape)
@@ -189,19 +260,19 @@ func (gr grouper) add(site *Site, kind, device, dtype string, shape []int, label
 	if held != nil {
 		k.heldSite, k.heldHow = held.Site, held.How
 	}
-	g := gr[k]
-	if g != nil && !g.Labels.Equal(labels) {
+	g := gr.groups[k]
+	if g != nil && !gr.sameLabels(g.Labels, labels) {
 		// Two label sets with one hash: keep them apart by pointer.
 		k.collide = labels.set
-		g = gr[k]
+		g = gr.groups[k]
 	}
 	if g == nil {
-		g = &Group{Site: site, Kind: kind, Device: device, DType: dtype, Shape: shape, Labels: labels, Oldest: born,
-			Outlived: outlived}
+		g = &Group{Site: site, Kind: kind, Device: device, DType: dtype, Shape: shape, Labels: gr.groupLabels(labels),
+			Oldest: born, Outlived: outlived}
 		if held != nil {
 			g.HeldBy = &Holder{Site: held.Site, How: held.How}
 		}
-		gr[k] = g
+		gr.groups[k] = g
 	}
 	g.Count++
 	g.Bytes += bytes
@@ -215,9 +286,9 @@ func (gr grouper) add(site *Site, kind, device, dtype string, shape []int, label
 
 // finish returns the groups in order and adds their live figures to their
 // sites in bySite, making the entries it lacks.
-func (gr grouper) finish(bySite map[*Site]*SiteStats) []Group {
-	out := make([]Group, 0, len(gr))
-	for _, g := range gr {
+func (gr *grouper) finish(bySite map[*Site]*SiteStats) []Group {
+	out := make([]Group, 0, len(gr.groups))
+	for _, g := range gr.groups {
 		out = append(out, *g)
 		st := bySite[g.Site]
 		if st == nil {
@@ -254,7 +325,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 	now := time.Now()
 	sinceStart := int64(now.Sub(t.start))
 	wantReq := scopeOf(f.Request).req
-	groups := grouper{}
+	groups := newGrouper(f)
 	var allocs []Allocation
 	for i := range t.shards {
 		sh := &t.shards[i]
@@ -332,6 +403,9 @@ func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
 	if f.Request != nil {
 		merged.Request = f.Request
 	}
+	if f.LabelKeys != nil {
+		merged.LabelKeys = f.LabelKeys
+	}
 	merged.LeakedOnly = merged.LeakedOnly || f.LeakedOnly
 	if f.Kind != "" {
 		merged.Kind = f.Kind
@@ -345,7 +419,7 @@ func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
 		maps.Copy(merged.Labels, f.Labels)
 	}
 	out := &Snapshot{tracker: s.tracker, TrackerName: s.TrackerName, Time: s.Time, Totals: s.Totals, Filter: merged}
-	groups := grouper{}
+	groups := newGrouper(merged)
 	wantReq := scopeOf(f.Request).req
 	for _, a := range s.Allocations {
 		c := candidate{kind: a.Kind, device: a.Device, leaked: a.Leaked, outlived: a.Outlived, req: a.req,

@@ -456,3 +456,37 @@ func TestLabelsStringQuotes(t *testing.T) {
 	assert.Equal(t, `{a="1, b=2"}`, a.String())
 	assert.Equal(t, "{a=1, b=2}", b.String())
 }
+
+// Filter.LabelKeys groups by the listed keys alone: labels no profile shows
+// do not split groups, and groups carry only the listed keys.
+func TestGroupsByLabelKeys(t *testing.T) {
+	tr := newTracker(t)
+	var recs []*track.Record
+	for i := range 6 {
+		ctx := track.WithLabels(context.Background(), "request", fmt.Sprint(i), "model", []string{"a", "b"}[i%2])
+		recs = append(recs, recordA(tr, ctx, 8, "tensor"))
+	}
+	count := func(f track.Filter) (int, []track.Labels) {
+		snap, err := tr.SnapshotOf(f)
+		require.NoError(t, err)
+		var ls []track.Labels
+		for _, g := range snap.Groups {
+			ls = append(ls, g.Labels)
+		}
+		return len(snap.Groups), ls
+	}
+	n, _ := count(track.Filter{})
+	assert.Equal(t, 6, n, "nil LabelKeys: every label tells groups apart")
+	n, ls := count(track.Filter{LabelKeys: []string{}})
+	assert.Equal(t, 1, n, "no keys: one group")
+	assert.Zero(t, ls[0].Len())
+	n, ls = count(track.Filter{LabelKeys: []string{"model"}})
+	assert.Equal(t, 2, n)
+	for _, l := range ls {
+		assert.Equal(t, 1, l.Len(), "a group carries only the listed keys")
+	}
+	sel, err := tr.Snapshot().Select(track.Filter{LabelKeys: []string{"model"}})
+	require.NoError(t, err)
+	assert.Len(t, sel.Groups, 2, "Select groups as SnapshotOf does")
+	release(t, tr, recs...)
+}
