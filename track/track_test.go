@@ -339,8 +339,7 @@ func TestSelectFiltersAsSnapshotOf(t *testing.T) {
 }
 
 // Past the bound on classes, new kinds are counted under otherKind while
-// every class already listed keeps its own figures: a class seen once stays
-// listed.
+// every class given an id keeps its own figures.
 func TestLiveByClassKeepsListedClassesPastTheBound(t *testing.T) {
 	tr := newTracker(t)
 	// Record ids are consecutive and spread over 64 shards, so 64 records
@@ -489,4 +488,26 @@ func TestGroupsByLabelKeys(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, sel.Groups, 2, "Select groups as SnapshotOf does")
 	release(t, tr, recs...)
+}
+
+// The bound on classes is the tracker's, not each shard's: 5,000 kinds
+// spread over every shard make at most 64 classes, the rest counted as
+// "tensorlife.other", and a class with nothing live is not listed.
+func TestLiveByClassIsBoundedPerTracker(t *testing.T) {
+	tr := newTracker(t)
+	var recs []*track.Record
+	for k := range 5000 {
+		r := &track.Record{Bytes: 1, Meta: track.InternMeta(fmt.Sprintf("kind%04d", k), "host", "uint8", nil)}
+		require.NoError(t, tr.Record(context.Background(), r, 0))
+		recs = append(recs, r)
+	}
+	classes := tr.LiveByClass()
+	assert.Len(t, classes, 64)
+	var total int64
+	for _, c := range classes {
+		total += c.LiveCount
+	}
+	assert.Equal(t, int64(5000), total, "nothing is lost")
+	release(t, tr, recs...)
+	assert.Empty(t, tr.LiveByClass(), "classes with nothing live are not listed")
 }

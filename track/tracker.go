@@ -61,6 +61,9 @@ type shard struct {
 	_ [cacheline.Size - unsafe.Sizeof(shardData{})%cacheline.Size]byte // no false sharing
 }
 
+// liveCount is a shard's live figures of one class.
+type liveCount struct{ count, bytes int64 }
+
 type shardData struct {
 	mu         sync.Mutex
 	head       *Record
@@ -68,49 +71,89 @@ type shardData struct {
 	allocBytes int64
 	frees      int64
 	freedBytes int64
-	classes    []classCount // live figures by device and kind
-	history    ring         // empty unless the KeepHistory option is set
+	classRefs  []classRef            // the class ids this shard has looked up
+	classes    [maxClasses]liveCount // live figures by class id
+	history    ring                  // empty unless the KeepHistory option is set
 }
 
-// classCount is one shard's live figures of one device and kind: what
-// metrics break the live set down by. Kinds are low-cardinality by contract;
-// past maxClasses-1 classes per shard, further classes are counted under
-// otherKind, in the shard's last slot, so that a kind per request cannot grow
-// the registry without bound.
-type classCount struct {
-	device, kind string
-	count, bytes int64
-}
+// Live figures by device and kind (a class) are what metrics break the
+// live set down by. Kinds are low-cardinality by contract; a tracker gives
+// ids to at most maxClasses-1 classes, and counts every class after under
+// otherKind, so that a kind per request cannot grow the metrics without
+// bound. The ids are the tracker's, so every shard agrees on them; each
+// shard counts by id, and looks ids up through a small cache of its own.
 
-// maxClasses bounds the classes one shard counts, the otherKind slot
-// included.
+// maxClasses bounds a tracker's classes, the otherKind class included.
 const maxClasses = 64
 
 // otherKind is the kind under which the live figures of classes past the
-// registry's bound are counted (LiveByClass): kinds are meant to be few.
+// bound are counted (LiveByClass): kinds are meant to be few.
 const otherKind = "tensorlife.other"
 
-// class returns the index of r's class in the shard, adding it if there is
-// room. Called with the shard's lock held. String comparison stops at the
-// pointer when both strings share their bytes, as constant kinds do.
-//
-// The first maxClasses-1 classes get slots of their own and keep them, so a
-// class once listed keeps its figures; the last slot is added for otherKind
-// when a class finds no room, and counts every class after.
-func (sh *shardData) class(device, kind string) uint16 {
-	for i := range sh.classes {
-		if c := &sh.classes[i]; c.kind == kind && c.device == device {
-			return uint16(i)
+// otherClass is the id of the otherKind class.
+const otherClass = maxClasses - 1
+
+type classKey struct{ device, kind string }
+
+// classRegistry gives a tracker's classes their ids. A shard asks it once
+// per class it has not seen, under a mutex: that is rare.
+type classRegistry struct {
+	mu    sync.Mutex
+	ids   map[classKey]uint16
+	names []classKey // by id, below otherClass
+}
+
+func (c *classRegistry) id(k classKey) uint16 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if id, ok := c.ids[k]; ok {
+		return id
+	}
+	if len(c.names) == otherClass {
+		return otherClass
+	}
+	if c.ids == nil {
+		c.ids = make(map[classKey]uint16)
+	}
+	id := uint16(len(c.names))
+	c.ids[k] = id
+	c.names = append(c.names, k)
+	return id
+}
+
+// name returns the device and kind of class id.
+func (c *classRegistry) name(id int) classKey {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if id >= len(c.names) {
+		return classKey{kind: otherKind}
+	}
+	return c.names[id]
+}
+
+// classRef is a shard's cached id of one class.
+type classRef struct {
+	classKey
+	id uint16
+}
+
+// class returns the id of the class of device and kind, through the
+// shard's cache (at most maxClasses entries; a shard that sees more asks
+// the registry each time). Called with the shard's lock held. String
+// comparison stops at the pointer when both strings share their bytes, as
+// constant kinds do.
+func (sh *shardData) class(reg *classRegistry, device, kind string) uint16 {
+	for i := range sh.classRefs {
+		if c := &sh.classRefs[i]; c.kind == kind && c.device == device {
+			return c.id
 		}
 	}
-	switch len(sh.classes) {
-	case maxClasses:
-		return maxClasses - 1
-	case maxClasses - 1:
-		device, kind = "", otherKind
+	k := classKey{device, kind}
+	id := reg.id(k)
+	if len(sh.classRefs) < maxClasses {
+		sh.classRefs = append(sh.classRefs, classRef{k, id})
 	}
-	sh.classes = append(sh.classes, classCount{device: device, kind: kind})
-	return uint16(len(sh.classes) - 1)
+	return id
 }
 
 // Record is one allocation in the registry. The caller fills Bytes and Meta,
@@ -195,7 +238,8 @@ type Tracker struct {
 	events          [numEventKinds]atomic.Int64
 	noteShard       atomic.Uint32 // spreads noted events over the history shards
 
-	feeds        feedSet // SiteFeed
+	feeds        feedSet       // SiteFeed
+	classes      classRegistry // LiveByClass
 	leakWatchers watchers
 	misuses      misuseLog         // the latest double frees, for tests
 	allocators   allocatorRegistry // what tensorlife holds per device (allocators.go)
@@ -275,7 +319,7 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	sh.allocs++
 	sh.allocBytes += r.Bytes
 	m := metaOf(r)
-	class := sh.class(m.Device, m.Kind)
+	class := sh.class(&t.classes, m.Device, m.Kind)
 	r.word.Or(uint32(class) << classShift)
 	c := &sh.classes[class]
 	c.count++
@@ -476,27 +520,26 @@ type ClassStats struct {
 	LiveCount, LiveBytes int64
 }
 
-// LiveByClass returns the live figures by device and kind, from counters;
-// past 63 classes a shard counts the rest as kind "tensorlife.other".
+// LiveByClass returns the live figures by device and kind that hold live
+// tensors, from counters; past 63 classes the rest count as kind
+// "tensorlife.other".
 func (t *Tracker) LiveByClass() []ClassStats {
-	type key struct{ device, kind string }
-	index := make(map[key]int)
-	var out []ClassStats
+	var sums [maxClasses]liveCount
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
-		for _, c := range sh.classes {
-			k := key{c.device, c.kind}
-			j, ok := index[k]
-			if !ok {
-				j = len(out)
-				index[k] = j
-				out = append(out, ClassStats{Device: c.device, Kind: c.kind})
-			}
-			out[j].LiveCount += c.count
-			out[j].LiveBytes += c.bytes
+		for id, c := range sh.classes {
+			sums[id].count += c.count
+			sums[id].bytes += c.bytes
 		}
 		sh.mu.Unlock()
+	}
+	var out []ClassStats
+	for id, c := range sums {
+		if c.count != 0 || c.bytes != 0 {
+			k := t.classes.name(id)
+			out = append(out, ClassStats{Device: k.device, Kind: k.kind, LiveCount: c.count, LiveBytes: c.bytes})
+		}
 	}
 	slices.SortFunc(out, func(a, b ClassStats) int {
 		return cmp.Or(strings.Compare(a.Device, b.Device), strings.Compare(a.Kind, b.Kind))
