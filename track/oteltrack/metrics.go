@@ -23,7 +23,10 @@
 // Names, units and attributes follow the OpenTelemetry semantic conventions:
 // memory is a *.usage UpDownCounter split by a state attribute with a
 // *.limit beside it, names are singular, attributes are namespaced, and all
-// are low-cardinality (never tensor ids, labels or stacks). Counts of things
+// are low-cardinality (never tensor ids, labels or stacks): a tracker
+// counts at most 64 device × kind classes, the rest under the kind
+// "tensorlife.other", and a class with nothing live is not observed, so its
+// series goes. Counts of things
 // in existence are UpDownCounters named for the state they count
 // (tensorlife.tensor.live), not *.count: Prometheus reserves _count for
 // histograms and summaries, and promtool rejects it elsewhere.
@@ -31,6 +34,7 @@
 //	tensorlife.tensor.live            {tensor}      UpDownCounter  live tensors [tensorlife.device, tensorlife.tensor.kind]
 //	tensorlife.tensor.memory.usage     By            UpDownCounter  bytes of live tensors [tensorlife.device, tensorlife.tensor.kind]
 //	tensorlife.tensor.memory.peak      By            Gauge          highest live bytes since the tracker started
+//	tensorlife.tensor.memory.outlived  By            UpDownCounter  live bytes that outlived their request: what the watcher judges
 //	tensorlife.tensor.memory.allocated By            Counter        bytes allocated since start
 //	tensorlife.tensor.allocations      {allocation}  Counter
 //	tensorlife.tensor.frees            {free}        Counter
