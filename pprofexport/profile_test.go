@@ -133,7 +133,7 @@ func TestKeepLibraryFrames(t *testing.T) {
 	snap, err := tr.SnapshotOf(track.Filter{Kind: "tensor"})
 	require.NoError(t, err)
 
-	const reportLeak = "github.com/tensorlife/tensorlife/track.(*Tracker).ReportDropped"
+	const reportLeak = "github.com/tensorlife/tensorlife/track.(*Tracker).callLeak" // calls OnLeak
 	const self = "github.com/tensorlife/tensorlife/pprofexport_test.TestKeepLibraryFrames"
 	tests := []struct {
 		name string

@@ -1,6 +1,7 @@
 package track
 
 import (
+	"math"
 	"sync"
 	"unsafe"
 	"weak"
@@ -105,7 +106,10 @@ func (r *allocatorRegistry) snapshot() []Reserver {
 func (t *Tracker) ReservedOn(device string) int64 {
 	var sum int64
 	for _, s := range t.Allocators() {
-		if d, bytes := s.Reserved(); d == device {
+		if d, bytes := s.Reserved(); d == device && bytes > 0 {
+			if bytes > math.MaxInt64-sum {
+				return math.MaxInt64 // saturate: a sum of huge claims never wraps
+			}
 			sum += bytes
 		}
 	}

@@ -1,6 +1,8 @@
 package track
 
 import (
+	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 )
@@ -37,10 +39,10 @@ func (t *Tracker) ReportDropped(r *Record, site *Site, how string) (reclaim bool
 		t.remember(r.id, ev)
 	}
 	report := LeakReport{Allocation: r.allocation(), Holder: holder, Reclaimed: t.cfg.reclaimLeaks}
-	t.cfg.onLeak(report)
+	t.callLeak(t.cfg.onLeak, report)
 	if ws := t.leakWatchers.Load(); ws != nil {
 		for _, w := range *ws {
-			w.f(report)
+			t.callLeak(w.f, report)
 		}
 	}
 	return t.cfg.reclaimLeaks
@@ -94,3 +96,17 @@ func (ws *watchers) update(f func([]*leakWatcher) []*leakWatcher) {
 
 // Load returns the current subscriptions; nil if there never were any.
 func (ws *watchers) Load() *[]*leakWatcher { return ws.list.Load() }
+
+// callLeak calls a leak callback, foreign code on the runtime's cleanup
+// goroutine: a panic there would end the process, so it is recovered and
+// logged, and the leak's books are kept all the same.
+func (t *Tracker) callLeak(f func(LeakReport), l LeakReport) {
+	defer func() {
+		if v := recover(); v != nil {
+			t.cfg.logger.Error("tensorlife: a leak callback panicked; the leak is counted all the same",
+				slog.String("tracker", t.cfg.name), slog.Uint64("id", l.ID), slog.Any("panic", v),
+				slog.String("stack", string(debug.Stack())))
+		}
+	}()
+	f(l)
+}

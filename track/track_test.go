@@ -3,6 +3,10 @@ package track_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -510,4 +514,34 @@ func TestLiveByClassIsBoundedPerTracker(t *testing.T) {
 	assert.Equal(t, int64(5000), total, "nothing is lost")
 	release(t, tr, recs...)
 	assert.Empty(t, tr.LiveByClass(), "classes with nothing live are not listed")
+}
+
+// A leak callback is foreign code on the cleanup goroutine: its panic is
+// recovered, and the leak still counted and passed to the others.
+func TestLeakCallbackPanicIsRecovered(t *testing.T) {
+	tr := newTracker(t, track.OnLeak(func(track.LeakReport) { panic("callback bug") }),
+		track.Logger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	var seen []uint64
+	stop := tr.WatchLeaks(func(l track.LeakReport) { seen = append(seen, l.ID) })
+	defer stop()
+	r := recordA(tr, context.Background(), 8, "tensor")
+	assert.NotPanics(t, func() { tr.ReportDropped(r, nil, "") })
+	assert.Equal(t, []uint64{r.ID()}, seen, "the other callbacks still hear of it")
+	assert.Equal(t, int64(1), tr.Totals().GCLeaks)
+	release(t, tr, r)
+}
+
+type hugeReserver struct{ _ int }
+
+func (*hugeReserver) Reserved() (string, int64) { return "gpu", math.MaxInt64 / 2 }
+
+// ReservedOn saturates rather than wrapping below zero.
+func TestReservedOnSaturates(t *testing.T) {
+	tr := newTracker(t)
+	a, b, c := &hugeReserver{}, &hugeReserver{}, &hugeReserver{}
+	track.Attach(tr, a)
+	track.Attach(tr, b)
+	track.Attach(tr, c)
+	assert.Equal(t, int64(math.MaxInt64), tr.ReservedOn("gpu"))
+	runtime.KeepAlive([]*hugeReserver{a, b, c})
 }
