@@ -70,8 +70,9 @@ func Name(name string) Option {
 	})
 }
 
-// MaxSites bounds the stack table at n stacks, 1..1<<24 (default 4096; about
-// 46 B a slot and a site's own once used); further ones count as overflow.
+// MaxSites bounds the stack table at n stacks, 1..1<<24 (default 4096). New
+// allocates about 48 B per allowed stack (768 MiB at the bound); further
+// stacks count as overflow.
 func MaxSites(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < 1 || n > maxSitesLimit {
@@ -114,8 +115,9 @@ func Logger(l *slog.Logger) Option {
 	})
 }
 
-// KeepHistory keeps the last n events (1..1<<22, about 64 B each) in rings
-// the shard locks guard; overwritten ones are counted as dropped.
+// KeepHistory keeps the last n events, 1..1<<22, in rings the shard locks
+// guard; New allocates about 80 B an event (320 MiB at the bound).
+// Overwritten events are counted as dropped.
 func KeepHistory(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n <= 0 || n > maxHistoryEvents {
