@@ -53,6 +53,12 @@
 // counters recorded at each allocation: function names, files, lines and
 // inlined calls, with a mapping marked symbolized, so go tool pprof needs
 // neither the binary nor the build machine, only the sources for -list.
+// The mapping names the executable by its file name (os.Executable's,
+// "tensorlife" where that is unknown), which pprof's web UI shows as the
+// profile's File, and, on Linux, the range its code was loaded at, so
+// that where pprof does find a binary of that name (beside it, or under
+// $PPROF_BINARY_PATH) its source view disassembles it at the right
+// addresses.
 // tensorlife's own frames (tensor.New, the pool, the tracker) are trimmed
 // from the leaf end (KeepLibraryFrames keeps them), so the leaf of each
 // stack is the line that asked for memory. Allocations whose stacks did not

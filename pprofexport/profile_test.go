@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -76,7 +77,10 @@ func TestProfileHeapVocabulary(t *testing.T) {
 	m := p.Mapping[0]
 	assert.True(t, m.HasFunctions && m.HasFilenames && m.HasLineNumbers && m.HasInlineFrames,
 		"the mapping must say it is symbolized, or pprof looks for the binary")
-	assert.Empty(t, m.File, "a binary named with no address range makes pprof's web UI disassemble it")
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Base(exe), m.File, "pprof's web UI heads its views with the file")
+	assert.Less(t, m.Start, m.Limit, "a binary named with no address range makes pprof's web UI count samples twice")
 	assert.NotZero(t, p.TimeNanos)
 	assert.Contains(t, strings.Join(p.Comments, "\n"), `tracker "pprofexport-test"`)
 }
