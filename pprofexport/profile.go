@@ -227,9 +227,9 @@ func DiffProfile(before, after *track.Snapshot, opts ...DiffOption) (*profile.Pr
 // net/http/pprof's delta profiles: alloc values are the allocations made
 // during the window, in-use values the change of the live set, negative
 // where it shrank. A delta profile is additive: the deltas of consecutive
-// windows add up to the change over all of them, which is how continuous
-// profilers (Parca, Grafana Pyroscope) store every sample type of a delta
-// profile. The live set itself is Profile's, a gauge.
+// windows add up to the change over all of them, which is how a continuous
+// profiler reads it (Parca stores every sample type of a delta profile as
+// additive). The live set itself is Profile's, a gauge.
 //
 // Take both snapshots with the same filter (Tracker.SnapshotOf); snapshots
 // taken with different filters return an error matching ErrFilterMismatch,
