@@ -56,7 +56,9 @@
 // bytes, and the call sites of the tracker with the most live bytes, each
 // with function, file:line, tensor count and bytes: what an operator needs
 // to see where the memory went. The sites come from the tracker's per-site
-// counters, which cost nothing to keep and little to read.
+// counters, which cost nothing to keep and little to read. OnOutOfMemory
+// hands every such error to a function before Allocate returns it, for a
+// dump of the moment (package oomdump writes one).
 //
 // # Blocks and release checks
 //

@@ -14,7 +14,8 @@ import (
 
 // oomError counts an out-of-memory refusal and describes it: the request,
 // the limit that refused it, the pool's figures and the live sites holding
-// the most memory. It runs on the failure path only.
+// the most memory, and hands it to OnOutOfMemory's hook. It runs on the
+// failure path only.
 func (p *Pool) oomError(size int64, refused string, devErr error) error {
 	p.ooms.Add(1)
 	s, largest := p.stats()
@@ -43,6 +44,9 @@ func (p *Pool) oomError(size int64, refused string, devErr error) error {
 		e.Limit = total
 	}
 	e.TopSites = p.topLiveSites()
+	if p.onOOM != nil {
+		p.onOOM(e)
+	}
 	return e
 }
 

@@ -104,3 +104,38 @@ func TestOOMWithoutTrackingNamesNoSites(t *testing.T) {
 	assert.Equal(t, int64(1<<20), oom.DeviceFree)
 	require.NoError(t, p.Close())
 }
+
+// OnOutOfMemory sees every out-of-memory error the pool returns, the very
+// value the caller gets, before Allocate returns it, and nothing else. The
+// hook may read the pool: no lock is held while it runs.
+func TestOnOutOfMemoryHearsEveryOOM(t *testing.T) {
+	dev := newFault(t, 4<<20)
+	tr := newTracker(t)
+	var heard []*tensor.OOMError
+	var reservedThen []int64
+	var p *pool.Pool
+	p, err := pool.New(dev, pool.Tracker(tr), pool.Budget(1<<20), pool.OnOutOfMemory(func(e *tensor.OOMError) {
+		heard = append(heard, e)
+		reservedThen = append(reservedThen, p.Stats().Reserved)
+	}))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	ctx := context.Background()
+
+	held, err := tensor.New(ctx, p, tensor.Float32, 128, 1024) // half the budget
+	require.NoError(t, err)
+	defer held.Free()
+	assert.Empty(t, heard, "no error, nothing heard")
+
+	for range 2 {
+		_, err = tensor.New(ctx, p, tensor.Float32, 256, 1024) // the whole budget
+		require.ErrorIs(t, err, tensor.ErrOutOfMemory)
+	}
+	require.Len(t, heard, 2, "one call per error")
+	var oom *tensor.OOMError
+	require.ErrorAs(t, err, &oom)
+	assert.Same(t, oom, heard[1], "the hook gets the error the caller gets")
+	assert.Equal(t, "budget", heard[0].Reason)
+	assert.Equal(t, []int64{512 << 10, 512 << 10}, reservedThen, "the hook read the pool while the allocation waited")
+	assert.Equal(t, int64(2), p.Stats().OOMs)
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -38,6 +39,7 @@ type config struct {
 	budget         int64 // 0: none
 	budgetFraction float64
 	topSites       int
+	onOOM          func(*tensor.OOMError)
 }
 
 func defaultConfig() config {
@@ -117,6 +119,24 @@ func TopSites(n int) Option {
 			return fmt.Errorf("%w: TopSites(%d): want 0..%d", ErrInvalidOption, n, maxTopSites)
 		}
 		c.topSites = n
+		return nil
+	})
+}
+
+// OnOutOfMemory calls f with every *tensor.OOMError the pool returns,
+// before Allocate returns it: the hook for what must happen on an
+// out-of-memory error wherever it is handled, such as writing a dump
+// (package oomdump). f runs on the goroutine whose allocation failed, with
+// no lock of the pool held, so it may read the pool and its tracker; that
+// allocation waits for it, so f must return quickly and hand slow work to
+// a goroutine of its own. f must not change the error, which the caller
+// receives too. f must not be nil.
+func OnOutOfMemory(f func(*tensor.OOMError)) Option {
+	return optionFunc(func(c *config) error {
+		if f == nil {
+			return fmt.Errorf("%w: OnOutOfMemory(nil)", ErrInvalidOption)
+		}
+		c.onOOM = f
 		return nil
 	})
 }

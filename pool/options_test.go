@@ -36,6 +36,7 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 		{"MaxCachedBytes(-1)", []pool.Option{pool.MaxCachedBytes(-1)}},
 		{"TopSites(-1)", []pool.Option{pool.TopSites(-1)}},
 		{"TopSites(101)", []pool.Option{pool.TopSites(101)}},
+		{"OnOutOfMemory(nil)", []pool.Option{pool.OnOutOfMemory(nil)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

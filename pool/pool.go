@@ -58,7 +58,8 @@ type Pool struct {
 	total     int64 // the device's total bytes at New; 0 if unknown
 	maxCached int64 // < 0: no cap
 	topSites  int
-	closed    atomic.Bool // read on every call, written once: kept with the read-mostly fields
+	onOOM     func(*tensor.OOMError) // OnOutOfMemory's hook; nil without it
+	closed    atomic.Bool            // read on every call, written once: kept with the read-mostly fields
 
 	// classes has one more entry than there are classes: hugeClass, whose
 	// blocks are never cached but whose slots are reused like any other's.
@@ -113,6 +114,7 @@ func New(dev tensor.Device, opts ...Option) (*Pool, error) {
 		total:     total,
 		maxCached: cfg.maxCached,
 		topSites:  cfg.topSites,
+		onOOM:     cfg.onOOM,
 	}
 	// Count what the pool reserves as tensorlife's in the tracker's reports
 	// and in other pools' out-of-memory errors (see track.Attach).

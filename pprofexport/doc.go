@@ -53,6 +53,12 @@
 // counters recorded at each allocation: function names, files, lines and
 // inlined calls, with a mapping marked symbolized, so go tool pprof needs
 // neither the binary nor the build machine, only the sources for -list.
+// The mapping names the executable by its file name (os.Executable's,
+// "tensorlife" where that is unknown), which pprof's web UI shows as the
+// profile's File, and, on Linux, the range its code was loaded at, so
+// that where pprof does find a binary of that name (beside it, or under
+// $PPROF_BINARY_PATH) its source view disassembles it at the right
+// addresses.
 // tensorlife's own frames (tensor.New, the pool, the tracker) are trimmed
 // from the leaf end (KeepLibraryFrames keeps them), so the leaf of each
 // stack is the line that asked for memory. Allocations whose stacks did not
@@ -64,8 +70,23 @@
 // (MinAge, the leak suspects), one kind, tensors the garbage collector found
 // leaked, request labels. DiffProfile and WriteDiff write what changed
 // between two snapshots of one tracker (after minus before, what
-// -diff_base shows); DeltaProfile is a window: allocations during it,
-// tensors live at its end.
+// -diff_base shows); DeltaProfile is a window, every value of which is a
+// difference over it: allocations made during it, and the change of the
+// live set, negative where it shrank.
+//
+// # Gauges and deltas
+//
+// A plain profile (Profile, WriteFile, the handler without seconds) is a
+// gauge: its in-use values are the live set when it was taken, and its
+// alloc values count from the tracker's start. Read one at a time; two
+// plain profiles are never added. A delta profile (DeltaProfile, the
+// handler's ?seconds=N) is additive, like net/http/pprof's: every sample
+// type, in-use ones included, is end minus start for the same stack and
+// labels, so the deltas of consecutive windows add up to the change over
+// all of them. That is how a continuous profiler reads a delta job: Parca
+// stores every sample type of a delta profile as additive and adds them
+// over the range it shows, which is then the growth of the live set over
+// that range, per site and label. The live set itself is the plain job's.
 //
 // # Labels and who sees them
 //
@@ -103,8 +124,9 @@
 //
 //	debug=1       a plain-text table instead: per site, live count and bytes, allocations, leaks,
 //	              age of the oldest live tensor, the allocating line, then each site's stack
-//	seconds=N     a delta profile over the next N seconds: alloc values over the window, in-use at
-//	              its end; at most MaxDeltaWindow (5m by default), at most MaxConcurrentDeltas at
+//	seconds=N     a delta profile over the next N seconds: every value is the change over the
+//	              window (allocations made in it, the live set's growth, negative where it
+//	              shrank); at most MaxDeltaWindow (5m by default), at most MaxConcurrentDeltas at
 //	              once (4 by default)
 //	min_age=5m    only tensors at least this old (a Go duration): the old-leak view, where a
 //	              small slow leak is no longer hidden under in-flight activations
@@ -126,18 +148,20 @@
 // each with a plain-text message that says the limit, which go tool pprof
 // prints. A
 // delta's wait ends as soon as its request's context does (the client
-// left, or the server shut down and cancelled it) and holds only the
-// start's per-site counters meanwhile. The handler registers nothing by
+// left, or the server shut down and cancelled it); meanwhile it holds the
+// snapshot of the window's start, one group per sample a plain scrape
+// would serve, never one entry per tensor. The handler registers nothing by
 // itself and serves what any pprof endpoint serves: keep it on a debug
 // listener, off public ones.
 //
 // # Continuous profiling
 //
 // Scrape the handler like any pprof endpoint. Without delta, each scrape is
-// the live set at that moment, which is what a leak hunt needs. With delta,
-// Parca asks for ?seconds=<scrape_interval> and Grafana Alloy for the
-// interval less one second: intervals up to MaxDeltaWindow (5m by default)
-// are served. Both scrapers' timeouts already allow for the window. The
+// the live set at that moment, a gauge, which is what a leak hunt needs.
+// With delta, each scrape is the change over its window, which the
+// profiler adds up: Parca asks for ?seconds=<scrape_interval> and Grafana
+// Alloy for the interval less one second, so consecutive windows tile the
+// time, and intervals up to MaxDeltaWindow (5m by default) are served. Both scrapers' timeouts already allow for the window. The
 // Parca and Grafana Alloy configurations, and what to watch for in them,
 // are in docs/scrape.md in the repository:
 // https://github.com/tensorlife/tensorlife/blob/main/docs/scrape.md

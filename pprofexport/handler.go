@@ -235,7 +235,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeBody(w, "text/plain; charset=utf-8", "", body.Bytes())
 		}
 	} else {
-		err = h.writeProfile(w, &body, build(snap, h.cfg, allocSites(snap)), "tensors")
+		err = h.writeProfile(w, &body, build(snap, h.cfg, allocSites(snap), false), "tensors")
 	}
 	if err != nil {
 		serveError(w, http.StatusInternalServerError, err.Error())
@@ -267,16 +267,21 @@ func (h *handler) serveDelta(w http.ResponseWriter, r *http.Request, q query) {
 	if q.gc {
 		runtime.GC()
 	}
-	// A delta reads only the start's per-site counters: take those alone,
-	// without walking the live set or holding its groups for the window.
-	start := h.tracker.SiteSnapshot()
+	// Every value of a delta is a difference, in-use ones too: the start is
+	// a snapshot like the end's, one walk of the live set, whose groups are
+	// held for the window (as many as a plain scrape's profile has samples).
+	start, err := h.tracker.SnapshotOf(q.filter)
+	if err != nil {
+		serveError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	end, err := h.wait(r.Context(), q, window)
 	if err != nil {
 		serveWaitError(w, err)
 		return
 	}
 	var p *profile.Profile
-	if p, err = combine(start, end, []int64{-1, -1, 0, 0}, "delta", h.cfg); err == nil {
+	if p, err = combine(start, end, "delta", h.cfg); err == nil {
 		err = h.writeProfile(w, &bytes.Buffer{}, p, "tensors-delta")
 	}
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -176,7 +178,7 @@ func isDelta(p *profile.Profile) bool {
 }
 
 // A delta spans its window: alloc values count the allocations made during
-// it and nothing before, in-use values are what is live at its end.
+// it and nothing before, in-use values the change of the live set over it.
 func TestHandlerDeltaProfile(t *testing.T) {
 	prog := newProgram(t)
 	prog.masks("r1", 3)
@@ -197,11 +199,70 @@ func TestHandlerDeltaProfile(t *testing.T) {
 
 	assert.Equal(t, 7*time.Second, asked, "the window is the one asked for")
 	got := byLeaf(p)
-	assert.Equal(t, [4]int64{1, maskBytes, 3, 3 * maskBytes}, got[fnMasks],
-		"one mask allocated in the window; the three made before it are live at its end")
+	assert.Equal(t, [4]int64{1, maskBytes, 0, 0}, got[fnMasks],
+		"one mask allocated in the window; the three made before it were live all along")
 	assert.Equal(t, [4]int64{2, 2 * kvBytes, 2, 2 * kvBytes}, got[fnKV], "the KV blocks made in the window")
 	assert.True(t, isDelta(p), "%q", p.Comments)
 	assert.Positive(t, p.DurationNanos, "the window's length between its two snapshots")
+}
+
+// A scraper running the README's two jobs adds the delta profiles it
+// fetches and keeps the plain ones as they are: five consecutive windows of
+// ?seconds=N added up are the change of the live set between the plain
+// scrapes before and after them, and each plain scrape is the live set.
+// go tool pprof reads a delta with negative values as it reads a diff.
+func TestHandlerDeltaWindowsAddUp(t *testing.T) {
+	prog := newProgram(t)
+	prog.masks("r0", 4)
+	window := 0
+	h := newHandler(t, prog.tracker, pprofexport.WindowClock(func(context.Context, time.Duration) error {
+		window++
+		prog.masks("leak", window) // kept: the leak
+		prog.churn("step", 3)      // in flight
+		if window == 5 {           // tensors from before the first window go
+			for _, m := range prog.live[:2] {
+				require.NoError(t, m.Free())
+			}
+			prog.live = prog.live[2:]
+		}
+		return nil
+	}))
+	srv := serve(t, h)
+	liveOf := func(p *profile.Profile) [2]int64 {
+		return [2]int64{totals(p)[inuseObjects], totals(p)[inuseSpace]}
+	}
+
+	before := getProfile(t, srv.URL+tensorsPath)
+	assert.Equal(t, [2]int64{4, 4 * maskBytes}, liveOf(before), "a plain profile is the live set")
+	var sum [4]int64
+	var last []byte
+	for range 5 {
+		resp, body := get(t, srv.URL+tensorsPath+"?seconds=15")
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+		p, err := profile.ParseData(body)
+		require.NoError(t, err)
+		require.NoError(t, p.CheckValid())
+		for i, v := range totals(p) {
+			sum[i] += v
+		}
+		last = body
+	}
+	after := getProfile(t, srv.URL+tensorsPath)
+	live := prog.tracker.Totals()
+	assert.Equal(t, [2]int64{live.LiveCount, live.LiveBytes}, liveOf(after), "a plain profile is the live set")
+	assert.Equal(t, [2]int64{4 - 2 + 15, (4 - 2 + 15) * maskBytes}, liveOf(after))
+	assert.Equal(t, [4]int64{15 + 15, 30 * maskBytes, 15 - 2, 13 * maskBytes}, sum,
+		"the windows' allocations, and the change of the live set: 15 masks kept, 2 freed")
+	assert.Equal(t, liveOf(after)[1]-liveOf(before)[1], sum[inuseSpace])
+
+	path := filepath.Join(t.TempDir(), "delta.pb.gz")
+	require.NoError(t, os.WriteFile(path, last, 0o644))
+	out, err := runPprof(t, "-top", "-sample_index=inuse_space", path)
+	require.NoError(t, err)
+	assert.Contains(t, out, "Showing nodes accounting for 12kB,", "the last window kept five masks and freed two: %s", out)
+	out, err = runPprof(t, "-top", "-sample_index=inuse_space", "-focus", `DeltaWindowsAddUp$`, path)
+	require.NoError(t, err)
+	assert.Contains(t, out, "Showing nodes accounting for -8kB,", "the two masks made before the windows, freed in the last: %s", out)
 }
 
 // Scrapers send their own parameters, and Parca and Grafana Alloy may send
@@ -273,7 +334,8 @@ func TestHandlerDeltaExtendsWriteDeadline(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	p := getProfile(t, srv.URL+tensorsPath+"?seconds=5")
-	assert.Equal(t, [4]int64{0, 0, 2, 2 * maskBytes}, byLeaf(p)[fnMasks])
+	assert.True(t, isDelta(p), "%q", p.Comments)
+	assert.Empty(t, p.Sample, "nothing changed in the window")
 	assert.GreaterOrEqual(t, <-past, writeTimeout+window, "the deadline is the WriteTimeout past the window's end")
 }
 
@@ -347,9 +409,15 @@ func TestHandlerLabelKeys(t *testing.T) {
 			map[string][]string{"model": {"m1"}, "label_bytes": {"x"}}},
 		{"no key", []pprofexport.HandlerOption{pprofexport.LabelKeys()}, map[string][]string{}},
 	}
+	// A delta's in-use values are what changed: two more masks in its window.
+	more := pprofexport.WindowClock(func(context.Context, time.Duration) error {
+		ms, err := buildMasks(ctx, prog.alloc, 2)
+		prog.live = append(prog.live, ms...)
+		return err
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := serve(t, newHandler(t, prog.tracker, append(tt.opts, instant)...))
+			srv := serve(t, newHandler(t, prog.tracker, append(tt.opts, more)...))
 			for _, url := range []string{srv.URL + tensorsPath, srv.URL + tensorsPath + "?seconds=1"} {
 				p := getProfile(t, url)
 				var live []*profile.Sample
@@ -358,18 +426,21 @@ func TestHandlerLabelKeys(t *testing.T) {
 						live = append(live, s)
 					}
 				}
-				require.Len(t, live, 1, url)
-				got := map[string][]string{}
-				for k, v := range live[0].Label {
-					switch k {
-					case "dtype", "device", "kind", "shape":
-					default:
-						got[k] = v
+				// The masks made in windows have stacks of their own.
+				require.NotEmpty(t, live, url)
+				for _, s := range live {
+					got := map[string][]string{}
+					for k, v := range s.Label {
+						switch k {
+						case "dtype", "device", "kind", "shape":
+						default:
+							got[k] = v
+						}
 					}
+					assert.Equal(t, tt.want, got, url)
+					assert.Equal(t, []string{"bool"}, s.Label["dtype"], "the tensors' own attributes are always there")
+					assert.Equal(t, []int64{maskBytes}, s.NumLabel["bytes"])
 				}
-				assert.Equal(t, tt.want, got, url)
-				assert.Equal(t, []string{"bool"}, live[0].Label["dtype"], "the tensors' own attributes are always there")
-				assert.Equal(t, []int64{maskBytes}, live[0].NumLabel["bytes"])
 			}
 		})
 	}

@@ -30,6 +30,10 @@ var (
 	// two different trackers: their sites and cumulative counters have
 	// nothing in common, so a difference would be meaningless.
 	ErrTrackerMismatch = errors.New("pprofexport: snapshots of different trackers")
+	// ErrFilterMismatch means the snapshots of a delta were taken with
+	// different filters: the change of what one selected to what the other
+	// selected is not a change over the window.
+	ErrFilterMismatch = errors.New("pprofexport: snapshots taken with different filters")
 	// ErrEmptyPath means WriteFile was given an empty path.
 	ErrEmptyPath = errors.New("pprofexport: empty path")
 )
@@ -44,7 +48,8 @@ const (
 	DefaultMaxDeltaWindow = 5 * time.Minute
 	// DefaultMaxConcurrentDeltas is how many delta profiles a handler
 	// computes at once unless MaxConcurrentDeltas says otherwise: one per
-	// scraper and a few for people, each holding a snapshot of the sites.
+	// scraper and a few for people, each holding the snapshot of its
+	// window's start.
 	DefaultMaxConcurrentDeltas = 4
 
 	minDeltaWindow      = time.Second // the unit of ?seconds=N
@@ -268,7 +273,7 @@ func (c *config) narrow(snap *track.Snapshot) (*track.Snapshot, error) {
 
 // MaxDeltaWindow sets the longest delta window (?seconds=N) a handler
 // accepts; a longer one is answered 400 with a text that states the limit.
-// A delta holds a snapshot of the tracker's sites and a goroutine for its
+// A delta holds the snapshot of its start and a goroutine for its
 // whole window, so an unbounded window lets one request hold them for
 // days. Default DefaultMaxDeltaWindow (5m); between 1s and 1h, in whole
 // seconds, as ?seconds=N counts.

@@ -39,16 +39,17 @@ func newProfile() *profile.Profile {
 	}
 }
 
-// Profile builds the pprof profile of snap: one sample per group of live
-// tensors (snap.Groups; two when some of its tensors leaked) carrying
-// inuse_objects and inuse_space, the group's labels (its request labels as
-// LabelKeys allows, all by default) and the size of its tensors, and one
-// sample per call site (snap.Sites) carrying alloc_objects and alloc_space,
-// the allocations made there since the tracker started. The tracker counts allocations per site
-// only, so alloc samples have no labels: -tagfocus selects live tensors, and
-// -sample_index=alloc_space with -tagfocus shows nothing. With a filtered
-// snapshot, alloc values still count every allocation of each site the
-// filter kept.
+// Profile builds the pprof profile of snap, a gauge: its in-use values are
+// the live set at snap.Time, and its alloc values the allocations made
+// since the tracker started. Each group of live tensors (snap.Groups) is a
+// sample carrying inuse_objects and inuse_space, the group's labels (its
+// request labels as LabelKeys allows, all by default) and the size of its
+// tensors; a group some of whose tensors leaked is two samples. Each call
+// site (snap.Sites) is a sample carrying alloc_objects and alloc_space.
+// The tracker counts allocations per site only, so alloc samples have no
+// labels: -tagfocus selects live tensors, and with
+// -sample_index=alloc_space it selects nothing. With a filtered snapshot,
+// alloc values still count every allocation of each site the filter kept.
 //
 // Stacks are symbolized with functions, files, lines and inlined calls, so
 // go tool pprof needs no binary. An empty snapshot gives a valid profile with
@@ -66,7 +67,7 @@ func Profile(snap *track.Snapshot, opts ...ProfileOption) (*profile.Profile, err
 	if snap, err = cfg.narrow(snap); err != nil {
 		return nil, err
 	}
-	return build(snap, cfg, allocSites(snap)), nil
+	return build(snap, cfg, allocSites(snap), false), nil
 }
 
 // allocSites returns the sites whose alloc values a profile of snap shows:
@@ -78,7 +79,11 @@ func allocSites(snap *track.Snapshot) func(*track.SiteStats) bool {
 	return func(s *track.SiteStats) bool { return s.LiveCount > 0 }
 }
 
-func build(snap *track.Snapshot, cfg config, withAlloc func(*track.SiteStats) bool) *profile.Profile {
+// build makes the profile of snap: in-use samples per group, alloc samples
+// per site withAlloc keeps. With perSite, in-use values come from the
+// sites' live figures instead, one unlabeled sample per site: what a delta
+// can subtract when one of its snapshots holds counters alone.
+func build(snap *track.Snapshot, cfg config, withAlloc func(*track.SiteStats) bool, perSite bool) *profile.Profile {
 	p := newProfile()
 	if !snap.Time.IsZero() {
 		p.TimeNanos = snap.Time.UnixNano()
@@ -89,9 +94,13 @@ func build(snap *track.Snapshot, cfg config, withAlloc func(*track.SiteStats) bo
 
 	// A group whose tensors the garbage collector found leaked in part is
 	// two samples, so that -tagfocus leaked=true selects exactly those.
-	n := len(snap.Groups) + len(snap.Sites)
-	for i := range snap.Groups {
-		if g := &snap.Groups[i]; g.Leaked > 0 && g.Leaked < g.Count {
+	groups := snap.Groups
+	if perSite {
+		groups = nil
+	}
+	n := len(groups) + len(snap.Sites)
+	for i := range groups {
+		if g := &groups[i]; g.Leaked > 0 && g.Leaked < g.Count {
 			n++
 		}
 	}
@@ -112,8 +121,8 @@ func build(snap *track.Snapshot, cfg config, withAlloc func(*track.SiteStats) bo
 		add(profile.Sample{Location: st.site(g.Site), Label: l.label, NumLabel: l.num, NumUnit: l.unit},
 			[numValues]int64{inuseObjects: count, inuseSpace: bytes})
 	}
-	for i := range snap.Groups {
-		g := &snap.Groups[i]
+	for i := range groups {
+		g := &groups[i]
 		if g.Count == 0 && g.Bytes == 0 {
 			continue
 		}
@@ -136,11 +145,16 @@ func build(snap *track.Snapshot, cfg config, withAlloc func(*track.SiteStats) bo
 	}
 	for i := range snap.Sites {
 		site := &snap.Sites[i]
-		if site.AllocCount == 0 && site.AllocBytes == 0 || !withAlloc(site) {
-			continue
+		var v [numValues]int64
+		if withAlloc(site) {
+			v[allocObjects], v[allocSpace] = site.AllocCount, site.AllocBytes
 		}
-		add(profile.Sample{Location: st.site(site.Site)},
-			[numValues]int64{allocObjects: site.AllocCount, allocSpace: site.AllocBytes})
+		if perSite {
+			v[inuseObjects], v[inuseSpace] = site.LiveCount, site.LiveBytes
+		}
+		if v != ([numValues]int64{}) {
+			add(profile.Sample{Location: st.site(site.Site)}, v)
+		}
 	}
 	return p
 }
@@ -204,15 +218,25 @@ func DiffProfile(before, after *track.Snapshot, opts ...DiffOption) (*profile.Pr
 	if err != nil {
 		return nil, err
 	}
-	return combine(before, after, []int64{-1, -1, -1, -1}, "diff", cfg)
+	return combine(before, after, "diff", cfg)
 }
 
 // DeltaProfile returns the profile of a window of time, the one the
-// handler's ?seconds=N serves: alloc values are what was allocated between
-// start and end, in-use values are what was live at end. A continuous
-// profiler that scrapes it every window sees allocation rates per site
-// alongside the live set. Only start's sites are read, so start may be a
-// Tracker.SiteSnapshot: counters alone, no walk of the live set.
+// handler's ?seconds=N serves. Every value is a difference over the
+// window, end's minus start's for the same stack and labels, as in
+// net/http/pprof's delta profiles: alloc values are the allocations made
+// during the window, in-use values the change of the live set, negative
+// where it shrank. A delta profile is additive: the deltas of consecutive
+// windows add up to the change over all of them, which is how a continuous
+// profiler reads it (Parca stores every sample type of a delta profile as
+// additive). The live set itself is Profile's, a gauge.
+//
+// Take both snapshots with the same filter (Tracker.SnapshotOf); snapshots
+// taken with different filters return an error matching ErrFilterMismatch,
+// since the difference would mix what each selected. The start may also be
+// a Tracker.SiteSnapshot, counters alone, taken without a walk of the live
+// set; it has no groups to subtract, so the in-use differences are then one
+// sample per site with no labels, and the end must be unfiltered.
 //
 // Snapshots passed newest first return an error matching ErrSnapshotOrder,
 // snapshots of two trackers one matching ErrTrackerMismatch.
@@ -221,13 +245,36 @@ func DeltaProfile(start, end *track.Snapshot, opts ...DiffOption) (*profile.Prof
 	if err != nil {
 		return nil, err
 	}
-	return combine(start, end, []int64{-1, -1, 0, 0}, "delta", cfg)
+	if start != nil && end != nil && !sameFilter(start.Filter, end.Filter) {
+		return nil, fmt.Errorf("%w: delta from a snapshot filtered %q to one filtered %q", ErrFilterMismatch,
+			describeFilter(start.Filter), describeFilter(end.Filter))
+	}
+	return combine(start, end, "delta", cfg)
 }
 
-// combine merges after with before scaled by ratios (per sample value),
-// which is how pprof computes -diff_base: samples with the same stack and
-// labels add up, and samples that cancel out are dropped.
-func combine(before, after *track.Snapshot, ratios []int64, what string, cfg config) (*profile.Profile, error) {
+// sameFilter reports whether a and b select the same allocations.
+func sameFilter(a, b track.Filter) bool {
+	return a.Request == b.Request && describeFilter(a) == describeFilter(b)
+}
+
+// countersOnly reports whether snap holds per-site counters and no groups
+// although some of its tensors are live: a Tracker.SiteSnapshot.
+func countersOnly(snap *track.Snapshot) bool {
+	if len(snap.Groups) > 0 {
+		return false
+	}
+	for i := range snap.Sites {
+		if snap.Sites[i].LiveCount != 0 || snap.Sites[i].LiveBytes != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// combine subtracts before from after, which is how pprof computes
+// -diff_base: every value of before is negated, samples with the same
+// stack and labels add up, and samples that cancel out are dropped.
+func combine(before, after *track.Snapshot, what string, cfg config) (*profile.Profile, error) {
 	if before == nil || after == nil {
 		return nil, ErrNilSnapshot
 	}
@@ -249,10 +296,13 @@ func combine(before, after *track.Snapshot, ratios []int64, what string, cfg con
 		}
 	}
 	withAlloc := func(s *track.SiteStats) bool { return keep[s.Site] }
-	base, top := build(before, cfg, withAlloc), build(after, cfg, withAlloc)
+	// A snapshot of counters alone has no groups: compare live figures
+	// per site on both sides, or its live set would not be subtracted.
+	perSite := countersOnly(before) || countersOnly(after)
+	base, top := build(before, cfg, withAlloc, perSite), build(after, cfg, withAlloc, perSite)
 	for _, s := range base.Sample {
-		for i, r := range ratios {
-			s.Value[i] *= r
+		for i := range s.Value {
+			s.Value[i] = -s.Value[i]
 		}
 	}
 	p, err := profile.Merge([]*profile.Profile{base, top})
@@ -263,7 +313,7 @@ func combine(before, after *track.Snapshot, ratios []int64, what string, cfg con
 	// As net/http/pprof writes a delta: the window's start and its length.
 	p.TimeNanos = base.TimeNanos
 	p.DurationNanos = after.Time.Sub(before.Time).Nanoseconds()
-	p.Comments = append(comments(after), fmt.Sprintf("tensorlife: %s over %v from %s", what,
-		after.Time.Sub(before.Time), before.Time.Format(time.RFC3339Nano)))
+	p.Comments = append(comments(after), fmt.Sprintf("tensorlife: %s over %v from %s: every value is the change, end minus start",
+		what, after.Time.Sub(before.Time), before.Time.Format(time.RFC3339Nano)))
 	return p, nil
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -77,7 +79,10 @@ func TestProfileHeapVocabulary(t *testing.T) {
 	m := p.Mapping[0]
 	assert.True(t, m.HasFunctions && m.HasFilenames && m.HasLineNumbers && m.HasInlineFrames,
 		"the mapping must say it is symbolized, or pprof looks for the binary")
-	assert.Empty(t, m.File, "a binary named with no address range makes pprof's web UI disassemble it")
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Base(exe), m.File, "pprof's web UI heads its views with the file")
+	assert.Less(t, m.Start, m.Limit, "a binary named with no address range makes pprof's web UI count samples twice")
 	assert.NotZero(t, p.TimeNanos)
 	assert.Contains(t, strings.Join(p.Comments, "\n"), `tracker "pprofexport-test"`)
 }
@@ -306,19 +311,105 @@ func TestDiffProfile(t *testing.T) {
 func TestDeltaProfile(t *testing.T) {
 	prog := newProgram(t)
 	prog.masks("r1", 3)
+	prog.kv("r0", 2)
 	start := prog.snapshot()
 	prog.churn("r2", 2)
 	prog.kv("r3", 1)
+	for _, kv := range prog.live[3:5] { // the two KV blocks made before the window
+		require.NoError(t, kv.Free())
+	}
+	prog.live = append(prog.live[:3], prog.live[5:]...)
 	end := prog.snapshot()
 
 	p, err := pprofexport.DeltaProfile(start, end)
 	require.NoError(t, err)
 	require.NoError(t, p.CheckValid())
 	got := byLeaf(p)
-	assert.Equal(t, [4]int64{2, 2 * maskBytes, 3, 3 * maskBytes}, got[fnMasks],
-		"alloc over the window, in use at its end")
-	assert.Equal(t, [4]int64{1, kvBytes, 1, kvBytes}, got[fnKV])
+	assert.Equal(t, [4]int64{2, 2 * maskBytes, 0, 0}, got[fnMasks],
+		"two masks allocated in the window and freed in it; the three live before it did not change")
+	assert.Equal(t, [4]int64{1, kvBytes, -1, -kvBytes}, got[fnKV], "one KV block made, two freed: one fewer live")
 	assert.Equal(t, start.Time.UnixNano(), p.TimeNanos, "a delta is stamped with its window's start")
+	assert.Equal(t, end.Time.Sub(start.Time).Nanoseconds(), p.DurationNanos)
+}
+
+// A delta profile is additive, as continuous profilers store it: the deltas
+// of consecutive windows add up to the change of the live set over all of
+// them, per sample type, per site and per label, while a plain profile is
+// the live set itself. Parca adds every sample type of a delta profile;
+// with in-use values that were the live set at each window's end, five
+// windows added up to five live sets.
+func TestDeltaWindowsAddUpToTheChangeOfTheLiveSet(t *testing.T) {
+	prog := newProgram(t)
+	prog.masks("r0", 3)
+	prog.kv("r0", 2)
+	first := prog.snapshot()
+	firstLive := buildProfile(t, first)
+
+	sum := map[string][4]int64{}        // by leaf and label, over the windows
+	addUp := func(p *profile.Profile) { // as a scraper adds deltas
+		for _, s := range p.Sample {
+			k := leaf(s) + " " + strings.Join(s.Label["request"], "")
+			v := sum[k]
+			for i := range v {
+				v[i] += s.Value[i]
+			}
+			sum[k] = v
+		}
+	}
+	start := first
+	for w := range 5 {
+		request := fmt.Sprintf("r%d", w+1)
+		prog.masks(request, w+1)                               // the leak: more masks each window
+		prog.churn(request, 2)                                 // in flight, freed within the window
+		prog.kv(request, 1)                                    // a KV block per window...
+		require.NoError(t, prog.live[len(prog.live)-1].Free()) // ...freed at once
+		prog.live = prog.live[:len(prog.live)-1]
+		if w == 2 { // a window in which older tensors go
+			require.NoError(t, prog.live[3].Free()) // a KV block of r0
+			prog.live = append(prog.live[:3], prog.live[4:]...)
+		}
+		end := prog.snapshot()
+		p, err := pprofexport.DeltaProfile(start, end)
+		require.NoError(t, err)
+		require.NoError(t, p.CheckValid())
+		addUp(p)
+		start = end
+	}
+	last := prog.snapshot()
+	lastLive := buildProfile(t, last)
+
+	// The plain profile is the live set: in-use values add up to it.
+	liveBytes := func(snap *track.Snapshot) (n, bytes int64) {
+		for _, st := range snap.Sites {
+			n, bytes = n+st.LiveCount, bytes+st.LiveBytes
+		}
+		return n, bytes
+	}
+	n, bytes := liveBytes(last)
+	assert.Equal(t, [2]int64{n, bytes}, [2]int64{totals(lastLive)[inuseObjects], totals(lastLive)[inuseSpace]},
+		"a plain profile's in-use values are the live set")
+	assert.Equal(t, [2]int64{3 + 15, 18 * maskBytes}, [2]int64{n - 1, bytes - kvBytes}, "18 masks and one KV block live")
+
+	// The deltas add up to the change, and allocations to those made.
+	var total [4]int64
+	for _, v := range sum {
+		for i := range total {
+			total[i] += v[i]
+		}
+	}
+	assert.Equal(t, [4]int64{
+		totals(lastLive)[allocObjects] - totals(firstLive)[allocObjects],
+		totals(lastLive)[allocSpace] - totals(firstLive)[allocSpace],
+		totals(lastLive)[inuseObjects] - totals(firstLive)[inuseObjects],
+		totals(lastLive)[inuseSpace] - totals(firstLive)[inuseSpace],
+	}, total, "five windows added up are the change from the first window's start to the last one's end")
+	assert.Equal(t, [4]int64{0, 0, 15 - 1, 15*maskBytes - kvBytes}, [4]int64{
+		0, 0, total[inuseObjects], total[inuseSpace]}, "15 masks more, one KV block less")
+	for w := 1; w <= 5; w++ {
+		k := fmt.Sprintf("%s r%d", fnMasks, w)
+		assert.Equal(t, int64(w), sum[k][inuseObjects], "the masks of request r%d, by label", w)
+	}
+	assert.Equal(t, int64(-1), sum[fnKV+" r0"][inuseObjects], "the KV block of r0 that went")
 }
 
 func TestProfileErrors(t *testing.T) {
@@ -337,6 +428,7 @@ func TestProfileErrors(t *testing.T) {
 		{"diff of nil", func() error { _, err := pprofexport.DiffProfile(snap, nil); return err }(), pprofexport.ErrNilSnapshot},
 		{"diff newest first", func() error { _, err := pprofexport.DiffProfile(&later, snap); return err }(), pprofexport.ErrSnapshotOrder},
 		{"delta newest first", func() error { _, err := pprofexport.DeltaProfile(&later, snap); return err }(), pprofexport.ErrSnapshotOrder},
+		{"delta of nil", func() error { _, err := pprofexport.DeltaProfile(nil, snap); return err }(), pprofexport.ErrNilSnapshot},
 		{"text of nil", pprofexport.WriteText(&bytes.Buffer{}, nil), pprofexport.ErrNilSnapshot},
 		{"file of nil", pprofexport.WriteFile(t.TempDir()+"/x.pb.gz", nil), pprofexport.ErrNilSnapshot},
 		{"empty path", pprofexport.WriteFile("", snap), pprofexport.ErrEmptyPath},
@@ -360,8 +452,9 @@ type failingWriter struct{}
 func (failingWriter) Write([]byte) (int, error) { return 0, errDiskFull }
 
 // A filtered delta subtracts cumulative alloc figures per site on both
-// sides: a site that leaves the filter in the window does not go negative,
-// and one that enters it counts only the window's allocations.
+// sides: a site that leaves the filter in the window counts no allocation,
+// and one that enters it counts only the window's allocations. In-use values
+// are the change of what the filter selects: the site that left it shrinks.
 func TestFilteredDeltaAllocValues(t *testing.T) {
 	prog := newProgram(t)
 	f := track.Filter{Kind: "tensor"}                            // the masks' kind: tensor.DefaultKind
@@ -381,11 +474,56 @@ func TestFilteredDeltaAllocValues(t *testing.T) {
 	p, err := pprofexport.DeltaProfile(start, end)
 	require.NoError(t, err)
 	for _, s := range p.Sample {
-		for _, v := range s.Value {
-			assert.GreaterOrEqual(t, v, int64(0), "no negative values in a delta")
-		}
+		assert.GreaterOrEqual(t, s.Value[allocObjects], int64(0), "no negative allocations in a delta")
+		assert.GreaterOrEqual(t, s.Value[allocSpace], int64(0), "no negative allocations in a delta")
 	}
-	assert.Equal(t, [4]int64{1, 4096, 1, 4096}, totals(p), "one allocation in the window, one mask live at its end")
+	assert.Equal(t, [4]int64{1, 4096, -1, -4096}, totals(p),
+		"one allocation in the window; one mask live at its end where two were at its start")
+}
+
+// A delta of two snapshots taken with different filters is refused: the
+// change from what one selected to what the other did is no change over
+// the window.
+func TestDeltaOfTwoFiltersIsRefused(t *testing.T) {
+	prog := newProgram(t)
+	prog.masks("r1", 1)
+	counters := prog.tracker.SiteSnapshot()
+	start, err := prog.tracker.SnapshotOf(track.Filter{Kind: "tensor"})
+	require.NoError(t, err)
+	end := prog.snapshot()
+	_, err = pprofexport.DeltaProfile(start, end)
+	assert.ErrorIs(t, err, pprofexport.ErrFilterMismatch)
+	assert.Contains(t, err.Error(), `"kind=tensor"`)
+	_, err = pprofexport.DeltaProfile(counters, end)
+	assert.NoError(t, err, "a site snapshot is unfiltered, as the end is")
+	end, err = prog.tracker.SnapshotOf(track.Filter{Labels: map[string]string{"request": "r1"}})
+	require.NoError(t, err)
+	_, err = pprofexport.DeltaProfile(counters, end)
+	assert.ErrorIs(t, err, pprofexport.ErrFilterMismatch)
+}
+
+// A delta that starts from counters alone (Tracker.SiteSnapshot, no walk of
+// the live set) has no groups to subtract: its in-use differences are per
+// site, without labels, and still add up to the change.
+func TestDeltaFromASiteSnapshot(t *testing.T) {
+	prog := newProgram(t)
+	prog.masks("r1", 3)
+	prog.kv("r1", 2)
+	start := prog.tracker.SiteSnapshot()
+	prog.masks("r2", 2)
+	require.NoError(t, prog.live[3].Free())
+	prog.live = append(prog.live[:3], prog.live[4:]...)
+	end := prog.snapshot()
+
+	p, err := pprofexport.DeltaProfile(start, end)
+	require.NoError(t, err)
+	require.NoError(t, p.CheckValid())
+	got := byLeaf(p)
+	assert.Equal(t, [4]int64{2, 2 * maskBytes, 2, 2 * maskBytes}, got[fnMasks])
+	assert.Equal(t, [4]int64{0, 0, -1, -kvBytes}, got[fnKV])
+	for _, s := range p.Sample {
+		assert.Empty(t, s.Label, "per-site samples carry no labels")
+	}
 }
 
 // Request labels never meet the tensors' own labels, nor each other, under

@@ -37,15 +37,11 @@ type locationKey struct {
 type functionKey struct{ name, file string }
 
 func newStacks(p *profile.Profile, keepLibrary bool) *stacks {
-	// One mapping stands for the whole binary. It is marked symbolized, so
-	// pprof uses the functions and lines written here and never looks for
-	// the binary. It names no file: the profile holds no address range for
-	// the binary (the tracker keeps program counters, not the memory map),
-	// and given a file with a zero range, pprof's web source view
-	// disassembles the binary around each address once per address and
-	// counts nearby samples twice (185% where -list says 92.7%). With no
-	// file, both views take lines from the profile alone. A fixed mapping
-	// also lets pprof match the locations of two profiles (-diff_base).
+	// One mapping stands for the whole binary: the executable's file name
+	// and text range (see executable). It is marked symbolized, so pprof
+	// uses the functions and lines written here and never symbolizes again.
+	// A fixed mapping also lets pprof match the locations of two profiles
+	// (-diff_base).
 	m := &profile.Mapping{
 		ID:              1,
 		HasFunctions:    true,
@@ -53,6 +49,8 @@ func newStacks(p *profile.Profile, keepLibrary bool) *stacks {
 		HasLineNumbers:  true,
 		HasInlineFrames: true,
 	}
+	exe := executable()
+	m.File, m.Start, m.Limit, m.Offset = exe.File, exe.Start, exe.Limit, exe.Offset
 	p.Mapping = append(p.Mapping, m)
 	return &stacks{
 		keepLibrary: keepLibrary,

@@ -59,15 +59,20 @@ agentleak() { # NAME WANT_STATUS ARGS...
 	fi
 }
 
-agentleak "agentleak leaky" 0 -profile "$work/tensors.pb.gz" &&
+agentleak "agentleak leaky" 0 -profile "$work/tensors.pb.gz" -oom-dir "" &&
 	expect "agentleak leaky" "$work/agentleak leaky.out" \
 		'^leak suspect after [0-9]+ requests' 'decodeLeaky' "$device" &&
 	{ [[ -s $work/tensors.pb.gz ]] || fail "agentleak profile" "no profile written"; }
-agentleak "agentleak fixed" 0 -fixed -profile "" &&
+agentleak "agentleak fixed" 0 -fixed -profile "" -oom-dir "" &&
 	expect "agentleak fixed" "$work/agentleak fixed.out" '^no leak suspect' "$device"
-# The leak runs the budget out: the run stops early, which is exit status 1.
-agentleak "agentleak oom" 1 -requests 2000 -budget 2097152 -profile "" &&
-	expect "agentleak oom" "$work/agentleak oom.out" "out of memory on $device" 'decodeLeaky'
+# The leak runs the budget out: the run stops early, which is exit status 1,
+# and the first out-of-memory error leaves its dump (profile, summary,
+# trace, picture) in -oom-dir.
+agentleak "agentleak oom" 1 -requests 2000 -budget 2097152 -profile "" -oom-dir "$work/oom" &&
+	expect "agentleak oom" "$work/agentleak oom.out" "out of memory on $device" 'decodeLeaky' \
+		'^out-of-memory dump, written when' &&
+	{ [[ $(find "$work/oom" -name 'agentleak-oom-*' -size +0 | wc -l) == 4 ]] ||
+		fail "agentleak oom dump" "want 4 files in -oom-dir, got: $(ls "$work/oom" 2>&1)"; }
 agentleak "agentleak bad device" 2 -device nope -profile "" &&
 	expect "agentleak bad device" "$work/agentleak bad device.out" 'invalid value "nope" for flag -device'
 

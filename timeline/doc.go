@@ -1,6 +1,6 @@
 // Package timeline turns a tracker's event history into a picture of live
-// memory by call site over time, and into a trace that Perfetto and
-// chrome://tracing open as they are.
+// memory by call site over time, and into a trace that Perfetto
+// (ui.perfetto.dev) opens as it is.
 //
 // A leak is a shape over time: one band that keeps widening while the others
 // breathe with each request. A table of live sites shows where memory is

@@ -23,16 +23,17 @@ const (
 	totalCounter    = "total live bytes"
 	budgetCounter   = "budget"
 	traceCategory   = "tensorlife"
+	metaCategory    = "__metadata" // the category the format gives metadata events
 	flushThreshold  = 60 << 10
 	traceBufferSize = 64 << 10
 )
 
 // WriteTrace writes the timeline as a trace in the Chrome JSON trace event
-// format, which ui.perfetto.dev and chrome://tracing open as they are:
+// format, which ui.perfetto.dev opens as it is:
 //
 //   - a counter event "live bytes" at each sample, one argument per series,
-//     which chrome://tracing stacks and Perfetto shows as one counter track
-//     per site ("live bytes <site>"); a counter "total live bytes"; and,
+//     which Perfetto shows as one counter track per site
+//     ("live bytes <site>"); a counter "total live bytes"; and,
 //     with a BudgetLine, a counter "budget";
 //   - an instant event per allocation and free in the window (thread
 //     "allocations"), with the id, bytes, site, kind and labels;
@@ -40,7 +41,10 @@ const (
 //     drawn across every track;
 //   - under "otherData", the window and what the history dropped.
 //
-// Timestamps are microseconds since the tracker's start. The writer streams
+// Every event carries the fields a strict parser of the format requires:
+// name, cat, ph, ts, pid and tid (metadata events in the "__metadata"
+// category, the others in "tensorlife"). Timestamps are microseconds since
+// the tracker's start. The writer streams
 // with no per-event allocation; w is written in chunks of about 64 KiB and
 // not closed. The first write error stops it and is returned.
 func (tl *Timeline) WriteTrace(w io.Writer) error {
@@ -129,7 +133,7 @@ func (tw *traceWriter) write() {
 func (tw *traceWriter) metadata(name string, tid int, value string) {
 	tw.buf = append(tw.buf, `{"name":"`...)
 	tw.buf = append(tw.buf, name...)
-	tw.buf = append(tw.buf, `","ph":"M","ts":0,"pid":1,"tid":`...)
+	tw.buf = append(tw.buf, `","cat":"`+metaCategory+`","ph":"M","ts":0,"pid":1,"tid":`...)
 	tw.buf = strconv.AppendInt(tw.buf, int64(tid), 10)
 	tw.buf = append(tw.buf, `,"args":{"name":`...)
 	tw.buf = appendJSONString(tw.buf, value)

@@ -49,6 +49,9 @@ func validateTrace(t *testing.T, data []byte, tl *timeline.Timeline) traceFile {
 		require.NotEmpty(t, name)
 		ph, ok := ev["ph"].(string)
 		require.True(t, ok, "every event has a phase: %v", ev)
+		cat, ok := ev["cat"].(string)
+		require.True(t, ok, "every event has a category: %v", ev)
+		require.NotEmpty(t, cat)
 		num(ev, "pid")
 		num(ev, "tid")
 		ts := num(ev, "ts")
@@ -161,6 +164,72 @@ func TestWriteTraceIsValidTraceEventFormat(t *testing.T) {
 			}
 		})
 	}
+}
+
+// traceEvent holds the fields the trace event format requires, as a strict
+// parser reads them: a field left out stays nil.
+type traceEvent struct {
+	Name  *string         `json:"name"`
+	Cat   *string         `json:"cat"`
+	Phase *string         `json:"ph"`
+	TS    *float64        `json:"ts"`
+	PID   *int            `json:"pid"`
+	TID   *int            `json:"tid"`
+	Scope *string         `json:"s"`
+	Args  json.RawMessage `json:"args"`
+}
+
+// A strict trace parser rejects a file whose events lack a required field:
+// name, cat, ph, ts, pid and tid on every event, including the metadata
+// events that name the process and threads; args with a string name on
+// those; a scope on instants.
+func TestWriteTraceEventsHaveEveryRequiredField(t *testing.T) {
+	tr := newTracker(t, track.KeepHistory(1<<10))
+	ops := run(t, tr, 20)
+	tr.Note(track.EventOOM, ops[0].rec.Site(), 1<<30)
+	tl, err := timeline.Build(tr, timeline.BudgetLine(1<<20))
+	require.NoError(t, err)
+
+	var file struct {
+		TraceEvents []json.RawMessage `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(writeTrace(t, tl), &file))
+	phases := map[string]int{}
+	for i, raw := range file.TraceEvents {
+		var ev traceEvent
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		require.NoError(t, dec.Decode(&ev), "event %d: %s", i, raw)
+		for field, present := range map[string]bool{
+			"name": ev.Name != nil, "cat": ev.Cat != nil, "ph": ev.Phase != nil,
+			"ts": ev.TS != nil, "pid": ev.PID != nil, "tid": ev.TID != nil,
+		} {
+			require.True(t, present, "event %d lacks %q: %s", i, field, raw)
+		}
+		assert.NotEmpty(t, *ev.Name, "event %d: %s", i, raw)
+		assert.NotEmpty(t, *ev.Cat, "event %d: %s", i, raw)
+		phases[*ev.Phase]++
+		switch *ev.Phase {
+		case "M":
+			assert.Equal(t, "__metadata", *ev.Cat, "a metadata event's category: %s", raw)
+			var args struct {
+				Name *string `json:"name"`
+			}
+			require.NoError(t, json.Unmarshal(ev.Args, &args), "event %d: %s", i, raw)
+			require.NotNil(t, args.Name, "a metadata event names its process or thread: %s", raw)
+		case "i":
+			require.NotNil(t, ev.Scope, "an instant has a scope: %s", raw)
+			assert.Contains(t, []string{"g", "p", "t"}, *ev.Scope)
+			assert.Equal(t, "tensorlife", *ev.Cat)
+		case "C":
+			assert.NotEmpty(t, ev.Args, "a counter has values: %s", raw)
+			assert.Equal(t, "tensorlife", *ev.Cat)
+		default:
+			t.Errorf("event %d has phase %q: %s", i, *ev.Phase, raw)
+		}
+	}
+	assert.Equal(t, 3, phases["M"], "the process and its two threads are named")
+	assert.Positive(t, phases["C"])
+	assert.Positive(t, phases["i"])
 }
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }

@@ -28,7 +28,9 @@ func TestOnCUDA(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			args := append([]string{"-device", "cuda:0", "-profile", filepath.Join(t.TempDir(), "tensors.pb.gz")}, tc.args...)
+			dir := t.TempDir()
+			args := append([]string{"-device", "cuda:0", "-profile", filepath.Join(dir, "tensors.pb.gz"),
+				"-oom-dir", filepath.Join(dir, "oom")}, tc.args...)
 			err := run(context.Background(), args, &out, false)
 			if tc.stopped {
 				require.Error(t, err)

@@ -10,9 +10,9 @@ import (
 )
 
 // writeFiles writes the profile, and the picture and trace when asked,
-// and says how to read them.
+// and says how to read them and where the out-of-memory dump went.
 func (s *session) writeFiles(w io.Writer) error {
-	var errs []error
+	errs := []error{s.dumpWritten(w)}
 	if s.o.profile != "" {
 		if err := pprofexport.WriteFile(s.o.profile, s.tr.Snapshot()); err != nil {
 			errs = append(errs, err)
@@ -42,8 +42,28 @@ func (s *session) writeFiles(w io.Writer) error {
 		if err := tl.WriteTraceFile(s.o.trace); err != nil {
 			errs = append(errs, err)
 		} else {
-			fmt.Fprintf(w, "trace (open in ui.perfetto.dev or chrome://tracing):\n  %s\n", s.o.trace)
+			fmt.Fprintf(w, "trace (open in ui.perfetto.dev):\n  %s\n", s.o.trace)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// dumpWritten waits for the out-of-memory dump, if the run wrote one, and
+// lists its files.
+func (s *session) dumpWritten(w io.Writer) error {
+	if s.dumper == nil {
+		return nil
+	}
+	err := s.dumper.Wait()
+	dump, ok := s.dumper.Last()
+	if !ok {
+		return err
+	}
+	if len(dump.Files) > 0 {
+		fmt.Fprintf(w, "out-of-memory dump, written when the first allocation failed:\n")
+		for _, f := range dump.Files {
+			fmt.Fprintf(w, "  %s\n", f)
+		}
+	}
+	return err
 }

@@ -6,8 +6,12 @@
 // took eight hours to crash, and days to find. Run it:
 //
 //	go run ./examples/agentleak                  # the leak, found four ways
-//	go run ./examples/agentleak -requests 2000   # ... until the budget runs out
+//	go run ./examples/agentleak -requests 2000   # ... until the budget runs out: an OOM dump
 //	go run ./examples/agentleak -fixed           # the fix: nothing left live
+//
+// When the budget runs out, the first out-of-memory error leaves a dump in
+// -oom-dir (package oomdump): the profile, the summary, and the timeline's
+// trace and picture of the run up to it.
 //
 // It exits with status 0 when it served every request, 1 when the run
 // stopped early (the leak ran the budget out) or a file could not be
@@ -31,6 +35,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/tensorlife/tensorlife/internal/devflag"
 	"github.com/tensorlife/tensorlife/tensor"
@@ -89,6 +94,7 @@ type options struct {
 	profile  string // where to write the live-tensor profile
 	timeline string // where to write the SVG picture; empty: none
 	trace    string // where to write the Perfetto trace; empty: none
+	oomDir   string // where the out-of-memory dump goes; empty: none
 
 	device devflag.List // -device: host or cuda:N, or several, comma-separated
 }
@@ -112,7 +118,9 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.Int64Var(&o.budget, "budget", 16<<20, "pool memory budget in bytes, checked before the device is asked")
 	fs.StringVar(&o.profile, "profile", "tensors.pb.gz", "write the live-tensor profile here (empty: skip)")
 	fs.StringVar(&o.timeline, "timeline", "", "write an SVG picture of live memory by site over time here")
-	fs.StringVar(&o.trace, "trace", "", "write a Perfetto/Chrome trace of the run here")
+	fs.StringVar(&o.trace, "trace", "", "write a Perfetto trace of the run here")
+	fs.StringVar(&o.oomDir, "oom-dir", filepath.Join(os.TempDir(), "agentleak-oom"),
+		"on the first out-of-memory error, write the profile, summary and timeline here (empty: skip)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -25,7 +25,7 @@ const maskFunc = ".(*agent).decodeLeaky"
 
 func newTestSession(t *testing.T, args ...string) *session {
 	t.Helper()
-	o, err := parseFlags(append([]string{"-profile", ""}, args...), &bytes.Buffer{})
+	o, err := parseFlags(append([]string{"-profile", "", "-oom-dir", ""}, args...), &bytes.Buffer{})
 	require.NoError(t, err)
 	s, err := newSession(o)
 	require.NoError(t, err)
@@ -231,7 +231,8 @@ func TestBadFlags(t *testing.T) {
 // serves every request exits 0.
 func TestExitStatus(t *testing.T) {
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"-requests", "2000", "-budget", "2097152", "-profile", ""}, &out, false)
+	err := run(context.Background(), []string{"-requests", "2000", "-budget", "2097152", "-profile", "",
+		"-oom-dir", t.TempDir()}, &out, false)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, tensor.ErrOutOfMemory)
 	assert.Equal(t, 1, exitCode(err))
@@ -241,4 +242,43 @@ func TestExitStatus(t *testing.T) {
 	err = run(context.Background(), []string{"-requests", "8", "-profile", ""}, &bytes.Buffer{}, false)
 	assert.NoError(t, err)
 	assert.Equal(t, 0, exitCode(err))
+}
+
+// The README's run, -requests 2000, ends in an out-of-memory error that
+// leaves the dump behind: the profile, whose first line by inuse_space is
+// the leaking one, the summary headed by the error, and the timeline's
+// trace and picture. The output lists the files.
+func TestTheOOMLeavesADumpBehind(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "oom")
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"-requests", "2000", "-profile", "", "-oom-dir", dir}, &out, false)
+	require.ErrorIs(t, err, tensor.ErrOutOfMemory)
+
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	byExt := map[string]string{}
+	for _, e := range entries {
+		name := e.Name()
+		assert.True(t, strings.HasPrefix(name, "agentleak-oom-"), name)
+		assert.Contains(t, out.String(), filepath.Join(dir, name), "the output lists the file")
+		byExt[name[strings.LastIndex(name, "-1.")+3:]] = filepath.Join(dir, name)
+	}
+	require.Len(t, entries, 4, "%v", byExt)
+	assert.Contains(t, out.String(), "out-of-memory dump, written when the first allocation failed:")
+
+	f, err := os.Open(byExt["pb.gz"])
+	require.NoError(t, err)
+	defer f.Close()
+	p, err := profile.Parse(f)
+	require.NoError(t, err)
+	assert.True(t, strings.HasSuffix(topFunction(t, p, "inuse_space"), maskFunc))
+	summary, err := os.ReadFile(byExt["summary.txt"])
+	require.NoError(t, err)
+	assert.Contains(t, string(summary), "out of memory on host")
+	assert.Contains(t, string(summary), "tensorlife memory summary")
+	for _, ext := range []string{"trace.json", "svg"} {
+		st, err := os.Stat(byExt[ext])
+		require.NoError(t, err, ext)
+		assert.Positive(t, st.Size(), ext)
+	}
 }

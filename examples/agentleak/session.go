@@ -13,6 +13,7 @@ import (
 	"github.com/tensorlife/tensorlife/internal/devflag"
 	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/mask"
+	"github.com/tensorlife/tensorlife/oomdump"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
@@ -29,6 +30,7 @@ type session struct {
 	tr      *track.Tracker
 	lanes   []poolLane // one per device built so far
 	watcher *watch.Watcher
+	dumper  *oomdump.Dumper // nil without -oom-dir
 	agent   *agent
 
 	mu           sync.Mutex
@@ -45,11 +47,22 @@ func newSession(o options) (*session, error) {
 		return nil, err
 	}
 	topts := []track.Option{track.Name("agentleak"), track.OnLeak(func(track.LeakReport) {})}
-	if o.timeline != "" || o.trace != "" {
+	switch {
+	case o.timeline != "" || o.trace != "":
 		topts = append(topts, track.KeepHistory(1<<20))
+	case o.oomDir != "":
+		// Enough for the dump's timeline to show the whole run up to the
+		// out-of-memory error the leak runs into near request 420.
+		topts = append(topts, track.KeepHistory(1<<16))
 	}
 	if s.tr, err = track.New(topts...); err != nil {
 		return nil, errors.Join(err, s.close())
+	}
+	if o.oomDir != "" {
+		// Made before the pools, which hand it their out-of-memory errors.
+		if s.dumper, err = oomdump.New(s.tr, o.oomDir); err != nil {
+			return nil, errors.Join(err, s.close())
+		}
 	}
 	lanes := make([]lane, 0, len(s.devs))
 	for _, dev := range s.devs {
@@ -70,6 +83,11 @@ func newSession(o options) (*session, error) {
 	if err != nil {
 		return nil, errors.Join(err, s.close())
 	}
+	if s.dumper != nil {
+		if err := s.dumper.SetSources(s.sources()); err != nil {
+			return nil, errors.Join(err, s.close())
+		}
+	}
 	s.agent = newAgent(o.workload, lanes)
 	return s, nil
 }
@@ -85,7 +103,11 @@ type poolLane struct {
 // one tracker. With several devices the cache's name says its device. On
 // error the pool is closed.
 func (s *session) newLane(dev devflag.Device) (_ poolLane, err error) {
-	p, err := pool.New(dev, pool.Tracker(s.tr), pool.Budget(s.o.budget))
+	popts := []pool.Option{pool.Tracker(s.tr), pool.Budget(s.o.budget)}
+	if s.dumper != nil {
+		popts = append(popts, pool.OnOutOfMemory(s.dumper.OutOfMemory))
+	}
+	p, err := pool.New(dev, popts...)
 	if err != nil {
 		return poolLane{}, err
 	}
@@ -208,6 +230,9 @@ func (s *session) report(w io.Writer, res result) error {
 // only what was built, so a session that failed halfway closes too.
 func (s *session) close() error {
 	var errs []error
+	if s.dumper != nil {
+		errs = append(errs, s.dumper.Close()) // waits for a dump being written
+	}
 	if s.agent != nil {
 		errs = append(errs, s.agent.close())
 	}

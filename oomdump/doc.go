@@ -1,0 +1,49 @@
+// Package oomdump writes down the moment an allocation ran out of memory:
+// the profile of the live tensors, the memory summary and, when the tracker
+// keeps its event history, the timeline, into a directory, at most once
+// per interval.
+//
+// An out-of-memory error says what failed; what a person needs next is
+// what held the memory at that moment, and a service that handles the
+// error (fails the request, sheds load, restarts) loses that moment. PyTorch
+// users write this observer again and again; here it is one value:
+//
+//	dumper, err := oomdump.New(tracker, "/var/tmp/oom")
+//	...
+//	defer dumper.Close()
+//	p, err := pool.New(dev, pool.Tracker(tracker), pool.Budget(budget),
+//		pool.OnOutOfMemory(dumper.OutOfMemory))
+//	...
+//	err = dumper.SetSources(report.Sources{Pools: []report.PoolSource{p}})
+//
+// The pool calls OutOfMemory with every *tensor.OOMError it returns; any
+// other code that meets one may call it too. The first one writes a dump;
+// those that follow within Interval (DefaultInterval, a minute) are counted
+// and skipped, as are those heard while a dump is still being written, so
+// an OOM storm costs one dump. A dump is four files whose names share a
+// prefix: the tracker's name, "oom", the time in UTC and the dump's number,
+//
+//	agentleak-oom-20250314T092653.120Z-1.pb.gz        the profile: go tool pprof -top
+//	agentleak-oom-20250314T092653.120Z-1.summary.txt  the error, then report.WriteSummary
+//	agentleak-oom-20250314T092653.120Z-1.trace.json   the timeline's trace: ui.perfetto.dev
+//	agentleak-oom-20250314T092653.120Z-1.svg          the timeline's picture, with the budget line
+//
+// the last two only when the tracker keeps its history (track.KeepHistory).
+// The directory is made if missing; each file appears complete or not at
+// all.
+//
+// # What the failing allocation waits for
+//
+// OutOfMemory runs on the goroutine whose allocation failed, which waits
+// for it. It takes one snapshot of the live set there (a walk of the
+// tracker's registry, as a profile scrape makes), so the profile shows the
+// memory as it was when the allocation failed, before the failing request
+// frees what it held. Everything else (the summary's figures, the
+// timeline, symbolizing, encoding, the files) happens on a goroutine of the
+// dumper's that starts for that dump and ends when it is written. The
+// summary is read there, moments later; the error at its head holds the
+// pool's figures and top sites of the moment itself. Close stops taking
+// dumps and waits for the one being written; Wait waits without stopping.
+//
+// Every method is safe for concurrent use.
+package oomdump

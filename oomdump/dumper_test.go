@@ -1,0 +1,322 @@
+package oomdump_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/oomdump"
+	"github.com/tensorlife/tensorlife/pool"
+	"github.com/tensorlife/tensorlife/report"
+	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/tracktest"
+	"github.com/tensorlife/tensorlife/track/watch"
+)
+
+// maskBytes is the size of one leaked mask: 64x64 float32s, a size class of
+// its own, so the budget holds a known number of them.
+const maskBytes = 64 * 64 * 4
+
+// service is a tracker, a pool with a small budget that tells the dumper of
+// its out-of-memory errors, and the tensors a test leaks into it.
+type service struct {
+	t      *testing.T
+	tr     *track.Tracker
+	pool   *pool.Pool
+	dumper *oomdump.Dumper
+	dir    string
+	held   []*tensor.Tensor
+}
+
+func newService(t *testing.T, history bool, opts ...oomdump.Option) *service {
+	t.Helper()
+	topts := []track.Option{track.Name("svc")}
+	if history {
+		topts = append(topts, track.KeepHistory(1<<12))
+	}
+	tr, err := track.New(topts...)
+	require.NoError(t, err)
+	dev, err := tensor.NewHostDevice(4 << 20)
+	require.NoError(t, err)
+	s := &service{t: t, tr: tr, dir: filepath.Join(t.TempDir(), "oom", "dumps")}
+	s.dumper, err = oomdump.New(tr, s.dir, opts...)
+	require.NoError(t, err)
+	s.pool, err = pool.New(dev, pool.Tracker(tr), pool.Budget(16*maskBytes), pool.OnOutOfMemory(s.dumper.OutOfMemory))
+	require.NoError(t, err)
+	require.NoError(t, s.dumper.SetSources(report.Sources{Pools: []report.PoolSource{s.pool}}))
+	t.Cleanup(func() {
+		for _, m := range s.held {
+			require.NoError(t, m.Free())
+		}
+		require.NoError(t, s.pool.Close())
+		tracktest.VerifyNone(t, tr)
+	})
+	return s
+}
+
+// leakMasks keeps masks until the budget runs out, and returns the error.
+func (s *service) leakMasks() error {
+	for range 1000 {
+		m, err := tensor.New(context.Background(), s.pool, tensor.Float32, 64, 64)
+		if err != nil {
+			return err
+		}
+		s.held = append(s.held, m)
+	}
+	return nil
+}
+
+// files lists the dump directory.
+func (s *service) files() []string {
+	s.t.Helper()
+	entries, err := os.ReadDir(s.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	require.NoError(s.t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, filepath.Join(s.dir, e.Name()))
+	}
+	return names
+}
+
+func TestDumpOnTheFirstOutOfMemoryError(t *testing.T) {
+	s := newService(t, true, oomdump.Interval(time.Hour))
+	assert.Empty(t, s.files(), "nothing is written, not even the directory, before an OOM")
+	err := s.leakMasks()
+	require.ErrorIs(t, err, tensor.ErrOutOfMemory)
+	require.NoError(t, s.dumper.Wait())
+
+	dump, ok := s.dumper.Last()
+	require.True(t, ok)
+	require.Len(t, dump.Files, 4)
+	assert.NoError(t, dump.Err)
+	var oom *tensor.OOMError
+	require.ErrorAs(t, err, &oom)
+	assert.Same(t, oom, dump.OOM)
+	sorted := slices.Clone(dump.Files)
+	slices.Sort(sorted)
+	assert.Equal(t, sorted, s.files(), "the directory holds the dump's files and nothing else")
+	for i, suffix := range []string{".pb.gz", ".summary.txt", ".trace.json", ".svg"} {
+		name := filepath.Base(dump.Files[i])
+		assert.True(t, strings.HasSuffix(name, suffix), name)
+		assert.Regexp(t, `^svc-oom-\d{8}T\d{6}\.\d{3}Z-1\.`, name, "tracker, time and number")
+	}
+
+	// The profile is the live set at the failure: every mask held then.
+	f, err := os.Open(dump.Files[0])
+	require.NoError(t, err)
+	defer f.Close()
+	p, err := profile.Parse(f)
+	require.NoError(t, err)
+	require.NoError(t, p.CheckValid())
+	var inuse int64
+	for _, smp := range p.Sample {
+		inuse += smp.Value[3]
+	}
+	assert.Equal(t, int64(len(s.held))*maskBytes, inuse, "the masks live when the allocation failed")
+	assert.Equal(t, int64(16), int64(len(s.held)), "the budget holds 16 masks")
+
+	summary, err := os.ReadFile(dump.Files[1])
+	require.NoError(t, err)
+	assert.Contains(t, string(summary), `tensorlife out-of-memory dump 1 of tracker "svc"`)
+	assert.Contains(t, string(summary), oom.Error(), "the error, sites and all")
+	assert.Contains(t, string(summary), "leakMasks", "the summary's top sites name the leaking function")
+	trace, err := os.ReadFile(dump.Files[2])
+	require.NoError(t, err)
+	assert.True(t, json.Valid(trace), "the trace is JSON")
+	svg, err := os.ReadFile(dump.Files[3])
+	require.NoError(t, err)
+	assert.Contains(t, string(svg), "<svg")
+
+	// A second OOM within the interval writes nothing.
+	_, err = tensor.New(context.Background(), s.pool, tensor.Float32, 64, 64)
+	require.ErrorIs(t, err, tensor.ErrOutOfMemory)
+	require.NoError(t, s.dumper.Wait())
+	assert.Equal(t, sorted, s.files(), "no file added")
+	assert.Equal(t, oomdump.Stats{Dumps: 1, Skipped: 1}, s.dumper.Stats())
+	require.NoError(t, s.dumper.Close())
+}
+
+// After the interval, the next OOM gets a dump of its own, under names
+// that differ from the first's.
+func TestDumpAgainAfterTheInterval(t *testing.T) {
+	s := newService(t, false, oomdump.Interval(time.Minute))
+	now := time.Date(2025, 3, 14, 9, 26, 53, 120e6, time.UTC)
+	s.dumper.SetClock(func() time.Time { return now })
+	require.ErrorIs(t, s.leakMasks(), tensor.ErrOutOfMemory)
+	require.NoError(t, s.dumper.Wait())
+	first := s.files()
+	assert.Equal(t, []string{"svc-oom-20250314T092653.120Z-1.pb.gz", "svc-oom-20250314T092653.120Z-1.summary.txt"},
+		baseNames(first), "without history, no timeline")
+
+	for _, step := range []struct {
+		after time.Duration
+		files int
+	}{
+		{59 * time.Second, 2}, // within the interval: skipped
+		{time.Minute, 4},      // a minute after the first dump
+		{time.Minute + time.Second, 4},
+	} {
+		now = time.Date(2025, 3, 14, 9, 26, 53, 120e6, time.UTC).Add(step.after)
+		_, err := tensor.New(context.Background(), s.pool, tensor.Float32, 64, 64)
+		require.ErrorIs(t, err, tensor.ErrOutOfMemory)
+		require.NoError(t, s.dumper.Wait())
+		assert.Len(t, s.files(), step.files, "%v after the first dump", step.after)
+	}
+	assert.Equal(t, []string{
+		"svc-oom-20250314T092653.120Z-1.pb.gz", "svc-oom-20250314T092653.120Z-1.summary.txt",
+		"svc-oom-20250314T092753.120Z-2.pb.gz", "svc-oom-20250314T092753.120Z-2.summary.txt",
+	}, baseNames(s.files()))
+	assert.Equal(t, oomdump.Stats{Dumps: 2, Skipped: 2}, s.dumper.Stats())
+}
+
+func baseNames(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = filepath.Base(p)
+	}
+	return out
+}
+
+// The failing allocation does not wait for the files: it returns while the
+// dump is still being written, on the dumper's goroutine, and Close waits
+// for that goroutine to finish.
+func TestTheFailingAllocationDoesNotWaitForTheFiles(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	s := newService(t, true, oomdump.OnDump(func(oomdump.Dump) { <-release }))
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+
+	require.ErrorIs(t, s.leakMasks(), tensor.ErrOutOfMemory, "the allocation returned while the dump is held")
+	_, done := s.dumper.Last()
+	assert.False(t, done, "the dump is still being written")
+
+	closed := make(chan error, 1)
+	go func() { closed <- s.dumper.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while the dump was still being written", err)
+	case <-time.After(10 * time.Millisecond):
+	}
+	once.Do(func() { close(release) })
+	require.NoError(t, <-closed)
+	dump, done := s.dumper.Last()
+	require.True(t, done, "Close waited for the dump")
+	assert.Len(t, dump.Files, 4)
+
+	_, err := tensor.New(context.Background(), s.pool, tensor.Float32, 64, 64)
+	require.ErrorIs(t, err, tensor.ErrOutOfMemory)
+	assert.Equal(t, oomdump.Stats{Dumps: 1}, s.dumper.Stats(), "a closed dumper ignores what it hears")
+	assert.NoError(t, s.dumper.Close(), "closing twice is harmless")
+}
+
+// Many requests run out of memory at once: one dump, the others counted.
+func TestAnOOMStormWritesOneDump(t *testing.T) {
+	s := newService(t, false, oomdump.Interval(time.Hour))
+	require.ErrorIs(t, s.leakMasks(), tensor.ErrOutOfMemory)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 10 {
+				_, err := tensor.New(context.Background(), s.pool, tensor.Float32, 64, 64)
+				assert.ErrorIs(t, err, tensor.ErrOutOfMemory)
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, s.dumper.Close())
+	assert.Equal(t, oomdump.Stats{Dumps: 1, Skipped: 80}, s.dumper.Stats())
+	assert.Len(t, s.files(), 2)
+}
+
+// A dump that cannot be written says why, in Dump.Err, Stats and Close.
+func TestADumpThatCannotBeWritten(t *testing.T) {
+	tr, err := track.New(track.Name("svc"))
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "not-a-directory")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	var heard []oomdump.Dump
+	d, err := oomdump.New(tr, filepath.Join(file, "dumps"), oomdump.OnDump(func(dump oomdump.Dump) {
+		heard = append(heard, dump)
+	}))
+	require.NoError(t, err)
+	d.OutOfMemory(nil)
+	err = d.Close()
+	require.Error(t, err)
+	var pathErr *fs.PathError
+	assert.ErrorAs(t, err, &pathErr)
+	require.Len(t, heard, 1)
+	assert.Empty(t, heard[0].Files)
+	assert.Equal(t, err, heard[0].Err)
+	assert.Equal(t, oomdump.Stats{Dumps: 1, Failed: 1}, d.Stats())
+}
+
+// A dump made without an error to show (OutOfMemory(nil)) still writes
+// the profile and the summary.
+func TestDumpWithoutAnError(t *testing.T) {
+	tr, err := track.New(track.Name("svc"))
+	require.NoError(t, err)
+	d, err := oomdump.New(tr, t.TempDir())
+	require.NoError(t, err)
+	d.OutOfMemory(nil)
+	require.NoError(t, d.Close())
+	dump, ok := d.Last()
+	require.True(t, ok)
+	require.Len(t, dump.Files, 2)
+	summary, err := os.ReadFile(dump.Files[1])
+	require.NoError(t, err)
+	assert.Contains(t, string(summary), "no detail given")
+}
+
+func TestNewAndSetSourcesRefuseWhatCannotWork(t *testing.T) {
+	tr, err := track.New(track.Name("svc"))
+	require.NoError(t, err)
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name string
+		tr   *track.Tracker
+		dir  string
+		opts []oomdump.Option
+		want error
+	}{
+		{"nil tracker", nil, dir, nil, oomdump.ErrNilTracker},
+		{"empty directory", tr, "", nil, oomdump.ErrInvalidOption},
+		{"nil option", tr, dir, []oomdump.Option{nil}, oomdump.ErrInvalidOption},
+		{"negative interval", tr, dir, []oomdump.Option{oomdump.Interval(-time.Second)}, oomdump.ErrInvalidOption},
+		{"nil OnDump", tr, dir, []oomdump.Option{oomdump.OnDump(nil)}, oomdump.ErrInvalidOption},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := oomdump.New(tt.tr, tt.dir, tt.opts...)
+			assert.ErrorIs(t, err, tt.want)
+			assert.Nil(t, d)
+		})
+	}
+
+	d, err := oomdump.New(tr, dir, oomdump.Interval(0))
+	require.NoError(t, err)
+	other, err := track.New(track.Name("other"))
+	require.NoError(t, err)
+	w, err := watch.New(other)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, w.Stop()) })
+	err = d.SetSources(report.Sources{Watcher: w})
+	assert.ErrorIs(t, err, oomdump.ErrInvalidOption)
+	assert.ErrorIs(t, err, report.ErrInvalidOption)
+	err = d.SetSources(report.Sources{Pools: []report.PoolSource{nil}})
+	assert.ErrorIs(t, err, oomdump.ErrInvalidOption)
+}
