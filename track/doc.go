@@ -21,13 +21,14 @@
 //
 // Snapshot copies the live set: per-site totals, groups (profile samples)
 // and, on request, each allocation with the handles that hold it; Diff tells
-// what grew; Totals and SiteTotals read counters only. A handle the
+// what grew; Totals, SiteTotals and the default profile's snapshot (no
+// filter, no label) read counters only. A handle the
 // collector finds unreachable without Free is reported (OnLeak); double frees
 // and uses after free are noted as misuse, which tracktest fails tests on.
 //
 // A Tracker is safe for concurrent use. A nil receiver of any type is a bug,
 // as in the standard library. Record and Release cost one walk, a lookup
-// without a lock, one of 64 shard locks and a few atomics: about 0.14x one
+// without a lock, one of 64 shard locks and a few atomics: about 0.16x one
 // runtime.Callers (BenchmarkRecordReleaseRatio).
 //
 // # For allocator implementers

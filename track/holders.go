@@ -139,6 +139,9 @@ func (r *Record) Unhold(site *Site, how string) {
 		e.live--
 	}
 	s.mu.Unlock()
+	if site == nil {
+		r.tracker.makeSpecial(r) // extra owners hold it now: a group of its own
+	}
 }
 
 // markDropped moves a handle from live to dropped: the garbage collector

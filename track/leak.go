@@ -24,6 +24,7 @@ func (t *Tracker) ReportDropped(r *Record, site *Site, how string) (reclaim bool
 		return t.cfg.reclaimLeaks // the own handle has one finalizer: a second report is a caller's repeat
 	}
 	r.setLeaked()
+	t.makeSpecial(r)
 	holder := Holder{Site: r.site, How: howOwn, Dropped: 1}
 	if site != nil {
 		holder = Holder{Site: site, How: how, Dropped: 1}

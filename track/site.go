@@ -36,6 +36,7 @@ type Site struct {
 	// outlived their request (see WithRequest): what a watcher judges.
 	outlivedBytes atomic.Int64
 	outlivedCount atomic.Int64
+	metas         siteMetas     // live figures by Meta, for snapshots read from counters
 	feeds         *feedSet      // the tracker's, told when outlived figures change
 	told          atomic.Uint64 // the feeds told of a change not yet read
 

@@ -250,6 +250,17 @@ func (gr *grouper) groupLabels(l Labels) Labels {
 // own handle is gone; nil while the own handle holds it.
 func (gr *grouper) add(site *Site, kind, device, dtype string, shape []int, labels Labels, held *Holder,
 	bytes int64, leaked, outlived bool, born time.Time) {
+	var n int64
+	if leaked {
+		n = 1
+	}
+	gr.addN(site, kind, device, dtype, shape, labels, held, 1, bytes, n, outlived, born)
+}
+
+// addN counts count allocations of bytes in all, leaked of them found by
+// the collector, as add counts one.
+func (gr *grouper) addN(site *Site, kind, device, dtype string, shape []int, labels Labels, held *Holder,
+	count, bytes, leaked int64, outlived bool, born time.Time) {
 	k := groupKey{site: site, kind: kind, device: device, dtype: dtype, labels: gr.labelHash(labels), rank: len(shape),
 		outlived: outlived}
 	if len(shape) <= len(k.dims) {
@@ -274,11 +285,9 @@ func (gr *grouper) add(site *Site, kind, device, dtype string, shape []int, labe
 		}
 		gr.groups[k] = g
 	}
-	g.Count++
+	g.Count += count
 	g.Bytes += bytes
-	if leaked {
-		g.Leaked++
-	}
+	g.Leaked += leaked
 	if born.Before(g.Oldest) {
 		g.Oldest = born
 	}
@@ -323,9 +332,13 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 		return nil, err
 	}
 	now := time.Now()
+	groups := newGrouper(f)
+	if f.counted() {
+		t.countedGroups(groups, t.stacks.sites())
+		return t.finishSnapshot(f, now, groups, nil), nil
+	}
 	sinceStart := int64(now.Sub(t.start))
 	wantReq := scopeOf(f.Request).req
-	groups := newGrouper(f)
 	var allocs []Allocation
 	for i := range t.shards {
 		sh := &t.shards[i]
@@ -358,18 +371,21 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 		sh.mu.Unlock()
 	}
 
+	return t.finishSnapshot(f, now, groups, allocs), nil
+}
+
+// finishSnapshot puts a snapshot together from its groups and allocations:
+// every site that ever allocated is listed, filtered or not, so that two
+// snapshots always have the same cumulative figures to subtract; with a
+// filter, a site's live figures count only its matches.
+func (t *Tracker) finishSnapshot(f Filter, now time.Time, groups *grouper, allocs []Allocation) *Snapshot {
 	snap := &Snapshot{tracker: t, TrackerName: t.cfg.name, Time: now, Totals: t.Totals(), Filter: f, Allocations: allocs}
 	slices.SortFunc(snap.Allocations, func(a, b Allocation) int { return cmp.Compare(a.ID, b.ID) })
 
 	bySite := make(map[*Site]*SiteStats)
-	// Every site that ever allocated is listed, filtered or not, so that
-	// two snapshots always have the same cumulative figures to subtract:
-	// with a filter, a site's live figures count only its matches.
-	{
-		for _, s := range t.stacks.sites() {
-			if s.allocs.Load() > 0 {
-				bySite[s] = &SiteStats{Site: s}
-			}
+	for _, s := range t.stacks.sites() {
+		if s.allocs.Load() > 0 {
+			bySite[s] = &SiteStats{Site: s}
 		}
 	}
 	snap.Groups = groups.finish(bySite)
@@ -378,10 +394,13 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 		st.AllocCount = s.allocs.Load()
 		st.AllocBytes = s.allocBytes.Load()
 		st.GCLeaks = s.gcLeaks.Load()
+		if f.counted() {
+			st.OutlivedCount, st.OutlivedBytes = s.outlivedCount.Load(), s.outlivedBytes.Load()
+		}
 		snap.Sites = append(snap.Sites, *st)
 	}
 	sortSites(snap.Sites)
-	return snap, nil
+	return snap
 }
 
 // errNoAllocations is Snapshot.Select's error for a snapshot that does not

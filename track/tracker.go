@@ -71,6 +71,7 @@ type shardData struct {
 	allocBytes int64
 	frees      int64
 	freedBytes int64
+	special    map[*Record]struct{}  // records counted apart from their site's slots (counted.go)
 	classRefs  []classRef            // the class ids this shard has looked up
 	classes    [maxClasses]liveCount // live figures by class id
 	history    ring                  // empty unless the KeepHistory option is set
@@ -321,6 +322,7 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	m := metaOf(r)
 	class := sh.class(&t.classes, m.Device, m.Kind)
 	r.word.Or(uint32(class) << classShift)
+	sh.count(r, m)
 	c := &sh.classes[class]
 	c.count++
 	c.bytes += r.Bytes
@@ -384,6 +386,7 @@ func (t *Tracker) Release(r *Record) error {
 	}
 	r.prev, r.next = nil, nil
 	outlived := r.leave()
+	sh.uncount(r)
 	sh.frees++
 	sh.freedBytes += r.Bytes
 	c := &sh.classes[r.class()]

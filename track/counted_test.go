@@ -1,0 +1,79 @@
+package track_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// groupsOf renders groups without their Oldest, which a snapshot read from
+// counters does not know, in order.
+func groupsOf(gs []track.Group) []string {
+	out := make([]string, len(gs))
+	for i, g := range gs {
+		held := ""
+		if g.HeldBy != nil {
+			held = g.HeldBy.String()
+		}
+		out[i] = fmt.Sprintf("%v %s %s %s %v n=%d b=%d leaked=%d held=%q", g.Site, g.Kind, g.Device, g.DType, g.Shape,
+			g.Count, g.Bytes, g.Leaked, held)
+	}
+	return out
+}
+
+//go:noinline
+func manyShapes(tr *track.Tracker, n int) []*track.Record {
+	var out []*track.Record
+	for i := range n {
+		r := &track.Record{Bytes: int64(i + 1), Meta: track.InternMeta("mask", "host", "bool", []int{1, i + 1})}
+		if err := tr.Record(context.Background(), r, 0); err != nil {
+			panic(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// The default profile's snapshot, read from counters, holds the groups a
+// walk of the live set finds: plain tensors by site and shape, and apart
+// from them those an extra owner holds, those the collector found dropped,
+// and the shapes past a site's slots.
+func TestCountedSnapshotMatchesTheWalk(t *testing.T) {
+	tr := newTracker(t, track.OnLeak(func(track.LeakReport) {}), track.ReclaimLeaks(false))
+	ctx := track.WithLabels(context.Background(), "request", "r1")
+	var recs []*track.Record
+	for range 5 {
+		recs = append(recs, recordA(tr, ctx, 64, "tensor"))
+	}
+	recs = append(recs, manyShapes(tr, 100)...) // past the 64 slots of one site
+	held := recordA(tr, ctx, 32, "kv")
+	view := tr.CallerSite(0)
+	held.Hold(view, "View")
+	held.Unhold(nil, "") // the own handle freed: the View holds it
+	dropped := recordA(tr, ctx, 16, "tensor")
+	tr.ReportDropped(dropped, nil, "")
+	released := recordA(tr, ctx, 8, "tensor")
+	release(t, tr, released)
+
+	counted, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{}})
+	require.NoError(t, err)
+	walked, err := tr.Snapshot().Select(track.Filter{LabelKeys: []string{}})
+	require.NoError(t, err)
+	assert.Equal(t, groupsOf(walked.Groups), groupsOf(counted.Groups))
+	require.Equal(t, len(walked.Sites), len(counted.Sites))
+	for i := range walked.Sites {
+		w, c := walked.Sites[i], counted.Sites[i]
+		w.Oldest, c.Oldest = time.Time{}, time.Time{}
+		assert.Equal(t, w, c, "site %v", w.Site)
+	}
+	release(t, tr, append(recs, held, dropped)...)
+	empty, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{}})
+	require.NoError(t, err)
+	assert.Empty(t, empty.Groups, "nothing live, nothing counted")
+}
