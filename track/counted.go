@@ -15,10 +15,10 @@ import (
 // and the snapshot walks that set alone.
 
 const (
-	inlineMetas  = 4  // the slots every site has
-	maxSiteMetas = 64 // the slots a site may have
+	inlineMetas  = 4    // the slots every site has
+	maxSiteMetas = 64   // the slots a site may have
 	noSlot       = 0x7f // all slot bits set: the record is special
-	slotShift    = 8 // a record's slot in its word: bits 8..14
+	slotShift    = 8    // a record's slot in its word: bits 8..14
 	slotMask     = 0x7f << slotShift
 )
 
