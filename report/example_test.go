@@ -1,0 +1,36 @@
+package report_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/tensorlife/tensorlife/pool"
+	"github.com/tensorlife/tensorlife/report"
+	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// A service writes the summary of its tracker with the figures of its
+// pool and device beside the tracker's own.
+func ExampleWriteSummary() {
+	tr, _ := track.New(track.Name("example"))
+	dev, _ := tensor.NewHostDevice(1 << 20)
+	p, _ := pool.New(dev, pool.Tracker(tr))
+	x, _ := tensor.New(context.Background(), p, tensor.Float32, 1024)
+	defer x.Free()
+
+	var b strings.Builder
+	src := report.Sources{Pools: []report.PoolSource{p}, Devices: []report.DeviceSource{dev}}
+	if err := report.WriteSummary(&b, tr, report.WithSources(src)); err != nil {
+		panic(err)
+	}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(line, "  live bytes") || strings.HasPrefix(line, "Top sites") {
+			fmt.Println(strings.Join(strings.Fields(line), " "))
+		}
+	}
+	// Output:
+	// live bytes 4 KiB
+	// Top sites by live bytes (1 of 1 sites with live tensors)
+}
