@@ -55,6 +55,7 @@ var (
 	hookWeak   weak.Pointer[item]
 	chanWeak   weak.Pointer[item]
 	parkedItem weak.Pointer[item]
+	stackItem  weak.Pointer[item]
 	parkedStop chan struct{}
 )
 
@@ -103,13 +104,25 @@ func startParked() {
 		runtime.KeepAlive(it)
 	}()
 	<-ready
+	ready = make(chan struct{})
+	go func() {
+		var its []*item // a small backing array the compiler keeps on the stack
+		for i := range 3 {
+			its = append(its, &item{i, 10})
+		}
+		stackItem = weak.Make(its[1])
+		close(ready)
+		<-parkedStop
+		_ = its[0].a + its[1].a
+	}()
+	<-ready
 }
 
 func stopParked() { close(parkedStop) }
 
 // scenarioNames are the scenarios in the order findScenarios returns them.
 var scenarioNames = []string{"map", "struct slice field", "closure", "goroutine", "big map", "interface",
-	"error", "channel buffer", "sync.Map", "struct key"}
+	"error", "channel buffer", "sync.Map", "struct key", "stack slice"}
 
 //go:noinline
 func findScenarios(cfg Config) (*Result, error) {
@@ -125,6 +138,7 @@ func findScenarios(cfg Config) (*Result, error) {
 		chanWeak.Value(),
 		v,
 		scenarioKeyed[sessionKey{"ana", 3}].items[1],
+		stackItem.Value(),
 	}
 	return find(targets, cfg)
 }
@@ -165,6 +179,12 @@ func TestFindNames(t *testing.T) {
 	for i, name := range scenarioNames {
 		require.True(t, res.Found[i], name)
 		got := res.Paths[i].String()
+		if name == "stack slice" {
+			assert.Regexp(t, `^goroutine \d+ \[chan receive\], created by `+regexp.QuoteMeta(pkg)+
+				`startParked at find_test.go:\d+: frame `+regexp.QuoteMeta(pkg)+
+				`startParked.func2 \(find_test.go:\d+\), local its\[1\]   \(\[\]\*retainers.item\)$`, got)
+			continue
+		}
 		if name == "goroutine" {
 			assert.Regexp(t, `^goroutine \d+ \[chan receive\], created by `+regexp.QuoteMeta(pkg)+
 				`startParked at find_test.go:\d+: frame `+regexp.QuoteMeta(pkg)+
@@ -188,6 +208,8 @@ func TestFindWithoutSymbols(t *testing.T) {
 		require.True(t, res.Found[i], name)
 		p := res.Paths[i]
 		switch name {
+		case "stack slice":
+			assert.Regexp(t, `, stack slot sp\+0x[0-9a-f]+ → stack-allocated object \+8$`, p.String())
 		case "goroutine":
 			assert.Regexp(t, `^goroutine \d+ \[chan receive\], created by `+regexp.QuoteMeta(pkg)+
 				`startParked at find_test.go:\d+: frame `+regexp.QuoteMeta(pkg)+

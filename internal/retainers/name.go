@@ -24,6 +24,7 @@ const (
 	segClosure                // → closure F: its captured variable follows
 	segCapture                // captured variable name
 	segUnknown                // → an object whose type is not known, and the offset of the pointer
+	segStack                  // → an object on the stack, and the offset of the pointer
 )
 
 // seg is one step of a path's expression.
@@ -414,7 +415,8 @@ func (n *namer) stepClosure(b []byte, land, off uint64, o *object) ([]seg, curso
 			return append(segs, rest...), next
 		}
 	}
-	return append(segs, seg{kind: segUnknown, n: rel, size: o.size}), cursor{}
+	segs[0].n, segs[0].size = rel, o.size // no name for the captured variable: its offset
+	return segs, cursor{}
 }
 
 // render joins segments into the expression a report prints.
@@ -441,8 +443,13 @@ func render(segs []seg) string {
 			b.WriteString(".Load(" + s.text + ")")
 		case segClosure:
 			b.WriteString(" → closure " + s.text)
+			if s.size > 0 {
+				fmt.Fprintf(&b, " (%d B, captured word +%d)", s.size, s.n)
+			}
 		case segCapture:
 			b.WriteString(", captured " + s.text)
+		case segStack:
+			fmt.Fprintf(&b, " → stack-allocated object +%d", s.n)
 		case segUnknown:
 			// Runs of objects of unknown type read as one step.
 			j := i

@@ -234,6 +234,9 @@ func (n *namer) describeGoroutine(g *goroutine) string {
 // parameter that holds it, from the DWARF location lists at the frame's pc;
 // the stack slot when there is no DWARF, or no variable is there.
 func (n *namer) nameFrame(r root, p *Path) ([]seg, cursor) {
+	if r.via >= 0 {
+		return n.nameStackObject(r, p)
+	}
 	g := &n.d.goroutines[r.index]
 	f := &g.frames[r.frame]
 	outer := r.frame > 0
@@ -252,6 +255,23 @@ func (n *namer) nameFrame(r root, p *Path) ([]seg, cursor) {
 	}
 	p.Root += fmt.Sprintf(", stack slot sp+%#x", r.off)
 	return nil, cursor{}
+}
+
+// nameStackObject names a word of an object on the stack: by the variable
+// whose slot points at the object, then the step into it.
+func (n *namer) nameStackObject(r root, p *Path) ([]seg, cursor) {
+	g := &n.d.goroutines[r.index]
+	via := r
+	via.frame, via.off, via.via = r.viaFrame, r.via, -1
+	segs, c := n.nameFrame(via, p)
+	f := &g.frames[r.frame]
+	obj := object{addr: f.sp, size: f.size, data: f.data}
+	target := n.d.word(g.frames[r.viaFrame].data + int(r.via)) // where the slot points
+	more, next := n.step(c, &obj, target-f.sp, uint64(r.off))
+	if len(more) == 1 && more[0].kind == segUnknown {
+		more = []seg{{kind: segStack, n: int64(f.sp + uint64(r.off) - target)}}
+	}
+	return append(segs, more...), next
 }
 
 // frameVar finds the variable of frame f that the stack word at addr is

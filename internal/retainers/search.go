@@ -30,7 +30,16 @@ type root struct {
 	// the finalized object; -1 for a finalizer's own function.
 	off  int64
 	addr uint64 // the pointer
+	// viaFrame and via, for a word of a stack-allocated object (a small
+	// slice's backing array, an address-taken local): the frame and the
+	// offset of the precise pointer slot that points at the object.
+	// via is -1 for other roots.
+	viaFrame int
+	via      int64
 }
+
+// maxStackObject bounds the bytes of a stack-allocated object scanned.
+const maxStackObject = 1 << 10
 
 // roots lists the dump's roots in the order the search prefers them when
 // two paths are equally short: package variables, then the stacks of user
@@ -41,7 +50,7 @@ func (d *heapDump) roots(skip func(g *goroutine, f *frame, i int) bool) []root {
 	for si := range d.segments {
 		s := &d.segments[si]
 		d.pointers(s.fields, s.data, s.size, func(off, p uint64) bool {
-			out = append(out, root{kind: rootSegment, index: si, off: int64(off), addr: p})
+			out = append(out, root{kind: rootSegment, index: si, off: int64(off), addr: p, via: -1})
 			return true
 		})
 	}
@@ -57,7 +66,13 @@ func (d *heapDump) roots(skip func(g *goroutine, f *frame, i int) bool) []root {
 					continue
 				}
 				d.pointers(f.fields, f.data, f.size, func(off, p uint64) bool {
-					out = append(out, root{kind: rootFrame, index: gi, frame: fi, off: int64(off), addr: p})
+					if sj := g.frameOf(p); sj >= 0 {
+						if skip == nil || !skip(g, &g.frames[sj], sj) {
+							out = d.stackObject(out, gi, sj, fi, int64(off), p)
+						}
+						return true
+					}
+					out = append(out, root{kind: rootFrame, index: gi, frame: fi, off: int64(off), addr: p, via: -1})
 					return true
 				})
 			}
@@ -68,29 +83,61 @@ func (d *heapDump) roots(skip func(g *goroutine, f *frame, i int) bool) []root {
 		kind := rootFinalizer
 		if f.queued {
 			kind = rootQueuedFinalizer
-			out = append(out, root{kind: kind, index: fi, off: -2, addr: f.obj})
+			out = append(out, root{kind: kind, index: fi, off: -2, addr: f.obj, via: -1})
 		}
-		out = append(out, root{kind: kind, index: fi, off: -1, addr: f.fn})
+		out = append(out, root{kind: kind, index: fi, off: -1, addr: f.fn, via: -1})
 		if i := d.find(f.obj); i >= 0 && !f.queued {
 			// The collector keeps what a finalized object points at,
 			// not the object: its fields are the roots.
 			o := &d.objects[i]
 			d.pointers(o.fields, o.data, o.size, func(off, p uint64) bool {
-				out = append(out, root{kind: kind, index: fi, off: int64(off + o.addr - f.obj), addr: p})
+				out = append(out, root{kind: kind, index: fi, off: int64(off + o.addr - f.obj), addr: p, via: -1})
 				return true
 			})
 		}
 	}
 	for di, df := range d.defers {
-		out = append(out, root{kind: rootDefer, index: di, addr: df.fn})
+		out = append(out, root{kind: rootDefer, index: di, addr: df.fn, via: -1})
 	}
 	for pi, p := range d.panics {
-		out = append(out, root{kind: rootPanic, index: pi, addr: p.data})
+		out = append(out, root{kind: rootPanic, index: pi, addr: p.data, via: -1})
 	}
 	for oi, o := range d.others {
-		out = append(out, root{kind: rootOther, index: oi, addr: o.addr})
+		out = append(out, root{kind: rootOther, index: oi, addr: o.addr, via: -1})
 	}
 	frames(true)
+	return out
+}
+
+// frameOf returns the index of g's frame whose memory holds addr; -1 if
+// none does.
+func (g *goroutine) frameOf(addr uint64) int {
+	for i := range g.frames {
+		if f := &g.frames[i]; addr >= f.sp && addr < f.sp+f.size {
+			return i
+		}
+	}
+	return -1
+}
+
+// stackObject adds the roots of an object on a goroutine's stack, which a
+// precise slot (frame fi, offset via) points at. The dump records pointer
+// slots of live variables only, not the layout of objects the compiler
+// placed on the stack (a small slice's backing array, since Go 1.25), so
+// the object's words are read conservatively, from where the slot points
+// to the end of its frame, at most maxStackObject bytes: each word that
+// points into the heap is a root.
+func (d *heapDump) stackObject(out []root, gi, sj, fi int, via int64, p uint64) []root {
+	f := &d.goroutines[gi].frames[sj]
+	start := p - f.sp
+	end := min(f.size, start+maxStackObject)
+	for off := start &^ (d.ptrSize - 1); off+d.ptrSize <= end; off += d.ptrSize {
+		w := d.word(f.data + int(off))
+		if w == 0 || d.find(w) < 0 {
+			continue
+		}
+		out = append(out, root{kind: rootFrame, index: gi, frame: sj, off: int64(off), addr: w, viaFrame: fi, via: via})
+	}
 	return out
 }
 
