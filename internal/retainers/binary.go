@@ -24,12 +24,13 @@ type binaryInfo struct {
 	slide   uint64
 	symbols []symbol // data symbols, sorted by address (run time)
 	dw      *dwarfInfo
-	// sections hold the bytes of the read-only data, for strings that
-	// live there (a map key written as a literal).
-	rodata []*elf.Section
 	// missing says what could not be read, for the report's note.
 	missing []string
 	file    *elf.File // open until close; nil if the executable was not read
+	// mem is /proc/self/mem, opened the first time static data is read;
+	// memFailed says it could not be.
+	mem       *os.File
+	memFailed bool
 	// sections are the allocated sections, by link-time address: a
 	// runtime type is named by its offset in the one that holds it.
 	sections []*elf.Section
@@ -52,6 +53,10 @@ func (b *binaryInfo) close() {
 	if b.file != nil {
 		_ = b.file.Close()
 		b.file = nil
+	}
+	if b.mem != nil {
+		_ = b.mem.Close()
+		b.mem = nil
 	}
 }
 
@@ -133,11 +138,6 @@ func openBinary() *binaryInfo {
 			b.sections = append(b.sections, s)
 		}
 	}
-	for _, name := range []string{".rodata", ".go.buildinfo", ".noptrdata", ".data"} {
-		if s := f.Section(name); s != nil && s.Type != elf.SHT_NOBITS {
-			b.rodata = append(b.rodata, s)
-		}
-	}
 	return b
 }
 
@@ -195,21 +195,38 @@ func (b *binaryInfo) symbolAt(addr uint64) (symbol, bool) {
 	return symbol{}, false
 }
 
-// readStatic reads n bytes of read-only data at the run-time address addr
-// from the executable's sections: string literals live there.
+// readStatic reads n bytes of static data at the run-time address addr,
+// which must lie in one of the executable's allocated sections: string
+// literals and the values boxed in interfaces at compile time live there.
+// The process's own memory is read where it can be (/proc/self/mem), since
+// a position-independent binary's file holds its relocated data unrelocated;
+// the file's section otherwise.
 func (b *binaryInfo) readStatic(addr, n uint64) ([]byte, bool) {
-	if n > maxKeyBytes {
+	if n > maxKeyBytes || n == 0 {
 		return nil, false
 	}
 	link := addr - b.slide
-	for _, s := range b.rodata {
-		if link >= s.Addr && link+n <= s.Addr+s.Size {
-			buf := make([]byte, n)
-			if _, err := s.ReadAt(buf, int64(link-s.Addr)); err != nil {
-				return nil, false
-			}
-			return buf, true
+	for _, s := range b.sections {
+		if link < s.Addr || link+n > s.Addr+s.Size {
+			continue
 		}
+		buf := make([]byte, n)
+		if b.mem == nil && !b.memFailed {
+			f, err := os.Open("/proc/self/mem")
+			b.mem, b.memFailed = f, err != nil
+		}
+		if b.mem != nil {
+			if _, err := b.mem.ReadAt(buf, int64(addr)); err == nil {
+				return buf, true
+			}
+		}
+		if s.Type == elf.SHT_NOBITS {
+			return nil, false
+		}
+		if _, err := s.ReadAt(buf, int64(link-s.Addr)); err != nil {
+			return nil, false
+		}
+		return buf, true
 	}
 	return nil, false
 }

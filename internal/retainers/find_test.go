@@ -198,6 +198,15 @@ func TestFindNames(t *testing.T) {
 	assert.Equal(t, 2, res.Paths[0].Hops, "the map header and its group")
 }
 
+// A position-independent executable runs at an offset from the addresses
+// its symbols and DWARF give; the names are the same.
+func TestFindNamesInAPositionIndependentExecutable(t *testing.T) {
+	bin := buildTestBinary(t, "-buildmode=pie", withSymbols)
+	out, err := runChild(t, bin, "TestFindNames")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "--- PASS: TestFindNames")
+}
+
 func TestFindWithoutSymbols(t *testing.T) {
 	scenarios(t)
 	res, err := findScenarios(Config{noBinary: true})

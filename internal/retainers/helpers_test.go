@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,14 +43,8 @@ func namedHere() bool {
 	return selfNamed
 }
 
-var (
-	symbolsBin  string
-	symbolsErr  error
-	symbolsOnce sync.Once
-)
-
-// goCommand returns the go command that built this test, for building a
-// copy of it with symbols.
+// goCommand returns the go command, for building copies of this test
+// binary with other flags.
 func goCommand(t *testing.T) string {
 	t.Helper()
 	if p, err := exec.LookPath("go"); err == nil {
@@ -58,9 +53,48 @@ func goCommand(t *testing.T) string {
 	if root := os.Getenv("GOROOT"); root != "" {
 		return filepath.Join(root, "bin", "go")
 	}
-	t.Skip("no go command to build a test binary with symbols")
+	t.Skip("no go command to build a test binary with other flags")
 	return ""
 }
+
+// testBinaries are copies of this package's test binary built with other
+// flags, by their flags, built once per process.
+var testBinaries struct {
+	mu   sync.Mutex
+	bins map[string]string
+}
+
+// buildTestBinary builds this package's test binary with flags (go test
+// flags), once per process.
+func buildTestBinary(t *testing.T, flags ...string) string {
+	t.Helper()
+	goCmd := goCommand(t)
+	key := strings.Join(flags, " ")
+	testBinaries.mu.Lock()
+	defer testBinaries.mu.Unlock()
+	if bin, ok := testBinaries.bins[key]; ok {
+		return bin
+	}
+	if symbolsDir == "" {
+		dir, err := os.MkdirTemp("", "tensorlife-retainers-test-")
+		require.NoError(t, err)
+		symbolsDir = dir
+	}
+	bin := filepath.Join(symbolsDir, fmt.Sprintf("retainers-%d.test", len(testBinaries.bins)))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	args := append(append([]string{"test", "-c", "-o", bin}, flags...), ".")
+	out, err := exec.CommandContext(ctx, goCmd, args...).CombinedOutput()
+	require.NoError(t, err, "building the test binary with %s:\n%s", key, out)
+	if testBinaries.bins == nil {
+		testBinaries.bins = make(map[string]string)
+	}
+	testBinaries.bins[key] = bin
+	return bin
+}
+
+// withSymbols are the flags of a test binary that names everything.
+const withSymbols = "-ldflags=-s=false -w=false"
 
 // rerunWithSymbols runs the calling test in a copy of this package's test
 // binary linked with the symbol table and the DWARF, unless this binary
@@ -72,22 +106,8 @@ func rerunWithSymbols(t *testing.T) bool {
 		return false
 	}
 	require.Empty(t, os.Getenv(childEnv), "a child built with symbols has none")
-	goCmd := goCommand(t)
-	symbolsOnce.Do(func() {
-		symbolsDir, symbolsErr = os.MkdirTemp("", "tensorlife-retainers-test-")
-		if symbolsErr != nil {
-			return
-		}
-		symbolsBin = filepath.Join(symbolsDir, "retainers.test")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, goCmd, "test", "-c", "-o", symbolsBin, "-ldflags=-s=false -w=false", ".")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			symbolsErr = fmt.Errorf("%v: %s", err, out)
-		}
-	})
-	require.NoError(t, symbolsErr, "building the test binary with symbols")
-	out, err := runChild(t, symbolsBin, t.Name())
+	bin := buildTestBinary(t, withSymbols)
+	out, err := runChild(t, bin, t.Name())
 	require.NoError(t, err, "%s in a test binary with symbols:\n%s", t.Name(), out)
 	t.Logf("ran in a test binary linked with symbols:\n%s", out)
 	return true
