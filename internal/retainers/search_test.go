@@ -120,3 +120,27 @@ func TestSplitFuncName(t *testing.T) {
 		assert.Equal(t, want, [2]string{pkg, rest}, name)
 	}
 }
+
+// A frame slot that points into its own stack (a backing array the
+// compiler put there) makes the pointed-at words roots: the dump has no
+// pointer map for stack objects.
+func TestStackObjectsAreScanned(t *testing.T) {
+	w := newDumpWriter()
+	const T = 0x2000
+	w.object(T, []uint64{1, 2})
+	// sp is 0x9000: word 0 is the slice's pointer to word 2, its array.
+	w.goroutine(3, "chan receive", "main.worker", []uint64{0x9010, 3, T, 0}, 0)
+	d, err := parseDump(w.bytes())
+	require.NoError(t, err)
+	roots := d.roots(nil)
+	require.Len(t, roots, 1)
+	r := roots[0]
+	assert.Equal(t, rootFrame, r.kind)
+	assert.Equal(t, int64(16), r.off, "the array's word")
+	assert.Equal(t, int64(0), r.via, "the slot that points at the array")
+	assert.Equal(t, uint64(T), r.addr)
+
+	s := d.search(roots, []int{d.find(T)}, nil, 8, time.Time{})
+	_, ok := s.pathTo(d.find(T))
+	assert.True(t, ok)
+}
