@@ -388,15 +388,15 @@ func (n *namer) nameFinalizer(r root, p *Path) ([]seg, cursor) {
 		return nil, cursor{typ: elem}
 	}
 	p.Root = fmt.Sprintf("%s at %#x, whose finalizer %s keeps what it points at", what, fz.obj, fnName)
-	if elem == nil {
-		return []seg{{kind: segUnknown, n: r.off}}, cursor{}
-	}
-	p.Type = displayName(objType)
 	i := n.d.find(fz.obj)
 	if i < 0 {
 		return nil, cursor{}
 	}
 	o := &n.d.objects[i]
+	if elem == nil {
+		return []seg{{kind: segUnknown, n: r.off, size: o.size}}, cursor{}
+	}
+	p.Type = displayName(objType)
 	b := n.d.buf[o.data+int(fz.obj-o.addr) : o.data+int(o.size)]
 	segs, c, ok := n.locate(elem, b, r.off, false, 0)
 	if !ok {

@@ -144,3 +144,31 @@ func TestStackObjectsAreScanned(t *testing.T) {
 	_, ok := s.pathTo(d.find(T))
 	assert.True(t, ok)
 }
+
+// The collector keeps what an object with a finalizer points at, not the
+// object itself: its fields are roots, named after the finalizer.
+func TestFinalizerFieldsAreRoots(t *testing.T) {
+	w := newDumpWriter()
+	const F, T = 0x1500, 0x2000
+	w.object(F, []uint64{0, T}, 1)
+	w.object(T, []uint64{1, 2})
+	w.int(tagFinalizer)
+	w.int(F)
+	w.int(0x7000) // the funcval, outside the heap
+	w.int(0x401000)
+	w.int(0)
+	w.int(0)
+	d, err := parseDump(w.bytes())
+	require.NoError(t, err)
+	target := d.find(T)
+	s := d.search(d.roots(nil), []int{target}, nil, 8, time.Time{})
+	c, ok := s.pathTo(target)
+	require.True(t, ok)
+	assert.Equal(t, rootFinalizer, c.root.kind)
+	assert.Equal(t, int64(8), c.root.off)
+	assert.Equal(t, []uint64{T}, addrs(d, c), "the finalized object is not on the path: its field is the root")
+	n := &namer{d: d, bin: &binaryInfo{}, funcName: func(uint64) (string, uint64, bool) { return "main.release", 0x401000, true }}
+	p := n.name(c)
+	assert.Equal(t, Finalizer, p.Kind)
+	assert.Equal(t, "an object at 0x1500, whose finalizer main.release keeps what it points at → object (16 B +8)", p.String())
+}
