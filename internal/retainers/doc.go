@@ -93,12 +93,17 @@
 //     off for the dump: retainhook.HoldDevices waits for those in flight and
 //     keeps new ones waiting off the CPU;
 //   - before dumping it samples every goroutine a few times, and waits up
-//     to Config.MaxWait (250 ms) while any is seen entering or leaving
-//     system calls or cgo calls (or marked leaked); if some still are, it
-//     does not dump and returns a *BusyError naming them. A goroutine parked
-//     in one long system call (os/signal's, a blocked read) is let be: were
-//     it to return during the dump, the process would still die, which no
-//     library can rule out.
+//     to Config.MaxWait (250 ms) while any is seen in a system call or a cgo
+//     call, in their code, or marked leaked; if some still are, it does not
+//     dump and returns a *BusyError naming them. A goroutine looping on short
+//     calls and one blocked in a long call look alike (under CPU contention
+//     the loop's thread waits in the kernel too), and either may return while
+//     the dump runs, so both keep it from being written: a test that waits
+//     on a child process or a blocking read beside the check gets no
+//     retainers, and the report says why. os/signal's goroutine, which leaves
+//     its wait only when a signal arrives, is let be. A goroutine that enters
+//     a system call after the last sample and is still in it when the world
+//     stops is the one case no library can rule out.
 //
 // The tests run the busy case in a child process, so that a crash, should
 // the guard ever miss, fails a test rather than taking the test binary

@@ -11,11 +11,11 @@ import (
 	"time"
 )
 
-// ErrBusy means the dump was not written because goroutines were entering
-// and leaving system calls or cgo calls (or were marked leaked): on Go 1.26
-// the dump would crash the process (see the package documentation). A
-// *BusyError names them.
-var ErrBusy = errors.New("retainers: goroutines are busy in system calls")
+// ErrBusy means the dump was not written because goroutines were in system
+// calls or cgo calls (or were marked leaked): on Go 1.26 the dump can crash
+// the process when one returns while it runs (see the package
+// documentation). A *BusyError names them.
+var ErrBusy = errors.New("retainers: goroutines are in system calls")
 
 // BusyError lists the goroutines that kept the dump from being written.
 type BusyError struct {
@@ -31,7 +31,7 @@ func (e *BusyError) Error() string {
 	if len(shown) > 3 {
 		shown, more = shown[:3], fmt.Sprintf(" and %d more", len(e.Goroutines)-3)
 	}
-	return fmt.Sprintf("retainers: heap dump not written: %d goroutines were busy in system calls or cgo calls "+
+	return fmt.Sprintf("retainers: heap dump not written: %d goroutines were in system calls or cgo calls "+
 		"for %v (%s%s); on %s a heap dump can crash the process when one leaves a system call",
 		len(e.Goroutines), e.Waited.Round(time.Millisecond), strings.Join(shown, "; "), more, runtime.Version())
 }
@@ -126,19 +126,24 @@ func inSyscallCode(funcs string) bool {
 	return false
 }
 
+// parkedWaits are functions whose goroutines sit in a system call that
+// ends only on an event a dump cannot be racing with in a test: os/signal's
+// goroutine, which leaves its wait when a signal arrives.
+var parkedWaits = []string{"os/signal.signal_recv"}
+
 // busyGoroutines takes samples tracebacks gap apart and returns the
-// goroutines that look busy with system calls: seen in a system call (or
-// in its code, or running) in some sample, unless parked in the same
-// system call in every sample. A goroutine blocked in one long system call
-// (os/signal's, a read that waits) is not busy; one looping on short calls
-// is.
+// goroutines seen in a system call or a cgo call, in their code, or running
+// (other than the caller), in any sample: any of them may leave its call
+// while a dump runs. Goroutines in parkedWaits are let be.
+//
+// A goroutine looping on short system calls and one blocked in a long one
+// look alike in tracebacks (the same state, the same stack: under CPU
+// contention the loop's thread is descheduled in the kernel), so both keep
+// the dump from being written: a blocked read or a process wait can return
+// during the dump as surely as a loop can.
 func busyGoroutines(samples int, gap time.Duration, limit int) (busy []string, leaked bool, err error) {
-	type seen struct {
-		states []string
-		funcs  []string
-		last   goroutineSample
-	}
-	all := make(map[uint64]*seen)
+	last := make(map[uint64]goroutineSample)
+	hit := make(map[uint64]bool)
 	for i := range samples {
 		if i > 0 {
 			time.Sleep(gap)
@@ -148,44 +153,38 @@ func busyGoroutines(samples int, gap time.Duration, limit int) (busy []string, l
 			return nil, false, err
 		}
 		for _, g := range gs {
-			s := all[g.id]
-			if s == nil {
-				s = &seen{}
-				all[g.id] = s
-			}
-			s.states = append(s.states, g.state)
-			s.funcs = append(s.funcs, g.funcs)
-			s.last = g
 			leaked = leaked || g.leaked
+			touched := g.state == "syscall" || g.state == "running" || inSyscallCode(g.funcs) || g.leaked
+			if !touched || parked(g.funcs) {
+				continue
+			}
+			if !hit[g.id] || g.state == "syscall" {
+				last[g.id] = g // the sample that shows why
+			}
+			hit[g.id] = true
 		}
 	}
-	ids := make([]uint64, 0, len(all))
-	for id := range all {
+	ids := make([]uint64, 0, len(hit))
+	for id := range hit {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		s := all[id]
-		touched := false
-		for k, st := range s.states {
-			if st == "syscall" || st == "running" || inSyscallCode(s.funcs[k]) || s.last.leaked {
-				touched = true
-			}
-		}
-		if !touched {
-			continue
-		}
-		parked := len(s.states) == samples && !s.last.leaked
-		for k := range s.states {
-			parked = parked && s.states[k] == "syscall" && s.funcs[k] == s.funcs[0]
-		}
-		if parked {
-			continue
-		}
-		top, _, _ := strings.Cut(s.last.funcs, "\n")
-		busy = append(busy, fmt.Sprintf("goroutine %d [%s]: %s", id, s.last.state, userFrame(s.last.funcs, top)))
+		g := last[id]
+		top, _, _ := strings.Cut(g.funcs, "\n")
+		busy = append(busy, fmt.Sprintf("goroutine %d [%s]: %s", id, g.state, userFrame(g.funcs, top)))
 	}
 	return busy, leaked, nil
+}
+
+// parked reports whether a stack is one of parkedWaits'.
+func parked(funcs string) bool {
+	for _, f := range parkedWaits {
+		if strings.Contains(funcs, f) {
+			return true
+		}
+	}
+	return false
 }
 
 // userFrame returns the innermost function of a stack outside the runtime
@@ -200,9 +199,9 @@ func userFrame(funcs, top string) string {
 	return top
 }
 
-// waitQuiet waits up to maxWait for no goroutine to be busy with system
-// calls, sampling a few tracebacks at a time; it returns a *BusyError if
-// some still are.
+// waitQuiet waits up to maxWait for no goroutine to be in a system call or
+// a cgo call, sampling a few tracebacks at a time; it returns a *BusyError
+// if some still are.
 func waitQuiet(maxWait time.Duration) error {
 	const (
 		samples = 4

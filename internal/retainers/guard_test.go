@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,11 +23,12 @@ const busyModeEnv = "TENSORLIFE_RETAINERS_BUSY_MODE"
 // a goroutine forever entering and leaving system calls.
 //
 //go:noinline
-func syscallLoop(fd int, stop *atomic.Bool, wg *sync.WaitGroup) {
+func syscallLoop(fd int, stop *atomic.Bool, reads *atomic.Int64, wg *sync.WaitGroup) {
 	defer wg.Done()
 	var b [1]byte
 	for !stop.Load() {
 		_, _ = syscall.Read(fd, b[:])
+		reads.Add(1)
 	}
 }
 
@@ -37,10 +39,14 @@ func startSyscallLoops(t *testing.T, n int) (stop func()) {
 	fd, err := syscall.Open("/dev/zero", syscall.O_RDONLY, 0)
 	require.NoError(t, err)
 	var flag atomic.Bool
+	var reads atomic.Int64
 	var wg sync.WaitGroup
 	for range n {
 		wg.Add(1)
-		go syscallLoop(fd, &flag, &wg)
+		go syscallLoop(fd, &flag, &reads, &wg)
+	}
+	for reads.Load() < 10_000 { // the loops are running, not only started
+		time.Sleep(time.Millisecond)
 	}
 	var once sync.Once
 	return func() {
@@ -60,7 +66,6 @@ func TestBusyChild(t *testing.T) {
 	}
 	stop := startSyscallLoops(t, 4)
 	defer stop()
-	time.Sleep(10 * time.Millisecond)
 	switch mode := os.Getenv(busyModeEnv); mode {
 	case "refuse":
 		_, err := find([]any{&item{}}, Config{MaxWait: 100 * time.Millisecond})
@@ -114,6 +119,18 @@ func TestUnguardedDumpCrashes(t *testing.T) {
 	assert.Contains(t, out, "dumpgs in STW - bad status")
 	dumps := strings.Count(out, "\ndump ")
 	t.Logf("the child crashed after %d dumps", dumps)
+}
+
+// os/signal's goroutine sits in a system call it leaves only when a signal
+// arrives: it does not keep the dump from being written.
+func TestFindLetsTheSignalGoroutineBe(t *testing.T) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGUSR1)
+	defer signal.Stop(ch)
+	_, err := find([]any{&item{}}, Config{MaxWait: 50 * time.Millisecond})
+	assert.NoError(t, err)
+	assert.True(t, parked("os/signal.signal_recv\nos/signal.loop"))
+	assert.False(t, parked("syscall.Syscall\nmain.spin"))
 }
 
 func TestParseTraceback(t *testing.T) {

@@ -40,15 +40,15 @@ type Config struct {
 	// Timeout bounds the reading of the dump and the binary, the search
 	// and the naming (the dump itself cannot be interrupted once begun).
 	Timeout time.Duration
-	// MaxWait is how long to wait for goroutines busy in system calls
-	// to settle before giving up (ErrBusy).
+	// MaxWait is how long to wait for goroutines in system calls or cgo
+	// calls to return before giving up (ErrBusy).
 	MaxWait time.Duration
 	// Own lists packages (import paths) whose frames at the top of the
 	// calling goroutine's stack hold the targets only because they are
 	// looking for them: those frames are not roots.
 	Own []string
 
-	// unguarded writes the dump even with goroutines busy in system
+	// unguarded writes the dump even with goroutines in system
 	// calls: for the test that shows the hazard, nothing else.
 	unguarded bool
 	// noBinary names paths as if the executable had no symbols and no
@@ -139,7 +139,7 @@ var ErrInvalidTarget = errors.New("retainers: a target must be a non-nil pointer
 // Find must only run in tests: it returns ErrNotTest elsewhere. It stops
 // the world for the dump (tens of milliseconds on a test's heap), holds off
 // tensorlife's device calls meanwhile (retainhook.HoldDevices), and refuses
-// with a *BusyError when goroutines keep entering and leaving system calls,
+// with a *BusyError while goroutines are in system calls or cgo calls,
 // which can crash a dump on Go 1.26 (see the package documentation).
 //
 // Find is safe to call from several goroutines; calls take turns.

@@ -96,8 +96,9 @@
 // or the report names only goroutines, frames and closures, and says so.
 // The search is for tests only and bounded; it holds tensorlife's own
 // device calls off while the dump is written, and refuses to dump, saying
-// why, while goroutines keep entering and leaving system calls, which can
-// crash the process on Go 1.26. Retainers says more.
+// why, while goroutines are in system calls or cgo calls, one of which
+// returning during the dump can crash the process on Go 1.26. Retainers
+// says more.
 //
 // # Options
 //

@@ -86,8 +86,8 @@ type LeakError struct {
 	MoreDropped int
 	// Retainers says how the retainer search went, for a check with
 	// Retainers: what it could not name and the flag to rerun with, why it
-	// did not run (goroutines busy in system calls, a heap over the cap),
-	// and what it cost. Empty when the check did not search.
+	// did not run (goroutines in system calls, a heap over the cap).
+	// Empty when the check did not search.
 	Retainers string
 
 	// counted holds the ids whose bytes Bytes already counts, while the

@@ -52,9 +52,11 @@ func init() {
 // leaves out: the report then names what it can (goroutines, frames,
 // closures) and says to rerun with go test -ldflags='-s=false -w=false'.
 // The search is bounded (32 paths of at most 64 objects, a 1 GiB dump, 10
-// s), and refuses, saying so in the report, when goroutines keep entering
-// and leaving system calls: on Go 1.26 a heap dump beside them can crash
-// the process. LeakError.Retainers says how the search went.
+// s), and refuses, saying so in the report, while goroutines are in system
+// calls or cgo calls (it waits up to 250 ms for them first): on Go 1.26 a
+// heap dump can crash the process when one returns while it runs. So a
+// check beside a goroutine that waits on a child process or a blocking
+// read gets no retainers. LeakError.Retainers says how the search went.
 func Retainers() Option {
 	retainhook.Enable()
 	return optionFunc(func(c *config) error {

@@ -130,7 +130,7 @@ func TestRetainersWithoutSymbolsSayHowToRerun(t *testing.T) {
 }
 
 // The search says why it found nothing: a tensor made before it was turned
-// on, and goroutines busy in system calls, beside which it does not dump.
+// on, and goroutines in system calls, beside which it does not dump.
 func TestRetainersSayWhyTheyDidNotSearch(t *testing.T) {
 	bin := buildLeaky(t, "-s=false -w=false")
 	tests := runLeaky(t, bin, "^(TestLeakMadeBeforeRetainers|TestLeakBesideBusySyscalls)$")
@@ -140,7 +140,7 @@ func TestRetainersSayWhyTheyDidNotSearch(t *testing.T) {
 	assert.Empty(t, keptBy(before))
 
 	busy := tests["TestLeakBesideBusySyscalls"]
-	assert.Regexp(t, `Retainers: not searched: heap dump not written: \d goroutines were busy in system calls`, busy)
+	assert.Regexp(t, `Retainers: not searched: heap dump not written: \d goroutines were in system calls`, busy)
 	assert.Contains(t, busy, leakyPkg+".TestLeakBesideBusySyscalls.func", "the busy goroutines are named")
 	assert.Contains(t, busy, "--- FAIL: TestLeakBesideBusySyscalls", "the check still fails, and the process lives on")
 	assert.Empty(t, keptBy(busy))

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
@@ -130,14 +131,19 @@ func TestLeakBesideBusySyscalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	var done atomic.Bool
+	var reads atomic.Int64
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
 			var b [1]byte
 			for !done.Load() {
 				_, _ = syscall.Read(fd, b[:])
+				reads.Add(1)
 			}
 		})
+	}
+	for reads.Load() < 10_000 { // the loops are running, not only started
+		time.Sleep(time.Millisecond)
 	}
 	defer func() {
 		done.Store(true)
