@@ -241,7 +241,7 @@ func TestFindOwnHoldIsNoPath(t *testing.T) {
 	res, err := findAlone()
 	require.NoError(t, err)
 	assert.False(t, res.Found[0], "%v", res.Paths[0])
-	assert.Contains(t, res.Note, "1 had no path from a root")
+	assert.Contains(t, res.Note, "1 target had no path from a root")
 }
 
 //go:noinline

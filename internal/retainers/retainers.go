@@ -236,11 +236,16 @@ func find(targets []any, cfg Config) (*Result, error) {
 		named++
 	}
 	if skipped > 0 {
-		notes = append(notes, fmt.Sprintf("%d paths were not named (at most %d, within %v)", skipped, cfg.MaxPaths, cfg.Timeout))
+		notes = append(notes, fmt.Sprintf("%d more paths were found and not named (at most %d are, within %v)",
+			skipped, cfg.MaxPaths, cfg.Timeout))
 	}
 	if missing > 0 {
-		notes = append(notes, fmt.Sprintf("%d had no path from a root within %d objects: a handle kept only by a "+
-			"runtime.AddCleanup closure or argument, or by another module's data, is not in the dump", missing, cfg.MaxDepth))
+		what := fmt.Sprintf("%d targets", missing)
+		if missing == 1 {
+			what = "1 target"
+		}
+		notes = append(notes, fmt.Sprintf("%s had no path from a root within %d objects: one kept only by a "+
+			"runtime.AddCleanup closure or argument, or by another module's data, is not in the dump", what, cfg.MaxDepth))
 	}
 	if anyFound {
 		if note := bin.note(); note != "" {
