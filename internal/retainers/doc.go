@@ -61,9 +61,9 @@
 // at Config.Timeout (10 s) with what they have; the dump itself cannot be
 // interrupted. The dump holds the whole heap on disk and in memory (about
 // 1.3 times the live heap), briefly. BenchmarkFind measures a test-sized
-// heap (200,000 objects, a 9.5 MiB dump; Go 1.26.8, 2 CPUs): about 27 ms
-// with the world stopped, 0.1 s in all in a stripped binary and 0.17 s
-// when the symbols and the DWARF are read.
+// heap (200,000 objects, a 9.5 MiB dump; Go 1.26.8 on 2 shared CPUs): 27
+// to 66 ms with the world stopped, 0.09 to 0.16 s in all in a stripped
+// binary, 0.17 to 0.25 s when the symbols and the DWARF are read.
 //
 // # What it cannot see
 //
