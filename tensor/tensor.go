@@ -14,6 +14,7 @@ import (
 	"github.com/tensorlife/tensorlife/internal/format"
 
 	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/internal/retainhook"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -273,6 +274,9 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 		return nil, err
 	}
 	runtime.SetFinalizer(t, (*Tensor).dropped)
+	if retainhook.On() {
+		noteHandle(t)
+	}
 	return t, nil
 }
 
@@ -281,6 +285,9 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 func newHandle(b *block, site *track.Site, view *window, how uint8) *Tensor {
 	t := &Tensor{b: b, site: site, view: view, how: how}
 	runtime.SetFinalizer(t, (*Tensor).dropped)
+	if retainhook.On() {
+		noteHandle(t)
+	}
 	return t
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/tensorlife/tensorlife/internal/format"
+	"github.com/tensorlife/tensorlife/internal/retainhook"
 
 	"github.com/tensorlife/tensorlife/tensor"
 )
@@ -76,10 +77,11 @@ func (d *Device) Alloc(bytes int64) (tensor.DevicePtr, error) {
 	if bytes <= 0 {
 		return 0, d.fail(op, bytes, tensor.ErrInvalidSize)
 	}
-	if err := d.enter(op, bytes); err != nil {
+	c, err := d.enter(op, bytes)
+	if err != nil {
 		return 0, err
 	}
-	defer d.life.RUnlock()
+	defer c.exit()
 
 	// Reserve before calling the driver, so that concurrent Allocs cannot
 	// overshoot the limit together.
@@ -116,10 +118,11 @@ func (d *Device) Free(p tensor.DevicePtr, bytes int64) error {
 	if bytes <= 0 {
 		return d.fail(op, bytes, tensor.ErrInvalidSize)
 	}
-	if err := d.enter(op, bytes); err != nil {
+	c, err := d.enter(op, bytes)
+	if err != nil {
 		return err
 	}
-	defer d.life.RUnlock()
+	defer c.exit()
 
 	// Forget the block before the driver call, so that two goroutines
 	// freeing the same pointer cannot both reach cuMemFree.
@@ -155,10 +158,11 @@ func (d *Device) Free(p tensor.DevicePtr, bytes int64) error {
 // by the limit.
 func (d *Device) MemInfo() (free, total int64, err error) {
 	const op = "meminfo"
-	if err := d.enter(op, 0); err != nil {
+	c, err := d.enter(op, 0)
+	if err != nil {
 		return 0, 0, err
 	}
-	defer d.life.RUnlock()
+	defer c.exit()
 	free, total, err = d.drv.memInfo()
 	if err != nil {
 		return 0, 0, d.fail(op, 0, err)
@@ -181,10 +185,11 @@ func (d *Device) CopyToDevice(dst tensor.DevicePtr, src []byte) error {
 	if n == 0 {
 		return nil
 	}
-	if err := d.enterRange(op, dst, n); err != nil {
+	c, err := d.enterRange(op, dst, n)
+	if err != nil {
 		return err
 	}
-	defer d.life.RUnlock()
+	defer c.exit()
 	if err := d.drv.copyToDevice(dst, src); err != nil {
 		return d.fail(op, n, err)
 	}
@@ -200,10 +205,11 @@ func (d *Device) CopyToHost(dst []byte, src tensor.DevicePtr) error {
 	if n == 0 {
 		return nil
 	}
-	if err := d.enterRange(op, src, n); err != nil {
+	c, err := d.enterRange(op, src, n)
+	if err != nil {
 		return err
 	}
-	defer d.life.RUnlock()
+	defer c.exit()
 	if err := d.drv.copyToHost(dst, src); err != nil {
 		return d.fail(op, n, err)
 	}
@@ -221,10 +227,11 @@ func (d *Device) Memset(dst tensor.DevicePtr, value byte, bytes int64) error {
 	case bytes == 0:
 		return nil
 	}
-	if err := d.enterRange(op, dst, bytes); err != nil {
+	c, err := d.enterRange(op, dst, bytes)
+	if err != nil {
 		return err
 	}
-	defer d.life.RUnlock()
+	defer c.exit()
 	if err := d.drv.memset(dst, value, bytes); err != nil {
 		return d.fail(op, bytes, err)
 	}
@@ -245,6 +252,8 @@ func (d *Device) Outstanding() (blocks int, bytes int64) {
 // tensor.ErrClosed, and so does a second Close. Pointers from this Device are
 // invalid afterwards.
 func (d *Device) Close() error {
+	fenced := retainhook.EnterDevice() // Close calls the driver too
+	defer retainhook.ExitDevice(fenced)
 	d.life.Lock()
 	defer d.life.Unlock()
 	if d.closed {
@@ -277,27 +286,42 @@ func (d *Device) Close() error {
 	return errors.Join(freeErr, releaseErr)
 }
 
-// enter admits a call that will reach the driver: it takes life shared and
-// fails if the Device is closed. On success the caller must RUnlock life.
-func (d *Device) enter(op string, bytes int64) error {
+// call is a call admitted to the driver by enter; exit ends it.
+type call struct {
+	d      *Device
+	fenced bool // retainhook.EnterDevice admitted it
+}
+
+// exit ends the call: it releases life and the fence.
+func (c call) exit() {
+	c.d.life.RUnlock()
+	retainhook.ExitDevice(c.fenced)
+}
+
+// enter admits a call that will reach the driver: it passes the fence that
+// keeps cgo calls out of a heap dump (retainhook; a no-op unless a test
+// searches for retainers), takes life shared, and fails if the Device is
+// closed. On success the caller must exit the call.
+func (d *Device) enter(op string, bytes int64) (call, error) {
+	c := call{d: d, fenced: retainhook.EnterDevice()}
 	d.life.RLock()
 	if d.closed {
-		d.life.RUnlock()
-		return d.fail(op, bytes, tensor.ErrClosed)
+		c.exit()
+		return call{}, d.fail(op, bytes, tensor.ErrClosed)
 	}
-	return nil
+	return c, nil
 }
 
 // enterRange is enter for a call on the n (> 0) bytes starting at p, which
 // must lie in one live block.
-func (d *Device) enterRange(op string, p tensor.DevicePtr, n int64) error {
-	if err := d.enter(op, n); err != nil {
-		return err
+func (d *Device) enterRange(op string, p tensor.DevicePtr, n int64) (call, error) {
+	c, err := d.enter(op, n)
+	if err != nil {
+		return call{}, err
 	}
 	d.mu.Lock()
 	s, off, ok := d.table.locate(p)
 	d.mu.Unlock()
-	var err error
 	switch {
 	case !ok:
 		err = fmt.Errorf("%w: %#x is in no block allocated by this device", tensor.ErrInvalidPointer, uintptr(p))
@@ -305,10 +329,10 @@ func (d *Device) enterRange(op string, p tensor.DevicePtr, n int64) error {
 		err = fmt.Errorf("%w: %d bytes at offset %d of a %d-byte block", tensor.ErrSizeMismatch, n, off, s.size)
 	}
 	if err != nil {
-		d.life.RUnlock()
-		return d.fail(op, n, err)
+		c.exit()
+		return call{}, d.fail(op, n, err)
 	}
-	return nil
+	return c, nil
 }
 
 func (d *Device) fail(op string, bytes int64, cause error) error {

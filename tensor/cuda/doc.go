@@ -57,6 +57,16 @@
 // driver failures. scripts/gpu-check.sh builds the tests, benchmarks and
 // examples to run on a GPU machine, which needs no Go.
 //
+// # Heap dumps in tests
+//
+// When a test asks track/tracktest for the retainers of leaked tensors, a
+// heap dump is written, and on Go 1.26 a goroutine leaving a cgo call during
+// the dump can crash the process. So, once retainer search is on in a
+// process (tests only), every driver call of every Device passes a shared
+// fence, and the dump waits for the calls in flight and keeps new ones
+// waiting until it is written. Otherwise the fence costs one atomic load
+// per call.
+//
 // # Goroutines and the CUDA context
 //
 // The driver keeps a current context per OS thread, while Go runs a

@@ -74,13 +74,40 @@
 // counts the rest (LeakError.MoreDropped), so a test that drops handles in
 // a loop cannot make its own check run out of memory.
 //
+// # What still holds it
+//
+// For the commonest leak, a tensor kept in a container that never lets go,
+// the line to change is where the reference is kept. With the Retainers
+// option, or TENSORLIFE_RETAINERS=1 in the environment (for CI), a check
+// that fails writes a heap dump of the test process and names, under each
+// leaked tensor still reachable, the shortest chain of references from a
+// root:
+//
+//	tensor 12: bool[1 77], 77 B, kind mask, device host, age 3ms
+//	  kept alive by: package var main.maskCache["prompt-17"]   (map[string]*tensor.Tensor)
+//
+// The root is a package variable (with the field, index and map key path),
+// a goroutine (its state, its creator, the frame and the local), a
+// closure's captured variable, or a finalizer. Names come from the test
+// binary's symbol table and DWARF, which `go test` strips: run
+//
+//	TENSORLIFE_RETAINERS=1 go test -ldflags='-s=false -w=false' ./...
+//
+// or the report names only goroutines, frames and closures, and says so.
+// The search is for tests only and bounded; it holds tensorlife's own
+// device calls off while the dump is written, and refuses to dump, saying
+// why, while goroutines are in system calls or cgo calls, one of which
+// returning during the dump can crash the process on Go 1.26. Retainers
+// says more.
+//
 // # Options
 //
 // IgnoreCurrent ignores tensors recorded before the option was made;
 // IgnoreSite, IgnoreKind and IgnoreLabel ignore tensors by stack function,
-// kind or label; MaxRetries and MaxSettle bound the settling. Context takes
-// ScopeOptions, every option but IgnoreCurrent, so that misplacing that one
-// does not compile; an invalid value fails the test with an error matching
+// kind or label; MaxRetries and MaxSettle bound the settling; Retainers
+// names what keeps each leak alive. Context takes ScopeOptions, every
+// option but IgnoreCurrent, so that misplacing that one does not compile;
+// an invalid value fails the test with an error matching
 // ErrInvalidOption rather than being ignored.
 //
 // # Interfaces

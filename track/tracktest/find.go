@@ -144,5 +144,8 @@ func (c *config) check(tr *track.Tracker, scope scope, drops *dropLog) *LeakErro
 		return nil
 	}
 	le.sort()
+	if c.retainers {
+		c.findRetainers(tr, le)
+	}
 	return le
 }

@@ -84,6 +84,9 @@ type config struct {
 	ignoreKinds  []string
 	ignoreLabels [][2]string
 	allowMisuse  bool
+	// retainers: a failing check names what keeps each leak alive
+	// (Retainers, TENSORLIFE_RETAINERS=1).
+	retainers bool
 }
 
 // AllowMisuse lets a check pass although a tensor was freed twice, or used
@@ -99,7 +102,7 @@ func AllowMisuse() ScopeOption {
 // newConfig applies opts for the entry point e and validates the result: the
 // one place options are checked.
 func newConfig(e entry, opts []Option) (*config, error) {
-	c := &config{entry: e, retries: defaultRetries, settle: defaultSettle}
+	c := &config{entry: e, retries: defaultRetries, settle: defaultSettle, retainers: retainersFromEnv}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil option passed to %v", ErrInvalidOption, e)

@@ -53,6 +53,12 @@ type Leak struct {
 	// watched; zero otherwise (Allocation.Holders lists who holds a live
 	// tensor).
 	Holder track.Holder
+	// KeptBy names, for a Live leak of a check with Retainers, the
+	// shortest chain of references from a root to each of the tensor's
+	// live handles that has one, as the report prints it:
+	// `package var main.maskCache["prompt-17"]   (map[string]*tensor.Tensor)`.
+	// Empty when the check did not search, or found no path.
+	KeptBy []string
 }
 
 // LeakError is the report of a check that found leaked tensors. Its Error
@@ -78,6 +84,11 @@ type LeakError struct {
 	// check keeps at most 1000 of them, so that a test dropping handles in
 	// a loop cannot grow the report without bound.
 	MoreDropped int
+	// Retainers says how the retainer search went, for a check with
+	// Retainers: what it could not name and the flag to rerun with, why it
+	// did not run (goroutines in system calls, a heap over the cap).
+	// Empty when the check did not search.
+	Retainers string
 
 	// counted holds the ids whose bytes Bytes already counts, while the
 	// check lists leaks.
@@ -148,13 +159,15 @@ func (e *LeakError) sort() {
 	})
 }
 
-// Error renders the report, for instance:
+// Error renders the report, for instance (the "kept alive by" line is a
+// check's with Retainers):
 //
 //	tracktest: 2 tensors leaked (8 KiB) in tracker "test":
 //
 //	site github.com/acme/infer.buildMask (mask.go:42): 2 tensors, 8 KiB
 //	    tensor 7: bool[64 64], 4 KiB, kind mask, device host, age 12ms, labels {request=r1}
 //	    tensor 8: bool[64 64], 4 KiB, kind mask, device host, age 11ms, labels {request=r2}
+//	      kept alive by: package var github.com/acme/infer.masks["r2"]   (map[string]*tensor.Tensor)
 //	  stack:
 //	    github.com/acme/infer.buildMask
 //	    	/src/infer/mask.go:42
@@ -197,6 +210,9 @@ func (e *LeakError) Error() string {
 		b.WriteString("\nA dropped tensor's handle became unreachable before Free: " +
 			"free it on every path, errors included.")
 	}
+	if e.Retainers != "" {
+		b.WriteString("\nRetainers: " + e.Retainers + ".")
+	}
 	return b.String()
 }
 
@@ -231,6 +247,9 @@ func writeSite(b *strings.Builder, leaks []Leak, sites []*track.Site) {
 		b.WriteByte('\n')
 		if l.State == Live {
 			writeHolders(b, l.Holders)
+		}
+		for _, k := range l.KeptBy {
+			fmt.Fprintf(b, "      kept alive by: %s\n", k)
 		}
 	}
 	b.WriteString("  stack:\n")

@@ -56,7 +56,7 @@ func normalize(t *testing.T, report string) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	require.NoError(t, err)
-	report = regexp.MustCompile(`\bage [^,\n]+`).ReplaceAllString(report, "age _")
+	report = withoutRetainers(regexp.MustCompile(`\bage [^,\n]+`).ReplaceAllString(report, "age _"))
 	return regexp.MustCompile(`(?m)^(\s+)\t(\S+):(\d+)$`).ReplaceAllStringFunc(report, func(line string) string {
 		m := regexp.MustCompile(`^(\s+)\t(\S+):(\d+)$`).FindStringSubmatch(line)
 		if filepath.Dir(m[2]) == dir {

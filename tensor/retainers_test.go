@@ -1,0 +1,111 @@
+package tensor
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/internal/retainhook"
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// These tests register handles themselves rather than turn retainer search
+// on, which would last for the rest of this package's tests; with
+// TENSORLIFE_RETAINERS=1 (tracktest, imported by this package's tests,
+// turns it on) New and Retain have registered them already.
+func note(t *Tensor) {
+	if !retainhook.On() {
+		noteHandle(t)
+	}
+}
+
+func registryAllocator(t *testing.T, opts ...track.Option) (*track.Tracker, Allocator) {
+	t.Helper()
+	dev, err := NewHostDevice(1 << 20)
+	require.NoError(t, err)
+	tr, err := track.New(opts...)
+	require.NoError(t, err)
+	alloc, err := NewDeviceAllocator(dev, tr)
+	require.NoError(t, err)
+	return tr, alloc
+}
+
+func TestRegistryResolvesARecordToItsLiveHandles(t *testing.T) {
+	tr, alloc := registryAllocator(t)
+	x, err := New(context.Background(), alloc, Float32, 4)
+	require.NoError(t, err)
+	note(x)
+	r, err := x.Retain()
+	require.NoError(t, err)
+	note(r)
+
+	assert.ElementsMatch(t, []any{x, r}, retainhook.Handles(tr, x.ID()), "the lookup is installed")
+	require.NoError(t, x.Free())
+	assert.Equal(t, []any{r}, liveHandles(tr, x.ID()), "a freed handle is no longer looked for")
+	require.NoError(t, r.Free())
+	assert.Empty(t, liveHandles(tr, x.ID()))
+
+	other, _ := registryAllocator(t)
+	assert.Empty(t, liveHandles(other, x.ID()), "ids are per tracker")
+	assert.Empty(t, liveHandles("not a tracker", x.ID()))
+	assert.Empty(t, liveHandles((*track.Tracker)(nil), x.ID()))
+}
+
+func TestRegistryHoldsNoHandleAlive(t *testing.T) {
+	reports := make(chan track.LeakReport, 1)
+	tr, alloc := registryAllocator(t, track.OnLeak(func(l track.LeakReport) { reports <- l }))
+	id := func() uint64 {
+		x, err := New(context.Background(), alloc, Float32, 4)
+		require.NoError(t, err)
+		note(x)
+		return x.ID()
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		select {
+		case l := <-reports:
+			assert.Equal(t, id, l.ID, "the dropped handle was collected, registered or not")
+			assert.Empty(t, liveHandles(tr, id))
+			return
+		default:
+		}
+		require.True(t, time.Now().Before(deadline), "the registered handle was never collected")
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestRegistryIsSweptOfFreedHandles(t *testing.T) {
+	_, alloc := registryAllocator(t)
+	for range 5000 {
+		x, err := New(context.Background(), alloc, Uint8, 1)
+		require.NoError(t, err)
+		note(x)
+		require.NoError(t, x.Free())
+	}
+	handles.mu.Lock()
+	n := len(handles.m)
+	handles.mu.Unlock()
+	assert.Less(t, n, 5000, "freed handles are swept as the registry grows")
+}
+
+func TestUntrackedHandlesAreNotRegistered(t *testing.T) {
+	dev, err := NewHostDevice(1 << 10)
+	require.NoError(t, err)
+	alloc, err := NewDeviceAllocator(dev, nil)
+	require.NoError(t, err)
+	x, err := New(context.Background(), alloc, Uint8, 8)
+	require.NoError(t, err)
+	defer x.Free()
+	handles.mu.Lock()
+	before := len(handles.m)
+	handles.mu.Unlock()
+	noteHandle(x)
+	handles.mu.Lock()
+	assert.Equal(t, before, len(handles.m))
+	handles.mu.Unlock()
+}
