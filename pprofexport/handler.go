@@ -319,6 +319,7 @@ func (h *handler) snapshot(q query) (*track.Snapshot, error) {
 	if !h.cfg.allLabels {
 		f.LabelKeys = append([]string{}, h.cfg.labelKeys...) // not nil: these keys and no other
 	}
+	f.Oldest = q.debug == 1 // the text view prints ages: it walks
 	return h.tracker.SnapshotOf(f)
 }
 

@@ -126,7 +126,8 @@ func (t *Tracker) makeSpecial(r *Record) {
 // default profile's, with no filter and grouped by no label.
 func (f Filter) counted() bool {
 	return f.MinAge == 0 && !f.Outlived && f.Request == nil && f.Kind == "" && f.Device == "" &&
-		!f.LeakedOnly && len(f.Labels) == 0 && !f.Allocations && f.LabelKeys != nil && len(f.LabelKeys) == 0
+		!f.LeakedOnly && len(f.Labels) == 0 && !f.Allocations && !f.Oldest && f.LabelKeys != nil &&
+		len(f.LabelKeys) == 0
 }
 
 // countedGroups fills groups from the sites' slots and the shards'

@@ -108,11 +108,12 @@ type Filter struct {
 	LeakedOnly  bool              // found by the collector without Free
 	Labels      map[string]string // carrying all these labels
 	Allocations bool              // list each match in Snapshot.Allocations
-	// LabelKeys, when not nil, are the only label keys groups are told
-	// apart by and carry (empty: none), so a snapshot for a profile that
-	// shows no other label costs memory bounded by sites and shapes,
-	// whatever the labels hold. Allocations keep every label.
+	// LabelKeys, when not nil, are the label keys groups are told apart by
+	// and carry (empty: none): memory bounded by sites and shapes whatever
+	// the labels hold. Empty, with no other field set, the snapshot is read
+	// from counters, O(sites × shapes), without Oldest.
 	LabelKeys []string
+	Oldest    bool // fill Oldest even so: a walk
 }
 
 // Active reports whether f selects only some allocations.
