@@ -294,11 +294,8 @@ func (b *block) tracker() *track.Tracker { return b.rec.Tracker() }
 // the handle freed, while the handle is still reachable.
 func (t *Tensor) dropped() {
 	b := t.b
-	if tr := b.tracker(); tr != nil {
-		if !tr.ReportDropped(&b.rec, t.site, howName(t.how)) {
-			return
-		}
-		b.rec.Unhold(t.site, howName(t.how))
+	if tr := b.tracker(); tr != nil && !tr.ReportDropped(&b.rec, t.site, howName(t.how)) {
+		return // the tracker keeps the memory; the handle is counted dropped
 	}
 	_ = b.unref() // nobody is left to hand an error to; the tracker counted the leak
 }

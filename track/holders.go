@@ -17,7 +17,7 @@ type Holder struct {
 	Site    *Site  // where the handle was made; nil for those past the bound
 	How     string // "Retain", "View", an owner's name; "allocation" for the own handle
 	Live    int    // handles neither freed nor found dropped
-	Dropped int    // found dropped, their memory kept (ReclaimLeaks(false))
+	Dropped int    // found dropped without Free, kept until the record is released
 }
 
 // howOwn is Holder.How of an allocation's own handle, the one New returned.
@@ -142,7 +142,9 @@ func (r *Record) Unhold(site *Site, how string) {
 }
 
 // markDropped moves a handle from live to dropped: the garbage collector
-// found it without Free and the tracker keeps its memory.
+// found it without Free. The line that made it stays with the record until
+// the record is released, whether or not the tracker reclaims its share, so
+// that a report names it whenever the collector ran.
 func (r *Record) markDropped(site *Site, how string) {
 	if site == nil {
 		if s := r.holders.Load(); s != nil {

@@ -42,16 +42,15 @@ func (s LeakState) String() string {
 }
 
 // Leak is one leaked tensor: its allocation as the tracker recorded it, how
-// it was found leaked, and its age when the check ended. A tensor with
-// several handles dropped is one Leak per dropped handle.
+// it was found leaked, and its age when the check ended. A tensor whose
+// handles were dropped is one Dropped Leak per line that made them.
 type Leak struct {
 	track.Allocation
 	State LeakState
 	Age   time.Duration
-	// Holder is the dropped handle, at the line that made it, for a
-	// Dropped leak reported by the garbage collector while the check
-	// watched; zero otherwise (Allocation.Holders lists who holds a live
-	// tensor).
+	// Holder names the dropped handles of a Dropped leak by the line that
+	// made them (Holder.Dropped counts them), whenever the collector found
+	// them; zero for a Live leak (Allocation.Holders lists its holders).
 	Holder track.Holder
 }
 
@@ -131,7 +130,15 @@ func (k siteKey) compare(o siteKey) int {
 		cmp.Compare(k.loc.Line, o.loc.Line), strings.Compare(k.stack, o.stack), cmp.Compare(k.id, o.id))
 }
 
-// sort orders leaks by site, then by id.
+// holderSiteID orders holders by the site that made them; -1 for none.
+func holderSiteID(h track.Holder) int {
+	if h.Site == nil {
+		return -1
+	}
+	return h.Site.ID()
+}
+
+// sort orders leaks by site, then by id, state and holder.
 func (e *LeakError) sort() {
 	keys := make(map[*track.Site]siteKey)
 	for i := range e.Leaks {
@@ -144,7 +151,8 @@ func (e *LeakError) sort() {
 		if a.Site != b.Site {
 			return keys[a.Site].compare(keys[b.Site])
 		}
-		return cmp.Compare(a.ID, b.ID)
+		return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.State, b.State),
+			strings.Compare(a.Holder.How, b.Holder.How), cmp.Compare(holderSiteID(a.Holder), holderSiteID(b.Holder)))
 	})
 }
 
@@ -226,6 +234,9 @@ func writeSite(b *strings.Builder, leaks []Leak, sites []*track.Site) {
 			fmt.Fprintf(b, ", %s", l.State)
 			if l.Holder.How != "" && !l.Holder.Own() {
 				fmt.Fprintf(b, ": %s", l.Holder)
+			}
+			if l.Holder.Dropped > 1 {
+				fmt.Fprintf(b, " (%d handles)", l.Holder.Dropped)
 			}
 		}
 		b.WriteByte('\n')
