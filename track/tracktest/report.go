@@ -71,14 +71,18 @@ type LeakError struct {
 	Checked time.Time
 	// Leaks are sorted as the report prints them.
 	Leaks []Leak
-	// Bytes is the total of the listed tensors' bytes.
-	Bytes int64
+	// Tensors and Bytes count the listed tensors and their memory, each
+	// tensor once however many of its handles are listed; Handles counts
+	// those handles (Live ones by Allocation.LiveHolders, Dropped ones by
+	// Holder.Dropped).
+	Tensors, Handles int
+	Bytes            int64
 	// MoreDropped counts tensors found dropped beyond those listed: a
 	// check keeps at most 1000 of them, so that a test dropping handles in
 	// a loop cannot grow the report without bound.
 	MoreDropped int
 
-	// counted holds the ids whose bytes Bytes already counts, while the
+	// counted holds the ids Tensors and Bytes already count, while the
 	// check lists leaks.
 	counted map[uint64]struct{}
 }
@@ -88,15 +92,40 @@ func (e *LeakError) add(a track.Allocation, s LeakState) {
 	e.addLeak(Leak{Allocation: a, State: s})
 }
 
-// addLeak lists l, its age taken at the check; a tensor's bytes count once
-// however many of its handles are listed.
+// addLeak lists l, its age taken at the check; a tensor counts once however
+// many of its handles are listed.
 func (e *LeakError) addLeak(l Leak) {
 	l.Age = max(0, e.Checked.Sub(l.Time))
 	e.Leaks = append(e.Leaks, l)
+	e.Handles += l.handles()
 	if _, ok := e.counted[l.ID]; !ok {
 		e.counted[l.ID] = struct{}{}
+		e.Tensors++
 		e.Bytes += l.Bytes
 	}
+}
+
+// handles counts the handles l stands for: a live tensor's live holders, or
+// the dropped handles of one line.
+func (l *Leak) handles() int {
+	if l.State == Live {
+		return max(1, l.LiveHolders())
+	}
+	return max(1, l.Holder.Dropped)
+}
+
+// tally counts the tensors, bytes and handles of leaks, each tensor once.
+func tally(leaks []Leak) (tensors, handles int, bytes int64) {
+	seen := make(map[uint64]struct{}, len(leaks))
+	for i := range leaks {
+		handles += leaks[i].handles()
+		if _, ok := seen[leaks[i].ID]; !ok {
+			seen[leaks[i].ID] = struct{}{}
+			tensors++
+			bytes += leaks[i].Bytes
+		}
+	}
+	return tensors, handles, bytes
 }
 
 // Is reports whether target is ErrLeaked.
@@ -170,13 +199,23 @@ func (e *LeakError) sort() {
 func (e *LeakError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "tracktest: %s leaked (%s) in tracker %q",
-		plural(len(e.Leaks), "tensor"), format.Bytes(e.Bytes), e.Tracker)
+		plural(e.Tensors, "tensor"), format.Bytes(e.Bytes), e.Tracker)
 	if e.Scope != "" {
 		fmt.Fprintf(&b, ", scope %s=%s", ScopeLabel, e.Scope)
 	}
-	live, dropped := e.Count(Live), e.Count(Dropped)
-	if dropped+e.MoreDropped > 0 {
-		fmt.Fprintf(&b, " (%d live, %d dropped without Free", live, dropped)
+	var live, dropped int
+	for i := range e.Leaks {
+		if e.Leaks[i].State == Live {
+			live += e.Leaks[i].handles()
+		} else {
+			dropped += e.Leaks[i].handles()
+		}
+	}
+	// Handles are said apart from tensors when they differ, or some
+	// were dropped: a View dropped and its tensor's own handle kept are
+	// two handles of one tensor.
+	if dropped+e.MoreDropped > 0 || e.Handles != e.Tensors {
+		fmt.Fprintf(&b, " (%s: %d live, %d dropped without Free", plural(e.Handles, "handle"), live, dropped)
 		if e.MoreDropped > 0 {
 			fmt.Fprintf(&b, ", %d more dropped, not listed", e.MoreDropped)
 		}
@@ -213,16 +252,17 @@ func (e *LeakError) Error() string {
 // callers), the heading adds the frame that tells them apart.
 func writeSite(b *strings.Builder, leaks []Leak, sites []*track.Site) {
 	site := leaks[0].Site
-	var bytes int64
-	for i := range leaks {
-		bytes += leaks[i].Bytes
-	}
+	tensors, handles, bytes := tally(leaks)
 	loc := keyOf(site).loc
 	fmt.Fprintf(b, "\nsite %s (%s:%d)", loc.Function, format.File(loc.File), loc.Line)
 	if via, ok := site.DistinctFrame(sites); ok {
 		fmt.Fprintf(b, " via %s (%s:%d)", via.Function, format.File(via.File), via.Line)
 	}
-	fmt.Fprintf(b, ": %s, %s\n", plural(len(leaks), "tensor"), format.Bytes(bytes))
+	fmt.Fprintf(b, ": %s, %s", plural(tensors, "tensor"), format.Bytes(bytes))
+	if handles != tensors {
+		fmt.Fprintf(b, ", %s", plural(handles, "handle"))
+	}
+	b.WriteByte('\n')
 	for i := range leaks {
 		l := &leaks[i]
 		fmt.Fprintf(b, "    tensor %d: %s%s, %s, kind %s, device %s, age %s", l.ID, l.DType,

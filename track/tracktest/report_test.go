@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,5 +119,48 @@ func TestFormatting(t *testing.T) {
 			assert.Contains(t, err.Error(), "leaked ("+tt.want+")")
 			require.NoError(t, x.Free())
 		})
+	}
+}
+
+//go:noinline
+func viewed(t *testing.T, e *env) (*tensor.Tensor, []*tensor.Tensor) {
+	x, err := tensor.New(context.Background(), e.alloc, tensor.Float32, 256) // 1 KiB
+	require.NoError(t, err)
+	var vs []*tensor.Tensor
+	for range 3 {
+		v, err := x.View(0, 16)
+		require.NoError(t, err)
+		vs = append(vs, v)
+	}
+	return x, vs
+}
+
+// A tensor held by several handles counts once in the header and in its
+// site's line, by its memory; its handles are counted apart.
+func TestReportCountsTensorsAndBytesOnceAndHandlesApart(t *testing.T) {
+	e := newEnv(t, "counts")
+	x, views := viewed(t, e)
+	require.NoError(t, x.Free()) // three Views hold its 1 KiB
+	var plain []*tensor.Tensor
+	for range 2 {
+		plain = append(plain, e.newTensor(t, context.Background(), 64))
+	}
+
+	err := tracktest.Find(e.tr, tracktest.MaxSettle(0))
+	var le *tracktest.LeakError
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, 3, le.Tensors)
+	assert.Equal(t, 5, le.Handles, "three Views and two own handles")
+	assert.EqualValues(t, 1024+2*256, le.Bytes)
+	msg := err.Error()
+	assert.True(t, strings.HasPrefix(msg, `tracktest: 3 tensors leaked (1.5 KiB) in tracker "counts" (5 handles: 5 live, 0 dropped without Free):`), msg)
+	assert.Contains(t, msg, ".viewed (report_test.go:")
+	assert.Regexp(t, `\.viewed \(report_test\.go:\d+\): 1 tensor, 1 KiB, 3 handles\n`, msg)
+	assert.Regexp(t, `\.newTensor \(helpers_test\.go:\d+\): 2 tensors, 512 B\n`, msg)
+	assert.Contains(t, msg, "held by a View made at report_test.go:")
+	assert.Contains(t, msg, "(3 handles)")
+
+	for _, v := range append(views, plain...) {
+		require.NoError(t, v.Free())
 	}
 }
