@@ -70,6 +70,9 @@ func TopSites(n int) Option {
 // summaryWidth is the widest line a summary writes.
 const summaryWidth = 100
 
+// heldIndent indents the lines that say who holds a suspect's memory.
+const heldIndent = 6
+
 // WriteSummary writes a text report of tr's memory in the manner of
 // torch.cuda.memory_summary: totals and peak, the figures of the pools,
 // caches and devices of its Sources, the top call sites by live bytes with
@@ -256,8 +259,8 @@ func writeSuspects(b *strings.Builder, w *watch.Watcher, now time.Time) {
 		fmt.Fprintf(b, head+"%s\n", format.Bytes(s.OutlivedBytes), format.Bytes(s.GrowthPerWindow),
 			fmt.Sprintf("%d/%d", s.Grew, s.OfWindows), format.Age(now.Sub(s.Since)), siteLine(s.Site, room))
 		writeVia(b, s.Site, sites, summaryWidth-room, room)
-		for _, h := range s.HeldBy {
-			fmt.Fprintf(b, "%*s%s\n", summaryWidth-room, "", clip("held by "+h.String(), room))
+		for _, h := range s.HeldBy { // wider than the site column: a description is long
+			fmt.Fprintf(b, "%*s%s\n", heldIndent, "", clip(format.HeldBy(h.String(), h.Live), summaryWidth-heldIndent))
 		}
 	}
 }

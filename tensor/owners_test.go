@@ -49,7 +49,6 @@ func TestViewKeptAfterParentFreeIsReportedAtTheView(t *testing.T) {
 	err = tracktest.Find(tr, leakHeld)
 	require.ErrorIs(t, err, tracktest.ErrLeaked)
 	assert.Contains(t, err.Error(), "held by a View made at "+viewLine)
-	assert.Contains(t, err.Error(), "never freed")
 	require.NoError(t, v.Free())
 	assert.NoError(t, tracktest.Find(tr))
 }

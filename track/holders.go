@@ -26,7 +26,8 @@ const howOwn = "allocation"
 // Own reports whether h is the allocation's own handle.
 func (h Holder) Own() bool { return h.How == howOwn }
 
-// String describes h as a report does: "a View made at decode.go:88".
+// String describes h as every report does: "a View made at decode.go:88
+// (pkg.decode)".
 func (h Holder) String() string {
 	what := "a " + h.How
 	if h.How == howOwn {
@@ -36,7 +37,7 @@ func (h Holder) String() string {
 		return what + " made at other sites"
 	}
 	loc := h.Site.Location()
-	return fmt.Sprintf("%s made at %s:%d (%s)", what, format.File(loc.File), loc.Line, loc.Function)
+	return fmt.Sprintf("%s made at %s:%d (%s)", what, format.File(loc.File), loc.Line, format.Function(loc.Function))
 }
 
 // maxHolders bounds the holder sites one record keeps apart; further ones

@@ -256,7 +256,7 @@ func writeSite(b *strings.Builder, leaks []Leak, sites []*track.Site) {
 	loc := keyOf(site).loc
 	fmt.Fprintf(b, "\nsite %s (%s:%d)", loc.Function, format.File(loc.File), loc.Line)
 	if via, ok := site.DistinctFrame(sites); ok {
-		fmt.Fprintf(b, " via %s (%s:%d)", via.Function, format.File(via.File), via.Line)
+		fmt.Fprintf(b, " %s", format.Via(via.Function, via.File, via.Line))
 	}
 	fmt.Fprintf(b, ": %s, %s", plural(tensors, "tensor"), format.Bytes(bytes))
 	if handles != tensors {
@@ -276,7 +276,7 @@ func writeSite(b *strings.Builder, leaks []Leak, sites []*track.Site) {
 				fmt.Fprintf(b, ": %s", l.Holder)
 			}
 			if l.Holder.Dropped > 1 {
-				fmt.Fprintf(b, " (%d handles)", l.Holder.Dropped)
+				fmt.Fprintf(b, ", %d handles", l.Holder.Dropped)
 			}
 		}
 		b.WriteByte('\n')
@@ -296,11 +296,7 @@ func writeHolders(b *strings.Builder, hs []track.Holder) {
 	}
 	for _, h := range hs {
 		if h.Live > 0 {
-			fmt.Fprintf(b, "      held by %s, never freed", h)
-			if h.Live > 1 {
-				fmt.Fprintf(b, " (%d handles)", h.Live)
-			}
-			b.WriteByte('\n')
+			fmt.Fprintf(b, "      %s\n", format.HeldBy(h.String(), h.Live))
 		}
 	}
 }

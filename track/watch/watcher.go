@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -188,7 +189,7 @@ func (w *Watcher) nameHolders(flagged []Suspect) {
 func logSuspect(l *slog.Logger, tracker string, s Suspect) {
 	held := make([]string, len(s.HeldBy))
 	for i, h := range s.HeldBy {
-		held[i] = h.String()
+		held[i] = format.HeldBy(h.String(), h.Live) // as every report says it
 	}
 	l.Warn("tensorlife: leak suspect: bytes that outlived their request keep growing at one call site",
 		slog.String("tracker", tracker),
