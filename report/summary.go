@@ -106,7 +106,7 @@ func WriteSummary(w io.Writer, tr *track.Tracker, opts ...Option) error {
 	now := cfg.now()
 	var b strings.Builder
 	writeHeader(&b, tr, now)
-	writeTotals(&b, tr.Totals())
+	writeTotals(&b, totals(tr))
 	reading := cfg.sources.Read(tr)
 	writePools(&b, reading.Pools)
 	writeCaches(&b, cfg.sources.Caches)
@@ -127,6 +127,20 @@ func writeHeader(b *strings.Builder, tr *track.Tracker, now time.Time) {
 	b.WriteByte('\n')
 }
 
+// totals reads tr's counters. While a HelperFunctions name has matched no
+// stack, every site's headline is resolved first (each site once, however
+// many summaries), so that the count says whether it matches any.
+func totals(tr *track.Tracker) track.Totals {
+	t := tr.Totals()
+	if t.HelpersUnmatched > 0 {
+		for _, st := range tr.SiteTotals() {
+			st.Site.Location()
+		}
+		t = tr.Totals()
+	}
+	return t
+}
+
 func writeTotals(b *strings.Builder, t track.Totals) {
 	row := func(name, value string) { fmt.Fprintf(b, "  %-26s%s\n", name, value) }
 	b.WriteString("Totals\n")
@@ -141,6 +155,9 @@ func writeTotals(b *strings.Builder, t track.Totals) {
 	row("mask rebuilds", strconv.FormatInt(t.Event(track.EventMaskRebuilt), 10))
 	row("leak suspects flagged", strconv.FormatInt(t.Event(track.EventLeakSuspect), 10))
 	row("call sites", fmt.Sprintf("%d (allocations past the site limit: %d)", t.Sites, t.Overflowed))
+	if t.HelpersUnmatched > 0 {
+		row("unmatched helper names", fmt.Sprintf("%d (HelperFunctions names no stack matched)", t.HelpersUnmatched))
+	}
 	row("stack capture fallbacks", fmt.Sprintf("%d (untrusted walks: %d)", t.StackFallbacks, t.StackMismatches))
 }
 

@@ -410,7 +410,10 @@ type Totals struct {
 	// by runtime.Callers; StackMismatches, walks that named other frames
 	// and are not trusted since.
 	StackFallbacks, StackMismatches int64
-	events                          [numEventKinds]int64 // Event
+	// HelpersUnmatched counts HelperFunctions names no symbolized stack's
+	// headline has matched yet: misspelt or stale ones.
+	HelpersUnmatched int
+	events           [numEventKinds]int64 // Event
 }
 
 // Event returns the count of events of kind k.
@@ -453,6 +456,8 @@ func (t *Tracker) Totals() Totals {
 
 		StackFallbacks:  t.stackFallbacks.Load(),
 		StackMismatches: t.stackMismatches.Load(),
+
+		HelpersUnmatched: t.cfg.helpers.unmatched(),
 	}
 	for i := range tt.events {
 		tt.events[i] = t.events[i].Load()
