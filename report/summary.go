@@ -158,7 +158,9 @@ func writeTotals(b *strings.Builder, t track.Totals) {
 	if t.HelpersUnmatched > 0 {
 		row("unmatched helper names", fmt.Sprintf("%d (HelperFunctions names no stack matched)", t.HelpersUnmatched))
 	}
-	row("stack capture fallbacks", fmt.Sprintf("%d (untrusted walks: %d)", t.StackFallbacks, t.StackMismatches))
+	row("stack capture fallbacks", fmt.Sprintf("%d (untrusted walks: %d; past a full walk cache: %d)",
+		t.StackFallbacks, t.StackMismatches, t.StackUncached))
+	row("free lines lost", fmt.Sprintf("%d (frees a double-free report cannot name)", t.FreeLinesLost))
 }
 
 func writePools(b *strings.Builder, pools []pool.Stats) {

@@ -62,8 +62,8 @@ type Tensor struct {
 	site *track.Site
 	// view is this handle's window on the block; nil for the whole block.
 	view *window
-	// state is 0 while the handle is live; once freed, the number of the
-	// line that freed it (freeLines), or freedUnknown.
+	// state is 0 while the handle is live; once freed, freedUnknown plus
+	// the number of the line that freed it, if kept.
 	state  atomic.Uint32
 	how    uint8 // howOwn, howRetain, howView, or an owner's index
 	inline bool  // the handle is an ownedTensor's: its block follows it
@@ -346,40 +346,33 @@ func (t *Tensor) Free() error {
 		runtime.SetFinalizer(t, nil) // an ownedTensor's goes with its last owner
 	}
 	if tr := b.tracker(); tr != nil {
-		// Two frames name the first free in a misuse report: a short
-		// capture, numbered once per distinct line, keeps Free cheap. It
-		// keeps two frames more, for wrapper frames that a frame-pointer
-		// walk sees (a deferred Free's) and the report leaves out.
-		var pcs freeLine
-		tr.CallerPCs(1, pcs[:]) // from Free's caller
-		t.state.Store(freeLines.number(&pcs))
+		// The line names the first free in a misuse report: a short
+		// capture, numbered once per distinct line, keeps Free cheap.
+		t.state.Store(freedUnknown + tr.FreeLine(1)) // from Free's caller
 		b.rec.Unhold(t.site, howName(t.how))
 	}
 	return b.unref()
 }
 
-// freeDepth is how many frames of its caller's stack name a Free in
-// reports; Free captures two more (freeLine).
-const freeDepth = 2
+// A freed handle's state is freedUnknown plus the number of the line that
+// freed it (track.Tracker.FreeLine), 0 for a line not kept.
+const freedUnknown uint32 = 1
 
-// firstFree interns the first Free's frames; nil if unknown.
+// firstFree returns the site of the first Free; nil if unknown.
 func (t *Tensor) firstFree(tr *track.Tracker) *track.Site {
-	pcs := freeLines.line(t.state.Load())
-	if len(pcs) == 0 {
-		return nil
-	}
-	return tr.Intern(reportedFrames(pcs))
+	return tr.FreeSite(t.state.Load() - freedUnknown)
 }
 
+//go:noinline
 func (t *Tensor) doubleFree() error {
 	b := t.blk()
 	err := &DoubleFreeError{ID: b.ident(), DType: b.dtype, Shape: t.shapeRef(), Bytes: t.Bytes()}
 	if tr := b.tracker(); tr != nil {
 		m := t.misuse(tr, track.EventDoubleFree)
 		err.Allocated, err.FirstFree = m.Allocated, m.FirstFree
-		// The second Free's line, where the history event puts it: two
-		// frames, as the first free keeps.
-		m.SecondFree = tr.Caller(2, freeDepth)
+		// The second Free's line, where the history event puts it, named
+		// as the first free is.
+		m.SecondFree = tr.FreeSite(tr.FreeLine(2))
 		tr.NoteMisuse(&t.blk().rec, m)
 	}
 	if invariants.Enabled {

@@ -23,7 +23,9 @@ import (
 // turned off (the FramePointers option, TENSORLIFE_STACK=callers) every
 // capture is runtime.Callers's and nothing is counted. A walk that does not
 // agree with runtime.Callers is cached as untrusted, counted
-// (Totals.StackMismatches), and served by runtime.Callers from then on.
+// (Totals.StackMismatches), and served by runtime.Callers from then on. Past
+// a full cache, walks are not kept: each capture of a stack not cached is
+// runtime.Callers's, counted (Totals.StackUncached).
 
 // walkCache maps frame-pointer walks to sites in a fixed intern table.
 // Lookups take no lock; an insert, once per distinct walk, takes one. The
@@ -89,6 +91,7 @@ func (t *Tracker) site(skip int) *Site {
 	case e == nil && t.walks.full():
 		// The walk could not be kept, so comparing it would be wasted,
 		// and counted again as a mismatch on every capture.
+		t.stackUncached.Add(1)
 		return t.callersSite(skip+1, nil, 0)
 	case e == nil:
 		return t.callersSite(skip+1, walk[:n], h)
@@ -117,6 +120,7 @@ func (t *Tracker) deepSite(skip int) *Site {
 	h := intern.NewHash().PCs(walk[:n]).Sum()
 	switch e, _ := t.walks.table.Lookup(h, sameWalk(h, walk[:n])); {
 	case e == nil && t.walks.full():
+		t.stackUncached.Add(1)
 		return t.callersSite(skip+1, nil, 0)
 	case e == nil:
 		return t.callersSite(skip+1, walk[:n], h)

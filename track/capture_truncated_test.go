@@ -150,3 +150,23 @@ func equalPCs(a, b []uintptr) bool {
 	}
 	return true
 }
+
+// Past a full walk cache, a stack whose walk was not kept pays
+// runtime.Callers on every capture: each such capture is counted.
+func TestCapturesPastAFullWalkCacheAreCounted(t *testing.T) {
+	if !fpstack.Enabled() {
+		t.Skip("frame-pointer capture is off on this platform or by TENSORLIFE_STACK")
+	}
+	tr, err := New(MaxSites(2)) // a cache of 4 walks
+	require.NoError(t, err)
+	for depth := range 6 {
+		for range 3 {
+			require.NoError(t, tr.Release(captureVia(t, tr, depth)))
+		}
+	}
+	require.True(t, tr.walks.full())
+	tt := tr.Totals()
+	assert.EqualValues(t, 2*3, tt.StackUncached, "the last two stacks, three captures each")
+	assert.Zero(t, tt.StackFallbacks)
+	assert.Zero(t, tt.StackMismatches)
+}

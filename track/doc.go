@@ -35,6 +35,6 @@
 // Programs never need these; packages tensor and pool use them: Record, Meta
 // and InternMeta; Tracker.Record, Release, SetLabels, HandOver,
 // ReportDropped, Note and NoteMisuse; Record.Hold and Unhold; Caller,
-// CallerSite, CallerPCs and Intern; Attach and Reserver; and SiteFeed,
-// HeldBy, WatchLeaks and MisuseSince for the watcher and tracktest.
+// CallerSite, Intern, FreeLine and FreeSite; Attach and Reserver; and
+// SiteFeed, HeldBy, WatchLeaks and MisuseSince for the watcher and tracktest.
 package track

@@ -184,6 +184,8 @@ type Tracker struct {
 
 	stackFallbacks  atomic.Int64 // captures the frame-pointer walk could not serve
 	stackMismatches atomic.Int64 // walks that named other frames than runtime.Callers
+	stackUncached   atomic.Int64 // captures of walks a full cache could not keep
+	freeLinesLost   atomic.Int64 // frees whose line the full free-line table could not keep
 
 	nextID    atomic.Uint64
 	liveBytes atomic.Int64 // global, for the peak; the rest is per shard
@@ -406,14 +408,13 @@ type Totals struct {
 	// OutlivedCount and OutlivedBytes are the live tensors that outlived
 	// their request: what a watcher judges, summed over the sites.
 	OutlivedCount, OutlivedBytes int64
-	// StackFallbacks are captures the frame-pointer walk refused, served
-	// by runtime.Callers; StackMismatches, walks that named other frames
-	// and are not trusted since.
-	StackFallbacks, StackMismatches int64
-	// HelpersUnmatched counts HelperFunctions names no symbolized stack's
-	// headline has matched yet: misspelt or stale ones.
-	HelpersUnmatched int
-	events           [numEventKinds]int64 // Event
+	// Served by runtime.Callers: StackFallbacks, captures the walk refused;
+	// StackUncached, captures past a full walk cache. StackMismatches are
+	// walks not trusted since they named other frames.
+	StackFallbacks, StackMismatches, StackUncached int64
+	FreeLinesLost                                  int64 // frees whose line the full free-line table lost
+	HelpersUnmatched                               int   // HelperFunctions names no stack has matched yet
+	events                                         [numEventKinds]int64
 }
 
 // Event returns the count of events of kind k.
@@ -456,6 +457,8 @@ func (t *Tracker) Totals() Totals {
 
 		StackFallbacks:  t.stackFallbacks.Load(),
 		StackMismatches: t.stackMismatches.Load(),
+		StackUncached:   t.stackUncached.Load(),
+		FreeLinesLost:   t.freeLinesLost.Load(),
 
 		HelpersUnmatched: t.cfg.helpers.unmatched(),
 	}
