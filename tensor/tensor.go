@@ -358,21 +358,17 @@ func (t *Tensor) Free() error {
 // freed it (track.Tracker.FreeLine), 0 for a line not kept.
 const freedUnknown uint32 = 1
 
-// firstFree returns the site of the first Free; nil if unknown.
-func (t *Tensor) firstFree(tr *track.Tracker) *track.Site {
-	return tr.FreeSite(t.state.Load() - freedUnknown)
-}
-
 //go:noinline
 func (t *Tensor) doubleFree() error {
 	b := t.blk()
 	err := &DoubleFreeError{ID: b.ident(), DType: b.dtype, Shape: t.shapeRef(), Bytes: t.Bytes()}
 	if tr := b.tracker(); tr != nil {
 		m := t.misuse(tr, track.EventDoubleFree)
-		err.Allocated, err.FirstFree = m.Allocated, m.FirstFree
+		err.Allocated, err.FirstFree, err.FirstDeferred = m.Allocated, m.FirstFree, m.FirstDeferred
 		// The second Free's line, where the history event puts it, named
 		// as the first free is.
-		m.SecondFree = tr.FreeSite(tr.FreeLine(2))
+		m.SecondFree, m.SecondDeferred = tr.FreeSite(tr.FreeLine(2))
+		err.SecondFree, err.SecondDeferred = m.SecondFree, m.SecondDeferred
 		tr.NoteMisuse(&t.blk().rec, m)
 	}
 	if invariants.Enabled {
@@ -494,7 +490,9 @@ func (t *Tensor) useAfterFree() {
 // recorded: the tensor, where it was made and where it was first freed.
 // The caller adds the line of the misuse.
 func (t *Tensor) misuse(tr *track.Tracker, kind track.EventKind) track.Misuse {
-	return track.Misuse{Kind: kind, Allocated: t.blk().rec.Site(), FirstFree: t.firstFree(tr)}
+	m := track.Misuse{Kind: kind, Allocated: t.blk().rec.Site()}
+	m.FirstFree, m.FirstDeferred = tr.FreeSite(t.state.Load() - freedUnknown)
+	return m
 }
 
 // offset is the handle's first byte in its block.
@@ -617,17 +615,30 @@ func (t *Tensor) String() string {
 
 // DoubleFreeError reports a second Free of one handle.
 type DoubleFreeError struct {
-	ID        uint64
-	DType     DType
-	Shape     Shape
-	Bytes     int64
-	Allocated *track.Site // where the tensor was made; nil if untracked
-	FirstFree *track.Site // where it was first freed; nil if untracked
+	ID         uint64
+	DType      DType
+	Shape      Shape
+	Bytes      int64
+	Allocated  *track.Site // where the tensor was made; nil if untracked
+	FirstFree  *track.Site // where it was first freed; nil if untracked
+	SecondFree *track.Site // where it was freed again; nil if untracked
+	// FirstDeferred and SecondDeferred say that Free ran from a defer
+	// statement, whose line its site names (with frame-pointer capture).
+	FirstDeferred, SecondDeferred bool
 }
 
 func (e *DoubleFreeError) Error() string {
-	return fmt.Sprintf("tensor: double free of tensor %d (%v%v, %s): allocated at %s; first freed at %s",
-		e.ID, e.DType, e.Shape, format.Bytes(e.Bytes), siteString(e.Allocated), siteString(e.FirstFree))
+	return fmt.Sprintf("tensor: double free of tensor %d (%v%v, %s): allocated at %s; first freed%s at %s; freed again%s at %s",
+		e.ID, e.DType, e.Shape, format.Bytes(e.Bytes), siteString(e.Allocated),
+		deferredWord(e.FirstDeferred), siteString(e.FirstFree), deferredWord(e.SecondDeferred), siteString(e.SecondFree))
+}
+
+// deferredWord marks a Free that ran from a defer statement.
+func deferredWord(deferred bool) string {
+	if deferred {
+		return " by a deferred Free"
+	}
+	return ""
 }
 
 // Is reports whether target is ErrDoubleFree.

@@ -70,7 +70,8 @@ type Misuse struct {
 	Labels               Labels
 	Allocated, FirstFree *Site // nil when unknown
 	SecondFree, Use      *Site // of a double free, of a use after free
-	req                  *request
+	FirstDeferred, SecondDeferred bool // that Free ran from a defer statement
+	req                           *request
 }
 
 // MadeUnder reports whether m's allocation was made under ctx's request.

@@ -93,14 +93,15 @@ func (t *Tracker) capturePCs(skip int, buf []uintptr) int {
 	return n
 }
 
-// FreeSite returns the site of free line n (FreeLine): two frames, as
-// runtime.Callers names them; nil for 0.
-func (t *Tracker) FreeSite(n uint32) *Site {
+// FreeSite returns the site of free line n (FreeLine), two frames; nil for
+// 0. A walk names a deferred Free at its defer statement; deferred says so.
+func (t *Tracker) FreeSite(n uint32) (site *Site, deferred bool) {
 	pcs := freeLines.line(n)
 	if len(pcs) == 0 {
-		return nil
+		return nil, false
 	}
-	return t.Intern(reportedFrames(pcs))
+	kept, deferred := reportedFrames(pcs)
+	return t.Intern(kept), deferred
 }
 
 // number returns the number of the line pcs names, adding it if it is new
@@ -143,25 +144,39 @@ func (tab *freeLineTable) line(n uint32) []uintptr {
 // captured by a Free, wrapper frames (fpstack.IsWrapper) left out, as the
 // program counters runtime.Callers would have given for them: a line reads
 // the same whether the capture walked frame pointers or called
-// runtime.Callers. It symbolizes, so it runs when a report needs the line,
-// never on Free. A line none of whose frames symbolizes is returned as it
-// is, cut to freeDepth.
-func reportedFrames(pcs []uintptr) []uintptr {
-	kept := make([]uintptr, 0, freeDepth)
+// runtime.Callers. A Free run by "defer x.Free()" is the exception: a walk
+// holds the defer statement's closure, at the line of the statement, which
+// is the line to change; its frame is kept, then the deferring function's
+// caller (its own frame, at the line it returned or panicked at, and the
+// runtime's frames that ran the call are left out), and deferred is true.
+// It symbolizes, so it runs when a report needs the line, never on Free. A
+// line none of whose frames symbolizes is returned as it is, cut to
+// freeDepth.
+func reportedFrames(pcs []uintptr) (kept []uintptr, deferred bool) {
+	kept = make([]uintptr, 0, freeDepth)
+	var outer string // the function that deferred the Free
 	frames := runtime.CallersFrames(pcs)
 	for len(kept) < freeDepth {
 		f, more := frames.Next()
-		if f.PC != 0 && !fpstack.IsWrapper(f) {
-			// Frames backs each PC up into its call; runtime.Callers
-			// gives the address after it.
-			kept = append(kept, f.PC+1)
+		// Frames backs each PC up into its call; runtime.Callers gives the
+		// address after it, hence f.PC+1.
+		if f.PC != 0 {
+			if fn, ok := fpstack.DeferWrapper(f.Function); ok && len(kept) == 0 {
+				kept, deferred, outer = append(kept, f.PC+1), true, fn
+			} else if deferred && outer != "" && (f.Function == outer || f.Function == "runtime.gopanic") {
+				if f.Function == outer {
+					outer = "" // the deferring function's own frame: once
+				}
+			} else if !fpstack.IsWrapper(f) {
+				kept = append(kept, f.PC+1)
+			}
 		}
 		if !more {
 			break
 		}
 	}
 	if len(kept) == 0 {
-		return pcs[:min(len(pcs), freeDepth)]
+		return pcs[:min(len(pcs), freeDepth)], false
 	}
-	return kept
+	return kept, deferred
 }

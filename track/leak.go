@@ -13,8 +13,7 @@ type LeakReport struct {
 }
 
 // ReportDropped reports a handle of r dropped without Free (nil site: its
-// own; else Record.Hold's), from its finalizer, and uncounts it as Unhold
-// would; true: give its ownership up.
+// own; else Record.Hold's), no longer live; true: give its ownership up.
 func (t *Tracker) ReportDropped(r *Record, site *Site, how string) (reclaim bool) {
 	if r == nil || r.tracker != t || r.state() != stateLive {
 		return true // nothing is kept for it: ownership goes

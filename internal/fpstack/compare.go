@@ -54,17 +54,32 @@ func IsWrapper(f runtime.Frame) bool {
 	}
 	// The wrapper closure of "go f(x)" inside g is named g.gowrap1, that of
 	// "defer f(x)" g.deferwrap1; the digits count per function.
-	dot := strings.LastIndexByte(f.Function, '.')
+	if _, ok := wrapped(f.Function, "gowrap"); ok {
+		return true
+	}
+	_, ok := DeferWrapper(f.Function)
+	return ok
+}
+
+// DeferWrapper reports whether function is the closure the compiler wraps
+// a "defer f(x)" statement of outer in, outer.deferwrapN, and returns
+// outer. The closure is a wrapper (IsWrapper) at the defer statement's
+// line: a walk that holds it names the line that deferred the call, where
+// runtime.Callers names only the line outer returned at.
+func DeferWrapper(function string) (outer string, ok bool) {
+	return wrapped(function, "deferwrap")
+}
+
+// wrapped returns outer if function is outer.<prefix>N.
+func wrapped(function, prefix string) (outer string, ok bool) {
+	dot := strings.LastIndexByte(function, '.')
 	if dot < 0 {
-		return false
+		return "", false
 	}
-	last := f.Function[dot+1:]
-	for _, prefix := range [...]string{"gowrap", "deferwrap"} {
-		if digits, ok := strings.CutPrefix(last, prefix); ok && allDigits(digits) {
-			return true
-		}
+	if digits, ok := strings.CutPrefix(function[dot+1:], prefix); ok && allDigits(digits) {
+		return function[:dot], true
 	}
-	return false
+	return "", false
 }
 
 func allDigits(s string) bool {

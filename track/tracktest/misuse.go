@@ -64,20 +64,23 @@ func (e *MisuseError) Error() string {
 		} else {
 			fmt.Fprintf(&b, "tensor %d (%d B) freed twice\n", m.ID, m.Bytes)
 		}
-		line := func(what string, s *track.Site) {
+		line := func(what string, s *track.Site, deferred bool) {
+			if deferred {
+				what += " by a deferred Free"
+			}
 			if s == nil {
-				fmt.Fprintf(&b, "  %s: unknown\n", what)
+				fmt.Fprintf(&b, "  %s at: unknown\n", what)
 				return
 			}
 			f := s.Location()
-			fmt.Fprintf(&b, "  %s: %s\n      %s:%d\n", what, f.Function, f.File, f.Line)
+			fmt.Fprintf(&b, "  %s at: %s\n      %s:%d\n", what, f.Function, f.File, f.Line)
 		}
-		line("allocated at", m.Allocated)
-		line("first freed at", m.FirstFree)
+		line("allocated", m.Allocated, false)
+		line("first freed", m.FirstFree, m.FirstDeferred)
 		if m.Kind == track.EventUseAfterFree {
-			line("used at", m.Use)
+			line("used", m.Use, false)
 		} else {
-			line("freed again at", m.SecondFree)
+			line("freed again", m.SecondFree, m.SecondDeferred)
 		}
 	}
 	return strings.TrimSuffix(b.String(), "\n")
