@@ -8,6 +8,7 @@ import (
 	"sync"
 	"weak"
 
+	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -59,11 +60,15 @@ func (e *MisuseError) Error() string {
 	}
 	b.WriteString(":\n")
 	for _, m := range e.Misuses {
+		what := "freed twice"
 		if m.Kind == track.EventUseAfterFree {
-			fmt.Fprintf(&b, "tensor %d (%d B) used after free\n", m.ID, m.Bytes)
-		} else {
-			fmt.Fprintf(&b, "tensor %d (%d B) freed twice\n", m.ID, m.Bytes)
+			what = "used after free"
 		}
+		fmt.Fprintf(&b, "tensor %d (%s", m.ID, format.Bytes(m.Bytes))
+		if m.Labels.Len() > 0 {
+			fmt.Fprintf(&b, ", labels %s", m.Labels)
+		}
+		fmt.Fprintf(&b, ") %s\n", what)
 		line := func(what string, s *track.Site, deferred bool) {
 			if deferred {
 				what += " by a deferred Free"

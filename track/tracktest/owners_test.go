@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/tracktest"
@@ -102,4 +103,33 @@ func boolInt(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// The advice fits the handle that leaked: a dropped View is an extra owner
+// that needs its own Free, not a tensor to free "on every path".
+func TestAdviceFitsTheHolder(t *testing.T) {
+	noAutoGC(t)
+	e := newEnv(t, "advice", track.ReclaimLeaks(false))
+	x := e.newTensor(t, context.Background(), 8)
+	dropView(t, x)
+	require.NoError(t, x.Free())
+	collectDropped(t, e.tr, 1, 1)
+	err := tracktest.Find(e.tr, opts()...)
+	require.ErrorIs(t, err, tracktest.ErrLeaked)
+	msg := err.Error()
+	assert.Contains(t, msg, "\nA View or Retain became unreachable before Free: each extra owner needs its own Free")
+	assert.NotContains(t, msg, "free it on every path", "the tensor's own handle was freed")
+	assert.NotContains(t, msg, "Free live tensors before the check", "nothing is live")
+}
+
+// A misuse report gives bytes as every report does, and the labels.
+func TestMisuseReportGivesBytesAndLabels(t *testing.T) {
+	e := newEnv(t, "misuse-format")
+	x := e.newTensor(t, track.WithLabels(context.Background(), "request", "r7"), 1024)
+	require.NoError(t, x.Free())
+	err, _ := invariants.Recover(x.Free)
+	require.ErrorIs(t, err, tensor.ErrDoubleFree)
+	err = tracktest.Find(e.tr, opts()...)
+	require.ErrorIs(t, err, tracktest.ErrMisuse)
+	assert.Regexp(t, `\ntensor \d+ \(4 KiB, labels \{request=r7\}\) freed twice\n`, err.Error())
 }

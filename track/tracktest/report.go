@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -236,15 +237,70 @@ func (e *LeakError) Error() string {
 		writeSite(&b, e.Leaks[i:j], sites)
 		i = j
 	}
-	if live > 0 {
-		b.WriteString("\nFree live tensors before the check (defer their Free), or ignore those " +
-			"meant to outlive it (IgnoreSite, IgnoreKind, IgnoreLabel, IgnoreCurrent).")
-	}
-	if dropped+e.MoreDropped > 0 {
-		b.WriteString("\nA dropped tensor's handle became unreachable before Free: " +
-			"free it on every path, errors included.")
+	for _, line := range e.advice() {
+		b.WriteString("\n")
+		b.WriteString(line)
 	}
 	return b.String()
+}
+
+// advice returns what to do about the report's leaks, a line for each way
+// the listed handles hold memory, in a fixed order: the fix for a handle
+// never freed is not the fix for a View kept or a cache entry not evicted.
+func (e *LeakError) advice() []string {
+	var liveOwn, liveExtra, droppedOwn, droppedExtra bool
+	liveOwners, droppedOwners := map[string]bool{}, map[string]bool{} // named owners: caches
+	kind := func(h track.Holder, owners map[string]bool) (own, extra bool) {
+		switch {
+		case h.How == "" || h.Own():
+			return true, false
+		case h.How == "View" || h.How == "Retain" || h.How == "handle":
+			return false, true
+		}
+		owners[h.How] = true
+		return false, false
+	}
+	for i := range e.Leaks {
+		l := &e.Leaks[i]
+		if l.State == Dropped {
+			own, extra := kind(l.Holder, droppedOwners)
+			droppedOwn, droppedExtra = droppedOwn || own, droppedExtra || extra
+			continue
+		}
+		for _, h := range l.Holders {
+			if h.Live > 0 {
+				own, extra := kind(h, liveOwners)
+				liveOwn, liveExtra = liveOwn || own, liveExtra || extra
+			}
+		}
+	}
+	var out []string
+	if liveOwn {
+		out = append(out, "Free live tensors before the check (defer their Free); one kept in a map, a channel or "+
+			"a callback is freed by whoever deletes, drains or unregisters it; ignore those meant to outlive "+
+			"the check (IgnoreSite, IgnoreKind, IgnoreLabel, IgnoreCurrent).")
+	}
+	if liveExtra {
+		out = append(out, "A View or Retain is an owner of its own: free each one when done with it; the memory "+
+			"returns when the last owner frees.")
+	}
+	for _, name := range slices.Sorted(maps.Keys(liveOwners)) {
+		out = append(out, fmt.Sprintf("A %s keeps its memory until its owner frees it: evict or close the owner "+
+			"before the check, or bound it.", name))
+	}
+	if droppedOwn || e.MoreDropped > 0 {
+		out = append(out, "A dropped tensor's handle became unreachable before Free: free it on every path, "+
+			"errors included, and free what a map entry or a channel holds before deleting or abandoning it.")
+	}
+	if droppedExtra {
+		out = append(out, "A View or Retain became unreachable before Free: each extra owner needs its own Free, "+
+			"as the tensor's own handle does.")
+	}
+	for _, name := range slices.Sorted(maps.Keys(droppedOwners)) {
+		out = append(out, fmt.Sprintf("A %s became unreachable before Free: its owner must free what it evicts, "+
+			"and what it still holds when it is dropped (Close).", name))
+	}
+	return out
 }
 
 // writeSite renders one site's leaks, which share s. Where another of the

@@ -50,6 +50,21 @@ func goldenDrop(t *testing.T, alloc tensor.Allocator) {
 	_ = x
 }
 
+// goldenHeld makes a tensor, keeps a View and a named owner's handle of it,
+// and frees its own handle: two kinds of holder keep it.
+//
+//go:noinline
+func goldenHeld(t *testing.T, alloc tensor.Allocator) []*tensor.Tensor {
+	x, err := tensor.New(context.Background(), alloc, tensor.Float32, 8)
+	require.NoError(t, err)
+	v, err := x.View(0, 4)
+	require.NoError(t, err)
+	c, err := x.RetainFor("session cache entry")
+	require.NoError(t, err)
+	require.NoError(t, x.Free())
+	return []*tensor.Tensor{v, c}
+}
+
 // normalize removes what differs between machines and runs: ages, the
 // directory of this package, and the line numbers of frames outside it
 // (the Go release's testing and runtime packages).
@@ -73,6 +88,7 @@ func TestReportGolden(t *testing.T) {
 	ctx := track.WithLabels(context.Background(), "request", "r1", "model", "m")
 	masks := goldenMasks(t, e.alloc, ctx)
 	kv := goldenKV(t, e.alloc)
+	held := goldenHeld(t, e.alloc)
 	goldenDrop(t, e.alloc)
 	runtime.GC()
 	// The collector's cleanup flags the dropped tensor on its own goroutine;
@@ -95,6 +111,9 @@ func TestReportGolden(t *testing.T) {
 		require.NoError(t, m.Free())
 	}
 	require.NoError(t, kv.Free())
+	for _, h := range held {
+		require.NoError(t, h.Free())
+	}
 }
 
 func TestFormatting(t *testing.T) {
