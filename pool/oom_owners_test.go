@@ -142,6 +142,6 @@ func TestOOMTellsRowsWithOneLineApart(t *testing.T) {
 	text := err.Error()
 	assert.Equal(t, 2, strings.Count(text, "pool_test.newRow\n"), text)
 	t.Log(text)
-	assert.Contains(t, text, "\n       via github.com/tensorlife/tensorlife/pool_test.fromPrefill (oom_owners_test.go:")
-	assert.Contains(t, text, "\n       via github.com/tensorlife/tensorlife/pool_test.fromDecode (oom_owners_test.go:")
+	assert.Contains(t, text, "\n       via pool_test.fromPrefill (oom_owners_test.go:")
+	assert.Contains(t, text, "\n       via pool_test.fromDecode (oom_owners_test.go:")
 }

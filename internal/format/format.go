@@ -116,9 +116,10 @@ func HeldBy(holder string, handles int) string {
 }
 
 // Via renders the frame that tells two stacks with one headline apart, as
-// every report prints it: "via pkg.prefill (prefill.go:12)".
+// every report prints it: "via pkg.prefill (prefill.go:12)", the function
+// shortened (Function) as in an owner's description.
 func Via(function, file string, line int) string {
-	return fmt.Sprintf("via %s (%s:%d)", function, File(file), line)
+	return fmt.Sprintf("via %s (%s:%d)", Function(function), File(file), line)
 }
 
 // WriteSites writes a numbered list of sites under a title, each as
