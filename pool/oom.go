@@ -44,10 +44,28 @@ func (p *Pool) oomError(size int64, refused string, devErr error) error {
 		e.Limit = total
 	}
 	e.TopSites = p.topLiveSites()
+	e.HeldBy = p.heldBy(e.TopSites)
 	if p.onOOM != nil {
 		p.onOOM(e)
 	}
 	return e
+}
+
+// maxHeldBy bounds the owners an out-of-memory error names per site.
+const maxHeldBy = 4
+
+// heldBy returns who holds each site's memory once the tensors' own handles
+// are freed: one walk of the live set, on the failure path only, so that
+// the error names the View, Retain or cache entry that keeps the memory.
+func (p *Pool) heldBy(sites []track.SiteStats) [][]track.Holder {
+	if len(sites) == 0 {
+		return nil
+	}
+	ss := make([]*track.Site, len(sites))
+	for i := range sites {
+		ss[i] = sites[i].Site
+	}
+	return p.tracker.HeldBy(ss, maxHeldBy)
 }
 
 // otherReserved returns the bytes that the other allocators attached to
@@ -99,6 +117,9 @@ type ActiveBlocksError struct {
 	// first; empty for a pool without tracking. Another pool on the same
 	// device and tracker contributes its sites too.
 	Sites []track.SiteStats
+	// HeldBy names, per Sites entry, the extra owners still holding its
+	// memory after the tensors' own handles were freed.
+	HeldBy [][]track.Holder
 }
 
 func (e *ActiveBlocksError) Error() string {
@@ -107,7 +128,7 @@ func (e *ActiveBlocksError) Error() string {
 	if len(e.Sites) == 0 {
 		b.WriteString("; no live sites known (untracked pool)")
 	}
-	format.WriteSites(&b, "live sites", sitelist.Lines(e.Sites))
+	format.WriteSites(&b, "live sites", sitelist.Lines(e.Sites, e.HeldBy))
 	return b.String()
 }
 
@@ -129,8 +150,9 @@ func (p *Pool) Close() error {
 	}
 	err := p.EmptyCache()
 	if blocks := p.deviceBlocks.Load(); blocks > 0 {
+		sites := p.liveSitesOnDevice()
 		err = errors.Join(err, &ActiveBlocksError{Device: p.dev.Name(), Blocks: blocks,
-			Bytes: p.active.load(), Sites: p.liveSitesOnDevice()})
+			Bytes: p.active.load(), Sites: sites, HeldBy: p.heldBy(sites)})
 	}
 	return err
 }

@@ -70,6 +70,9 @@ func TopSites(n int) Option {
 // summaryWidth is the widest line a summary writes.
 const summaryWidth = 100
 
+// heldIndent indents the lines that say who holds a suspect's memory.
+const heldIndent = 6
+
 // WriteSummary writes a text report of tr's memory in the manner of
 // torch.cuda.memory_summary: totals and peak, the figures of the pools,
 // caches and devices of its Sources, the top call sites by live bytes with
@@ -103,7 +106,7 @@ func WriteSummary(w io.Writer, tr *track.Tracker, opts ...Option) error {
 	now := cfg.now()
 	var b strings.Builder
 	writeHeader(&b, tr, now)
-	writeTotals(&b, tr.Totals())
+	writeTotals(&b, totals(tr))
 	reading := cfg.sources.Read(tr)
 	writePools(&b, reading.Pools)
 	writeCaches(&b, cfg.sources.Caches)
@@ -124,6 +127,20 @@ func writeHeader(b *strings.Builder, tr *track.Tracker, now time.Time) {
 	b.WriteByte('\n')
 }
 
+// totals reads tr's counters. While a HelperFunctions name has matched no
+// stack, every site's headline is resolved first (each site once, however
+// many summaries), so that the count says whether it matches any.
+func totals(tr *track.Tracker) track.Totals {
+	t := tr.Totals()
+	if t.HelpersUnmatched > 0 {
+		for _, st := range tr.SiteTotals() {
+			st.Site.Location()
+		}
+		t = tr.Totals()
+	}
+	return t
+}
+
 func writeTotals(b *strings.Builder, t track.Totals) {
 	row := func(name, value string) { fmt.Fprintf(b, "  %-26s%s\n", name, value) }
 	b.WriteString("Totals\n")
@@ -138,7 +155,12 @@ func writeTotals(b *strings.Builder, t track.Totals) {
 	row("mask rebuilds", strconv.FormatInt(t.Event(track.EventMaskRebuilt), 10))
 	row("leak suspects flagged", strconv.FormatInt(t.Event(track.EventLeakSuspect), 10))
 	row("call sites", fmt.Sprintf("%d (allocations past the site limit: %d)", t.Sites, t.Overflowed))
-	row("stack capture fallbacks", fmt.Sprintf("%d (untrusted walks: %d)", t.StackFallbacks, t.StackMismatches))
+	if t.HelpersUnmatched > 0 {
+		row("unmatched helper names", fmt.Sprintf("%d (HelperFunctions names no stack matched)", t.HelpersUnmatched))
+	}
+	row("stack capture fallbacks", fmt.Sprintf("%d (untrusted walks: %d; past a full walk cache: %d)",
+		t.StackFallbacks, t.StackMismatches, t.StackUncached))
+	row("free lines lost", fmt.Sprintf("%d (frees a double-free report cannot name)", t.FreeLinesLost))
 	row("labels truncated", fmt.Sprintf("%d tensors (labels are cut at 16 keys of 256 bytes)", t.LabelsTruncated))
 }
 
@@ -257,8 +279,8 @@ func writeSuspects(b *strings.Builder, w *watch.Watcher, now time.Time) {
 		fmt.Fprintf(b, head+"%s\n", format.Bytes(s.OutlivedBytes), format.Bytes(s.GrowthPerWindow),
 			fmt.Sprintf("%d/%d", s.Grew, s.OfWindows), format.Age(now.Sub(s.Since)), siteLine(s.Site, room))
 		writeVia(b, s.Site, sites, summaryWidth-room, room)
-		for _, h := range s.HeldBy {
-			fmt.Fprintf(b, "%*s%s\n", summaryWidth-room, "", clip("held by "+h.String(), room))
+		for _, h := range s.HeldBy { // wider than the site column: a description is long
+			fmt.Fprintf(b, "%*s%s\n", heldIndent, "", clip(format.HeldBy(h.String(), h.Live), summaryWidth-heldIndent))
 		}
 	}
 }

@@ -27,7 +27,8 @@
 //
 // Every error matches one of the sentinels (ErrFreed, ErrOutOfMemory,
 // ErrInvalidShape, ...) with errors.Is; *OOMError and *DeviceError carry the
-// detail. An *OOMError's text names the call sites holding the most memory.
+// detail. An *OOMError's text names the call sites holding the most memory
+// and the View, Retain or cache entry that keeps it.
 //
 // # Leaks the garbage collector finds
 //

@@ -82,7 +82,7 @@ func (e *DeviceError) Unwrap() error { return e.Err }
 // active, cached, and the largest cached block, so fragmentation shows), what
 // other tensorlife allocators hold on the device, what is used there outside
 // tensorlife, what the device has free, and the call sites holding the most
-// live memory. It matches ErrOutOfMemory with errors.Is.
+// live memory, with who holds it. It matches ErrOutOfMemory with errors.Is.
 type OOMError struct {
 	Device     string // device name
 	Requested  int64  // bytes asked for (after rounding by the allocator)
@@ -106,8 +106,13 @@ type OOMError struct {
 	// Reason says which limit refused: "budget" or "device".
 	Reason string
 	// TopSites are the live call sites holding the most bytes, largest first,
-	// from the tracker's per-site counters (no walk of the live set).
+	// from the tracker's per-site counters. Their bytes are the tensors'
+	// sizes, before an allocator rounds them (Active is after).
 	TopSites []track.SiteStats
+	// HeldBy names, per TopSites entry, the extra owners (a View, a Retain,
+	// a cache entry) still holding its memory after the tensors' own
+	// handles were freed, most handles first (track.Tracker.HeldBy).
+	HeldBy [][]track.Holder
 	// Err is the underlying device error, if the device refused.
 	Err error
 }
@@ -139,7 +144,7 @@ func (e *OOMError) Error() string {
 			row("free on device", "%s", format.Bytes(e.DeviceFree))
 		}
 	}
-	format.WriteSites(&b, "top live sites", sitelist.Lines(e.TopSites))
+	format.WriteSites(&b, "top live sites (tensor bytes, before the allocator rounds them)", sitelist.Lines(e.TopSites, e.HeldBy))
 	if e.Err != nil {
 		fmt.Fprintf(&b, "\n  device: %v", e.Err)
 	}

@@ -63,8 +63,8 @@ type Tensor struct {
 	site *track.Site
 	// view is this handle's window on the block; nil for the whole block.
 	view *window
-	// state is 0 while the handle is live; once freed, the number of the
-	// line that freed it (freeLines), or freedUnknown.
+	// state is 0 while the handle is live; once freed, freedUnknown plus
+	// the number of the line that freed it, if kept.
 	state  atomic.Uint32
 	how    uint8 // howOwn, howRetain, howView, or an owner's index
 	inline bool  // the handle is an ownedTensor's: its block follows it
@@ -301,11 +301,8 @@ func (b *block) tracker() *track.Tracker { return b.rec.Tracker() }
 // the handle freed, while the handle is still reachable.
 func (t *Tensor) dropped() {
 	b := t.b
-	if tr := b.tracker(); tr != nil {
-		if !tr.ReportDropped(&b.rec, t.site, howName(t.how)) {
-			return
-		}
-		b.rec.Unhold(t.site, howName(t.how))
+	if tr := b.tracker(); tr != nil && !tr.ReportDropped(&b.rec, t.site, howName(t.how)) {
+		return // the tracker keeps the memory; the handle is counted dropped
 	}
 	_ = b.unref(true) // nobody is left to hand an error to; the tracker counted the leak
 }
@@ -365,40 +362,29 @@ func (t *Tensor) Free() error {
 		runtime.SetFinalizer(t, nil) // an ownedTensor's goes with its last owner
 	}
 	if tr := b.tracker(); tr != nil {
-		// Two frames name the first free in a misuse report: a short
-		// capture, numbered once per distinct line, keeps Free cheap. It
-		// keeps two frames more, for wrapper frames that a frame-pointer
-		// walk sees (a deferred Free's) and the report leaves out.
-		var pcs freeLine
-		tr.CallerPCs(1, pcs[:]) // from Free's caller
-		t.state.Store(freeLines.number(&pcs))
+		// The line names the first free in a misuse report: a short
+		// capture, numbered once per distinct line, keeps Free cheap.
+		t.state.Store(freedUnknown + tr.FreeLine(1)) // from Free's caller
 		b.rec.Unhold(t.site, howName(t.how))
 	}
 	return b.unref(false)
 }
 
-// freeDepth is how many frames of its caller's stack name a Free in
-// reports; Free captures two more (freeLine).
-const freeDepth = 2
+// A freed handle's state is freedUnknown plus the number of the line that
+// freed it (track.Tracker.FreeLine), 0 for a line not kept.
+const freedUnknown uint32 = 1
 
-// firstFree interns the first Free's frames; nil if unknown.
-func (t *Tensor) firstFree(tr *track.Tracker) *track.Site {
-	pcs := freeLines.line(t.state.Load())
-	if len(pcs) == 0 {
-		return nil
-	}
-	return tr.Intern(reportedFrames(pcs))
-}
-
+//go:noinline
 func (t *Tensor) doubleFree() error {
 	b := t.blk()
 	err := &DoubleFreeError{ID: b.ident(), DType: b.dtype, Shape: t.shapeRef(), Bytes: t.Bytes()}
 	if tr := b.tracker(); tr != nil {
 		m := t.misuse(tr, track.EventDoubleFree)
-		err.Allocated, err.FirstFree = m.Allocated, m.FirstFree
-		// The second Free's line, where the history event puts it: two
-		// frames, as the first free keeps.
-		m.SecondFree = tr.Caller(2, freeDepth)
+		err.Allocated, err.FirstFree, err.FirstDeferred = m.Allocated, m.FirstFree, m.FirstDeferred
+		// The second Free's line, where the history event puts it, named
+		// as the first free is.
+		m.SecondFree, m.SecondDeferred = tr.FreeSite(tr.FreeLine(2))
+		err.SecondFree, err.SecondDeferred = m.SecondFree, m.SecondDeferred
 		tr.NoteMisuse(&t.blk().rec, m)
 	}
 	if invariants.Enabled {
@@ -520,7 +506,9 @@ func (t *Tensor) useAfterFree() {
 // recorded: the tensor, where it was made and where it was first freed.
 // The caller adds the line of the misuse.
 func (t *Tensor) misuse(tr *track.Tracker, kind track.EventKind) track.Misuse {
-	return track.Misuse{Kind: kind, Allocated: t.blk().rec.Site(), FirstFree: t.firstFree(tr)}
+	m := track.Misuse{Kind: kind, Allocated: t.blk().rec.Site()}
+	m.FirstFree, m.FirstDeferred = tr.FreeSite(t.state.Load() - freedUnknown)
+	return m
 }
 
 // offset is the handle's first byte in its block.
@@ -643,17 +631,30 @@ func (t *Tensor) String() string {
 
 // DoubleFreeError reports a second Free of one handle.
 type DoubleFreeError struct {
-	ID        uint64
-	DType     DType
-	Shape     Shape
-	Bytes     int64
-	Allocated *track.Site // where the tensor was made; nil if untracked
-	FirstFree *track.Site // where it was first freed; nil if untracked
+	ID         uint64
+	DType      DType
+	Shape      Shape
+	Bytes      int64
+	Allocated  *track.Site // where the tensor was made; nil if untracked
+	FirstFree  *track.Site // where it was first freed; nil if untracked
+	SecondFree *track.Site // where it was freed again; nil if untracked
+	// FirstDeferred and SecondDeferred say that Free ran from a defer
+	// statement, whose line its site names (with frame-pointer capture).
+	FirstDeferred, SecondDeferred bool
 }
 
 func (e *DoubleFreeError) Error() string {
-	return fmt.Sprintf("tensor: double free of tensor %d (%v%v, %s): allocated at %s; first freed at %s",
-		e.ID, e.DType, e.Shape, format.Bytes(e.Bytes), siteString(e.Allocated), siteString(e.FirstFree))
+	return fmt.Sprintf("tensor: double free of tensor %d (%v%v, %s): allocated at %s; first freed%s at %s; freed again%s at %s",
+		e.ID, e.DType, e.Shape, format.Bytes(e.Bytes), siteString(e.Allocated),
+		deferredWord(e.FirstDeferred), siteString(e.FirstFree), deferredWord(e.SecondDeferred), siteString(e.SecondFree))
+}
+
+// deferredWord marks a Free that ran from a defer statement.
+func deferredWord(deferred bool) string {
+	if deferred {
+		return " by a deferred Free"
+	}
+	return ""
 }
 
 // Is reports whether target is ErrDoubleFree.

@@ -23,7 +23,9 @@ import (
 // turned off (the FramePointers option, TENSORLIFE_STACK=callers) every
 // capture is runtime.Callers's and nothing is counted. A walk that does not
 // agree with runtime.Callers is cached as untrusted, counted
-// (Totals.StackMismatches), and served by runtime.Callers from then on.
+// (Totals.StackMismatches), and served by runtime.Callers from then on. Past
+// a full cache, walks are not kept: each capture of a stack not cached is
+// runtime.Callers's, counted (Totals.StackUncached).
 
 // walkCache maps frame-pointer walks to sites in a fixed intern table.
 // Lookups take no lock; an insert, once per distinct walk, takes one. The
@@ -79,6 +81,9 @@ func (t *Tracker) site(skip int) *Site {
 		}
 		return t.callersSite(skip+1, nil, 0)
 	}
+	if n == len(walk) {
+		return t.deepSite(skip + 1) // maybe cut short: no key
+	}
 	h := intern.NewHash().PCs(walk[:n]).Sum()
 	// The table's Lookup, not a method of walkCache around it: inlined
 	// here with the comparison, where a wrapper would be a call.
@@ -86,10 +91,40 @@ func (t *Tracker) site(skip int) *Site {
 	case e == nil && t.walks.full():
 		// The walk could not be kept, so comparing it would be wasted,
 		// and counted again as a mismatch on every capture.
+		t.stackUncached.Add(1)
 		return t.callersSite(skip+1, nil, 0)
 	case e == nil:
 		return t.callersSite(skip+1, walk[:n], h)
 	case e.site == nil: // a walk that disagreed once is not trusted
+		return t.callersSite(skip+1, nil, 0)
+	default:
+		return e.site
+	}
+}
+
+// deepSite is site for a stack deeper than maxDepth physical frames. A walk
+// cut at maxDepth holds fewer logical frames than runtime.Callers wherever
+// it holds wrappers, so stacks that differ past it would share its key:
+// the key is a walk twice as deep, trusted only where it names every frame
+// runtime.Callers keeps (fpstack.Covers). Its own frame, kept out of site's,
+// costs the shallow path nothing.
+//
+//go:noinline
+func (t *Tracker) deepSite(skip int) *Site {
+	var walk [2 * maxDepth]uintptr
+	n, ok := fpstack.Walk(skip+2, walk[:])
+	if !ok {
+		t.stackFallbacks.Add(1)
+		return t.callersSite(skip+1, nil, 0)
+	}
+	h := intern.NewHash().PCs(walk[:n]).Sum()
+	switch e, _ := t.walks.table.Lookup(h, sameWalk(h, walk[:n])); {
+	case e == nil && t.walks.full():
+		t.stackUncached.Add(1)
+		return t.callersSite(skip+1, nil, 0)
+	case e == nil:
+		return t.callersSite(skip+1, walk[:n], h)
+	case e.site == nil:
 		return t.callersSite(skip+1, nil, 0)
 	default:
 		return e.site
@@ -112,10 +147,10 @@ func (t *Tracker) callersSite(skip int, walk []uintptr, h uint64) *Site {
 	return site
 }
 
-// cacheWalk keeps walk for site if it names the frames callers does, or as
+// cacheWalk keeps walk for site if it names every frame callers does, or as
 // untrusted if not. It runs once per distinct walk.
 func (t *Tracker) cacheWalk(h uint64, walk, callers []uintptr, site *Site) {
-	if fpstack.Agree(walk, callers, maxDepth) {
+	if fpstack.Covers(walk, callers, maxDepth) {
 		t.walks.insert(h, walk, site)
 		return
 	}

@@ -1,11 +1,9 @@
-// Package track is tensorlife's live registry of device allocations: which
-// tensors are alive, their bytes, the line that made each one, and which
-// outlived the request that made it.
+// Package track is tensorlife's live registry of device allocations: what is
+// alive, the line that made it, and whether it outlived its request.
 //
-// A Tracker records and releases allocations; package tensor records every
-// tensor in its allocator's tracker (most programs use Default). Each carries
-// bytes, kind, device, dtype, shape, its context's labels (WithLabels, as
-// pprof.Labels) and its call site.
+// A Tracker records and releases allocations (package tensor records every
+// tensor; most programs use Default), each with its bytes, kind, device,
+// dtype, shape, context labels (WithLabels, as pprof.Labels) and call site.
 //
 // A request begins at WithRequest, or at the first WithLabels on a context
 // that ends with the request, as net/http's and gRPC's do. A tensor still
@@ -36,6 +34,6 @@
 // Programs never need these; packages tensor and pool use them: Record, Meta
 // and InternMeta; Tracker.Record, Release, SetLabels, HandOver,
 // ReportDropped, Note and NoteMisuse; Record.Hold and Unhold; Caller,
-// CallerSite, CallerPCs and Intern; Attach and Reserver; and SiteFeed,
-// HeldBy, WatchLeaks and MisuseSince for the watcher and tracktest.
+// CallerSite, Intern, FreeLine and FreeSite; Attach and Reserver; and
+// SiteFeed, HeldBy, WatchLeaks and MisuseSince for the watcher and tracktest.
 package track

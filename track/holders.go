@@ -14,10 +14,9 @@ import (
 // Holder is a kind of handle keeping an allocation alive (its own, a View, a
 // Retain, a cache entry) by the line that made it.
 type Holder struct {
-	Site    *Site  // where the handle was made; nil for those past the bound
-	How     string // "Retain", "View", an owner's name; "allocation" for the own handle
-	Live    int    // handles neither freed nor found dropped
-	Dropped int    // found dropped, their memory kept (ReclaimLeaks(false))
+	Site          *Site  // where the handle was made; nil for those past the bound
+	How           string // "Retain", "View", an owner's name; "allocation" for the own handle
+	Live, Dropped int    // handles neither freed nor found dropped; found dropped without Free
 }
 
 // howOwn is Holder.How of an allocation's own handle, the one New returned.
@@ -26,7 +25,8 @@ const howOwn = "allocation"
 // Own reports whether h is the allocation's own handle.
 func (h Holder) Own() bool { return h.How == howOwn }
 
-// String describes h as a report does: "a View made at decode.go:88".
+// String describes h as every report does: "a View made at decode.go:88
+// (pkg.decode)".
 func (h Holder) String() string {
 	what := "a " + h.How
 	if h.How == howOwn {
@@ -36,7 +36,7 @@ func (h Holder) String() string {
 		return what + " made at other sites"
 	}
 	loc := h.Site.Location()
-	return fmt.Sprintf("%s made at %s:%d (%s)", what, format.File(loc.File), loc.Line, loc.Function)
+	return fmt.Sprintf("%s made at %s:%d (%s)", what, format.File(loc.File), loc.Line, format.Function(loc.Function))
 }
 
 // maxHolders bounds the holder sites one record keeps apart; further ones
@@ -145,7 +145,9 @@ func (r *Record) Unhold(site *Site, how string) {
 }
 
 // markDropped moves a handle from live to dropped: the garbage collector
-// found it without Free and the tracker keeps its memory.
+// found it without Free. The line that made it stays with the record until
+// the record is released, whether or not the tracker reclaims its share, so
+// that a report names it whenever the collector ran.
 func (r *Record) markDropped(site *Site, how string) {
 	if site == nil {
 		if s := r.holders.Load(); s != nil {

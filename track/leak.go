@@ -15,7 +15,7 @@ type LeakReport struct {
 }
 
 // ReportDropped reports a handle of r dropped without Free (nil site: its
-// own; else Record.Hold's), from its finalizer; true: give its ownership up.
+// own; else Record.Hold's), no longer live; true: give its ownership up.
 func (t *Tracker) ReportDropped(r *Record, site *Site, how string) (reclaim bool) {
 	if r == nil || r.tracker != t || r.state() != stateLive {
 		return true // nothing is kept for it: ownership goes
@@ -29,9 +29,7 @@ func (t *Tracker) ReportDropped(r *Record, site *Site, how string) (reclaim bool
 	if site != nil {
 		holder = Holder{Site: site, How: how, Dropped: 1}
 	}
-	if !t.cfg.reclaimLeaks {
-		r.markDropped(site, how)
-	}
+	r.markDropped(site, how)
 	t.gcLeaks.Add(1)
 	r.site.gcLeaks.Add(1)
 	if t.cfg.historyEvents > 0 {

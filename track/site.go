@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/tensorlife/tensorlife/internal/fpstack"
 	"github.com/tensorlife/tensorlife/internal/intern"
 )
 
@@ -147,6 +148,9 @@ func (s *Site) symbolize() {
 			fr := Frame{PC: f.PC, Function: f.Function, File: f.File, Line: f.Line, Entry: f.Entry}
 			if fr.Function == "" {
 				fr.Function = format.UnknownFunction
+			}
+			if outer, ok := fpstack.DeferWrapper(fr.Function); ok {
+				fr.Function = outer // a deferred Free's line: named by the function that deferred it
 			}
 			s.frames = append(s.frames, fr)
 			if !more {

@@ -228,6 +228,8 @@ type Tracker struct {
 
 	stackFallbacks  atomic.Int64 // captures the frame-pointer walk could not serve
 	stackMismatches atomic.Int64 // walks that named other frames than runtime.Callers
+	stackUncached   atomic.Int64 // captures of walks a full cache could not keep
+	freeLinesLost   atomic.Int64 // frees whose line the full free-line table could not keep
 
 	nextID    atomic.Uint64
 	liveBytes atomic.Int64 // global, for the peak; the rest is per shard
@@ -447,23 +449,22 @@ func (t *Tracker) Intern(pcs []uintptr) *Site {
 
 // Totals are a tracker's counters at one moment.
 type Totals struct {
-	LiveCount, LiveBytes int64
-	PeakBytes            int64
-	Allocs, AllocBytes   int64 // since start
-	Frees                int64
-	GCLeaks              int64 // handles the collector found without Free
-	Misuse               int64 // double frees, foreign releases, records reused
-	Sites                int   // call stacks kept
-	Overflowed           int64 // allocations past MaxSites
+	LiveCount, LiveBytes, PeakBytes int64
+	Allocs, AllocBytes, Frees       int64 // since start
+	GCLeaks, Misuse                 int64 // handles found dropped; double frees, foreign releases, reuses
+	Sites                           int   // call stacks kept
+	Overflowed                      int64 // allocations past MaxSites
 	// OutlivedCount and OutlivedBytes are the live tensors that outlived
 	// their request: what a watcher judges, summed over the sites.
 	OutlivedCount, OutlivedBytes int64
 	LabelsTruncated              int64 // tensors recorded with labels cut to the bounds (WithLabels)
-	// StackFallbacks are captures the frame-pointer walk refused, served
-	// by runtime.Callers; StackMismatches, walks that named other frames
-	// and are not trusted since.
-	StackFallbacks, StackMismatches int64
-	events                          [numEventKinds]int64 // Event
+	// Served by runtime.Callers: StackFallbacks, captures the walk refused;
+	// StackUncached, captures past a full walk cache. StackMismatches are
+	// walks not trusted since they named other frames.
+	StackFallbacks, StackMismatches, StackUncached int64
+	FreeLinesLost                                  int64 // frees whose line the full free-line table lost
+	HelpersUnmatched                               int   // HelperFunctions names no stack has matched yet
+	events                                         [numEventKinds]int64
 }
 
 // Event returns the count of events of kind k.
@@ -507,6 +508,10 @@ func (t *Tracker) Totals() Totals {
 
 		StackFallbacks:  t.stackFallbacks.Load(),
 		StackMismatches: t.stackMismatches.Load(),
+		StackUncached:   t.stackUncached.Load(),
+		FreeLinesLost:   t.freeLinesLost.Load(),
+
+		HelpersUnmatched: t.cfg.helpers.unmatched(),
 	}
 	for i := range tt.events {
 		tt.events[i] = t.events[i].Load()

@@ -137,7 +137,7 @@ func TestOutOfMemoryNamesTheLeak(t *testing.T) {
 	}
 	require.NotEmpty(t, oomLine, "the log has the out-of-memory report under the request's id:\n%s", logs.String())
 	assert.Contains(t, oomLine, "budget limit 256 KiB")
-	assert.Contains(t, oomLine, "top live sites:")
+	assert.Contains(t, oomLine, "top live sites (tensor bytes, before the allocator rounds them):")
 	assert.Contains(t, oomLine, leakFunc, "the log names the leak")
 	assert.Positive(t, s.lanes[0].pool.Stats().OOMs)
 }

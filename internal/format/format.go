@@ -97,15 +97,37 @@ type SiteLine struct {
 	// Outlived is how many of Bytes outlived the request that made them
 	// (track.WithRequest): what a growth watcher judges.
 	Outlived int64
-	// Held, when not empty, names the owner still holding the memory, such
-	// as "a View made at decode.go:88".
-	Held string
+	// Via, when not empty, is the frame that tells this site apart from
+	// another listed with the same line (Via renders it).
+	Via string
+	// Held names the owners still holding the memory after the tensors'
+	// own handles were freed, each as HeldBy renders it.
+	Held []string
+}
+
+// HeldBy renders who holds memory, as every report prints it: "held by a
+// View made at decode.go:88 (pkg.decode)", with ", 3 handles" for more
+// than one. holder is track.Holder's String.
+func HeldBy(holder string, handles int) string {
+	if handles > 1 {
+		return fmt.Sprintf("held by %s, %d handles", holder, handles)
+	}
+	return "held by " + holder
+}
+
+// Via renders the frame that tells two stacks with one headline apart, as
+// every report prints it: "via pkg.prefill (prefill.go:12)", the function
+// shortened (Function) as in an owner's description.
+func Via(function, file string, line int) string {
+	return fmt.Sprintf("via %s (%s:%d)", Function(function), File(file), line)
 }
 
 // WriteSites writes a numbered list of sites under a title, each as
 //
 //  1. 13.2 MiB in 10073 tensors: main.(*agent).decode
 //     /src/agent.go:72
+//     via main.(*agent).step (agent.go:40)
+//     held by a View made at agent.go:75 (main.(*agent).decode)
 //
 // indented by two spaces, each entry starting on a new line. An out-of-memory
 // error and a pool closed with live blocks print their sites this way.
@@ -119,11 +141,14 @@ func WriteSites(b *strings.Builder, title string, sites []SiteLine) {
 	for i, s := range sites {
 		fmt.Fprintf(b, "\n  %d. %s in %d %s: %s\n       %s:%d", i+1, Bytes(s.Bytes), s.Count,
 			plural(s.Count, "tensor"), s.Function, s.File, s.Line)
+		if s.Via != "" {
+			fmt.Fprintf(b, "\n       %s", s.Via)
+		}
 		if s.Outlived > 0 {
 			fmt.Fprintf(b, "\n       %s of it outlived the request that made it", Bytes(s.Outlived))
 		}
-		if s.Held != "" {
-			fmt.Fprintf(b, "\n       held by %s", s.Held)
+		for _, h := range s.Held {
+			fmt.Fprintf(b, "\n       %s", h)
 		}
 	}
 }

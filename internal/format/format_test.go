@@ -58,12 +58,19 @@ func TestWriteSites(t *testing.T) {
 	WriteSites(&b, "top live sites", nil)
 	assert.Empty(t, b.String(), "no sites, no title")
 	WriteSites(&b, "top live sites", []SiteLine{
-		{Function: "main.decode", File: "/src/a.go", Line: 7, Count: 1, Bytes: 2048, Held: "a View made at a.go:9"},
+		{Function: "main.decode", File: "/src/a.go", Line: 7, Count: 1, Bytes: 2048,
+			Via: Via("main.step", "/src/a.go", 3), Held: []string{HeldBy("a View made at a.go:9 (main.decode)", 2)}},
 		{Function: "main.prefill", File: "/src/b.go", Line: 3, Count: 2, Bytes: 512},
 	})
 	assert.Equal(t, "\n  top live sites:"+
-		"\n  1. 2 KiB in 1 tensor: main.decode\n       /src/a.go:7\n       held by a View made at a.go:9"+
+		"\n  1. 2 KiB in 1 tensor: main.decode\n       /src/a.go:7\n       via main.step (a.go:3)"+
+		"\n       held by a View made at a.go:9 (main.decode), 2 handles"+
 		"\n  2. 512 B in 2 tensors: main.prefill\n       /src/b.go:3", b.String())
+}
+
+func TestHeldBy(t *testing.T) {
+	assert.Equal(t, "held by a Retain made at c.go:4 (main.keep)", HeldBy("a Retain made at c.go:4 (main.keep)", 1))
+	assert.Equal(t, "held by a View made at c.go:5 (main.f), 3 handles", HeldBy("a View made at c.go:5 (main.f)", 3))
 }
 
 func TestFunction(t *testing.T) {

@@ -54,17 +54,32 @@ func IsWrapper(f runtime.Frame) bool {
 	}
 	// The wrapper closure of "go f(x)" inside g is named g.gowrap1, that of
 	// "defer f(x)" g.deferwrap1; the digits count per function.
-	dot := strings.LastIndexByte(f.Function, '.')
+	if _, ok := wrapped(f.Function, "gowrap"); ok {
+		return true
+	}
+	_, ok := DeferWrapper(f.Function)
+	return ok
+}
+
+// DeferWrapper reports whether function is the closure the compiler wraps
+// a "defer f(x)" statement of outer in, outer.deferwrapN, and returns
+// outer. The closure is a wrapper (IsWrapper) at the defer statement's
+// line: a walk that holds it names the line that deferred the call, where
+// runtime.Callers names only the line outer returned at.
+func DeferWrapper(function string) (outer string, ok bool) {
+	return wrapped(function, "deferwrap")
+}
+
+// wrapped returns outer if function is outer.<prefix>N.
+func wrapped(function, prefix string) (outer string, ok bool) {
+	dot := strings.LastIndexByte(function, '.')
 	if dot < 0 {
-		return false
+		return "", false
 	}
-	last := f.Function[dot+1:]
-	for _, prefix := range [...]string{"gowrap", "deferwrap"} {
-		if digits, ok := strings.CutPrefix(last, prefix); ok && allDigits(digits) {
-			return true
-		}
+	if digits, ok := strings.CutPrefix(function[dot+1:], prefix); ok && allDigits(digits) {
+		return function[:dot], true
 	}
-	return false
+	return "", false
 }
 
 func allDigits(s string) bool {
@@ -116,20 +131,9 @@ func Compare(walked, callers []uintptr, depth int) (d Difference, differ bool) {
 	var cbuf [64]Frame
 	w := walkFrames(wbuf[:0], walked)
 	c := callersFrames(cbuf[:0], callers)
-	i, j := 0, 0
-	for i < len(w) && j < len(c) {
-		switch {
-		case w[i].Frame == c[j]:
-			i, j = i+1, j+1
-		case w[i].wrapper || (i > 0 && w[i].Function == w[i-1].Function &&
-			strings.Contains(w[i].Function, "[...]")):
-			i++
-		default:
-			return Difference{Index: j, Walked: w[i].Frame, Callers: c[j]}, true
-		}
-	}
-	for i < len(w) && w[i].wrapper {
-		i++
+	i, j, d, differ := match(w, c)
+	if differ {
+		return d, true
 	}
 	switch {
 	case i == len(w) && j == len(c):
@@ -145,12 +149,55 @@ func Compare(walked, callers []uintptr, depth int) (d Difference, differ bool) {
 	}
 }
 
+// match pairs the logical frames of a walk and of runtime.Callers, skipping
+// the walk's wrappers, until one ends or they differ; i and j are how far
+// each got, trailing wrappers of the walk included.
+func match(w []walkFrame, c []Frame) (i, j int, d Difference, differ bool) {
+	for i < len(w) && j < len(c) {
+		switch {
+		case w[i].Frame == c[j]:
+			i, j = i+1, j+1
+		case w[i].wrapper || (i > 0 && w[i].Function == w[i-1].Function &&
+			strings.Contains(w[i].Function, "[...]")):
+			i++
+		default:
+			return i, j, Difference{Index: j, Walked: w[i].Frame, Callers: c[j]}, true
+		}
+	}
+	for i < len(w) && w[i].wrapper {
+		i++
+	}
+	return i, j, Difference{}, false
+}
+
 // Agree reports whether walked and callers name the same stack wrappers
-// aside, as Compare decides. A site cache keyed by walk PCs keeps an entry
-// only if Agree holds for the runtime.Callers capture it interned.
+// aside, as Compare decides.
 func Agree(walked, callers []uintptr, depth int) bool {
 	_, differ := Compare(walked, callers, depth)
 	return !differ
+}
+
+// Covers reports whether walked names every frame of callers, a
+// runtime.Callers capture of the same stack into a buffer of depth PCs,
+// wrappers aside, so that every stack whose walk has those PCs has that
+// capture too. It is Agree, less a walk cut short before callers ends: a
+// truncated walk holds fewer logical frames than runtime.Callers wherever
+// it holds wrappers, and two stacks that differ past it share the walk. A
+// site cache keyed by walk PCs keeps an entry only if Covers holds.
+func Covers(walked, callers []uintptr, depth int) bool {
+	var wbuf [128]walkFrame
+	var cbuf [64]Frame
+	w := walkFrames(wbuf[:0], walked)
+	c := callersFrames(cbuf[:0], callers)
+	i, j, _, differ := match(w, c)
+	switch {
+	case differ || j < len(c):
+		return false // they differ, or the walk ended first
+	case i == len(w):
+		return true
+	default:
+		return len(callers) >= depth // the walk holds more: runtime.Callers was cut short
+	}
 }
 
 type walkFrame struct {

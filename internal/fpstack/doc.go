@@ -34,8 +34,9 @@
 // refusals, faults and Capture's fallbacks to runtime.Callers.
 //
 // A walk that passes the guards is plausible, not proven. A cache keyed by
-// walk PCs checks each entry once, when it is made, with Agree against
-// runtime.Callers over the same frames (see the example).
+// walk PCs checks each entry once, when it is made, with Covers against
+// runtime.Callers over the same frames (see the example): a walk cut short
+// is a key only where it names every frame runtime.Callers keeps.
 //
 // # Turning it off
 //

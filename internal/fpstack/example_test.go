@@ -38,8 +38,9 @@ func (c *siteCache) site() string {
 	m := fpstack.Callers(2, pcs[:])
 	c.callers++
 	s := intern(pcs[:m])
-	// Keep the entry only if both captures name the same frames.
-	if ok && fpstack.Agree(walked[:n], pcs[:m], depth) {
+	// Keep the entry only if the walk names every frame runtime.Callers
+	// kept: a walk cut short at depth frames is no key for a deeper stack.
+	if ok && fpstack.Covers(walked[:n], pcs[:m], depth) {
 		c.byWalk[walked] = s
 	}
 	return s

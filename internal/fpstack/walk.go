@@ -44,7 +44,7 @@ const ptrSize = unsafe.Sizeof(uintptr(0))
 //
 // An ok walk is plausible, not proven: a corrupt chain that passes the
 // guards yields program counters that symbolize to nothing or to the wrong
-// frames. Callers that cache by the walk's PCs check them once with Agree.
+// frames. Callers that cache by the walk's PCs check them once with Covers.
 //
 // Walk reads only the calling goroutine's own stack: it is safe for
 // concurrent use.

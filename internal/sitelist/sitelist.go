@@ -1,6 +1,6 @@
 // Package sitelist turns a tracker's site figures into the lines of a site
 // list (format.WriteSites), so that an out-of-memory error and a pool closed
-// with live blocks name their sites alike.
+// with live blocks name their sites, and who holds their memory, alike.
 package sitelist
 
 import (
@@ -9,13 +9,28 @@ import (
 )
 
 // Lines renders each site by its location (track.Site.Location) with its
-// live count and bytes.
-func Lines(sites []track.SiteStats) []format.SiteLine {
+// live count and bytes, the frame that tells it apart from another listed
+// site with the same line, and held[i], the extra owners holding site i's
+// memory (track.Tracker.HeldBy; nil or short for none).
+func Lines(sites []track.SiteStats, held [][]track.Holder) []format.SiteLine {
+	listed := make([]*track.Site, len(sites))
+	for i := range sites {
+		listed[i] = sites[i].Site
+	}
 	out := make([]format.SiteLine, 0, len(sites))
-	for _, s := range sites {
+	for i, s := range sites {
 		f := s.Site.Location()
-		out = append(out, format.SiteLine{Function: f.Function, File: f.File, Line: f.Line,
-			Count: s.LiveCount, Bytes: s.LiveBytes, Outlived: s.OutlivedBytes})
+		line := format.SiteLine{Function: f.Function, File: f.File, Line: f.Line,
+			Count: s.LiveCount, Bytes: s.LiveBytes, Outlived: s.OutlivedBytes}
+		if via, ok := s.Site.DistinctFrame(listed); ok {
+			line.Via = format.Via(via.Function, via.File, via.Line)
+		}
+		if i < len(held) {
+			for _, h := range held[i] {
+				line.Held = append(line.Held, format.HeldBy(h.String(), h.Live))
+			}
+		}
+		out = append(out, line)
 	}
 	return out
 }

@@ -14,7 +14,7 @@ func Example() {
 	tr, _ := track.New()
 	r := &track.Record{Bytes: 4096, Meta: track.InternMeta("kv-cache", "host", "", nil)}
 	_ = tr.Record(context.Background(), r, 0)
-	lines := sitelist.Lines(tr.SiteTotals())
+	lines := sitelist.Lines(tr.SiteTotals(), nil)
 	var b strings.Builder
 	format.WriteSites(&b, "top live sites", lines)
 	fmt.Println(lines[0].Function, lines[0].Bytes, strings.Contains(b.String(), "4 KiB in 1 tensor"))

@@ -17,6 +17,7 @@ type instruments struct {
 	cacheHits, cacheMisses, cacheEvictions                metric.Int64Observable
 	deviceUsage, deviceLimit, gpuUsage, gpuLimit          metric.Int64Observable
 	suspects, flags, windows, stackFallbacks              metric.Int64Observable
+	stackUncached, freeLinesLost                          metric.Int64Observable
 }
 
 // spec describes one instrument: where it goes and what it is.
@@ -50,6 +51,8 @@ func (in *instruments) create(meter metric.Meter, src *report.Sources) ([]metric
 		{&in.ooms, counter, "tensorlife.tensor.oom_errors", "{error}", "Allocations refused for lack of memory."},
 		{&in.maskRebuilds, counter, "tensorlife.mask.rebuilds", "{mask}", "Masks built again where they should have grown."},
 		{&in.stackFallbacks, counter, "tensorlife.stack.fallbacks", "{capture}", "Stack captures the frame-pointer walk could not serve, taken by runtime.Callers."},
+		{&in.stackUncached, counter, "tensorlife.stack.uncached", "{capture}", "Stack captures taken by runtime.Callers because the full walk cache could not keep their walk."},
+		{&in.freeLinesLost, counter, "tensorlife.tensor.free_lines_lost", "{free}", "Frees whose line the full free-line table could not keep: a double-free report cannot name them."},
 	}
 	if len(src.Pools) > 0 {
 		specs = append(specs,

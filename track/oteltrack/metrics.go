@@ -43,6 +43,8 @@
 //	tensorlife.tensor.oom_errors       {error}       Counter        allocations refused for lack of memory
 //	tensorlife.mask.rebuilds           {mask}        Counter        masks built again where they should have grown
 //	tensorlife.stack.fallbacks         {capture}     Counter        captures the frame-pointer walk could not serve
+//	tensorlife.stack.uncached          {capture}     Counter        captures past a full walk cache, by runtime.Callers
+//	tensorlife.tensor.free_lines_lost  {free}        Counter        frees whose line the full free-line table lost
 //
 // With Sources.Pools, per tensorlife.device (pools on one device add up):
 //
@@ -280,6 +282,8 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(in.ooms, tt.Event(track.EventOOM))
 	o.ObserveInt64(in.maskRebuilds, tt.Event(track.EventMaskRebuilt))
 	o.ObserveInt64(in.stackFallbacks, tt.StackFallbacks+tt.StackMismatches)
+	o.ObserveInt64(in.stackUncached, tt.StackUncached)
+	o.ObserveInt64(in.freeLinesLost, tt.FreeLinesLost)
 
 	reading := m.src.Read(m.tr) // each pool read once, for its figures and its device's
 	if len(reading.Pools) > 0 {

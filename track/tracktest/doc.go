@@ -63,12 +63,15 @@
 //   - VerifyNone and Find watch during their check, which runs the
 //     collector while it settles.
 //
-// A tracker with track.ReclaimLeaks(false) keeps a dropped tensor in its live
-// set, flagged, so every check reports it whenever it was found; that is the
-// setting to use for test trackers. On a tracker that reclaims leaked
-// tensors (the default), a handle found and reclaimed before a VerifyNone or
-// Find began has left the tracker and is not seen: the OnLeak callback has
-// reported it, and Context is the way to fail the test for it.
+// A tensor keeps the lines of its dropped handles until it is released, so
+// a dropped View or Retain is named at the line that made it whenever the
+// collector found it. A tracker with track.ReclaimLeaks(false) keeps a
+// dropped tensor in its live set, flagged, so every check reports it
+// whenever it was found; that is the setting to use for test trackers. On a
+// tracker that reclaims leaked tensors (the default), a tensor whose last
+// handle was found and reclaimed before a VerifyNone or Find began has left
+// the tracker and is not seen: the OnLeak callback has reported it, and
+// Context is the way to fail the test for it.
 //
 // A check lists at most 1000 tensors found dropped while it watched and
 // counts the rest (LeakError.MoreDropped), so a test that drops handles in

@@ -88,7 +88,7 @@ func ExampleContext_droppedHandle() {
 
 	t.end() // the scope still reports it, with its site
 	// Output:
-	// tracktest: 1 tensor leaked (16 B) in tracker "shared", scope tensorlife.test=TestDrop#N (0 live, 1 dropped without Free):
+	// tracktest: 1 tensor leaked (16 B) in tracker "shared", scope tensorlife.test=TestDrop#N (1 handle: 0 live, 1 dropped without Free):
 }
 
 func ExampleFind() {

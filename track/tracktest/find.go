@@ -32,6 +32,23 @@ func Find(tr *track.Tracker, opts ...Option) error {
 	return errors.Join(le, me)
 }
 
+// handleKey names the dropped handles of one tensor made at one line.
+type handleKey struct {
+	id   uint64
+	site *track.Site
+	how  string
+}
+
+// reportedID reports whether a dropped handle of tensor id is listed.
+func reportedID(leaks map[handleKey]*Leak, id uint64) bool {
+	for k := range leaks {
+		if k.id == id {
+			return true
+		}
+	}
+	return false
+}
+
 func tracker(tr *track.Tracker) *track.Tracker {
 	if tr == nil {
 		return track.Default()
@@ -116,28 +133,60 @@ func (c *config) check(tr *track.Tracker, scope scope, drops *dropLog) *LeakErro
 
 	le := &LeakError{Tracker: tr.Name(), Scope: scope.name, Checked: snap.Time, MoreDropped: more,
 		counted: make(map[uint64]struct{}, len(dropped)+len(live))}
-	// Each dropped handle is its own leak, at the line that made it; a
-	// tensor flagged without a report seen here (found before the watch)
-	// is listed once as dropped; a tensor some handle still holds is
-	// listed live, with the handles that hold it.
-	reported := make(map[uint64]bool, len(dropped))
+	// A tensor some handle still holds is listed live, with its holders.
+	// Its dropped handles are listed by the line that made them, one leak
+	// per line: those the watch saw the collector find, and those the
+	// records kept from before the watch (a record keeps its dropped
+	// handles' lines until it is released), so that the report is the same
+	// whenever the collector ran.
+	droppedAt := make(map[handleKey]*Leak, len(dropped))
+	var order []handleKey
+	addDropped := func(a track.Allocation, h track.Holder, n int) {
+		k := handleKey{a.ID, h.Site, h.How}
+		l := droppedAt[k]
+		if l == nil {
+			l = &Leak{Allocation: a, State: Dropped, Holder: track.Holder{Site: h.Site, How: h.How}}
+			droppedAt[k] = l
+			order = append(order, k)
+		}
+		l.Holder.Dropped += n
+	}
 	for _, l := range dropped {
-		reported[l.ID] = true
-		le.addLeak(l)
+		addDropped(l.Allocation, l.Holder, 1)
+	}
+	reported := make(map[handleKey]int, len(droppedAt))
+	for k, l := range droppedAt {
+		reported[k] = l.Holder.Dropped
+	}
+	kept := func(a track.Allocation) {
+		known := false
+		for _, h := range a.Holders {
+			if h.Dropped <= 0 {
+				continue
+			}
+			known = true
+			if n := h.Dropped - reported[handleKey{a.ID, h.Site, h.How}]; n > 0 {
+				addDropped(a, h, n)
+			}
+		}
+		if !known && !reportedID(droppedAt, a.ID) {
+			addDropped(a, track.Holder{}, 1) // flagged, with no dropped handle known
+		}
 	}
 	for _, a := range live {
 		delete(found, a.ID)
 		if a.LiveHolders() > 0 || !a.Leaked {
 			le.add(a, Live)
 		}
-		if a.Leaked && !reported[a.ID] {
-			le.add(a, Dropped)
+		if a.Leaked {
+			kept(a)
 		}
 	}
 	for _, a := range found {
-		if !reported[a.ID] {
-			le.add(a, Dropped)
-		}
+		kept(a)
+	}
+	for _, k := range order {
+		le.addLeak(*droppedAt[k])
 	}
 	le.counted = nil // the report is done: Bytes is final
 	if len(le.Leaks) == 0 && more == 0 {

@@ -47,8 +47,8 @@ func TestReportNamesHelperCallersAndTellsThemApart(t *testing.T) {
 	for _, h := range heads {
 		assert.Regexp(t, `^site `+thisPackage+`\.attend \(helper_frames_test\.go:\d+\) via `, h)
 	}
-	assert.Regexp(t, `(?m)^site .* via `+thisPackage+`\.fromPrefill \(helper_frames_test\.go:\d+\): 1 tensor`, text)
-	assert.Regexp(t, `(?m)^site .* via `+thisPackage+`\.fromDecode \(helper_frames_test\.go:\d+\): 1 tensor`, text)
+	assert.Regexp(t, `(?m)^site .* via tracktest_test\.fromPrefill \(helper_frames_test\.go:\d+\): 1 tensor`, text)
+	assert.Regexp(t, `(?m)^site .* via tracktest_test\.fromDecode \(helper_frames_test\.go:\d+\): 1 tensor`, text)
 	require.NoError(t, a.Free())
 	require.NoError(t, b.Free())
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"weak"
 
+	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -59,25 +60,32 @@ func (e *MisuseError) Error() string {
 	}
 	b.WriteString(":\n")
 	for _, m := range e.Misuses {
+		what := "freed twice"
 		if m.Kind == track.EventUseAfterFree {
-			fmt.Fprintf(&b, "tensor %d (%d B) used after free\n", m.ID, m.Bytes)
-		} else {
-			fmt.Fprintf(&b, "tensor %d (%d B) freed twice\n", m.ID, m.Bytes)
+			what = "used after free"
 		}
-		line := func(what string, s *track.Site) {
+		fmt.Fprintf(&b, "tensor %d (%s", m.ID, format.Bytes(m.Bytes))
+		if m.Labels.Len() > 0 {
+			fmt.Fprintf(&b, ", labels %s", m.Labels)
+		}
+		fmt.Fprintf(&b, ") %s\n", what)
+		line := func(what string, s *track.Site, deferred bool) {
+			if deferred {
+				what += " by a deferred Free"
+			}
 			if s == nil {
-				fmt.Fprintf(&b, "  %s: unknown\n", what)
+				fmt.Fprintf(&b, "  %s at: unknown\n", what)
 				return
 			}
 			f := s.Location()
-			fmt.Fprintf(&b, "  %s: %s\n      %s:%d\n", what, f.Function, f.File, f.Line)
+			fmt.Fprintf(&b, "  %s at: %s\n      %s:%d\n", what, f.Function, f.File, f.Line)
 		}
-		line("allocated at", m.Allocated)
-		line("first freed at", m.FirstFree)
+		line("allocated", m.Allocated, false)
+		line("first freed", m.FirstFree, m.FirstDeferred)
 		if m.Kind == track.EventUseAfterFree {
-			line("used at", m.Use)
+			line("used", m.Use, false)
 		} else {
-			line("freed again at", m.SecondFree)
+			line("freed again", m.SecondFree, m.SecondDeferred)
 		}
 	}
 	return strings.TrimSuffix(b.String(), "\n")

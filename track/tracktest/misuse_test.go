@@ -2,6 +2,7 @@ package tracktest_test
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tensorlife/tensorlife/internal/fpstack"
 	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track/tracktest"
@@ -193,4 +195,44 @@ func TestFailuresPointAtTheTestLine(t *testing.T) {
 	assert.Equal(t, []string{here, here}, lt.at, "a scope's leak and misuse fail at the test's line")
 	require.NoError(t, scoped.Free())
 	assert.NoError(t, tracktest.Find(e.tr, opts(tracktest.AllowMisuse())...), "nothing left live")
+}
+
+// deferredFirstFree frees x by a deferred call.
+//
+//go:noinline
+func deferredFirstFree(x *tensor.Tensor) {
+	defer x.Free() // the line a report names
+}
+
+// A misuse report names a deferred Free at its defer statement and says
+// it was deferred.
+func TestMisuseReportSaysAFreeWasDeferred(t *testing.T) {
+	if !fpstack.Enabled() {
+		t.Skip("a deferred Free is told apart by a frame-pointer walk, which is off")
+	}
+	e := newEnv(t, "deferred")
+	x := e.newTensor(t, context.Background(), 4)
+	deferredFirstFree(x)
+	err, _ := invariants.Recover(func() error { return secondFree(x) })
+	require.ErrorIs(t, err, tensor.ErrDoubleFree)
+	err = tracktest.Find(e.tr, opts()...)
+	require.ErrorIs(t, err, tracktest.ErrMisuse)
+	assert.Regexp(t, `\n  first freed by a deferred Free at: github.com/tensorlife/tensorlife/track/tracktest_test.deferredFirstFree\n      \S+/misuse_test.go:\d+\n`, err.Error())
+	assert.Contains(t, err.Error(), "freed again at: github.com/tensorlife/tensorlife/track/tracktest_test.secondFree")
+	_, file, _, _ := runtime.Caller(0)
+	var me *tracktest.MisuseError
+	require.ErrorAs(t, err, &me)
+	loc := me.Misuses[0].FirstFree.Location()
+	assert.Equal(t, file, loc.File)
+	assert.Equal(t, "defer x.Free() // the line a report names", strings.TrimSpace(sourceLine(t, file, loc.Line)))
+}
+
+// sourceLine returns line n of file.
+func sourceLine(t *testing.T, file string, n int) string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	lines := strings.Split(string(data), "\n")
+	require.Less(t, n-1, len(lines))
+	return lines[n-1]
 }

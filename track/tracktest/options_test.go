@@ -98,7 +98,7 @@ func TestIgnoreOptionsApplyToDroppedTensors(t *testing.T) {
 				return
 			}
 			require.Len(t, ft.Errors(), 1)
-			assert.Contains(t, ft.Errors()[0], "(0 live, 1 dropped without Free)")
+			assert.Contains(t, ft.Errors()[0], "(1 handle: 0 live, 1 dropped without Free)")
 		})
 	}
 }

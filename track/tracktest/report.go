@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -42,16 +43,15 @@ func (s LeakState) String() string {
 }
 
 // Leak is one leaked tensor: its allocation as the tracker recorded it, how
-// it was found leaked, and its age when the check ended. A tensor with
-// several handles dropped is one Leak per dropped handle.
+// it was found leaked, and its age when the check ended. A tensor whose
+// handles were dropped is one Dropped Leak per line that made them.
 type Leak struct {
 	track.Allocation
 	State LeakState
 	Age   time.Duration
-	// Holder is the dropped handle, at the line that made it, for a
-	// Dropped leak reported by the garbage collector while the check
-	// watched; zero otherwise (Allocation.Holders lists who holds a live
-	// tensor).
+	// Holder names the dropped handles of a Dropped leak by the line that
+	// made them (Holder.Dropped counts them), whenever the collector found
+	// them; zero for a Live leak (Allocation.Holders lists its holders).
 	Holder track.Holder
 	// KeptBy names, for a Live leak of a check with Retainers, the
 	// shortest chain of references from a root to each of the tensor's
@@ -78,8 +78,12 @@ type LeakError struct {
 	Checked time.Time
 	// Leaks are sorted as the report prints them.
 	Leaks []Leak
-	// Bytes is the total of the listed tensors' bytes.
-	Bytes int64
+	// Tensors and Bytes count the listed tensors and their memory, each
+	// tensor once however many of its handles are listed; Handles counts
+	// those handles (Live ones by Allocation.LiveHolders, Dropped ones by
+	// Holder.Dropped).
+	Tensors, Handles int
+	Bytes            int64
 	// MoreDropped counts tensors found dropped beyond those listed: a
 	// check keeps at most 1000 of them, so that a test dropping handles in
 	// a loop cannot grow the report without bound.
@@ -90,7 +94,7 @@ type LeakError struct {
 	// Empty when the check did not search.
 	Retainers string
 
-	// counted holds the ids whose bytes Bytes already counts, while the
+	// counted holds the ids Tensors and Bytes already count, while the
 	// check lists leaks.
 	counted map[uint64]struct{}
 }
@@ -100,15 +104,40 @@ func (e *LeakError) add(a track.Allocation, s LeakState) {
 	e.addLeak(Leak{Allocation: a, State: s})
 }
 
-// addLeak lists l, its age taken at the check; a tensor's bytes count once
-// however many of its handles are listed.
+// addLeak lists l, its age taken at the check; a tensor counts once however
+// many of its handles are listed.
 func (e *LeakError) addLeak(l Leak) {
 	l.Age = max(0, e.Checked.Sub(l.Time))
 	e.Leaks = append(e.Leaks, l)
+	e.Handles += l.handles()
 	if _, ok := e.counted[l.ID]; !ok {
 		e.counted[l.ID] = struct{}{}
+		e.Tensors++
 		e.Bytes += l.Bytes
 	}
+}
+
+// handles counts the handles l stands for: a live tensor's live holders, or
+// the dropped handles of one line.
+func (l *Leak) handles() int {
+	if l.State == Live {
+		return max(1, l.LiveHolders())
+	}
+	return max(1, l.Holder.Dropped)
+}
+
+// tally counts the tensors, bytes and handles of leaks, each tensor once.
+func tally(leaks []Leak) (tensors, handles int, bytes int64) {
+	seen := make(map[uint64]struct{}, len(leaks))
+	for i := range leaks {
+		handles += leaks[i].handles()
+		if _, ok := seen[leaks[i].ID]; !ok {
+			seen[leaks[i].ID] = struct{}{}
+			tensors++
+			bytes += leaks[i].Bytes
+		}
+	}
+	return tensors, handles, bytes
 }
 
 // Is reports whether target is ErrLeaked.
@@ -142,7 +171,15 @@ func (k siteKey) compare(o siteKey) int {
 		cmp.Compare(k.loc.Line, o.loc.Line), strings.Compare(k.stack, o.stack), cmp.Compare(k.id, o.id))
 }
 
-// sort orders leaks by site, then by id.
+// holderSiteID orders holders by the site that made them; -1 for none.
+func holderSiteID(h track.Holder) int {
+	if h.Site == nil {
+		return -1
+	}
+	return h.Site.ID()
+}
+
+// sort orders leaks by site, then by id, state and holder.
 func (e *LeakError) sort() {
 	keys := make(map[*track.Site]siteKey)
 	for i := range e.Leaks {
@@ -155,7 +192,8 @@ func (e *LeakError) sort() {
 		if a.Site != b.Site {
 			return keys[a.Site].compare(keys[b.Site])
 		}
-		return cmp.Compare(a.ID, b.ID)
+		return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.State, b.State),
+			strings.Compare(a.Holder.How, b.Holder.How), cmp.Compare(holderSiteID(a.Holder), holderSiteID(b.Holder)))
 	})
 }
 
@@ -175,13 +213,23 @@ func (e *LeakError) sort() {
 func (e *LeakError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "tracktest: %s leaked (%s) in tracker %q",
-		plural(len(e.Leaks), "tensor"), format.Bytes(e.Bytes), e.Tracker)
+		plural(e.Tensors, "tensor"), format.Bytes(e.Bytes), e.Tracker)
 	if e.Scope != "" {
 		fmt.Fprintf(&b, ", scope %s=%s", ScopeLabel, e.Scope)
 	}
-	live, dropped := e.Count(Live), e.Count(Dropped)
-	if dropped+e.MoreDropped > 0 {
-		fmt.Fprintf(&b, " (%d live, %d dropped without Free", live, dropped)
+	var live, dropped int
+	for i := range e.Leaks {
+		if e.Leaks[i].State == Live {
+			live += e.Leaks[i].handles()
+		} else {
+			dropped += e.Leaks[i].handles()
+		}
+	}
+	// Handles are said apart from tensors when they differ, or some
+	// were dropped: a View dropped and its tensor's own handle kept are
+	// two handles of one tensor.
+	if dropped+e.MoreDropped > 0 || e.Handles != e.Tensors {
+		fmt.Fprintf(&b, " (%s: %d live, %d dropped without Free", plural(e.Handles, "handle"), live, dropped)
 		if e.MoreDropped > 0 {
 			fmt.Fprintf(&b, ", %d more dropped, not listed", e.MoreDropped)
 		}
@@ -202,13 +250,9 @@ func (e *LeakError) Error() string {
 		writeSite(&b, e.Leaks[i:j], sites)
 		i = j
 	}
-	if live > 0 {
-		b.WriteString("\nFree live tensors before the check (defer their Free), or ignore those " +
-			"meant to outlive it (IgnoreSite, IgnoreKind, IgnoreLabel, IgnoreCurrent).")
-	}
-	if dropped+e.MoreDropped > 0 {
-		b.WriteString("\nA dropped tensor's handle became unreachable before Free: " +
-			"free it on every path, errors included.")
+	for _, line := range e.advice() {
+		b.WriteString("\n")
+		b.WriteString(line)
 	}
 	if e.Retainers != "" {
 		b.WriteString("\nRetainers: " + e.Retainers + ".")
@@ -216,21 +260,81 @@ func (e *LeakError) Error() string {
 	return b.String()
 }
 
+// advice returns what to do about the report's leaks, a line for each way
+// the listed handles hold memory, in a fixed order: the fix for a handle
+// never freed is not the fix for a View kept or a cache entry not evicted.
+func (e *LeakError) advice() []string {
+	var liveOwn, liveExtra, droppedOwn, droppedExtra bool
+	liveOwners, droppedOwners := map[string]bool{}, map[string]bool{} // named owners: caches
+	kind := func(h track.Holder, owners map[string]bool) (own, extra bool) {
+		switch {
+		case h.How == "" || h.Own():
+			return true, false
+		case h.How == "View" || h.How == "Retain" || h.How == "handle":
+			return false, true
+		}
+		owners[h.How] = true
+		return false, false
+	}
+	for i := range e.Leaks {
+		l := &e.Leaks[i]
+		if l.State == Dropped {
+			own, extra := kind(l.Holder, droppedOwners)
+			droppedOwn, droppedExtra = droppedOwn || own, droppedExtra || extra
+			continue
+		}
+		for _, h := range l.Holders {
+			if h.Live > 0 {
+				own, extra := kind(h, liveOwners)
+				liveOwn, liveExtra = liveOwn || own, liveExtra || extra
+			}
+		}
+	}
+	var out []string
+	if liveOwn {
+		out = append(out, "Free live tensors before the check (defer their Free); one kept in a map, a channel or "+
+			"a callback is freed by whoever deletes, drains or unregisters it; ignore those meant to outlive "+
+			"the check (IgnoreSite, IgnoreKind, IgnoreLabel, IgnoreCurrent).")
+	}
+	if liveExtra {
+		out = append(out, "A View or Retain is an owner of its own: free each one when done with it; the memory "+
+			"returns when the last owner frees.")
+	}
+	for _, name := range slices.Sorted(maps.Keys(liveOwners)) {
+		out = append(out, fmt.Sprintf("A %s keeps its memory until its owner frees it: evict or close the owner "+
+			"before the check, or bound it.", name))
+	}
+	if droppedOwn || e.MoreDropped > 0 {
+		out = append(out, "A dropped tensor's handle became unreachable before Free: free it on every path, "+
+			"errors included, and free what a map entry or a channel holds before deleting or abandoning it.")
+	}
+	if droppedExtra {
+		out = append(out, "A View or Retain became unreachable before Free: each extra owner needs its own Free, "+
+			"as the tensor's own handle does.")
+	}
+	for _, name := range slices.Sorted(maps.Keys(droppedOwners)) {
+		out = append(out, fmt.Sprintf("A %s became unreachable before Free: its owner must free what it evicts, "+
+			"and what it still holds when it is dropped (Close).", name))
+	}
+	return out
+}
+
 // writeSite renders one site's leaks, which share s. Where another of the
 // report's sites has the same headline (one line reached through two
 // callers), the heading adds the frame that tells them apart.
 func writeSite(b *strings.Builder, leaks []Leak, sites []*track.Site) {
 	site := leaks[0].Site
-	var bytes int64
-	for i := range leaks {
-		bytes += leaks[i].Bytes
-	}
+	tensors, handles, bytes := tally(leaks)
 	loc := keyOf(site).loc
 	fmt.Fprintf(b, "\nsite %s (%s:%d)", loc.Function, format.File(loc.File), loc.Line)
 	if via, ok := site.DistinctFrame(sites); ok {
-		fmt.Fprintf(b, " via %s (%s:%d)", via.Function, format.File(via.File), via.Line)
+		fmt.Fprintf(b, " %s", format.Via(via.Function, via.File, via.Line))
 	}
-	fmt.Fprintf(b, ": %s, %s\n", plural(len(leaks), "tensor"), format.Bytes(bytes))
+	fmt.Fprintf(b, ": %s, %s", plural(tensors, "tensor"), format.Bytes(bytes))
+	if handles != tensors {
+		fmt.Fprintf(b, ", %s", plural(handles, "handle"))
+	}
+	b.WriteByte('\n')
 	for i := range leaks {
 		l := &leaks[i]
 		fmt.Fprintf(b, "    tensor %d: %s%s, %s, kind %s, device %s, age %s", l.ID, l.DType,
@@ -242,6 +346,9 @@ func writeSite(b *strings.Builder, leaks []Leak, sites []*track.Site) {
 			fmt.Fprintf(b, ", %s", l.State)
 			if l.Holder.How != "" && !l.Holder.Own() {
 				fmt.Fprintf(b, ": %s", l.Holder)
+			}
+			if l.Holder.Dropped > 1 {
+				fmt.Fprintf(b, ", %d handles", l.Holder.Dropped)
 			}
 		}
 		b.WriteByte('\n')
@@ -264,11 +371,7 @@ func writeHolders(b *strings.Builder, hs []track.Holder) {
 	}
 	for _, h := range hs {
 		if h.Live > 0 {
-			fmt.Fprintf(b, "      held by %s, never freed", h)
-			if h.Live > 1 {
-				fmt.Fprintf(b, " (%d handles)", h.Live)
-			}
-			b.WriteByte('\n')
+			fmt.Fprintf(b, "      %s\n", format.HeldBy(h.String(), h.Live))
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,6 +50,21 @@ func goldenDrop(t *testing.T, alloc tensor.Allocator) {
 	_ = x
 }
 
+// goldenHeld makes a tensor, keeps a View and a named owner's handle of it,
+// and frees its own handle: two kinds of holder keep it.
+//
+//go:noinline
+func goldenHeld(t *testing.T, alloc tensor.Allocator) []*tensor.Tensor {
+	x, err := tensor.New(context.Background(), alloc, tensor.Float32, 8)
+	require.NoError(t, err)
+	v, err := x.View(0, 4)
+	require.NoError(t, err)
+	c, err := x.RetainFor("session cache entry")
+	require.NoError(t, err)
+	require.NoError(t, x.Free())
+	return []*tensor.Tensor{v, c}
+}
+
 // normalize removes what differs between machines and runs: ages, the
 // directory of this package, and the line numbers of frames outside it
 // (the Go release's testing and runtime packages).
@@ -72,6 +88,7 @@ func TestReportGolden(t *testing.T) {
 	ctx := track.WithLabels(context.Background(), "request", "r1", "model", "m")
 	masks := goldenMasks(t, e.alloc, ctx)
 	kv := goldenKV(t, e.alloc)
+	held := goldenHeld(t, e.alloc)
 	goldenDrop(t, e.alloc)
 	runtime.GC()
 	// The collector's cleanup flags the dropped tensor on its own goroutine;
@@ -94,6 +111,9 @@ func TestReportGolden(t *testing.T) {
 		require.NoError(t, m.Free())
 	}
 	require.NoError(t, kv.Free())
+	for _, h := range held {
+		require.NoError(t, h.Free())
+	}
 }
 
 func TestFormatting(t *testing.T) {
@@ -118,5 +138,48 @@ func TestFormatting(t *testing.T) {
 			assert.Contains(t, err.Error(), "leaked ("+tt.want+")")
 			require.NoError(t, x.Free())
 		})
+	}
+}
+
+//go:noinline
+func viewed(t *testing.T, e *env) (*tensor.Tensor, []*tensor.Tensor) {
+	x, err := tensor.New(context.Background(), e.alloc, tensor.Float32, 256) // 1 KiB
+	require.NoError(t, err)
+	var vs []*tensor.Tensor
+	for range 3 {
+		v, err := x.View(0, 16)
+		require.NoError(t, err)
+		vs = append(vs, v)
+	}
+	return x, vs
+}
+
+// A tensor held by several handles counts once in the header and in its
+// site's line, by its memory; its handles are counted apart.
+func TestReportCountsTensorsAndBytesOnceAndHandlesApart(t *testing.T) {
+	e := newEnv(t, "counts")
+	x, views := viewed(t, e)
+	require.NoError(t, x.Free()) // three Views hold its 1 KiB
+	var plain []*tensor.Tensor
+	for range 2 {
+		plain = append(plain, e.newTensor(t, context.Background(), 64))
+	}
+
+	err := tracktest.Find(e.tr, tracktest.MaxSettle(0))
+	var le *tracktest.LeakError
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, 3, le.Tensors)
+	assert.Equal(t, 5, le.Handles, "three Views and two own handles")
+	assert.EqualValues(t, 1024+2*256, le.Bytes)
+	msg := err.Error()
+	assert.True(t, strings.HasPrefix(msg, `tracktest: 3 tensors leaked (1.5 KiB) in tracker "counts" (5 handles: 5 live, 0 dropped without Free):`), msg)
+	assert.Contains(t, msg, ".viewed (report_test.go:")
+	assert.Regexp(t, `\.viewed \(report_test\.go:\d+\): 1 tensor, 1 KiB, 3 handles\n`, msg)
+	assert.Regexp(t, `\.newTensor \(helpers_test\.go:\d+\): 2 tensors, 512 B\n`, msg)
+	assert.Contains(t, msg, "held by a View made at report_test.go:")
+	assert.Regexp(t, `held by a View made at report_test\.go:\d+ \(\S+\.viewed\), 3 handles\n`, msg)
+
+	for _, v := range append(views, plain...) {
+		require.NoError(t, v.Free())
 	}
 }

@@ -155,7 +155,7 @@ func TestContextReportsDroppedHandles(t *testing.T) {
 			errs := ft.Errors()
 			require.Len(t, errs, 1)
 			assert.Regexp(t, `^tracktest: 1 tensor leaked \(64 B\) in tracker "scope-dropped", scope tensorlife.test=TestDrops#\d+ `+
-				`\(0 live, 1 dropped without Free\):\n`, errs[0])
+				`\(1 handle: 0 live, 1 dropped without Free\):\n`, errs[0])
 			assert.Regexp(t, fmt.Sprintf(`\n    tensor %d: int32\[4 4\], 64 B, kind tensor, device host, age [^,]+, `+
 				`labels \{tensorlife.test=TestDrops#\d+\}, dropped without Free \(found by the garbage collector\)\n`, id), errs[0])
 			assert.Contains(t, errs[0], "\nsite "+thisPackage+".dropTensor (helpers_test.go:")
@@ -177,7 +177,7 @@ func TestContextBoundsDroppedTensors(t *testing.T) {
 	ft.finish()
 	require.Len(t, ft.Errors(), 1)
 	assert.Regexp(t, `^tracktest: 1000 tensors leaked \(62\.5 KiB\) in tracker "many-dropped", scope tensorlife.test=TestDropsInALoop#\d+ `+
-		`\(0 live, 1000 dropped without Free, 3 more dropped, not listed\):\n`, ft.Errors()[0])
+		`\(1000 handles: 0 live, 1000 dropped without Free, 3 more dropped, not listed\):\n`, ft.Errors()[0])
 	assert.Equal(t, listed, strings.Count(ft.Errors()[0], "\n    tensor "))
 }
 

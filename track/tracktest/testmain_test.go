@@ -64,7 +64,7 @@ func TestVerifyTestMain(t *testing.T) {
 	}{
 		{"clean run", 0, false, false, fast, 0, 1, ""},
 		{"leak after passing tests", 0, true, false, fast, 1, 1, `tracktest: 1 tensor leaked (40 B) in tracker "main":`},
-		{"tensor dropped during the tests", 0, false, true, fast, 1, 1, `tracktest: 1 tensor leaked (64 B) in tracker "main" (0 live, 1 dropped without Free):`},
+		{"tensor dropped during the tests", 0, false, true, fast, 1, 1, `tracktest: 1 tensor leaked (64 B) in tracker "main" (1 handle: 0 live, 1 dropped without Free):`},
 		{"failing tests are not checked", 3, true, true, fast, 3, 1, ""},
 		{"invalid option stops before running", 0, false, false, []tracktest.Option{tracktest.IgnoreKind("")}, 1, 0, "tracktest: invalid option: IgnoreKind with an empty kind"},
 	}

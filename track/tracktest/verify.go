@@ -45,9 +45,10 @@ type helper interface {
 // a tracker see each other's tensors; give each its own tracker, or scope
 // the check with Context.
 //
-// A tensor whose handle was dropped without Free is reported when the
-// garbage collector finds it during the check, or earlier on a tracker
-// with track.ReclaimLeaks(false), which keeps it live. One found and
+// A handle dropped without Free is reported, at the line that made it,
+// when the garbage collector finds it during the check, or earlier while
+// its tensor is still live: held by another handle, or kept by a tracker
+// with track.ReclaimLeaks(false). A tensor whose last handle was found and
 // reclaimed before VerifyNone began has left the tracker and is not seen:
 // on trackers that reclaim, use Context to catch those.
 func VerifyNone(t TestingT, tr *track.Tracker, opts ...Option) {

@@ -195,7 +195,7 @@ func TestVerifyNoneReportsDroppedHandles(t *testing.T) {
 			tracktest.VerifyNone(ft, e.tr, tracktest.MaxRetries(10))
 			errs := ft.Errors()
 			require.Len(t, errs, 1)
-			assert.Contains(t, errs[0], `tracktest: 1 tensor leaked (64 B) in tracker "dropped" (0 live, 1 dropped without Free):`)
+			assert.Contains(t, errs[0], `tracktest: 1 tensor leaked (64 B) in tracker "dropped" (1 handle: 0 live, 1 dropped without Free):`)
 			assert.Regexp(t, `tensor 1: int32\[4 4\], 64 B, kind tensor, device host, age [^,]+, dropped without Free \(found by the garbage collector\)\n`, errs[0])
 			assert.Contains(t, errs[0], "\nsite "+thisPackage+".dropTensor (helpers_test.go:")
 			assert.Contains(t, errs[0], "free it on every path")
@@ -230,7 +230,7 @@ func TestVerifyNoneTellsFreedFromDroppedAtOneSite(t *testing.T) {
 	require.Len(t, le.Leaks, 1)
 	assert.Equal(t, droppedID, le.Leaks[0].ID)
 	assert.Equal(t, tracktest.Dropped, le.Leaks[0].State)
-	assert.Contains(t, err.Error(), `in tracker "one-site" (0 live, 1 dropped without Free):`)
+	assert.Contains(t, err.Error(), `in tracker "one-site" (1 handle: 0 live, 1 dropped without Free):`)
 }
 
 func TestVerifyNoneWorksWithTheSmallestT(t *testing.T) {

@@ -2,6 +2,7 @@ package watch_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -51,4 +52,38 @@ func TestSuspectNamesTheHolder(t *testing.T) {
 	for _, v := range kept {
 		require.NoError(t, v.Free())
 	}
+}
+
+// sharedLeak is one line that two callers leak through.
+//
+//go:noinline
+func sharedLeak(t *testing.T, tr *track.Tracker) *track.Record {
+	return record(t, context.Background(), tr, 4096)
+}
+
+//go:noinline
+func leakFromPrefill(t *testing.T, tr *track.Tracker) *track.Record { return sharedLeak(t, tr) }
+
+//go:noinline
+func leakFromDecode(t *testing.T, tr *track.Tracker) *track.Record { return sharedLeak(t, tr) }
+
+// Two suspects with one line are told apart in the watcher's log by the
+// frame that differs, as every report tells them apart.
+func TestSuspectLogTellsOneLineFromTwoCallersApart(t *testing.T) {
+	tr, err := track.New()
+	require.NoError(t, err)
+	var logged strings.Builder
+	w, err := watch.New(tr, watch.Logger(slog.New(slog.NewTextHandler(&logged, nil))))
+	require.NoError(t, err)
+	var kept []*track.Record
+	for range 16 {
+		kept = append(kept, leakFromPrefill(t, tr), leakFromDecode(t, tr))
+		require.NoError(t, w.Tick())
+	}
+	require.Len(t, w.Suspects(), 2)
+	out := logged.String()
+	assert.Equal(t, 2, strings.Count(out, "msg=\"tensorlife: leak suspect"), out)
+	assert.Contains(t, out, `via="via watch_test.leakFromPrefill (holders_test.go:`)
+	assert.Contains(t, out, `via="via watch_test.leakFromDecode (holders_test.go:`)
+	release(t, tr, kept...)
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -130,11 +131,11 @@ func New(tr *track.Tracker, opts ...Option) (*Watcher, error) {
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
+	w := &Watcher{tr: tr, cfg: cfg, done: make(chan struct{}), feed: tr.SiteFeed()}
 	if cfg.onSuspect == nil {
 		logger, name := cfg.logger, tr.Name()
-		cfg.onSuspect = func(s Suspect) { logSuspect(logger, name, s) }
+		w.cfg.onSuspect = func(s Suspect) { logSuspect(logger, name, s, w.Suspects()) }
 	}
-	w := &Watcher{tr: tr, cfg: cfg, done: make(chan struct{}), feed: tr.SiteFeed()}
 	for _, st := range w.feed.Changed(nil) {
 		h := w.history(st.Site, 0)
 		h.ring[0], h.runBase = st.OutlivedBytes, st.OutlivedBytes
@@ -184,15 +185,26 @@ func (w *Watcher) nameHolders(flagged []Suspect) {
 	}
 }
 
-// logSuspect is the default OnSuspect.
-func logSuspect(l *slog.Logger, tracker string, s Suspect) {
+// logSuspect is the default OnSuspect. Where another current suspect has
+// the same line, it adds the frame that tells them apart, as every report
+// does.
+func logSuspect(l *slog.Logger, tracker string, s Suspect, current []Suspect) {
 	held := make([]string, len(s.HeldBy))
 	for i, h := range s.HeldBy {
-		held[i] = h.String()
+		held[i] = format.HeldBy(h.String(), h.Live) // as every report says it
+	}
+	sites := make([]*track.Site, len(current))
+	for i := range current {
+		sites[i] = current[i].Site
+	}
+	via := ""
+	if f, ok := s.Site.DistinctFrame(sites); ok {
+		via = format.Via(f.Function, f.File, f.Line)
 	}
 	l.Warn("tensorlife: leak suspect: bytes that outlived their request keep growing at one call site",
 		slog.String("tracker", tracker),
 		slog.String("site", s.Site.String()),
+		slog.String("via", via),
 		slog.Int64("growth_per_window", s.GrowthPerWindow),
 		slog.Int("grew", s.Grew),
 		slog.Int("windows", s.OfWindows),
