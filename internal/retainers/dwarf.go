@@ -200,14 +200,7 @@ func (d *dwarfInfo) addType(e *dwarf.Entry) *dtype {
 }
 
 func (d *dwarfInfo) readMembers(r *dwarf.Reader, t *dtype) error {
-	for {
-		e, err := r.Next()
-		if err != nil {
-			return err
-		}
-		if e == nil || e.Tag == 0 {
-			return nil
-		}
+	return eachChild(r, func(e *dwarf.Entry) {
 		if e.Tag == dwarf.TagMember {
 			f := dfield{}
 			f.name, _ = e.Val(dwarf.AttrName).(string)
@@ -215,13 +208,24 @@ func (d *dwarfInfo) readMembers(r *dwarf.Reader, t *dtype) error {
 			f.typ, _ = e.Val(dwarf.AttrType).(dwarf.Offset)
 			t.fields = append(t.fields, f)
 		}
-		if e.Children {
-			r.SkipChildren()
-		}
-	}
+	})
 }
 
 func (d *dwarfInfo) readSubrange(r *dwarf.Reader, t *dtype) error {
+	return eachChild(r, func(e *dwarf.Entry) {
+		if e.Tag == dwarf.TagSubrangeType {
+			if n, ok := e.Val(dwarf.AttrCount).(int64); ok {
+				t.count = n
+			} else if ub, ok := e.Val(dwarf.AttrUpperBound).(int64); ok {
+				t.count = ub + 1
+			}
+		}
+	})
+}
+
+// eachChild calls f for each child of the entry r has just read, skipping
+// the children's own children.
+func eachChild(r *dwarf.Reader, f func(*dwarf.Entry)) error {
 	for {
 		e, err := r.Next()
 		if err != nil {
@@ -230,13 +234,7 @@ func (d *dwarfInfo) readSubrange(r *dwarf.Reader, t *dtype) error {
 		if e == nil || e.Tag == 0 {
 			return nil
 		}
-		if e.Tag == dwarf.TagSubrangeType {
-			if n, ok := e.Val(dwarf.AttrCount).(int64); ok {
-				t.count = n
-			} else if ub, ok := e.Val(dwarf.AttrUpperBound).(int64); ok {
-				t.count = ub + 1
-			}
-		}
+		f(e)
 		if e.Children {
 			r.SkipChildren()
 		}
