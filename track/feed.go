@@ -15,10 +15,6 @@ const maxFeeds = 64
 // is queued once for every feed that has not read it since, so a feed's
 // call costs O(sites that changed), not O(sites).
 type feedSet struct {
-	// outlivedBytes and outlivedCount sum the sites' outlived figures, for
-	// Totals: every site of the tracker updates them with its own.
-	outlivedBytes, outlivedCount atomic.Int64
-
 	mu    sync.Mutex // guards used
 	used  uint64
 	mask  atomic.Uint64 // the feeds being told, a bit each
@@ -30,12 +26,9 @@ type feedSlot struct {
 	pending []*Site
 }
 
-// changed counts the change of s's outlived figures by bytes and count, and
-// queues s for every feed not yet told of it: one atomic load when every
-// feed has been told already.
-func (fs *feedSet) changed(s *Site, bytes, count int64) {
-	fs.outlivedBytes.Add(bytes)
-	fs.outlivedCount.Add(count)
+// changed queues s, whose outlived figures changed, for every feed not yet
+// told of it: one atomic load when every feed has been told already.
+func (fs *feedSet) changed(s *Site) {
 	m := fs.mask.Load()
 	if m == 0 || s.told.Load()&m == m {
 		return

@@ -116,9 +116,9 @@ func (q *request) join(r *Record) {
 	r.site.outlived(r.Bytes, 1)
 }
 
-// leave takes r out of its request's books for good, on release, and
-// reports whether r had outlived it: its site then counts r as outlived.
-// Called with r's shard lock held.
+// leave takes r out of its request's books for good, on release or hand
+// over, and reports whether r had outlived it: its site then counts r as
+// outlived. Called with r's shard lock held.
 func (r *Record) leave() (outlived bool) {
 	q := r.req
 	if q == nil || r.word.Load()&handedFlag != 0 {
@@ -190,15 +190,7 @@ func (t *Tracker) HandOver(r *Record, o *Owner) error {
 		t.misuse.Add(1)
 		return errReleased(r, "handed over")
 	}
-	was := r.outlived()
-	if q := r.req; q != nil && r.word.Load()&handedFlag == 0 {
-		q.mu.Lock()
-		if !q.ended.Load() {
-			q.addLocked(r.site, -r.Bytes, -1) // no longer in flight
-		}
-		was = q.ended.Load()
-		q.mu.Unlock()
-	}
+	was := r.leave() // no longer in flight: its owner has it now
 	r.holderSet().setOwner(o)
 	now := o.MaxBytes <= 0
 	if now {

@@ -58,7 +58,7 @@ type Site struct {
 func (s *Site) outlived(bytes, count int64) {
 	s.outlivedBytes.Add(bytes)
 	s.outlivedCount.Add(count)
-	s.feeds.changed(s, bytes, count)
+	s.feeds.changed(s)
 }
 
 // Frame is one symbolized frame of a Site.

@@ -475,7 +475,7 @@ func (tt Totals) Event(k EventKind) int64 {
 	return tt.events[k]
 }
 
-// Totals reads the counters, each exact, not all at one instant.
+// Totals reads the counters, O(shards + sites), not all at one instant.
 func (t *Tracker) Totals() Totals {
 	var tt Totals
 	var freed int64
@@ -503,8 +503,6 @@ func (t *Tracker) Totals() Totals {
 		Overflowed: t.stacks.overflow.allocs.Load(),
 
 		LabelsTruncated: t.labelsTruncated.Load(),
-		OutlivedCount:   t.feeds.outlivedCount.Load(),
-		OutlivedBytes:   t.feeds.outlivedBytes.Load(),
 
 		StackFallbacks:  t.stackFallbacks.Load(),
 		StackMismatches: t.stackMismatches.Load(),
@@ -512,6 +510,12 @@ func (t *Tracker) Totals() Totals {
 		FreeLinesLost:   t.freeLinesLost.Load(),
 
 		HelpersUnmatched: t.cfg.helpers.unmatched(),
+	}
+	// Summed from the sites when asked, not kept tracker-wide: a shared
+	// counter would be one more contended cache line on the record path.
+	for _, s := range t.stacks.sites() {
+		tt.OutlivedCount += s.outlivedCount.Load()
+		tt.OutlivedBytes += s.outlivedBytes.Load()
 	}
 	for i := range tt.events {
 		tt.events[i] = t.events[i].Load()
