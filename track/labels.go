@@ -68,7 +68,7 @@ func WithLabels(ctx context.Context, kv ...string) context.Context {
 	sc := scopeOf(ctx)
 	sc.labels = Labels{set: sc.labels}.with(kv).set
 	if sc.req == nil && ctx.Done() != nil {
-		sc.req = newRequest()
+		sc.req = &request{}
 		context.AfterFunc(ctx, sc.req.end)
 	}
 	return context.WithValue(ctx, scopeKey{}, sc)

@@ -33,8 +33,6 @@ type reqSite struct {
 // by a map: most requests allocate from a handful of lines.
 const maxListedSites = 16
 
-func newRequest() *request { return &request{} }
-
 // addLocked counts bytes and count (negative to take them back) in flight
 // at site. Called with q.mu held.
 func (q *request) addLocked(site *Site, bytes, count int64) {
@@ -89,7 +87,7 @@ func WithRequest(ctx context.Context) (context.Context, context.CancelFunc) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	sc := scopeOf(ctx)
-	sc.req = newRequest()
+	sc.req = &request{}
 	stop := context.AfterFunc(ctx, sc.req.end)
 	ctx = context.WithValue(ctx, scopeKey{}, sc)
 	return ctx, func() {
