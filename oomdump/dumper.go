@@ -71,11 +71,11 @@ type Stats struct {
 // pool.OnOutOfMemory, and the figures of the pools and caches it should
 // summarize to SetSources once they are built.
 //
-// A nil tracker is an error matching ErrNilTracker; an empty dir, a nil
+// A nil tracker is an error matching track.ErrNilTracker; an empty dir, a nil
 // option or an invalid value one matching ErrInvalidOption.
 func New(tr *track.Tracker, dir string, opts ...Option) (*Dumper, error) {
 	if tr == nil {
-		return nil, ErrNilTracker
+		return nil, track.ErrNilTracker
 	}
 	if dir == "" {
 		return nil, fmt.Errorf("%w: empty directory", ErrInvalidOption)

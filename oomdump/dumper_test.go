@@ -294,7 +294,7 @@ func TestNewAndSetSourcesRefuseWhatCannotWork(t *testing.T) {
 		opts []oomdump.Option
 		want error
 	}{
-		{"nil tracker", nil, dir, nil, oomdump.ErrNilTracker},
+		{"nil tracker", nil, dir, nil, track.ErrNilTracker},
 		{"empty directory", tr, "", nil, oomdump.ErrInvalidOption},
 		{"nil option", tr, dir, []oomdump.Option{nil}, oomdump.ErrInvalidOption},
 		{"negative interval", tr, dir, []oomdump.Option{oomdump.Interval(-time.Second)}, oomdump.ErrInvalidOption},

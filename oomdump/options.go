@@ -11,8 +11,6 @@ var (
 	// ErrInvalidOption means an option's value cannot be used, a nil
 	// option was passed, or the directory or sources do not fit.
 	ErrInvalidOption = errors.New("oomdump: invalid option")
-	// ErrNilTracker means New was given a nil *track.Tracker.
-	ErrNilTracker = errors.New("oomdump: nil tracker")
 )
 
 // DefaultInterval is the least time between two dumps unless Interval

@@ -71,11 +71,11 @@ func MaxConcurrentProfiles(n int) HandlerOption {
 // the delta profiles, KeepLibraryFrames keeps tensorlife's frames in the
 // stacks.
 //
-// A nil tracker is an error matching ErrNilTracker, an invalid option one
+// A nil tracker is an error matching track.ErrNilTracker, an invalid option one
 // matching ErrInvalidOption. The handler is safe for concurrent use.
 func NewHandler(tr *track.Tracker, opts ...HandlerOption) (http.Handler, error) {
 	if tr == nil {
-		return nil, ErrNilTracker
+		return nil, track.ErrNilTracker
 	}
 	cfg, err := newHandlerConfig(opts)
 	if err != nil {

@@ -497,7 +497,7 @@ func TestHandlerConstruction(t *testing.T) {
 		opts []pprofexport.HandlerOption
 		want error
 	}{
-		{"nil tracker", nil, nil, pprofexport.ErrNilTracker},
+		{"nil tracker", nil, nil, track.ErrNilTracker},
 		{"nil option", tr, []pprofexport.HandlerOption{nil}, pprofexport.ErrInvalidOption},
 		{"negative min age", tr, []pprofexport.HandlerOption{pprofexport.Filter(track.Filter{MinAge: -time.Second})}, pprofexport.ErrInvalidOption},
 		{"allocations listed", tr, []pprofexport.HandlerOption{pprofexport.Filter(track.Filter{Allocations: true})}, pprofexport.ErrInvalidOption},

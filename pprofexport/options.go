@@ -19,8 +19,6 @@ var (
 	ErrInvalidOption = errors.New("pprofexport: invalid option")
 	// ErrNilSnapshot means a nil *track.Snapshot was passed.
 	ErrNilSnapshot = errors.New("pprofexport: nil snapshot")
-	// ErrNilTracker means NewHandler was given a nil *track.Tracker.
-	ErrNilTracker = errors.New("pprofexport: nil tracker")
 	// ErrNilWriter means a writer function was given a nil io.Writer.
 	ErrNilWriter = errors.New("pprofexport: nil writer")
 	// ErrSnapshotOrder means the snapshots of a diff or delta were passed

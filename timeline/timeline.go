@@ -180,7 +180,7 @@ type group struct {
 // It may be called from any goroutine; it does not stop the tracker.
 func Build(tr *track.Tracker, opts ...Option) (*Timeline, error) {
 	if tr == nil {
-		return nil, ErrNilTracker
+		return nil, track.ErrNilTracker
 	}
 	cfg, err := newConfig(opts)
 	if err != nil {

@@ -187,7 +187,7 @@ func TestBuildErrors(t *testing.T) {
 		opts    []timeline.Option
 		want    error
 	}{
-		{"nil tracker", nil, nil, timeline.ErrNilTracker},
+		{"nil tracker", nil, nil, track.ErrNilTracker},
 		{"history off", newTracker(t), nil, track.ErrHistoryOff},
 		{"nil option", withHistory, []timeline.Option{nil}, timeline.ErrInvalidOption},
 		{"no bands", withHistory, []timeline.Option{timeline.Bands(0)}, timeline.ErrInvalidOption},

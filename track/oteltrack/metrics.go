@@ -115,8 +115,6 @@ import (
 var (
 	// ErrInvalidOption means an option's value cannot be used.
 	ErrInvalidOption = errors.New("oteltrack: invalid option")
-	// ErrNilTracker means Register was given a nil *track.Tracker.
-	ErrNilTracker = errors.New("oteltrack: nil tracker")
 	// ErrStopped means Metrics.Stop was called a second time.
 	ErrStopped = errors.New("oteltrack: metrics already stopped")
 )
@@ -208,7 +206,7 @@ type Metrics struct {
 // an error matching ErrInvalidOption and registers nothing.
 func Register(tr *track.Tracker, opts ...Option) (*Metrics, error) {
 	if tr == nil {
-		return nil, ErrNilTracker
+		return nil, track.ErrNilTracker
 	}
 	var cfg config
 	for _, o := range opts {

@@ -343,7 +343,7 @@ func TestMetricsRejectBadInput(t *testing.T) {
 	}
 	t.Run("nil tracker", func(t *testing.T) {
 		_, err := oteltrack.Register(nil)
-		assert.ErrorIs(t, err, oteltrack.ErrNilTracker)
+		assert.ErrorIs(t, err, track.ErrNilTracker)
 	})
 }
 
