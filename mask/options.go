@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
 )
 
 // BuilderOption configures a Builder (NewBuilder), CacheOption a Cache
@@ -34,6 +35,7 @@ type cacheConfig struct {
 	name       string
 	maxBytes   int64
 	maxEntries int
+	tracker    *track.Tracker
 }
 
 // Defaults. A Cache's budget is explicit in most services; the default
@@ -219,6 +221,19 @@ func MaxEntries(n int) CacheOption {
 			return fmt.Errorf("negative entry count %d", n)
 		}
 		c.maxEntries = n
+		return nil
+	}}
+}
+
+// CacheTracker attaches the Cache to t when it is made (track.Attach), so
+// that t's summary and metrics list it before it keeps its first mask.
+// Without it a Cache attaches to the tracker of the first mask it keeps.
+func CacheTracker(t *track.Tracker) CacheOption {
+	return cacheOption{name: "CacheTracker", fn: func(c *cacheConfig) error {
+		if t == nil {
+			return track.ErrNilTracker
+		}
+		c.tracker = t
 		return nil
 	}}
 }

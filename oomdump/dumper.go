@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tensorlife/tensorlife/internal/atomicfile"
@@ -25,11 +24,10 @@ import (
 // one with New and Close it when done; it must not be copied. It is safe
 // for concurrent use.
 type Dumper struct {
-	tr      *track.Tracker
-	dir     string
-	cfg     config
-	sources atomic.Pointer[report.Sources]
-	now     func() time.Time // the clock; tests replace it
+	tr  *track.Tracker
+	dir string
+	cfg config
+	now func() time.Time // the clock; tests replace it
 
 	mu      sync.Mutex
 	closed  bool
@@ -68,8 +66,9 @@ type Stats struct {
 // New returns a Dumper that writes tr's memory into dir when it hears of an
 // out-of-memory error. dir is made, with its parents, when the first dump
 // is written, not before. Hand its OutOfMemory method to
-// pool.OnOutOfMemory, and the figures of the pools and caches it should
-// summarize to SetSources once they are built.
+// pool.OnOutOfMemory. Its summary shows the pools, caches, devices and
+// watchers made with tr (they attach themselves to it), whether they are
+// made before or after the Dumper.
 //
 // A nil tracker is an error matching track.ErrNilTracker; an empty dir, a nil
 // option or an invalid value one matching ErrInvalidOption.
@@ -90,20 +89,6 @@ func New(tr *track.Tracker, dir string, opts ...Option) (*Dumper, error) {
 		}
 	}
 	return &Dumper{tr: tr, dir: dir, cfg: cfg, now: time.Now}, nil
-}
-
-// SetSources sets the pools, caches, devices and watcher whose figures the
-// summary of each later dump shows (report.WithSources). It is a method
-// rather than an option because the pools it names are built with
-// OutOfMemory as their hook, after the Dumper. Sources that do not fit the
-// tracker (report.Sources.Validate) are an error matching ErrInvalidOption
-// and report.ErrInvalidOption, and leave the previous ones in place.
-func (d *Dumper) SetSources(src report.Sources) error {
-	if err := src.Validate(d.tr); err != nil {
-		return fmt.Errorf("%w: SetSources: %w", ErrInvalidOption, err)
-	}
-	d.sources.Store(&src)
-	return nil
 }
 
 // OutOfMemory hears of an out-of-memory error, the function to hand to
@@ -129,7 +114,7 @@ func (d *Dumper) OutOfMemory(e *tensor.OOMError) {
 	d.stats.Dumps++
 	done := make(chan struct{})
 	d.writing = done
-	job := dumpJob{Dump: Dump{Time: now, OOM: e}, seq: d.seq, sources: d.sources.Load()}
+	job := dumpJob{Dump: Dump{Time: now, OOM: e}, seq: d.seq}
 	d.mu.Unlock()
 
 	// The live set as it was when the allocation failed: the failing
@@ -143,9 +128,8 @@ func (d *Dumper) OutOfMemory(e *tensor.OOMError) {
 // dumpJob is what the dumper's goroutine writes.
 type dumpJob struct {
 	Dump
-	seq     int
-	sources *report.Sources
-	snap    *track.Snapshot
+	seq  int
+	snap *track.Snapshot
 }
 
 // write writes one dump's files, then records it, calls OnDump and lets
@@ -218,11 +202,7 @@ func (d *Dumper) writeSummary(w io.Writer, job *dumpJob) error {
 		d.tr.Name(), job.Time.UTC().Format(time.RFC3339Nano), what); err != nil {
 		return err
 	}
-	var opts []report.Option
-	if job.sources != nil {
-		opts = append(opts, report.WithSources(*job.sources))
-	}
-	return report.WriteSummary(w, d.tr, opts...)
+	return report.WriteSummary(w, d.tr)
 }
 
 // fileName is the name every file of a dump starts with: the tracker's

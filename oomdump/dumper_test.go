@@ -19,11 +19,9 @@ import (
 
 	"github.com/tensorlife/tensorlife/oomdump"
 	"github.com/tensorlife/tensorlife/pool"
-	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/tracktest"
-	"github.com/tensorlife/tensorlife/track/watch"
 )
 
 // maskBytes is the size of one leaked mask: 64x64 float32s, a size class of
@@ -56,7 +54,6 @@ func newService(t *testing.T, history bool, opts ...oomdump.Option) *service {
 	require.NoError(t, err)
 	s.pool, err = pool.New(dev, pool.Tracker(tr), pool.Budget(16*maskBytes), pool.OnOutOfMemory(s.dumper.OutOfMemory))
 	require.NoError(t, err)
-	require.NoError(t, s.dumper.SetSources(report.Sources{Pools: []report.PoolSource{s.pool}}))
 	t.Cleanup(func() {
 		for _, m := range s.held {
 			require.NoError(t, m.Free())
@@ -136,6 +133,10 @@ func TestDumpOnTheFirstOutOfMemoryError(t *testing.T) {
 	assert.Contains(t, string(summary), `tensorlife out-of-memory dump 1 of tracker "svc"`)
 	assert.Contains(t, string(summary), oom.Error(), "the error, sites and all")
 	assert.Contains(t, string(summary), "leakMasks", "the summary's top sites name the leaking function")
+	// The pool was made with the tracker alone, after the dumper: its
+	// figures are in the summary all the same.
+	assert.Contains(t, string(summary), "\nPools\n", "the pool's figures, found on the tracker")
+	assert.Contains(t, string(summary), "\nDevices (", "the pool's device")
 	trace, err := os.ReadFile(dump.Files[2])
 	require.NoError(t, err)
 	assert.True(t, json.Valid(trace), "the trace is JSON")
@@ -306,17 +307,4 @@ func TestNewAndSetSourcesRefuseWhatCannotWork(t *testing.T) {
 			assert.Nil(t, d)
 		})
 	}
-
-	d, err := oomdump.New(tr, dir, oomdump.Interval(0))
-	require.NoError(t, err)
-	other, err := track.New(track.Name("other"))
-	require.NoError(t, err)
-	w, err := watch.New(other)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, w.Stop()) })
-	err = d.SetSources(report.Sources{Watcher: w})
-	assert.ErrorIs(t, err, oomdump.ErrInvalidOption)
-	assert.ErrorIs(t, err, report.ErrInvalidOption)
-	err = d.SetSources(report.Sources{Pools: []report.PoolSource{nil}})
-	assert.ErrorIs(t, err, oomdump.ErrInvalidOption)
 }

@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// Errors returned by New and SetSources.
+// Errors returned by New.
 var (
 	// ErrInvalidOption means an option's value cannot be used, a nil
-	// option was passed, or the directory or sources do not fit.
+	// option was passed, or the directory is empty.
 	ErrInvalidOption = errors.New("oomdump: invalid option")
 )
 

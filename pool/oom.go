@@ -153,6 +153,11 @@ func (p *Pool) Close() error {
 		sites := p.liveSitesOnDevice()
 		err = errors.Join(err, &ActiveBlocksError{Device: p.dev.Name(), Blocks: blocks,
 			Bytes: p.active.load(), Sites: sites, HeldBy: p.heldBy(sites)})
+	} else {
+		// Nothing is left for the tracker's reports to count: leave them
+		// now. A pool closed with blocks out stays until it is collected,
+		// since what it still holds is tensorlife's memory.
+		track.Detach(p.tracker, p)
 	}
 	return err
 }

@@ -40,12 +40,12 @@ func TestReadReadsEachAllocatorOnce(t *testing.T) {
 	elsewhere := &countedPool{stats: pool.Stats{Device: "gpu1", Reserved: 50}}
 	track.Attach(tr, elsewhere) // attached, not among the Sources' pools
 	src := report.Sources{
-		Pools:   []report.PoolSource{attached, other},
+		Pools:   []report.PoolSource{attached, other}, // attached is listed again: shown once
 		Devices: []report.DeviceSource{fixedDevice{"gpu0", 400, 1000}, fixedDevice{"gpu1", 900, 1000}},
 	}
 
 	r := src.Read(tr)
-	assert.Equal(t, []pool.Stats{attached.stats, other.stats}, r.Pools)
+	assert.Equal(t, []pool.Stats{attached.stats, elsewhere.stats, other.stats}, r.Pools, "the tracker's pools, then the others")
 	require.Len(t, r.Devices, 2)
 	assert.Equal(t, report.DeviceMemory{Device: "gpu0", Used: 600, Free: 400, Total: 1000, Reserved: 500, Outside: 100}, r.Devices[0])
 	assert.Equal(t, report.DeviceMemory{Device: "gpu1", Used: 100, Free: 900, Total: 1000, Reserved: 50, Outside: 50}, r.Devices[1])

@@ -244,8 +244,8 @@ type Tracker struct {
 	feeds        feedSet       // SiteFeed
 	classes      classRegistry // LiveByClass
 	leakWatchers watchers
-	misuses      misuseLog         // the latest double frees, for tests
-	allocators   allocatorRegistry // what tensorlife holds per device (allocators.go)
+	misuses      misuseLog    // the latest double frees, for tests
+	parts        partRegistry // what was made with the tracker (parts.go)
 }
 
 // New returns an isolated Tracker.
