@@ -75,7 +75,9 @@ func webSource(t *testing.T, dir, path, fn string) string {
 	// pprof says it serves before it listens: retry while it starts.
 	client := &http.Client{Timeout: time.Minute}
 	var resp *http.Response
-	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+	retry := time.NewTicker(20 * time.Millisecond) // a probe of another process: polled, bounded
+	defer retry.Stop()
+	for start := time.Now(); ; <-retry.C {
 		resp, err = client.Get(url + "/ui/source?f=" + fn)
 		if err == nil || time.Since(start) > time.Minute {
 			break

@@ -249,12 +249,13 @@ func TestFromHistory(t *testing.T) {
 func TestWindowEndsWithTheWorkload(t *testing.T) {
 	for _, history := range []int{1 << 12, 16} {
 		t.Run(fmt.Sprintf("history %d", history), func(t *testing.T) {
-			tr := newTracker(t, track.KeepHistory(history))
+			clk := &stepClock{now: time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC), step: time.Millisecond}
+			tr := newTracker(t, track.KeepHistory(history), track.Clock(clk.Now))
 			run(t, tr, 40)
 			log, err := tr.History()
 			require.NoError(t, err)
 			last := log.Events[len(log.Events)-1].Time
-			time.Sleep(20 * time.Millisecond) // the program goes on after its workload
+			clk.advance(20 * time.Millisecond) // the program goes on after its workload
 
 			tl, err := timeline.Build(tr)
 			require.NoError(t, err)

@@ -3,6 +3,7 @@ package track
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/tensorlife/tensorlife/internal/isnil"
 )
@@ -46,7 +47,8 @@ type config struct {
 	logger        *slog.Logger
 	historyEvents int
 	framePointers bool
-	helpers       *helperRules // HelperFunctions; nil if none
+	helpers       *helperRules     // HelperFunctions; nil if none
+	clock         func() time.Time // Clock; nil reads time.Now
 }
 
 func defaultConfig() config {
@@ -57,6 +59,19 @@ func defaultConfig() config {
 		logger:        slog.Default(),
 		framePointers: true,
 	}
+}
+
+// Clock sets where the tracker reads the time (default time.Now): when it
+// started, event times, ages and snapshot times. A test passes a clock of
+// its own to age tensors without waiting; the clock must not go back.
+func Clock(now func() time.Time) Option {
+	return optionFunc(func(c *config) error {
+		if now == nil {
+			return fmt.Errorf("%w: Clock(nil)", ErrInvalidOption)
+		}
+		c.clock = now
+		return nil
+	})
 }
 
 // Name names the tracker in logs and reports.

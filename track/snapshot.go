@@ -318,7 +318,7 @@ func (s *Snapshot) SameTracker(o *Snapshot) bool {
 
 // SiteSnapshot is a snapshot of the counters alone: O(sites), no walk.
 func (t *Tracker) SiteSnapshot() *Snapshot {
-	return &Snapshot{tracker: t, TrackerName: t.cfg.name, Time: time.Now(), Totals: t.Totals(), Sites: t.SiteTotals()}
+	return &Snapshot{tracker: t, TrackerName: t.cfg.name, Time: t.wallNow(), Totals: t.Totals(), Sites: t.SiteTotals()}
 }
 
 // Snapshot copies the whole live set, every allocation listed.
@@ -332,7 +332,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	now := time.Now()
+	now := t.wallNow()
 	groups := newGrouper(f)
 	if f.counted() {
 		t.countedGroups(groups, t.stacks.sites())

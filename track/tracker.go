@@ -254,7 +254,8 @@ func New(opts ...Option) (*Tracker, error) {
 	if err := applyOptions(&cfg, opts); err != nil {
 		return nil, err
 	}
-	t := &Tracker{cfg: cfg, start: time.Now(), walks: newWalkCache(cfg.maxSites)}
+	t := &Tracker{cfg: cfg, walks: newWalkCache(cfg.maxSites)}
+	t.start = t.wallNow()
 	t.stacks = newStackTable(cfg.maxSites, cfg.helpers, &t.feeds)
 	if cfg.historyEvents > 0 {
 		for i := range t.shards {

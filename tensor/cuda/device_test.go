@@ -2,9 +2,10 @@ package cuda
 
 import (
 	"errors"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -192,9 +193,11 @@ func TestClose(t *testing.T) {
 func TestCloseWhileInUse(t *testing.T) {
 	d, drv := openFake(t, 1<<30)
 	var wg sync.WaitGroup
+	var rounds atomic.Int64
 	for range 8 {
 		wg.Go(func() {
 			for {
+				rounds.Add(1)
 				p, err := d.Alloc(64)
 				if err != nil {
 					assert.ErrorIs(t, err, tensor.ErrClosed)
@@ -211,7 +214,9 @@ func TestCloseWhileInUse(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(10 * time.Millisecond)
+	for rounds.Load() < 8*100 { // the calls are in flight, not only started
+		runtime.Gosched()
+	}
 	require.NoError(t, d.Close())
 	wg.Wait()
 	drv.mu.Lock()
