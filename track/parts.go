@@ -153,3 +153,32 @@ func (t *Tracker) ReservedOn(device string) int64 {
 	}
 	return sum
 }
+
+// locals is what packages above track keep per tracker (Local).
+type locals struct {
+	mu sync.Mutex
+	m  map[any]any
+}
+
+// Local returns what tr keeps under key, made by mk the first time and
+// kept as long as tr: the state a package above track keeps per tracker
+// (package tensor's adoption books, tracktest's misuse cursor) lives in
+// the tracker and dies with it, rather than in a process-wide map keyed by
+// trackers. key should be a value of an unexported type of the caller's,
+// as with context.WithValue, so that no two packages share one. mk runs at
+// most once per key, under a lock of tr's that nothing else takes while mk
+// runs; it must not call Local on tr. Safe for concurrent use.
+func Local[T any](tr *Tracker, key any, mk func() *T) *T {
+	l := &tr.locals
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if v, ok := l.m[key].(*T); ok {
+		return v
+	}
+	if l.m == nil {
+		l.m = make(map[any]any)
+	}
+	v := mk()
+	l.m[key] = v
+	return v
+}

@@ -246,6 +246,7 @@ type Tracker struct {
 	leakWatchers watchers
 	misuses      misuseLog    // the latest double frees, for tests
 	parts        partRegistry // what was made with the tracker (parts.go)
+	locals       locals       // what packages above track keep per tracker (Local)
 }
 
 // New returns an isolated Tracker.

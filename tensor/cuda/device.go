@@ -60,6 +60,11 @@ type Device struct {
 	mu    sync.Mutex
 	table allocTable
 	used  int64 // table.bytes plus allocations in flight, for the limit
+
+	// LiveAdoptions is the foreign memory adopted on the device
+	// (tensor.Adopt): the device's own, so that Adopt refuses memory
+	// adopted twice, in any tracker.
+	tensor.LiveAdoptions
 }
 
 func newDevice(name string, drv driver, cfg config) *Device {
