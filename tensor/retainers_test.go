@@ -80,16 +80,17 @@ func TestRegistryHoldsNoHandleAlive(t *testing.T) {
 }
 
 func TestRegistryIsSweptOfFreedHandles(t *testing.T) {
-	_, alloc := registryAllocator(t)
+	tr, alloc := registryAllocator(t)
 	for range 5000 {
 		x, err := New(context.Background(), alloc, Uint8, 1)
 		require.NoError(t, err)
 		note(x)
 		require.NoError(t, x.Free())
 	}
-	handles.mu.Lock()
-	n := len(handles.m)
-	handles.mu.Unlock()
+	h := handlesOf(tr)
+	h.mu.Lock()
+	n := len(h.m)
+	h.mu.Unlock()
 	assert.Less(t, n, 5000, "freed handles are swept as the registry grows")
 }
 
@@ -101,11 +102,27 @@ func TestUntrackedHandlesAreNotRegistered(t *testing.T) {
 	x, err := New(context.Background(), alloc, Uint8, 8)
 	require.NoError(t, err)
 	defer x.Free()
-	handles.mu.Lock()
-	before := len(handles.m)
-	handles.mu.Unlock()
-	noteHandle(x)
-	handles.mu.Lock()
-	assert.Equal(t, before, len(handles.m))
-	handles.mu.Unlock()
+	noteHandle(x) // no tracker: nowhere to register, and nothing fails
+	assert.Empty(t, liveHandles((*track.Tracker)(nil), x.ID()))
+}
+
+// Each tracker's handles are its own: the same record id in two trackers
+// names two records.
+func TestHandlesAreTheTrackers(t *testing.T) {
+	a, allocA := registryAllocator(t)
+	b, allocB := registryAllocator(t)
+	x, err := New(context.Background(), allocA, Uint8, 1)
+	require.NoError(t, err)
+	defer x.Free()
+	y, err := New(context.Background(), allocB, Uint8, 1)
+	require.NoError(t, err)
+	defer y.Free()
+	note(x)
+	note(y)
+	require.Equal(t, x.ID(), y.ID(), "the first record of each tracker")
+	ha, hb := liveHandles(a, x.ID()), liveHandles(b, y.ID())
+	require.Len(t, ha, 1)
+	require.Len(t, hb, 1)
+	assert.Same(t, x, ha[0])
+	assert.Same(t, y, hb[0])
 }
