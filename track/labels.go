@@ -57,7 +57,12 @@ const badKey = "!BADKEY"
 // value pairs) besides ctx's, at most 16 keys of 256 bytes (longer ones are
 // cut and marked "…", further keys dropped under "!DROPPED", and counted:
 // Totals.LabelsTruncated). When ctx can end and is under no request yet, it
-// also begins one that ends with ctx, as WithRequest does.
+// also begins one that ends when ctx is done, as WithRequest does; every
+// reader sees that end at once. Such a request is a job of ctx: on a
+// worker's long-lived context, each WithLabels call begins one, and a job
+// also ends once 64 later jobs of the same context have allocated, so that
+// what a job leaks is judged (see WithRequest to end a job exactly). No
+// goroutine or callback is registered per call.
 func WithLabels(ctx context.Context, kv ...string) context.Context {
 	if len(kv) == 0 {
 		return ctx
@@ -67,9 +72,10 @@ func WithLabels(ctx context.Context, kv ...string) context.Context {
 	}
 	sc := scopeOf(ctx)
 	sc.labels = Labels{set: sc.labels}.with(kv).set
-	if sc.req == nil && ctx.Done() != nil {
-		sc.req = &request{}
-		context.AfterFunc(ctx, sc.req.end)
+	if sc.req == nil {
+		if done := ctx.Done(); done != nil {
+			sc.req = &request{done: done, job: true}
+		}
 	}
 	return context.WithValue(ctx, scopeKey{}, sc)
 }
