@@ -2,6 +2,8 @@ package track
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -26,18 +28,17 @@ type request struct {
 	ended  atomic.Bool     // set under mu, read without it by outlived
 	done   <-chan struct{} // the context's: closed once the request is over
 	parent *request        // the request it was begun under, for scopes
-	sites  []reqSite       // what is in flight, by site
+	sites  []reqSite       // what is in flight, by site; starts in first
 	more   map[*Site]*reqSite
+	first  [1]reqSite
 
 	// job marks a request begun by WithLabels: one of the jobs of its
 	// context (see jobHorizon).
 	job bool
-	// Under mu: the books that list the request (one per tracker it has
-	// recorded in; most requests know one), and its place among its
-	// context's jobs in the first.
-	books []*requestBook
-	line  *jobLine
-	gen   uint64
+	// book and more are the books that list the request, one per tracker
+	// it has recorded in (most requests know one); under mu.
+	book      *requestBook
+	moreBooks []*requestBook
 }
 
 // reqSite is what a request holds in flight at one site.
@@ -66,6 +67,9 @@ func (q *request) addLocked(site *Site, bytes, count int64) {
 		return
 	}
 	if len(q.sites) < maxListedSites {
+		if q.sites == nil {
+			q.sites = q.first[:0]
+		}
 		q.sites = append(q.sites, reqSite{site: site, bytes: bytes, count: count})
 		return
 	}
@@ -109,9 +113,35 @@ func scopeOf(ctx context.Context) scope {
 	if ctx == nil {
 		return scope{}
 	}
-	sc, _ := ctx.Value(scopeKey{}).(scope)
-	return sc
+	if c, ok := ctx.Value(scopeKey{}).(*scopeCtx); ok {
+		return c.sc
+	}
+	return scope{}
 }
+
+// scopeCtx is a context carrying a scope: one allocation, where
+// context.WithValue would take two (the context and the boxed scope).
+type scopeCtx struct {
+	context.Context
+	sc scope
+}
+
+// withScope returns a context derived from parent that carries sc.
+func withScope(parent context.Context, sc scope) context.Context {
+	return &scopeCtx{Context: parent, sc: sc}
+}
+
+// Value returns the scope context itself for scopeKey, and defers every
+// other key to its parent.
+func (c *scopeCtx) Value(key any) any {
+	if _, ok := key.(scopeKey); ok {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// String names the context as the context package's do.
+func (c *scopeCtx) String() string { return fmt.Sprintf("%v.WithValue(track scope)", c.Context) }
 
 // WithRequest begins a request under ctx and returns its context and the
 // function that ends it; it also ends when ctx is done. A tensor made under
@@ -136,7 +166,7 @@ func WithRequest(ctx context.Context) (context.Context, context.CancelFunc) {
 	sc := scopeOf(ctx)
 	q := &request{done: ctx.Done(), parent: sc.req}
 	sc.req = q
-	ctx = context.WithValue(ctx, scopeKey{}, sc)
+	ctx = withScope(ctx, sc)
 	return ctx, func() {
 		cancel()
 		q.end()
@@ -164,15 +194,13 @@ func (q *request) join(t *Tracker, r *Record) {
 	}
 	q.addLocked(r.site, r.Bytes, 1)
 	b := &t.requests
-	listed := false
-	for _, l := range q.books {
-		if l == b {
-			listed = true
-			break
-		}
-	}
-	if !listed {
-		q.books = append(q.books, b)
+	listed := q.book == b || slices.Contains(q.moreBooks, b)
+	switch {
+	case listed:
+	case q.book == nil:
+		q.book = b
+	default:
+		q.moreBooks = append(q.moreBooks, b)
 	}
 	q.mu.Unlock()
 	if !listed {

@@ -1,23 +1,23 @@
 package track
 
 import (
-	"hash/maphash"
+	"slices"
 	"sync"
 	"unsafe"
 
 	"github.com/tensorlife/tensorlife/internal/cacheline"
 )
 
-// jobHorizon is how many later jobs of one context end a job. A request
-// begun by WithLabels on a context under no request is a job of that
-// context: a server's request context (net/http, gRPC) has one, a worker's
-// long-lived context one per WithLabels call. A job ends when its context
-// is done or, failing that, once jobHorizon later jobs of the same context
-// have recorded in the tracker: a worker is done with a job long before it
-// has begun 64 more, so what a worker's job leaks outlives it and is
-// judged, while a request that lengthens its KV cache under one WithLabels
-// is one job and is never cut short. A worker that scopes each job with
-// WithRequest ends each one exactly.
+// jobHorizon is how many jobs of one context stay open. A request begun by
+// WithLabels on a context under no request is a job of that context: a
+// server's request context (net/http, gRPC) has one, a worker's long-lived
+// context one per WithLabels call. A job ends when its context is done or,
+// failing that, once more than jobHorizon jobs of the same context that
+// began after it have recorded in the tracker: a worker is done with a job
+// long before it has begun 64 more, so what a worker's job leaks outlives
+// it and is judged, while a request that lengthens its KV cache under one
+// WithLabels is one job and is never cut short. A worker that scopes each
+// job with WithRequest ends each one exactly.
 const jobHorizon = 64
 
 // bookShards spreads the requests a tracker lists over locks of their own:
@@ -26,12 +26,13 @@ const jobHorizon = 64
 const bookShards = 16
 
 // requestBook lists a tracker's open requests: those that have recorded in
-// it and whose end it has not yet seen. Readers settle it (Tracker.settle)
-// before they read: each listed request whose context is done, or whose
-// job has been passed by jobHorizon later jobs, is ended then. Listing
-// settles its shard too once the shard has doubled since it was last
-// settled, so a tracker nobody reads lists O(requests open), amortized
-// O(1) a request.
+// it and whose end it has not yet seen, in the order they were listed.
+// Readers settle it (Tracker.settle) before they read: each listed request
+// whose context is done, or which is a job passed by jobHorizon later jobs,
+// is ended then. Listing settles its shard too once the shard has doubled
+// since it was last settled, so a tracker nobody reads lists O(requests
+// open), amortized O(1) a request. Jobs of one context share a shard, so
+// one shard sees every later job of a job.
 type requestBook struct {
 	shards [bookShards]bookShard
 }
@@ -43,46 +44,23 @@ type bookShard struct {
 
 type bookData struct {
 	mu      sync.Mutex
-	open    []openRequest
-	settled int                          // len(open) after the last settle
-	lines   map[<-chan struct{}]*jobLine // the jobs of each context with open jobs
+	open    []*request
+	settled int // len(open) after the last settle
 }
 
-// openRequest is a listed request and, for a job, its place in its line.
-type openRequest struct {
-	q    *request
-	line *jobLine
-	gen  uint64
+// shardOfDone spreads contexts over the book's shards by the address of
+// their Done channel, which the garbage collector never moves.
+func shardOfDone(done <-chan struct{}) int {
+	p := *(*uintptr)(unsafe.Pointer(&done))
+	return int((p>>6 ^ p>>12) % bookShards)
 }
-
-// jobLine counts the jobs of one context that have recorded in a tracker.
-type jobLine struct {
-	begun uint64 // jobs listed so far
-	open  int    // of them, those still listed
-}
-
-var bookSeed = maphash.MakeSeed()
 
 // add lists q, which has just recorded its first allocation in the book's
-// tracker. Jobs of one context share a shard, so their line is one.
+// tracker.
 func (b *requestBook) add(q *request) {
-	sh := &b.shards[maphash.Comparable(bookSeed, q.done)%bookShards]
+	sh := &b.shards[shardOfDone(q.done)]
 	sh.mu.Lock()
-	e := openRequest{q: q}
-	if q.job {
-		line := sh.lines[q.done]
-		if line == nil {
-			if sh.lines == nil {
-				sh.lines = make(map[<-chan struct{}]*jobLine)
-			}
-			line = &jobLine{}
-			sh.lines[q.done] = line
-		}
-		line.begun++
-		line.open++
-		e.line, e.gen = line, line.begun
-	}
-	sh.open = append(sh.open, e)
+	sh.open = append(sh.open, q)
 	var over []*request
 	if len(sh.open) >= 2*sh.settled+jobHorizon {
 		over = sh.collect(nil)
@@ -111,21 +89,35 @@ func (b *requestBook) settle() {
 // once it is released.
 func (sh *bookData) collect(over []*request) []*request {
 	open := sh.open[:0]
-	for _, e := range sh.open {
-		q := e.q
-		ended := q.ended.Load()
-		passed := e.line != nil && e.line.begun-e.gen >= jobHorizon
-		if !ended && !passed && !q.isDone() {
-			open = append(open, e)
+	jobs := 0
+	for _, q := range sh.open {
+		if ended := q.ended.Load(); ended || q.isDone() {
+			if !ended {
+				over = append(over, q)
+			}
 			continue
 		}
-		if !ended {
-			over = append(over, q)
+		open = append(open, q)
+		if q.job {
+			jobs++
 		}
-		if e.line != nil {
-			if e.line.open--; e.line.open == 0 {
-				delete(sh.lines, q.done)
+	}
+	if jobs > jobHorizon { // some context may have more than its horizon open
+		later := make(map[<-chan struct{}]int)
+		kept := len(open)
+		for i := len(open) - 1; i >= 0; i-- { // newest first
+			q := open[i]
+			if !q.job {
+				continue
 			}
+			if later[q.done]++; later[q.done] > jobHorizon {
+				over = append(over, q)
+				open[i] = nil
+				kept--
+			}
+		}
+		if kept < len(open) {
+			open = slices.DeleteFunc(open, func(q *request) bool { return q == nil })
 		}
 	}
 	clear(sh.open[len(open):]) // drop the unlisted requests' memory
