@@ -87,7 +87,7 @@ func TestEverySurfaceNamesTheOwnerAlike(t *testing.T) {
 	atFlag := fmt.Sprintf("%s, %d handles", owner, suspects[0].HeldBy[0].Live)
 	assert.Contains(t, logged.String(), atFlag, "the watcher's log, when it flagged the site")
 	var summary strings.Builder
-	require.NoError(t, report.WriteSummary(&summary, tr, report.WithSources(report.Sources{Watcher: w})))
+	require.NoError(t, report.WriteSummary(&summary, tr)) // the watcher is found on the tracker
 	assert.Contains(t, summary.String(), "\n      "+atFlag+"\n", "the summary's suspect")
 
 	leakErr := tracktest.Find(tr, tracktest.MaxSettle(0))
