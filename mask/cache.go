@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/tensorlife/tensorlife/internal/lru"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -42,8 +41,8 @@ type Cache struct {
 	owner  track.Owner  // what they are handed to: bounded by MaxBytes
 
 	mu      sync.Mutex
-	entries map[string]*lru.Elem[cacheEntry]
-	order   lru.List[cacheEntry]
+	entries map[string]*lruElem[cacheEntry]
+	order   lruList[cacheEntry]
 	used    int64 // bytes, under mu
 	closed  bool
 
@@ -112,7 +111,7 @@ func NewCache(opts ...CacheOption) (*Cache, error) {
 	}
 	c := &Cache{cfg: cfg, labels: track.NewLabels("cache", cfg.name),
 		owner:   track.Owner{Name: cfg.name, MaxBytes: cfg.maxBytes},
-		entries: make(map[string]*lru.Elem[cacheEntry])}
+		entries: make(map[string]*lruElem[cacheEntry])}
 	if cfg.tracker != nil {
 		c.tracker.Store(cfg.tracker)
 		track.Attach(cfg.tracker, c)
@@ -206,7 +205,7 @@ func (c *Cache) Put(key string, t *tensor.Tensor) error {
 		c.mu.Unlock()
 		return errors.Join(fmt.Errorf("mask: Cache.Put %s: %w", quoteKey(key), err), own.Free(), freeAll(evicted))
 	}
-	e := &lru.Elem[cacheEntry]{Value: cacheEntry{key: key, t: own, bytes: bytes}}
+	e := &lruElem[cacheEntry]{Value: cacheEntry{key: key, t: own, bytes: bytes}}
 	c.entries[key] = e
 	c.order.PushFront(e)
 	c.used += bytes
@@ -364,7 +363,7 @@ func (c *Cache) Stats() CacheStats {
 
 // remove takes e out of the map and the list; the caller holds c.mu and
 // frees e.t after releasing it.
-func (c *Cache) remove(e *lru.Elem[cacheEntry]) {
+func (c *Cache) remove(e *lruElem[cacheEntry]) {
 	c.order.Remove(e)
 	delete(c.entries, e.Value.key)
 	c.used -= e.Value.bytes

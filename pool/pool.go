@@ -7,9 +7,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/tensorlife/tensorlife/internal/allocid"
-	"github.com/tensorlife/tensorlife/internal/cacheline"
-	"github.com/tensorlife/tensorlife/internal/peak"
+	"github.com/tensorlife/tensorlife/internal/hotpath"
 
 	"github.com/tensorlife/tensorlife/internal/format"
 
@@ -37,7 +35,7 @@ type freeList struct {
 // paddedList keeps each class on its own cache lines: no false sharing.
 type paddedList struct {
 	freeList
-	_ [cacheline.Size - unsafe.Sizeof(freeList{})%cacheline.Size]byte
+	_ [hotpath.CacheLine - unsafe.Sizeof(freeList{})%hotpath.CacheLine]byte
 }
 
 // Pool is a caching allocator over one tensor.Device: it implements
@@ -109,7 +107,7 @@ func New(dev tensor.Device, opts ...Option) (*Pool, error) {
 	p := &Pool{
 		dev:       dev,
 		tracker:   cfg.tracker,
-		id:        allocid.New(),
+		id:        hotpath.NewAllocatorID(),
 		budget:    budget,
 		total:     total,
 		maxCached: cfg.maxCached,
@@ -203,7 +201,7 @@ func (p *Pool) allocateNew(c int, size int64) (tensor.Block, error) {
 	// The peak of active bytes is sampled here and in Stats, off the hit
 	// path: a peak reached only through cache hits between two samples is
 	// missed (see the package doc).
-	peak.Raise(&p.peakActive, p.active.load())
+	hotpath.RaisePeak(&p.peakActive, p.active.load())
 	return b, nil
 }
 
@@ -257,7 +255,7 @@ func (p *Pool) deviceAlloc(size int64) (ptr tensor.DevicePtr, refused string, er
 			return 0, "budget", nil
 		}
 		if p.reserved.CompareAndSwap(r, r+size) {
-			peak.Raise(&p.peakReserved, r+size)
+			hotpath.RaisePeak(&p.peakReserved, r+size)
 			break
 		}
 	}
@@ -417,11 +415,12 @@ func (p *Pool) drain() (int64, error) {
 // class modulo 16: goroutines working on different classes update
 // different lines, where a single counter would bounce one line between
 // every core on every hit (it tripled the cost of a hit on two cores).
-// Reading sums 16 words.
+// Reading sums 16 words. Each stripe takes two lines, since amd64's
+// adjacent-line prefetcher moves lines in pairs.
 type stripedCounter struct {
 	stripes [16]struct {
 		v atomic.Int64
-		_ [120]byte
+		_ [2*hotpath.CacheLine - unsafe.Sizeof(atomic.Int64{})]byte
 	}
 }
 

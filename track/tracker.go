@@ -14,8 +14,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/tensorlife/tensorlife/internal/cacheline"
-	"github.com/tensorlife/tensorlife/internal/peak"
+	"github.com/tensorlife/tensorlife/internal/hotpath"
 )
 
 // Errors of the registry.
@@ -63,7 +62,7 @@ const shardCount = 64
 // byte total that the peak is computed from is a tracker-wide atomic.
 type shard struct {
 	shardData
-	_ [cacheline.Size - unsafe.Sizeof(shardData{})%cacheline.Size]byte // no false sharing
+	_ [hotpath.CacheLine - unsafe.Sizeof(shardData{})%hotpath.CacheLine]byte // no false sharing
 }
 
 // liveCount is a shard's live figures of one class.
@@ -344,7 +343,7 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 
 	site.allocs.Add(1)
 	site.allocBytes.Add(r.Bytes)
-	peak.Raise(&t.peakBytes, t.liveBytes.Add(r.Bytes))
+	hotpath.RaisePeak(&t.peakBytes, t.liveBytes.Add(r.Bytes))
 	return nil
 }
 

@@ -1,38 +1,37 @@
-// Package lru is the intrusive recency list behind tensorlife's bounded
-// caches: the mask cache and the rebuild detector's memory of recent
-// requests. An element carries its value and its links, so a cache keeps one
+// The intrusive recency list behind the package's bounded memories: the
+// mask cache and the rebuild detector's memory of recent requests. An element carries its value and its links, so a cache keeps one
 // allocation per entry (the element its map points to) and every operation
 // is O(1) with no allocation.
 //
-// A List is not safe for concurrent use; the cache that owns it guards it
+// A list is not safe for concurrent use; the cache that owns it guards it
 // with its own lock.
-package lru
+package mask
 
-// Elem is one element of a List. The zero Elem is not in any list.
-type Elem[T any] struct {
+// lruElem is one element of an lruList. The zero lruElem is not in any list.
+type lruElem[T any] struct {
 	Value      T
-	prev, next *Elem[T]
-	list       *List[T]
+	prev, next *lruElem[T]
+	list       *lruList[T]
 }
 
-// List orders elements from most recently used (front) to least (back). The
-// zero List is empty and ready to use.
-type List[T any] struct {
-	root Elem[T] // sentinel: root.next is the front, root.prev the back
+// lruList orders elements from most recently used (front) to least (back). The
+// zero lruList is empty and ready to use.
+type lruList[T any] struct {
+	root lruElem[T] // sentinel: root.next is the front, root.prev the back
 	n    int
 }
 
-func (l *List[T]) lazyInit() {
+func (l *lruList[T]) lazyInit() {
 	if l.root.next == nil {
 		l.root.next, l.root.prev = &l.root, &l.root
 	}
 }
 
 // Len returns the number of elements.
-func (l *List[T]) Len() int { return l.n }
+func (l *lruList[T]) Len() int { return l.n }
 
 // PushFront puts e, which must not be in a list, at the front.
-func (l *List[T]) PushFront(e *Elem[T]) {
+func (l *lruList[T]) PushFront(e *lruElem[T]) {
 	l.lazyInit()
 	e.prev, e.next, e.list = &l.root, l.root.next, l
 	l.root.next.prev = e
@@ -41,7 +40,7 @@ func (l *List[T]) PushFront(e *Elem[T]) {
 }
 
 // MoveToFront marks e, an element of l, as the most recently used.
-func (l *List[T]) MoveToFront(e *Elem[T]) {
+func (l *lruList[T]) MoveToFront(e *lruElem[T]) {
 	if e.list != l || l.root.next == e {
 		return
 	}
@@ -51,7 +50,7 @@ func (l *List[T]) MoveToFront(e *Elem[T]) {
 
 // Remove takes e out of l; an element of another list, or of none, is left
 // alone.
-func (l *List[T]) Remove(e *Elem[T]) {
+func (l *lruList[T]) Remove(e *lruElem[T]) {
 	if e.list != l {
 		return
 	}
@@ -61,7 +60,7 @@ func (l *List[T]) Remove(e *Elem[T]) {
 }
 
 // Back returns the least recently used element, or nil if l is empty.
-func (l *List[T]) Back() *Elem[T] {
+func (l *lruList[T]) Back() *lruElem[T] {
 	if l.n == 0 {
 		return nil
 	}
@@ -70,7 +69,7 @@ func (l *List[T]) Back() *Elem[T] {
 
 // Clear empties l in O(1); the elements it held must not be used with it
 // again.
-func (l *List[T]) Clear() {
+func (l *lruList[T]) Clear() {
 	l.root.next, l.root.prev = &l.root, &l.root
 	l.n = 0
 }
