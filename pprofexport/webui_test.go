@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/pproftool"
 	"github.com/tensorlife/tensorlife/pprofexport"
 )
 
@@ -37,7 +36,7 @@ func allocTwice(p *program) {
 // the test's directory when dir is empty: pprof looks for the binary there.
 func webSource(t *testing.T, dir, path, fn string) string {
 	t.Helper()
-	bin, err := pproftool.Path()
+	bin, err := pprofPath()
 	if err != nil {
 		t.Skipf("go tool pprof is not available: %v", err)
 	}
