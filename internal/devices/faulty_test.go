@@ -1,4 +1,4 @@
-package faultdev_test
+package devices_test
 
 import (
 	"errors"
@@ -9,23 +9,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/devicetest"
-	"github.com/tensorlife/tensorlife/internal/faultdev"
+	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/tensor"
 )
 
-func newDevice(t *testing.T, capacity int64, opts ...faultdev.Option) (*faultdev.Device, *tensor.HostDevice) {
+func newDevice(t *testing.T, capacity int64, opts ...devices.FaultOption) (*devices.Faulty, *tensor.HostDevice) {
 	t.Helper()
 	host, err := tensor.NewHostDevice(capacity)
 	require.NoError(t, err)
-	d, err := faultdev.New(host, opts...)
+	d, err := devices.NewFaulty(host, opts...)
 	require.NoError(t, err)
 	return d, host
 }
 
 // Without options the wrapper must behave as a device in every respect.
 func TestConformance(t *testing.T) {
-	devicetest.Run(t, func(t *testing.T, capacity int64) tensor.Device {
+	devices.Run(t, func(t *testing.T, capacity int64) tensor.Device {
 		d, _ := newDevice(t, capacity)
 		return d
 	})
@@ -34,39 +33,39 @@ func TestConformance(t *testing.T) {
 func TestNewRejectsBadInput(t *testing.T) {
 	host, err := tensor.NewHostDevice(1 << 20)
 	require.NoError(t, err)
-	_, err = faultdev.New(nil)
+	_, err = devices.NewFaulty(nil)
 	assert.ErrorIs(t, err, tensor.ErrNilAllocator)
 
 	cases := []struct {
 		name string
-		opts []faultdev.Option
+		opts []devices.FaultOption
 	}{
-		{"nil option", []faultdev.Option{nil}},
-		{"FailNth(0)", []faultdev.Option{faultdev.FailNth(0)}},
-		{"FailNth(-3)", []faultdev.Option{faultdev.FailNth(-3)}},
-		{"FailFraction(-0.1)", []faultdev.Option{faultdev.FailFraction(-0.1, 1)}},
-		{"FailFraction(1.5)", []faultdev.Option{faultdev.FailFraction(1.5, 1)}},
-		{"FailFraction(NaN)", []faultdev.Option{faultdev.FailFraction(math.NaN(), 1)}},
-		{"FailFraction twice", []faultdev.Option{faultdev.FailFraction(0, 1), faultdev.FailFraction(0.5, 1)}},
+		{"nil option", []devices.FaultOption{nil}},
+		{"FailNth(0)", []devices.FaultOption{devices.FailNth(0)}},
+		{"FailNth(-3)", []devices.FaultOption{devices.FailNth(-3)}},
+		{"FailFraction(-0.1)", []devices.FaultOption{devices.FailFraction(-0.1, 1)}},
+		{"FailFraction(1.5)", []devices.FaultOption{devices.FailFraction(1.5, 1)}},
+		{"FailFraction(NaN)", []devices.FaultOption{devices.FailFraction(math.NaN(), 1)}},
+		{"FailFraction twice", []devices.FaultOption{devices.FailFraction(0, 1), devices.FailFraction(0.5, 1)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := faultdev.New(host, tc.opts...)
-			assert.ErrorIs(t, err, faultdev.ErrInvalidOption)
+			d, err := devices.NewFaulty(host, tc.opts...)
+			assert.ErrorIs(t, err, devices.ErrInvalidOption)
 			assert.Nil(t, d)
 		})
 	}
 }
 
 func TestFailNth(t *testing.T) {
-	d, host := newDevice(t, 1<<20, faultdev.FailNth(2), faultdev.FailNth(4))
+	d, host := newDevice(t, 1<<20, devices.FailNth(2), devices.FailNth(4))
 	var failed []int
 	var ptrs []tensor.DevicePtr
 	for i := 1; i <= 5; i++ {
 		p, err := d.Alloc(1024)
 		if err != nil {
 			failed = append(failed, i)
-			assert.ErrorIs(t, err, faultdev.ErrInjected)
+			assert.ErrorIs(t, err, devices.ErrInjected)
 			assert.ErrorIs(t, err, tensor.ErrOutOfMemory)
 			var de *tensor.DeviceError
 			require.ErrorAs(t, err, &de)
@@ -96,16 +95,16 @@ func TestFailNth(t *testing.T) {
 }
 
 func TestWithoutOOM(t *testing.T) {
-	d, _ := newDevice(t, 1<<20, faultdev.FailNth(1), faultdev.WithoutOOM())
+	d, _ := newDevice(t, 1<<20, devices.FailNth(1), devices.WithoutOOM())
 	_, err := d.Alloc(64)
-	assert.ErrorIs(t, err, faultdev.ErrInjected)
+	assert.ErrorIs(t, err, devices.ErrInjected)
 	assert.NotErrorIs(t, err, tensor.ErrOutOfMemory)
 }
 
 // failures returns which of n allocations fail on a fresh device.
 func failures(t *testing.T, n int, f float64, seed uint64) []bool {
 	t.Helper()
-	d, _ := newDevice(t, 1<<20, faultdev.FailFraction(f, seed))
+	d, _ := newDevice(t, 1<<20, devices.FailFraction(f, seed))
 	out := make([]bool, n)
 	for i := range out {
 		p, err := d.Alloc(16)
@@ -113,7 +112,7 @@ func failures(t *testing.T, n int, f float64, seed uint64) []bool {
 		if err == nil {
 			require.NoError(t, d.Free(p, 16))
 		} else {
-			require.ErrorIs(t, err, faultdev.ErrInjected)
+			require.ErrorIs(t, err, devices.ErrInjected)
 		}
 	}
 	assert.Equal(t, int64(n), d.Allocs())

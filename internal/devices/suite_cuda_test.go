@@ -1,6 +1,6 @@
 //go:build cuda
 
-package devicetest_test
+package devices_test
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/cu"
 
-	"github.com/tensorlife/tensorlife/internal/devicetest"
+	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/tensor/cuda"
 )
@@ -24,11 +24,11 @@ func TestCUDADevices(t *testing.T) {
 	n, err := cu.NumDevices()
 	require.NoError(t, err)
 	if n == 0 {
-		devicetest.NoDevice(t, 0, "no CUDA device")
+		devices.NoDevice(t, 0, "no CUDA device")
 	}
-	for ordinal := range max(n, devicetest.FakeCUDADevices()) {
+	for ordinal := range max(n, devices.FakeCUDADevices()) {
 		t.Run(fmt.Sprintf("cuda:%d", ordinal), func(t *testing.T) {
-			devicetest.Run(t, func(t *testing.T, capacity int64) tensor.Device {
+			devices.Run(t, func(t *testing.T, capacity int64) tensor.Device {
 				return openCUDA(t, ordinal, cuda.WithMemoryLimit(capacity))
 			})
 		})
@@ -42,14 +42,14 @@ func TestCUDADevices(t *testing.T) {
 func TestCUDADriverAccounting(t *testing.T) {
 	dev, err := cu.GetDevice(0)
 	if err != nil {
-		devicetest.NoDevice(t, 0, "no CUDA device: %v", err)
+		devices.NoDevice(t, 0, "no CUDA device: %v", err)
 	}
 	name, err := dev.Name()
 	require.NoError(t, err)
 	if !strings.HasPrefix(name, "tensorlife fakecuda") {
-		devicetest.NotFakeDriver(t, name)
+		devices.NotFakeDriver(t, name)
 	}
-	devicetest.Run(t, func(t *testing.T, _ int64) tensor.Device {
+	devices.Run(t, func(t *testing.T, _ int64) tensor.Device {
 		return openCUDA(t, 0)
 	})
 }
@@ -57,7 +57,7 @@ func TestCUDADriverAccounting(t *testing.T) {
 func openCUDA(t *testing.T, ordinal int, opts ...cuda.Option) *cuda.Device {
 	d, err := cuda.Open(ordinal, opts...)
 	if err != nil {
-		devicetest.NoDevice(t, ordinal, "no CUDA device %d: %v", ordinal, err)
+		devices.NoDevice(t, ordinal, "no CUDA device %d: %v", ordinal, err)
 	}
 	t.Cleanup(func() { require.NoError(t, d.Close()) })
 	return d

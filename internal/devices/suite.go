@@ -1,27 +1,4 @@
-// Package devicetest is the conformance suite for tensor.Device: the
-// behaviour every device must show, whatever memory it manages. Run it from
-// a device's tests with a function that makes a fresh device:
-//
-//	func TestConformance(t *testing.T) {
-//		devicetest.Run(t, func(t *testing.T, capacity int64) tensor.Device {
-//			d, err := tensor.NewHostDevice(capacity)
-//			require.NoError(t, err)
-//			return d
-//		})
-//	}
-//
-// The suite checks allocation and free, copies both ways (also through
-// pointers inside a block, made with DevicePtr.Add), memset, MemInfo,
-// out-of-memory, the refusal of invalid sizes, pointers and ranges, and
-// concurrent use (run it with -race). Every error must match the tensor
-// sentinel for its cause with errors.Is and be a *tensor.DeviceError naming
-// the device.
-//
-// NoDevice and NotFakeDriver end a CUDA test that finds no device, or not
-// the fake driver it needs: a skip on a machine without one, a failure
-// where the environment configures the fake driver (FakeCUDAEnv), as CI
-// does, so that CI cannot pass with its CUDA tests skipped.
-package devicetest
+package devices
 
 import (
 	"errors"
@@ -108,12 +85,12 @@ func Run(t *testing.T, newDevice NewDeviceFunc, opts ...Option) {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	require.GreaterOrEqual(t, cfg.capacity, int64(1<<20), "devicetest: capacity below 1 MiB")
+	require.GreaterOrEqual(t, cfg.capacity, int64(1<<20), "devices: capacity below 1 MiB")
 
 	for _, tc := range checks {
 		t.Run(tc.name, func(t *testing.T) {
 			dev := newDevice(t, cfg.capacity)
-			require.NotNil(t, dev, "devicetest: NewDeviceFunc returned nil")
+			require.NotNil(t, dev, "devices: NewDeviceFunc returned nil")
 			s := &suite{dev: dev, cfg: cfg}
 			free, _, err := dev.MemInfo()
 			require.NoError(t, err)

@@ -1,21 +1,21 @@
-package faultdev
+package devices
 
 import (
 	"fmt"
 	"math"
 )
 
-// Option chooses what a Device injects. Options are validated in New; an
+// FaultOption chooses what a Faulty injects. Options are validated in NewFaulty; an
 // invalid one is an error matching ErrInvalidOption.
-type Option interface {
-	apply(*config) error
+type FaultOption interface {
+	apply(*faultConfig) error
 }
 
-type optionFunc func(*config) error
+type faultOptionFunc func(*faultConfig) error
 
-func (f optionFunc) apply(c *config) error { return f(c) }
+func (f faultOptionFunc) apply(c *faultConfig) error { return f(c) }
 
-type config struct {
+type faultConfig struct {
 	failNth     map[int64]bool
 	fraction    float64
 	fractionSet bool
@@ -26,8 +26,8 @@ type config struct {
 // FailNth fails the nth call to Alloc (counting from 1, failed calls
 // included). Give it several times to fail several calls: FailNth(2),
 // FailNth(3) fails the second and third.
-func FailNth(n int64) Option {
-	return optionFunc(func(c *config) error {
+func FailNth(n int64) FaultOption {
+	return faultOptionFunc(func(c *faultConfig) error {
 		if n < 1 {
 			return fmt.Errorf("%w: FailNth(%d): want n >= 1", ErrInvalidOption, n)
 		}
@@ -40,8 +40,8 @@ func FailNth(n int64) Option {
 // generator seeded with seed, so a failing run can be replayed: the same
 // seed and the same sequence of calls fail the same calls. f must be in
 // [0, 1]; FailFraction may be given once.
-func FailFraction(f float64, seed uint64) Option {
-	return optionFunc(func(c *config) error {
+func FailFraction(f float64, seed uint64) FaultOption {
+	return faultOptionFunc(func(c *faultConfig) error {
 		if math.IsNaN(f) || f < 0 || f > 1 {
 			return fmt.Errorf("%w: FailFraction(%v): want 0 <= f <= 1", ErrInvalidOption, f)
 		}
@@ -56,8 +56,8 @@ func FailFraction(f float64, seed uint64) Option {
 // WithoutOOM makes injected allocation failures match only ErrInjected, not
 // tensor.ErrOutOfMemory: a driver error that is not exhaustion, which an
 // allocator must pass on rather than retry.
-func WithoutOOM() Option {
-	return optionFunc(func(c *config) error {
+func WithoutOOM() FaultOption {
+	return faultOptionFunc(func(c *faultConfig) error {
 		c.oom = false
 		return nil
 	})

@@ -1,24 +1,4 @@
-// Package faultdev wraps a tensor.Device with the faults that tests of
-// allocators need to provoke: it fails chosen allocations (the Nth, or a
-// seeded random fraction), counts the bytes and blocks outstanding on the
-// device, and catches frees of pointers it never handed out, frees with the
-// wrong size, and double frees, without passing them to the device it wraps.
-//
-// A test builds one over a tensor.HostDevice, hands it to the allocator under
-// test, and checks afterwards that the allocator's own figures match
-// Outstanding and that DoubleFrees is zero:
-//
-//	host, _ := tensor.NewHostDevice(4 << 20)
-//	dev, _ := faultdev.New(host, faultdev.FailFraction(0.1, 42))
-//	p, _ := pool.New(dev)
-//	...
-//	blocks, bytes := dev.Outstanding()
-//
-// Only Alloc is ever failed on purpose; Free, copies, Memset and MemInfo go
-// straight to the wrapped device once the pointer checks pass. A Device is
-// safe for concurrent use; its bookkeeping takes one mutex, which is fine for
-// tests and is why this package is internal.
-package faultdev
+package devices
 
 import (
 	"errors"
@@ -32,21 +12,21 @@ import (
 // ErrInjected is what every failure this package injects wraps. An injected
 // allocation failure is a *tensor.DeviceError whose cause matches
 // ErrInjected and, unless WithoutOOM was given, tensor.ErrOutOfMemory.
-var ErrInjected = errors.New("faultdev: injected failure")
+var ErrInjected = errors.New("devices: injected failure")
 
 // ErrInvalidOption means an option's value cannot be used.
-var ErrInvalidOption = errors.New("faultdev: invalid option")
+var ErrInvalidOption = errors.New("devices: invalid option")
 
-// Device is a tensor.Device that injects allocation failures into, and checks
+// Faulty is a tensor.Device that injects allocation failures into, and checks
 // the frees passed to, the device it wraps. Create it with New. It is safe
 // for concurrent use. To tell a double free from a free of a pointer it
 // never handed out, it remembers each pointer freed until the wrapped
 // device hands it out again: memory grows with the distinct addresses a
 // test frees, which is fine for tests and why this is no production
 // wrapper.
-type Device struct {
+type Faulty struct {
 	inner tensor.Device
-	cfg   config
+	cfg   faultConfig
 
 	mu          sync.Mutex
 	rng         *rand.Rand // nil without FailFraction
@@ -61,11 +41,11 @@ type Device struct {
 
 // New wraps inner. Options choose which allocations fail; without any, the
 // device injects nothing and only counts and checks.
-func New(inner tensor.Device, opts ...Option) (*Device, error) {
+func NewFaulty(inner tensor.Device, opts ...FaultOption) (*Faulty, error) {
 	if inner == nil {
 		return nil, fmt.Errorf("%w: nil device", tensor.ErrNilAllocator)
 	}
-	cfg := config{failNth: map[int64]bool{}, oom: true}
+	cfg := faultConfig{failNth: map[int64]bool{}, oom: true}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
@@ -74,7 +54,7 @@ func New(inner tensor.Device, opts ...Option) (*Device, error) {
 			return nil, err
 		}
 	}
-	d := &Device{inner: inner, cfg: cfg, live: map[tensor.DevicePtr]int64{}, freed: map[tensor.DevicePtr]bool{}}
+	d := &Faulty{inner: inner, cfg: cfg, live: map[tensor.DevicePtr]int64{}, freed: map[tensor.DevicePtr]bool{}}
 	if cfg.fraction > 0 {
 		d.rng = rand.New(rand.NewPCG(cfg.seed, cfg.seed^0x9E3779B97F4A7C15))
 	}
@@ -82,16 +62,16 @@ func New(inner tensor.Device, opts ...Option) (*Device, error) {
 }
 
 // Inner returns the wrapped device.
-func (d *Device) Inner() tensor.Device { return d.inner }
+func (d *Faulty) Inner() tensor.Device { return d.inner }
 
 // Name returns the wrapped device's name, so reports read as they would
 // without the wrapper.
-func (d *Device) Name() string { return d.inner.Name() }
+func (d *Faulty) Name() string { return d.inner.Name() }
 
 // Alloc fails if this call is chosen (FailNth, FailFraction) and otherwise
 // allocates from the wrapped device. Calls with an invalid size go straight
 // to the wrapped device, which refuses them, and are not counted.
-func (d *Device) Alloc(bytes int64) (tensor.DevicePtr, error) {
+func (d *Faulty) Alloc(bytes int64) (tensor.DevicePtr, error) {
 	if bytes <= 0 {
 		return d.inner.Alloc(bytes)
 	}
@@ -133,7 +113,7 @@ func (d *Device) Alloc(bytes int64) (tensor.DevicePtr, error) {
 // way and counted by BadFrees; a wrong size is refused with
 // tensor.ErrSizeMismatch and counted by BadFrees. Refused frees leave the
 // block live.
-func (d *Device) Free(p tensor.DevicePtr, bytes int64) error {
+func (d *Faulty) Free(p tensor.DevicePtr, bytes int64) error {
 	d.mu.Lock()
 	size, ok := d.live[p]
 	switch {
@@ -169,26 +149,26 @@ func (d *Device) Free(p tensor.DevicePtr, bytes int64) error {
 }
 
 // MemInfo reports the wrapped device's free and total bytes.
-func (d *Device) MemInfo() (free, total int64, err error) { return d.inner.MemInfo() }
+func (d *Faulty) MemInfo() (free, total int64, err error) { return d.inner.MemInfo() }
 
 // CopyToDevice passes the copy to the wrapped device.
-func (d *Device) CopyToDevice(dst tensor.DevicePtr, src []byte) error {
+func (d *Faulty) CopyToDevice(dst tensor.DevicePtr, src []byte) error {
 	return d.inner.CopyToDevice(dst, src)
 }
 
 // CopyToHost passes the copy to the wrapped device.
-func (d *Device) CopyToHost(dst []byte, src tensor.DevicePtr) error {
+func (d *Faulty) CopyToHost(dst []byte, src tensor.DevicePtr) error {
 	return d.inner.CopyToHost(dst, src)
 }
 
 // Memset passes the memset to the wrapped device.
-func (d *Device) Memset(dst tensor.DevicePtr, value byte, bytes int64) error {
+func (d *Faulty) Memset(dst tensor.DevicePtr, value byte, bytes int64) error {
 	return d.inner.Memset(dst, value, bytes)
 }
 
 // Outstanding returns the blocks and bytes allocated through d and not yet
-// freed, in the order tensor/cuda's Device.Outstanding gives them.
-func (d *Device) Outstanding() (blocks int, bytes int64) {
+// freed, in the order tensor/cuda's Faulty.Outstanding gives them.
+func (d *Faulty) Outstanding() (blocks int, bytes int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return len(d.live), d.bytes
@@ -196,21 +176,21 @@ func (d *Device) Outstanding() (blocks int, bytes int64) {
 
 // Allocs returns the number of Alloc calls with a valid size, failed ones
 // included: the count FailNth refers to.
-func (d *Device) Allocs() int64 {
+func (d *Faulty) Allocs() int64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.allocs
 }
 
 // Injected returns the number of allocations failed on purpose.
-func (d *Device) Injected() int64 {
+func (d *Faulty) Injected() int64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.injected
 }
 
 // DoubleFrees returns the number of frees of a pointer already freed.
-func (d *Device) DoubleFrees() int64 {
+func (d *Faulty) DoubleFrees() int64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.doubleFrees
@@ -218,14 +198,14 @@ func (d *Device) DoubleFrees() int64 {
 
 // BadFrees returns the number of frees refused for an unknown pointer or a
 // wrong size (double frees are counted by DoubleFrees instead).
-func (d *Device) BadFrees() int64 {
+func (d *Faulty) BadFrees() int64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.badFrees
 }
 
-func (d *Device) err(op string, bytes int64, cause error) error {
+func (d *Faulty) err(op string, bytes int64, cause error) error {
 	return &tensor.DeviceError{Op: op, Device: d.Name(), Bytes: bytes, Err: cause}
 }
 
-var _ tensor.Device = (*Device)(nil)
+var _ tensor.Device = (*Faulty)(nil)

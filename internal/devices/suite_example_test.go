@@ -1,16 +1,16 @@
-package devicetest_test
+package devices_test
 
 import (
 	"fmt"
 	"strings"
 
-	"github.com/tensorlife/tensorlife/internal/devicetest"
+	"github.com/tensorlife/tensorlife/internal/devices"
 )
 
-// A device's tests call devicetest.Run (see the package documentation);
+// A device's tests call devices.Run (see the package documentation);
 // each check becomes a subtest of that name.
 func ExampleChecks() {
-	fmt.Println(strings.Join(devicetest.Checks(), "\n"))
+	fmt.Println(strings.Join(devices.Checks(), "\n"))
 	// Output:
 	// AllocFree
 	// CopyRoundTrip

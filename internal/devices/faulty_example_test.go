@@ -1,20 +1,20 @@
-package faultdev_test
+package devices_test
 
 import (
 	"errors"
 	"fmt"
 
-	"github.com/tensorlife/tensorlife/internal/faultdev"
+	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/tensor"
 )
 
 func Example() {
 	host, _ := tensor.NewHostDevice(1 << 20)
-	dev, _ := faultdev.New(host, faultdev.FailNth(2))
+	dev, _ := devices.NewFaulty(host, devices.FailNth(2))
 
 	a, _ := dev.Alloc(4096)
 	_, err := dev.Alloc(4096)
-	fmt.Println("second alloc injected:", errors.Is(err, faultdev.ErrInjected), errors.Is(err, tensor.ErrOutOfMemory))
+	fmt.Println("second alloc injected:", errors.Is(err, devices.ErrInjected), errors.Is(err, tensor.ErrOutOfMemory))
 
 	_ = dev.Free(a, 4096)
 	err = dev.Free(a, 4096)
