@@ -1,4 +1,4 @@
-package integration_test
+package report_test
 
 import (
 	"bytes"
@@ -41,7 +41,7 @@ func keepView(ctx context.Context, p *pool.Pool) (*tensor.Tensor, error) {
 }
 
 // A View leak is described the same way, "held by a View made at
-// holders_test.go:N (integration_test.keepView)", by the tracktest report,
+// holders_test.go:N (report_test.keepView)", by the tracktest report,
 // the watcher's suspect, the summary and the out-of-memory error.
 func TestEverySurfaceNamesTheOwnerAlike(t *testing.T) {
 	tr, err := track.New(track.Name("holders"))
@@ -74,7 +74,7 @@ func TestEverySurfaceNamesTheOwnerAlike(t *testing.T) {
 		}
 	}()
 	// The one description; each surface adds how many handles it counts.
-	owner := fmt.Sprintf("held by a View made at holders_test.go:%d (integration_test.keepView)", viewLine)
+	owner := fmt.Sprintf("held by a View made at holders_test.go:%d (report_test.keepView)", viewLine)
 
 	var oom *tensor.OOMError
 	require.ErrorAs(t, oomErr, &oom)

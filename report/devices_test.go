@@ -1,4 +1,4 @@
-package integration_test
+package report_test
 
 import (
 	"context"
