@@ -3,7 +3,7 @@ package report
 import (
 	"fmt"
 
-	"github.com/tensorlife/tensorlife/internal/isnil"
+	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
@@ -58,7 +58,7 @@ func (s Sources) Validate() error {
 // field.
 func noNil[S any](field string, list []S) error {
 	for i, src := range list {
-		if isnil.Value(src) {
+		if invariants.IsNil(src) {
 			return fmt.Errorf("%w: Sources.%s[%d] is nil", ErrInvalidOption, field, i)
 		}
 	}
@@ -147,7 +147,7 @@ func (s Sources) Read(tr *track.Tracker) Reading {
 		case *watch.Watcher:
 			r.Watchers = append(r.Watchers, p)
 		}
-		if d, ok := p.(hasDevice); ok && !isnil.Value(d.Device()) {
+		if d, ok := p.(hasDevice); ok && !invariants.IsNil(d.Device()) {
 			devices = append(devices, d.Device())
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/tensorlife/tensorlife/internal/format"
-	"github.com/tensorlife/tensorlife/internal/isnil"
+	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/track"
@@ -87,7 +87,7 @@ const heldIndent = 6
 // so it costs the same at a thousand live tensors as at a million. It may
 // be called concurrently with allocation.
 func WriteSummary(w io.Writer, tr *track.Tracker, opts ...Option) error {
-	if isnil.Value(w) {
+	if invariants.IsNil(w) {
 		return ErrNilWriter
 	}
 	if tr == nil {
@@ -95,7 +95,7 @@ func WriteSummary(w io.Writer, tr *track.Tracker, opts ...Option) error {
 	}
 	cfg := config{top: DefaultTopSites, now: time.Now}
 	for _, opt := range opts {
-		if isnil.Value(opt) {
+		if invariants.IsNil(opt) {
 			return fmt.Errorf("%w: nil option", ErrInvalidOption)
 		}
 		if err := opt.apply(&cfg); err != nil {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/tensorlife/tensorlife/internal/isnil"
+	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -87,7 +87,7 @@ type ForeignMemory struct {
 //
 //go:noinline
 func Adopt(ctx context.Context, tracker *track.Tracker, mem ForeignMemory, spec Spec) (*Tensor, error) {
-	if isnil.Value(mem.Device) {
+	if invariants.IsNil(mem.Device) {
 		return nil, fmt.Errorf("%w: Adopt: nil ForeignMemory.Device", ErrNilAllocator)
 	}
 	if mem.Release == nil {

@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/tensorlife/tensorlife/internal/isnil"
-
 	"github.com/tensorlife/tensorlife/internal/format"
 
 	"github.com/tensorlife/tensorlife/internal/invariants"
@@ -230,7 +228,7 @@ func Make(ctx context.Context, alloc Allocator, spec Spec) (*Tensor, error) {
 //
 //go:noinline
 func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind string, skip int) (*Tensor, error) {
-	if isnil.Value(alloc) {
+	if invariants.IsNil(alloc) {
 		return nil, ErrNilAllocator
 	}
 	bytes, err := shape.Bytes(dt)

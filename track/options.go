@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/tensorlife/tensorlife/internal/isnil"
+	"github.com/tensorlife/tensorlife/internal/invariants"
 )
 
 // Option configures New. Options are immutable and may be shared.
@@ -20,7 +20,7 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 // applyOptions applies opts onto c.
 func applyOptions(c *config, opts []Option) error {
 	for _, opt := range opts {
-		if isnil.Value(opt) {
+		if invariants.IsNil(opt) {
 			return fmt.Errorf("%w: nil option", ErrInvalidOption)
 		}
 		if err := opt.apply(c); err != nil {

@@ -105,7 +105,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/tensorlife/tensorlife/internal/isnil"
+	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/report"
@@ -143,7 +143,7 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 // otel.GetMeterProvider() at registration).
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) error {
-		if isnil.Value(mp) {
+		if invariants.IsNil(mp) {
 			return fmt.Errorf("%w: WithMeterProvider(nil)", ErrInvalidOption)
 		}
 		c.provider = mp
@@ -212,7 +212,7 @@ func Register(tr *track.Tracker, opts ...Option) (*Metrics, error) {
 	}
 	var cfg config
 	for _, o := range opts {
-		if isnil.Value(o) {
+		if invariants.IsNil(o) {
 			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
 		}
 		if err := o.apply(&cfg); err != nil {

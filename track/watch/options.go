@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/tensorlife/tensorlife/internal/isnil"
+	"github.com/tensorlife/tensorlife/internal/invariants"
 )
 
 // ErrInvalidOption means an option's value cannot be used, or options that
@@ -63,7 +63,7 @@ func defaultConfig() config {
 // and checks the options against each other.
 func (c *config) apply(opts []Option) error {
 	for _, opt := range opts {
-		if isnil.Value(opt) {
+		if invariants.IsNil(opt) {
 			return fmt.Errorf("%w: nil option", ErrInvalidOption)
 		}
 		if err := opt.apply(c); err != nil {
