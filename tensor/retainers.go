@@ -4,7 +4,7 @@ import (
 	"sync"
 	"weak"
 
-	"github.com/tensorlife/tensorlife/internal/retainhook"
+	"github.com/tensorlife/tensorlife/internal/hotpath"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -36,10 +36,10 @@ func handlesOf(tr *track.Tracker) *handleShelf {
 	})
 }
 
-func init() { retainhook.SetLookup(liveHandles) }
+func init() { hotpath.SetHandleLookup(liveHandles) }
 
 // noteHandle registers t, a tracked handle just made. Callers check
-// retainhook.On first.
+// hotpath.RetainersOn first.
 func noteHandle(t *Tensor) {
 	b := t.blk()
 	tr := b.tracker()
@@ -77,7 +77,7 @@ func (h *handleShelf) sweep() {
 }
 
 // liveHandles returns the handles of the record id of tracker (a
-// *track.Tracker) that are neither freed nor collected: the retainhook
+// *track.Tracker) that are neither freed nor collected: the hotpath handle
 // lookup. The handles returned are strong references: the caller pins
 // them.
 func liveHandles(tracker any, id uint64) []any {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/format"
 
+	"github.com/tensorlife/tensorlife/internal/hotpath"
 	"github.com/tensorlife/tensorlife/internal/invariants"
-	"github.com/tensorlife/tensorlife/internal/retainhook"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -275,7 +275,7 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 		return nil, err
 	}
 	runtime.SetFinalizer(t, (*Tensor).dropped)
-	if retainhook.On() {
+	if hotpath.RetainersOn() {
 		noteHandle(t)
 	}
 	return t, nil
@@ -286,7 +286,7 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 func newHandle(b *block, site *track.Site, view *window, how uint8) *Tensor {
 	t := &Tensor{b: b, site: site, view: view, how: how}
 	runtime.SetFinalizer(t, (*Tensor).dropped)
-	if retainhook.On() {
+	if hotpath.RetainersOn() {
 		noteHandle(t)
 	}
 	return t

@@ -1,15 +1,15 @@
-package retainhook_test
+package hotpath_test
 
 import (
 	"fmt"
 
-	"github.com/tensorlife/tensorlife/internal/retainhook"
+	"github.com/tensorlife/tensorlife/internal/hotpath"
 )
 
 // A device call is bracketed so that a heap dump can hold it off.
 func ExampleEnterDevice() {
-	held := retainhook.EnterDevice()
-	defer retainhook.ExitDevice(held)
+	held := hotpath.EnterDevice()
+	defer hotpath.ExitDevice(held)
 	fmt.Println("the driver is called here")
 	// Output: the driver is called here
 }

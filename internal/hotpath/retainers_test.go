@@ -1,4 +1,4 @@
-package retainhook_test
+package hotpath_test
 
 import (
 	"testing"
@@ -6,41 +6,41 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/tensorlife/tensorlife/internal/retainhook"
+	"github.com/tensorlife/tensorlife/internal/hotpath"
 )
 
 // The tests of this package turn retainer search on for their process, as
-// tracktest does: Enable cannot be undone.
+// tracktest does: EnableRetainers cannot be undone.
 
 func TestDevicesAreNotFencedWhileOff(t *testing.T) {
-	if retainhook.On() {
+	if hotpath.RetainersOn() {
 		t.Skip("search already on in this process")
 	}
-	release := retainhook.HoldDevices()
+	release := hotpath.HoldDevices()
 	defer release()
-	held := retainhook.EnterDevice() // does not wait: search is off
+	held := hotpath.EnterDevice() // does not wait: search is off
 	assert.False(t, held)
-	retainhook.ExitDevice(held)
+	hotpath.ExitDevice(held)
 }
 
 func TestHoldDevicesWaitsForCallsAndHoldsNewOnes(t *testing.T) {
-	retainhook.Enable()
-	assert.True(t, retainhook.On())
+	hotpath.EnableRetainers()
+	assert.True(t, hotpath.RetainersOn())
 
-	held := retainhook.EnterDevice()
+	held := hotpath.EnterDevice()
 	assert.True(t, held)
 	holding := make(chan func())
-	go func() { holding <- retainhook.HoldDevices() }()
+	go func() { holding <- hotpath.HoldDevices() }()
 	select {
 	case <-holding:
 		t.Fatal("HoldDevices returned while a device call was in flight")
 	case <-time.After(20 * time.Millisecond):
 	}
-	retainhook.ExitDevice(held)
+	hotpath.ExitDevice(held)
 	release := <-holding
 
 	entered := make(chan bool)
-	go func() { entered <- retainhook.EnterDevice() }()
+	go func() { entered <- hotpath.EnterDevice() }()
 	select {
 	case <-entered:
 		t.Fatal("a device call began while the devices were held")
@@ -49,9 +49,9 @@ func TestHoldDevicesWaitsForCallsAndHoldsNewOnes(t *testing.T) {
 	release()
 	h := <-entered
 	assert.True(t, h)
-	retainhook.ExitDevice(h)
+	hotpath.ExitDevice(h)
 }
 
 func TestHandlesWithoutALookup(t *testing.T) {
-	assert.Nil(t, retainhook.Handles(nil, 1), "package tensor is not linked into this test")
+	assert.Nil(t, hotpath.Handles(nil, 1), "package tensor is not linked into this test")
 }
