@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -57,26 +58,16 @@ func newBuilderConfig(opts []BuilderOption) (builderConfig, error) {
 		remember: DefaultRememberRequests,
 		logger:   slog.Default(),
 	}
-	for _, o := range opts {
-		if o == nil {
-			return cfg, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o.applyBuilder(&cfg); err != nil {
-			return cfg, err
-		}
+	if err := invariants.ApplyOptions(&cfg, opts, BuilderOption.applyBuilder, ErrInvalidOption); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }
 
 func newCacheConfig(opts []CacheOption) (cacheConfig, error) {
 	cfg := cacheConfig{name: "mask", maxBytes: DefaultCacheBytes, maxEntries: DefaultCacheEntries}
-	for _, o := range opts {
-		if o == nil {
-			return cfg, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o.applyCache(&cfg); err != nil {
-			return cfg, err
-		}
+	if err := invariants.ApplyOptions(&cfg, opts, CacheOption.applyCache, ErrInvalidOption); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tensorlife/tensorlife/internal/atomicfile"
+	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
@@ -80,13 +81,8 @@ func New(tr *track.Tracker, dir string, opts ...Option) (*Dumper, error) {
 		return nil, fmt.Errorf("%w: empty directory", ErrInvalidOption)
 	}
 	cfg := config{interval: DefaultInterval}
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o.apply(&cfg); err != nil {
-			return nil, err
-		}
+	if err := invariants.ApplyOptions(&cfg, opts, Option.apply, ErrInvalidOption); err != nil {
+		return nil, err
 	}
 	return &Dumper{tr: tr, dir: dir, cfg: cfg, now: time.Now}, nil
 }

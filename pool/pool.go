@@ -8,10 +8,10 @@ import (
 	"unsafe"
 
 	"github.com/tensorlife/tensorlife/internal/hotpath"
+	"github.com/tensorlife/tensorlife/internal/invariants"
 
 	"github.com/tensorlife/tensorlife/internal/format"
 
-	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -88,13 +88,8 @@ func New(dev tensor.Device, opts ...Option) (*Pool, error) {
 		return nil, fmt.Errorf("%w: nil device", tensor.ErrNilAllocator)
 	}
 	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o.apply(&cfg); err != nil {
-			return nil, err
-		}
+	if err := invariants.ApplyOptions(&cfg, opts, Option.apply, ErrInvalidOption); err != nil {
+		return nil, err
 	}
 	_, total, memErr := dev.MemInfo()
 	if memErr != nil {

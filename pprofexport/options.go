@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -126,31 +127,17 @@ type handlerOption func(*config) error
 
 func (f handlerOption) applyHandler(c *config) error { return f(c) }
 
-// applyAll applies opts to c with apply: the one place every option is
-// checked.
-func applyAll[O any](c *config, opts []O, apply func(O, *config) error) error {
-	for _, o := range opts {
-		if any(o) == nil {
-			return fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := apply(o, c); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // A file goes where the program that writes it puts it: every request
 // label, so -tagfocus request=r-42 works on a dump.
 func newProfileConfig(opts []ProfileOption) (config, error) {
 	c := config{allLabels: true}
-	err := applyAll(&c, opts, ProfileOption.applyProfile)
+	err := invariants.ApplyOptions(&c, opts, ProfileOption.applyProfile, ErrInvalidOption)
 	return c, err
 }
 
 func newDiffConfig(opts []DiffOption) (config, error) {
 	c := config{allLabels: true}
-	err := applyAll(&c, opts, DiffOption.applyDiff)
+	err := invariants.ApplyOptions(&c, opts, DiffOption.applyDiff, ErrInvalidOption)
 	return c, err
 }
 
@@ -159,7 +146,7 @@ func newDiffConfig(opts []DiffOption) (config, error) {
 func newHandlerConfig(opts []HandlerOption) (config, error) {
 	c := config{maxDeltaWindow: DefaultMaxDeltaWindow, maxDeltas: DefaultMaxConcurrentDeltas,
 		maxProfiles: DefaultMaxConcurrentProfiles}
-	err := applyAll(&c, opts, HandlerOption.applyHandler)
+	err := invariants.ApplyOptions(&c, opts, HandlerOption.applyHandler, ErrInvalidOption)
 	return c, err
 }
 

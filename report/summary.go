@@ -94,13 +94,8 @@ func WriteSummary(w io.Writer, tr *track.Tracker, opts ...Option) error {
 		return track.ErrNilTracker
 	}
 	cfg := config{top: DefaultTopSites, now: time.Now}
-	for _, opt := range opts {
-		if invariants.IsNil(opt) {
-			return fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := opt.apply(&cfg); err != nil {
-			return err
-		}
+	if err := invariants.ApplyOptions(&cfg, opts, Option.apply, ErrInvalidOption); err != nil {
+		return err
 	}
 	if err := cfg.sources.Validate(); err != nil {
 		return err

@@ -3,6 +3,8 @@ package timeline
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tensorlife/tensorlife/internal/invariants"
 )
 
 // Errors returned by this package. Every error it returns matches one of
@@ -55,13 +57,8 @@ type config struct {
 
 func newConfig(opts []Option) (config, error) {
 	c := config{bands: DefaultBands, samples: DefaultSamples}
-	for _, o := range opts {
-		if o == nil {
-			return c, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o.apply(&c); err != nil {
-			return c, err
-		}
+	if err := invariants.ApplyOptions(&c, opts, Option.apply, ErrInvalidOption); err != nil {
+		return c, err
 	}
 	return c, nil
 }

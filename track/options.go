@@ -19,13 +19,8 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 
 // applyOptions applies opts onto c.
 func applyOptions(c *config, opts []Option) error {
-	for _, opt := range opts {
-		if invariants.IsNil(opt) {
-			return fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := opt.apply(c); err != nil {
-			return err
-		}
+	if err := invariants.ApplyOptions(c, opts, Option.apply, ErrInvalidOption); err != nil {
+		return err
 	}
 	return nil
 }

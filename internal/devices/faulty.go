@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 
+	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/tensor"
 )
 
@@ -46,13 +47,8 @@ func NewFaulty(inner tensor.Device, opts ...FaultOption) (*Faulty, error) {
 		return nil, fmt.Errorf("%w: nil device", tensor.ErrNilAllocator)
 	}
 	cfg := faultConfig{failNth: map[int64]bool{}, oom: true}
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o.apply(&cfg); err != nil {
-			return nil, err
-		}
+	if err := invariants.ApplyOptions(&cfg, opts, FaultOption.apply, ErrInvalidOption); err != nil {
+		return nil, err
 	}
 	d := &Faulty{inner: inner, cfg: cfg, live: map[tensor.DevicePtr]int64{}, freed: map[tensor.DevicePtr]bool{}}
 	if cfg.fraction > 0 {

@@ -211,13 +211,8 @@ func Register(tr *track.Tracker, opts ...Option) (*Metrics, error) {
 		return nil, track.ErrNilTracker
 	}
 	var cfg config
-	for _, o := range opts {
-		if invariants.IsNil(o) {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o.apply(&cfg); err != nil {
-			return nil, err
-		}
+	if err := invariants.ApplyOptions(&cfg, opts, Option.apply, ErrInvalidOption); err != nil {
+		return nil, err
 	}
 	if err := cfg.sources.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: WithSources: %w", ErrInvalidOption, err)

@@ -282,7 +282,7 @@ func TestFindRejectsInvalidOptions(t *testing.T) {
 		opt  tracktest.Option
 		msg  string
 	}{
-		{"nil option", nil, "nil option passed to Find"},
+		{"nil option", nil, "nil option (passed to Find)"},
 		{"empty site", tracktest.IgnoreSite(""), "IgnoreSite with an empty function name"},
 		{"empty kind", tracktest.IgnoreKind(""), "IgnoreKind with an empty kind"},
 		{"empty label key", tracktest.IgnoreLabel("", "v"), "IgnoreLabel with an empty key"},
