@@ -52,7 +52,7 @@ func defaultConfig() config {
 func Tracker(t *track.Tracker) Option {
 	return optionFunc(func(c *config) error {
 		if t == nil {
-			return fmt.Errorf("%w: Tracker(nil): use Untracked", ErrInvalidOption)
+			return fmt.Errorf("%w: Tracker(nil): %w; use Untracked", ErrInvalidOption, track.ErrNilTracker)
 		}
 		c.tracker, c.trackerSet = t, true
 		return nil

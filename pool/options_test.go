@@ -46,6 +46,10 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 		})
 	}
 
+	t.Run("nil tracker", func(t *testing.T) {
+		_, err := pool.New(host, pool.Tracker(nil))
+		assert.ErrorIs(t, err, track.ErrNilTracker, "the one nil-tracker error")
+	})
 	t.Run("nil device", func(t *testing.T) {
 		p, err := pool.New(nil)
 		assert.ErrorIs(t, err, tensor.ErrNilAllocator)
