@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tensorlife/tensorlife/internal/devflag"
 	"github.com/tensorlife/tensorlife/internal/format"
@@ -54,6 +55,9 @@ func newSession(o options) (*session, error) {
 		// Enough for the dump's timeline to show the whole run up to the
 		// out-of-memory error the leak runs into near request 420.
 		topts = append(topts, track.KeepHistory(1<<16))
+	}
+	if o.clockStep > 0 {
+		topts = append(topts, track.Clock((&stepClock{now: time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC), step: o.clockStep}).Now))
 	}
 	if s.tr, err = track.New(topts...); err != nil {
 		return nil, errors.Join(err, s.close())
@@ -240,4 +244,21 @@ func where(f track.Frame) string {
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
+
+// stepClock is the tracker clock of -clock-step: it moves by step at each
+// reading, so that the events of a run, which is the same at every run,
+// get the same times.
+type stepClock struct {
+	mu   sync.Mutex
+	now  time.Time
+	step time.Duration
+}
+
+// Now returns the clock's time and moves it on.
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(c.step)
+	return c.now
 }
