@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tensorlife/tensorlife/pool"
+	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/timeline"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -301,4 +303,24 @@ func TestSitesAreGroupedByLine(t *testing.T) {
 	assert.True(t, strings.HasPrefix(tl.Series[0].Name, "timeline_test.allocMask"), "the import path is dropped: %s", tl.Series[0].Name)
 	assert.True(t, strings.HasSuffix(tl.Series[0].File, "helpers_test.go"))
 	assert.Positive(t, tl.Series[0].Line)
+}
+
+// A timeline of a tracker draws the budget of the pools made with it, with
+// no BudgetLine passed.
+func TestBuildDrawsThePoolsBudget(t *testing.T) {
+	tr := newTracker(t, track.KeepHistory(1<<10))
+	dev, err := tensor.NewHostDevice(4 << 20)
+	require.NoError(t, err)
+	p, err := pool.New(dev, pool.Tracker(tr), pool.Budget(1<<20))
+	require.NoError(t, err)
+	x, err := tensor.New(context.Background(), p, tensor.Float32, 256)
+	require.NoError(t, err)
+	require.NoError(t, x.Free())
+	tl, err := timeline.Build(tr)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1<<20), tl.BudgetLine)
+	tl, err = timeline.Build(tr, timeline.BudgetLine(3<<20))
+	require.NoError(t, err)
+	assert.Equal(t, int64(3<<20), tl.BudgetLine, "an explicit line wins")
+	require.NoError(t, p.Close())
 }
