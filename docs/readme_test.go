@@ -64,7 +64,7 @@ var snippetImports = map[string]string{
 	"pprofexport": module + "pprofexport", "report": module + "report", "tensor": module + "tensor",
 	"cuda": module + "tensor/cuda", "timeline": module + "timeline", "track": module + "track",
 	"oteltrack": module + "track/oteltrack", "tracktest": module + "track/tracktest",
-	"watch": module + "track/watch",
+	"watch":      module + "track/watch",
 	"prometheus": "github.com/prometheus/client_golang/prometheus",
 	"promhttp":   "github.com/prometheus/client_golang/prometheus/promhttp",
 	"otelprom":   "go.opentelemetry.io/otel/exporters/prometheus",
