@@ -24,7 +24,7 @@ type Rebuild struct {
 	// has no tracker.
 	Site *track.Site
 	// Location is the first frame outside tensorlife and outside
-	// allocation helpers (track.Helper), as track.Site.Location finds it:
+	// allocation helpers (track.HelperFunctions), as track.Site.Location finds it:
 	// the line that built the mask.
 	Location track.Frame
 	// Labels are the request's labels.

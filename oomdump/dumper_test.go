@@ -284,7 +284,7 @@ func TestDumpWithoutAnError(t *testing.T) {
 	assert.Contains(t, string(summary), "no detail given")
 }
 
-func TestNewAndSetSourcesRefuseWhatCannotWork(t *testing.T) {
+func TestNewRefusesWhatCannotWork(t *testing.T) {
 	tr, err := track.New(track.Name("svc"))
 	require.NoError(t, err)
 	dir := t.TempDir()

@@ -19,7 +19,8 @@
 // (runtime.Callers on a miss, so sites are exactly what it gives) and
 // symbolized when a report asks. Past MaxSites stacks, allocations count
 // under "tensorlife.StackTableOverflow". Site.Location is the line to change:
-// the first frame outside tensorlife and allocation helpers (Helper).
+// the first frame outside tensorlife and the tracker's allocation helpers
+// (HelperFunctions).
 //
 // Snapshot copies the live set: per-site totals, groups (profile samples)
 // and, on request, each allocation with the handles that hold it; Diff tells
