@@ -32,6 +32,8 @@ type Stats struct {
 	// BadReleases counts releases refused because the block was not handed
 	// out by this allocator: double releases and forged blocks.
 	BadReleases int64
+	// CallbackPanics counts panics recovered from OnOutOfMemory's hook.
+	CallbackPanics int64
 }
 
 // Stats returns the pool's figures. It takes
@@ -47,15 +49,16 @@ func (p *Pool) Stats() Stats {
 // out-of-memory error, from one pass over the size classes.
 func (p *Pool) stats() (s Stats, largestCached int64) {
 	s = Stats{
-		Device:       p.dev.Name(),
-		Limit:        p.budget,
-		MaxCached:    p.maxCached,
-		DeviceAllocs: p.deviceAllocs.Load(),
-		DeviceFrees:  p.deviceFrees.Load(),
-		Misses:       p.misses.Load(),
-		Evictions:    p.evictions.Load(),
-		OOMs:         p.ooms.Load(),
-		BadReleases:  p.badReleases.Load(),
+		Device:         p.dev.Name(),
+		Limit:          p.budget,
+		MaxCached:      p.maxCached,
+		DeviceAllocs:   p.deviceAllocs.Load(),
+		DeviceFrees:    p.deviceFrees.Load(),
+		Misses:         p.misses.Load(),
+		Evictions:      p.evictions.Load(),
+		OOMs:           p.ooms.Load(),
+		BadReleases:    p.badReleases.Load(),
+		CallbackPanics: p.hookPanics.Load(),
 	}
 	for c := range numClasses {
 		fl := &p.classes[c]
