@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 
 	"github.com/tensorlife/tensorlife/internal/isnil"
@@ -130,17 +131,17 @@ func (s Sources) Read(tr *track.Tracker) Reading {
 		for _, src := range tr.Allocators() {
 			addr, _ := addressOf(src)
 			if j, ok := pooled[addr]; ok {
-				reserved[r.Pools[j].Device] += r.Pools[j].Reserved
+				reserved[r.Pools[j].Device] = addSat(reserved[r.Pools[j].Device], r.Pools[j].Reserved)
 				counted[j] = true
 				continue
 			}
 			device, bytes := src.Reserved()
-			reserved[device] += bytes
+			reserved[device] = addSat(reserved[device], bytes)
 		}
 	}
 	for i, st := range r.Pools {
 		if !counted[i] {
-			reserved[st.Device] += st.Reserved
+			reserved[st.Device] = addSat(reserved[st.Device], st.Reserved)
 		}
 	}
 	r.Devices = make([]DeviceMemory, 0, len(s.Devices))
@@ -155,6 +156,20 @@ func (s Sources) Read(tr *track.Tracker) Reading {
 		r.Devices = append(r.Devices, m)
 	}
 	return r
+}
+
+// addSat returns a + b, held at the int64 bounds rather than wrapping, as
+// track.Tracker.ReservedOn holds its sum: allocators that claim huge
+// figures on one device must not read as a negative reservation, which
+// would turn the device's split around.
+func addSat(a, b int64) int64 {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
+		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
+	}
+	return a + b
 }
 
 // split turns a device's MemInfo and what tensorlife reserves there into
