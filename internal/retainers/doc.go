@@ -24,6 +24,10 @@
 // is a shortest one; ties go to package variables, then user goroutines,
 // then finalizers and the rest, then the runtime's own goroutines. Nothing
 // else of the runtime is read: no runtime internals, no debugger, no cgo.
+// The dump is named tensorlife-heapdump-<pid>-<digits> in the temporary
+// directory and removed once read; a process killed meanwhile leaves it,
+// and the next search removes the dumps of that naming an hour old or
+// older, nothing else.
 //
 // Names come from the running executable:
 //
