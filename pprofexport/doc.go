@@ -135,7 +135,9 @@
 //	kind=mask     only tensors of this kind
 //	device=cuda:1 only tensors on this device (a tracker over several devices)
 //	leaked=true   only tensors the garbage collector found without Free
-//	gc=1          run runtime.GC first, as net/http/pprof's heap?gc=1 does
+//	gc=1          run runtime.GC first, as net/http/pprof's heap?gc=1 does, at most once per
+//	              GCInterval (10s): a gc=1 sooner than that after the last forced collection is
+//	              served without forcing another
 //
 // As net/http/pprof, the handler ignores parameters it does not know
 // (scrapers add their own), and moves the write deadline of a delta past
@@ -146,7 +148,8 @@
 // a profile beyond MaxConcurrentProfiles (4 at once by default) or a delta
 // beyond MaxConcurrentDeltas gets 429 Too Many Requests with Retry-After;
 // each with a plain-text message that says the limit, which go tool pprof
-// prints. A
+// prints. A value quoted in such a message is cut to its first 64 bytes
+// and its length, so an answer never grows with what a client sends. A
 // delta's wait ends as soon as its request's context does (the client
 // left, or the server shut down and cancelled it); meanwhile it holds the
 // snapshot of the window's start, one group per sample a plain scrape
