@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"runtime"
@@ -267,7 +268,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeBody(w, "text/plain; charset=utf-8", "", body.Bytes())
 		}
 	} else {
-		err = h.writeProfile(w, &body, build(snap, h.cfg, allocSites(snap), false), "tensors")
+		err = h.writeProfile(w, &body, func(zw io.Writer) error { return stream(zw, snap, h.cfg) }, "tensors")
 	}
 	if err != nil {
 		serveError(w, http.StatusInternalServerError, err.Error())
@@ -312,7 +313,7 @@ func (h *handler) serveDelta(w http.ResponseWriter, r *http.Request, q query) {
 	}
 	var p *profile.Profile
 	if p, err = combine(start, end, "delta", h.cfg); err == nil {
-		err = h.writeProfile(w, &bytes.Buffer{}, p, "tensors-delta")
+		err = h.writeProfile(w, &bytes.Buffer{}, p.WriteUncompressed, "tensors-delta")
 	}
 	if err != nil {
 		serveError(w, http.StatusInternalServerError, err.Error())
@@ -344,7 +345,12 @@ func extendWriteDeadline(w http.ResponseWriter, r *http.Request, window time.Dur
 func (h *handler) snapshot(q query) (*track.Snapshot, error) {
 	h.collect(q)
 	f := q.filter
-	if !h.cfg.allLabels {
+	switch {
+	case q.debug == 1:
+		// The text view shows no label: grouped by none, it costs what
+		// its rows do, whatever labels LabelKeys lets a profile show.
+		f.LabelKeys = []string{}
+	case !h.cfg.allLabels:
 		f.LabelKeys = append([]string{}, h.cfg.labelKeys...) // not nil: these keys and no other
 	}
 	f.Oldest = q.debug == 1 // the text view prints ages: it walks
@@ -423,10 +429,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// writeProfile encodes p into buf first, so an encoding failure can still
-// be answered with an error status, then sends it.
-func (h *handler) writeProfile(w http.ResponseWriter, buf *bytes.Buffer, p *profile.Profile, name string) error {
-	if err := encode(buf, p); err != nil {
+// writeProfile compresses what write encodes into buf first, so an
+// encoding failure can still be answered with an error status, then sends
+// it.
+func (h *handler) writeProfile(w http.ResponseWriter, buf *bytes.Buffer, write func(io.Writer) error, name string) error {
+	if err := compress(buf, write); err != nil {
 		return err
 	}
 	writeBody(w, "application/octet-stream", name, buf.Bytes())

@@ -92,20 +92,9 @@ func build(snap *track.Snapshot, cfg config, withAlloc func(*track.SiteStats) bo
 	st := newStacks(p, cfg.keepLibrary)
 	lb := newLabeler(&cfg)
 
-	// A group whose tensors the garbage collector found leaked in part is
-	// two samples, so that -tagfocus leaked=true selects exactly those.
-	groups := snap.Groups
-	if perSite {
-		groups = nil
-	}
-	n := len(groups) + len(snap.Sites)
-	for i := range groups {
-		if g := &groups[i]; g.Leaked > 0 && g.Leaked < g.Count {
-			n++
-		}
-	}
 	// Samples and their values are carved from two blocks: a profile of
 	// many sites costs a few allocations more, not three per sample.
+	n := countSamples(snap, perSite)
 	samples := make([]profile.Sample, 0, n)
 	values := make([]int64, numValues*n)
 	p.Sample = make([]*profile.Sample, 0, n)
@@ -116,10 +105,41 @@ func build(snap *track.Snapshot, cfg config, withAlloc func(*track.SiteStats) bo
 		samples = append(samples, s)
 		p.Sample = append(p.Sample, &samples[len(samples)-1])
 	}
-	live := func(g *track.Group, leaked bool, count, bytes int64) {
+	eachSample(snap, withAlloc, perSite, func(g *track.Group, leaked bool, v [numValues]int64) {
 		l := lb.labels(g, leaked)
-		add(profile.Sample{Location: st.site(g.Site), Label: l.label, NumLabel: l.num, NumUnit: l.unit},
-			[numValues]int64{inuseObjects: count, inuseSpace: bytes})
+		add(profile.Sample{Location: st.site(g.Site), Label: l.label, NumLabel: l.num, NumUnit: l.unit}, v)
+	}, func(site *track.Site, v [numValues]int64) {
+		add(profile.Sample{Location: st.site(site)}, v)
+	})
+	return p
+}
+
+// countSamples returns how many samples eachSample makes of snap.
+func countSamples(snap *track.Snapshot, perSite bool) int {
+	if perSite {
+		return len(snap.Sites)
+	}
+	n := len(snap.Groups) + len(snap.Sites)
+	for i := range snap.Groups {
+		if g := &snap.Groups[i]; g.Leaked > 0 && g.Leaked < g.Count {
+			n++
+		}
+	}
+	return n
+}
+
+// eachSample calls live with each in-use sample of a profile of snap and
+// site with each per-site one, in the order a profile lists them: the one
+// reading of a snapshot that build and the streaming encoder share. A
+// group whose tensors the garbage collector found leaked in part is two
+// samples, so that -tagfocus leaked=true selects exactly those. Sites
+// carry the alloc values withAlloc keeps and, with perSite, the in-use
+// values in place of the groups'; a site with no value is left out.
+func eachSample(snap *track.Snapshot, withAlloc func(*track.SiteStats) bool, perSite bool,
+	live func(g *track.Group, leaked bool, v [numValues]int64), site func(s *track.Site, v [numValues]int64)) {
+	groups := snap.Groups
+	if perSite {
+		groups = nil
 	}
 	for i := range groups {
 		g := &groups[i]
@@ -137,26 +157,25 @@ func build(snap *track.Snapshot, cfg config, withAlloc func(*track.SiteStats) bo
 			leakedBytes = g.Bytes / g.Count * leaked
 		}
 		if leaked > 0 {
-			live(g, true, leaked, leakedBytes)
+			live(g, true, [numValues]int64{inuseObjects: leaked, inuseSpace: leakedBytes})
 		}
 		if g.Count > leaked || g.Bytes != leakedBytes {
-			live(g, false, g.Count-leaked, g.Bytes-leakedBytes)
+			live(g, false, [numValues]int64{inuseObjects: g.Count - leaked, inuseSpace: g.Bytes - leakedBytes})
 		}
 	}
 	for i := range snap.Sites {
-		site := &snap.Sites[i]
+		st := &snap.Sites[i]
 		var v [numValues]int64
-		if withAlloc(site) {
-			v[allocObjects], v[allocSpace] = site.AllocCount, site.AllocBytes
+		if withAlloc(st) {
+			v[allocObjects], v[allocSpace] = st.AllocCount, st.AllocBytes
 		}
 		if perSite {
-			v[inuseObjects], v[inuseSpace] = site.LiveCount, site.LiveBytes
+			v[inuseObjects], v[inuseSpace] = st.LiveCount, st.LiveBytes
 		}
 		if v != ([numValues]int64{}) {
-			add(profile.Sample{Location: st.site(site.Site)}, v)
+			site(st.Site, v)
 		}
 	}
-	return p
 }
 
 // comments describe where a profile came from; go tool pprof -comments

@@ -1,0 +1,156 @@
+package pprofexport_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"testing"
+
+	"github.com/google/pprof/profile"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/pprofexport"
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// TestWrittenProfileIsProfile guards the streaming writers: what Write
+// encodes as it reads the snapshot is, once parsed, the profile Profile
+// builds, sample for sample, with labels, held-by owners, leaked halves,
+// long shapes, renamed request labels and the stacks.
+func TestWrittenProfileIsProfile(t *testing.T) {
+	prog := newProgram(t, track.ReclaimLeaks(false))
+	prog.masks("r1", 3)
+	prog.kv("r2", 2)
+	prog.churn("r1", 4)
+	v := keepView(t, prog.alloc)
+	t.Cleanup(func() { require.NoError(t, v.Free()) })
+	ctx := track.WithLabels(context.Background(), "bytes", "b", "label_x", "lx", "model", "m1", "empty", "")
+	recs := make([]track.Record, 3)
+	for i := range recs {
+		recs[i] = track.Record{Bytes: 4096, Meta: track.InternMeta("mask", "host", "bool", []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10})}
+		require.NoError(t, prog.tracker.Record(ctx, &recs[i], 0))
+	}
+	zero := track.Record{Meta: track.InternMeta("empty", "host", "bool", []int{0})}
+	require.NoError(t, prog.tracker.Record(ctx, &zero, 0))
+	t.Cleanup(func() {
+		for i := range recs {
+			require.NoError(t, prog.tracker.Release(&recs[i]))
+		}
+		require.NoError(t, prog.tracker.Release(&zero))
+	})
+	prog.tracker.ReportDropped(&recs[0], nil, "")
+
+	for _, opts := range [][]pprofexport.ProfileOption{
+		nil,
+		{pprofexport.LabelKeys("model")},
+		{pprofexport.LabelKeys()},
+		{pprofexport.KeepLibraryFrames(true)},
+		{pprofexport.Outlived()},
+	} {
+		snap := prog.tracker.Snapshot()
+		built, err := pprofexport.Profile(snap, opts...)
+		require.NoError(t, err)
+		var want, got bytes.Buffer
+		require.NoError(t, built.Write(&want))
+		require.NoError(t, pprofexport.Write(&got, snap, opts...))
+		wantP, err := profile.Parse(&want)
+		require.NoError(t, err)
+		gotP, err := profile.Parse(&got)
+		require.NoError(t, err)
+		require.NoError(t, gotP.CheckValid())
+		assert.Equal(t, wantP.String(), gotP.String(), "options %v", opts)
+		assert.Equal(t, wantP.DocURL, gotP.DocURL)
+		assert.Equal(t, wantP.DefaultSampleType, gotP.DefaultSampleType)
+		assert.Equal(t, wantP.Mapping, gotP.Mapping)
+	}
+	empty, err := track.New()
+	require.NoError(t, err)
+	var got bytes.Buffer
+	require.NoError(t, pprofexport.Write(&got, empty.Snapshot()))
+	p, err := profile.Parse(&got)
+	require.NoError(t, err)
+	assert.Empty(t, p.Sample, "an empty snapshot is a valid profile with no samples")
+}
+
+// uniquelyLabelled returns a tracker whose n live tensors each carry a
+// request id of their own, one site and one shape.
+func uniquelyLabelled(t testing.TB, n int) *track.Tracker {
+	tr, err := track.New(track.Name("labelled"))
+	require.NoError(t, err)
+	recs := make([]track.Record, n)
+	meta := track.InternMeta("activation", "host", "float16", []int{64})
+	for i := range recs {
+		ctx := track.WithLabels(context.Background(), "request", fmt.Sprintf("req-%08d", i))
+		recs[i].Bytes, recs[i].Meta = 128, meta
+		require.NoError(t, tr.Record(ctx, &recs[i], 0))
+	}
+	t.Cleanup(func() {
+		for i := range recs {
+			require.NoError(t, tr.Release(&recs[i]))
+		}
+	})
+	return tr
+}
+
+// TestLabelKeysProfileCostsWhatItWrites guards a LabelKeys profile against
+// allocating per sample what a profile.Profile and its encoder hold: at
+// 200k unique request ids, writing the profile of the snapshot allocates
+// at most 64 MiB (it took 647 MiB when built, then encoded), a small
+// multiple of the bytes it writes.
+func TestLabelKeysProfileCostsWhatItWrites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("200k tensors")
+	}
+	tr := uniquelyLabelled(t, 200_000)
+	snap, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{"request"}})
+	require.NoError(t, err)
+	require.Len(t, snap.Groups, 200_000)
+
+	var out countingWriter
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	require.NoError(t, pprofexport.Write(&out, snap, pprofexport.LabelKeys("request")))
+	runtime.ReadMemStats(&after)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("a LabelKeys(request) profile of 200k ids: %.1f MiB allocated for %.0f KiB written (%.1f×)",
+		float64(allocated)/(1<<20), float64(int64(out))/(1<<10), float64(allocated)/float64(int64(out)))
+	assert.LessOrEqual(t, allocated, uint64(64<<20))
+	assert.Less(t, float64(allocated), 64*float64(int64(out)), "a small multiple of what it writes")
+	runtime.KeepAlive(snap)
+
+	// The text view shows no label: under LabelKeys it groups by none (it
+	// took 280 MiB for 667 bytes).
+	h := newHandler(t, tr, pprofexport.LabelKeys("request"))
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tensorsPath+"?debug=1", nil))
+	runtime.ReadMemStats(&after)
+	require.Equal(t, http.StatusOK, rec.Code)
+	allocated = after.TotalAlloc - before.TotalAlloc
+	t.Logf("?debug=1 under LabelKeys(request): %.0f KiB allocated for %d bytes", float64(allocated)/(1<<10), rec.Body.Len())
+	assert.Less(t, allocated, uint64(1<<20))
+}
+
+// BenchmarkWriteLabelKeys measures writing a LabelKeys(request) profile of
+// 200k uniquely labelled groups: bytes allocated per byte written, and per
+// sample.
+func BenchmarkWriteLabelKeys(b *testing.B) {
+	tr := uniquelyLabelled(b, 200_000)
+	snap, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{"request"}})
+	require.NoError(b, err)
+	var out countingWriter
+	var before, after runtime.MemStats
+	b.ReportAllocs()
+	runtime.ReadMemStats(&before)
+	for b.Loop() {
+		require.NoError(b, pprofexport.Write(&out, snap, pprofexport.LabelKeys("request")))
+	}
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(int64(out)), "alloc-bytes/written-byte")
+}
