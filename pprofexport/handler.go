@@ -14,7 +14,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/pprof/profile"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -311,10 +310,8 @@ func (h *handler) serveDelta(w http.ResponseWriter, r *http.Request, q query) {
 		serveWaitError(w, err)
 		return
 	}
-	var p *profile.Profile
-	if p, err = combine(start, end, "delta", h.cfg); err == nil {
-		err = h.writeProfile(w, &bytes.Buffer{}, p.WriteUncompressed, "tensors-delta")
-	}
+	err = h.writeProfile(w, &bytes.Buffer{}, func(zw io.Writer) error { return streamPair(zw, start, end, "delta", h.cfg) },
+		"tensors-delta")
 	if err != nil {
 		serveError(w, http.StatusInternalServerError, err.Error())
 	}

@@ -294,30 +294,10 @@ func countersOnly(snap *track.Snapshot) bool {
 // -diff_base: every value of before is negated, samples with the same
 // stack and labels add up, and samples that cancel out are dropped.
 func combine(before, after *track.Snapshot, what string, cfg config) (*profile.Profile, error) {
-	if before == nil || after == nil {
-		return nil, ErrNilSnapshot
+	if err := checkPair(before, after, what); err != nil {
+		return nil, err
 	}
-	if !before.SameTracker(after) {
-		return nil, fmt.Errorf("%w: %s of tracker %q and tracker %q", ErrTrackerMismatch, what, before.TrackerName, after.TrackerName)
-	}
-	if after.Time.Before(before.Time) {
-		return nil, fmt.Errorf("%w: %s from %s back to %s", ErrSnapshotOrder, what,
-			before.Time.Format(time.RFC3339Nano), after.Time.Format(time.RFC3339Nano))
-	}
-	// Alloc values are cumulative per site: subtract them for one set of
-	// sites, the newer snapshot's, on both sides. Every snapshot lists every
-	// site that allocated, so the older one has what to subtract.
-	keep := map[*track.Site]bool{}
-	inAfter := allocSites(after)
-	for i := range after.Sites {
-		if inAfter(&after.Sites[i]) {
-			keep[after.Sites[i].Site] = true
-		}
-	}
-	withAlloc := func(s *track.SiteStats) bool { return keep[s.Site] }
-	// A snapshot of counters alone has no groups: compare live figures
-	// per site on both sides, or its live set would not be subtracted.
-	perSite := countersOnly(before) || countersOnly(after)
+	withAlloc, perSite := pairSamples(before, after)
 	base, top := build(before, cfg, withAlloc, perSite), build(after, cfg, withAlloc, perSite)
 	for _, s := range base.Sample {
 		for i := range s.Value {
@@ -332,7 +312,45 @@ func combine(before, after *track.Snapshot, what string, cfg config) (*profile.P
 	// As net/http/pprof writes a delta: the window's start and its length.
 	p.TimeNanos = base.TimeNanos
 	p.DurationNanos = after.Time.Sub(before.Time).Nanoseconds()
-	p.Comments = append(comments(after), fmt.Sprintf("tensorlife: %s over %v from %s: every value is the change, end minus start",
-		what, after.Time.Sub(before.Time), before.Time.Format(time.RFC3339Nano)))
+	p.Comments = pairComments(before, after, what)
 	return p, nil
+}
+
+// checkPair refuses two snapshots a diff or delta cannot be made of.
+func checkPair(before, after *track.Snapshot, what string) error {
+	if before == nil || after == nil {
+		return ErrNilSnapshot
+	}
+	if !before.SameTracker(after) {
+		return fmt.Errorf("%w: %s of tracker %q and tracker %q", ErrTrackerMismatch, what, before.TrackerName, after.TrackerName)
+	}
+	if after.Time.Before(before.Time) {
+		return fmt.Errorf("%w: %s from %s back to %s", ErrSnapshotOrder, what,
+			before.Time.Format(time.RFC3339Nano), after.Time.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// pairSamples says which samples both sides of a diff or delta carry.
+// Alloc values are cumulative per site: they are subtracted for one set
+// of sites, the newer snapshot's, on both sides; every snapshot lists
+// every site that allocated, so the older one has what to subtract. A
+// snapshot of counters alone has no groups: then live figures are
+// compared per site on both sides (perSite), or its live set would not be
+// subtracted.
+func pairSamples(before, after *track.Snapshot) (withAlloc func(*track.SiteStats) bool, perSite bool) {
+	keep := map[*track.Site]bool{}
+	inAfter := allocSites(after)
+	for i := range after.Sites {
+		if inAfter(&after.Sites[i]) {
+			keep[after.Sites[i].Site] = true
+		}
+	}
+	return func(s *track.SiteStats) bool { return keep[s.Site] }, countersOnly(before) || countersOnly(after)
+}
+
+// pairComments are a diff's or delta's comments.
+func pairComments(before, after *track.Snapshot, what string) []string {
+	return append(comments(after), fmt.Sprintf("tensorlife: %s over %v from %s: every value is the change, end minus start",
+		what, after.Time.Sub(before.Time), before.Time.Format(time.RFC3339Nano)))
 }

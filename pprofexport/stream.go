@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -33,6 +32,7 @@ const (
 	fieldFunction          = 5
 	fieldStringTable       = 6
 	fieldTimeNanos         = 9
+	fieldDurationNanos     = 10
 	fieldPeriodType        = 11
 	fieldPeriod            = 12
 	fieldComment           = 13
@@ -76,18 +76,33 @@ type shapeKey struct {
 // stream writes the profile of snap that build(snap, cfg, allocSites(snap),
 // false) makes, uncompressed, onto w.
 func stream(w io.Writer, snap *track.Snapshot, cfg config) error {
-	p := newProfile()
+	s := newStreamer(w, &cfg, len(snap.Groups))
+	eachSample(snap, allocSites(snap), false, s.live, s.site)
+	var at int64
+	if !snap.Time.IsZero() {
+		at = snap.Time.UnixNano()
+	}
+	return s.finish(at, 0, comments(snap))
+}
+
+// newStreamer returns a streamer onto w for a profile of about groups
+// groups.
+func newStreamer(w io.Writer, cfg *config, groups int) *streamer {
 	// The strings are about one per group that differs by a label value:
 	// sized for that at once, the table costs a few dozen bytes per group,
 	// where growing to it would cost twice that and more.
-	strs := make(map[string]int64, len(snap.Groups)+64)
-	s := &streamer{w: w, strs: strs, table: make([]string, 0, len(snap.Groups)+64), cfg: &cfg,
-		st:     newStacks(p, cfg.keepLibrary),
-		shapes: map[shapeKey]string{}, held: map[track.Holder]string{}, renamed: map[string]string{},
-		out: make([]byte, 0, flushBytes+4096)}
+	s := &streamer{w: w, strs: make(map[string]int64, groups+64), table: make([]string, 0, groups+64), cfg: cfg,
+		st: newStacks(newProfile(), cfg.keepLibrary), shapes: map[shapeKey]string{}, held: map[track.Holder]string{},
+		renamed: map[string]string{}, out: make([]byte, 0, flushBytes+4096)}
 	s.intern("") // index 0, as the format asks
+	return s
+}
 
-	eachSample(snap, allocSites(snap), false, s.live, s.site)
+// finish writes what follows the samples: the stacks they use, the
+// profile's header fields (timeNanos and durationNanos when not 0) and,
+// last, the string table, which grew with every field before it.
+func (s *streamer) finish(timeNanos, durationNanos int64, comments []string) error {
+	p := s.st.p
 	for _, m := range p.Mapping {
 		s.mapping(m)
 	}
@@ -100,17 +115,15 @@ func stream(w io.Writer, snap *track.Snapshot, cfg config) error {
 	for _, vt := range p.SampleType {
 		s.valueType(fieldSampleType, vt)
 	}
-	if !snap.Time.IsZero() {
-		s.out = appendVarintField(s.out, fieldTimeNanos, uint64(snap.Time.UnixNano()))
-	}
+	s.out = appendVarintOpt(s.out, fieldTimeNanos, uint64(timeNanos))
+	s.out = appendVarintOpt(s.out, fieldDurationNanos, uint64(durationNanos))
 	s.valueType(fieldPeriodType, p.PeriodType)
 	s.out = appendVarintField(s.out, fieldPeriod, uint64(p.Period))
-	for _, c := range comments(snap) {
+	for _, c := range comments {
 		s.out = appendVarintField(s.out, fieldComment, uint64(s.intern(c)))
 	}
 	s.out = appendVarintField(s.out, fieldDefaultSampleType, uint64(s.intern(p.DefaultSampleType)))
 	s.out = appendVarintField(s.out, fieldDocURL, uint64(s.intern(p.DocURL)))
-	// The table grows while the fields above are written: it goes last.
 	for _, str := range s.table {
 		s.out = appendTag(s.out, fieldStringTable, wireBytes)
 		s.out = binary.AppendUvarint(s.out, uint64(len(str)))
@@ -191,45 +204,14 @@ func appendValues(b []byte, sub *[]byte, v [numValues]int64) []byte {
 	return appendMessage(b, 2, *sub)
 }
 
-// rename returns the name a request label key is written under, once per
-// key.
-func (s *streamer) rename(key string) string {
-	if n, ok := s.renamed[key]; ok {
-		return n
-	}
-	n := labelName(key)
-	s.renamed[key] = n
-	return n
-}
+// rename returns the name a request label key is written under.
+func (s *streamer) rename(key string) string { return renamedOf(s.renamed, key) }
 
-// shape renders a shape once per distinct shape of up to eight dimensions.
-func (s *streamer) shape(shape []int) string {
-	var k shapeKey
-	if len(shape) > len(k.dims) {
-		return format.Shape(shape)
-	}
-	k.rank = len(shape)
-	copy(k.dims[:], shape)
-	if str, ok := s.shapes[k]; ok {
-		return str
-	}
-	str := format.Shape(shape)
-	s.shapes[k] = str
-	return str
-}
+// shape renders a shape.
+func (s *streamer) shape(shape []int) string { return shapeOf(s.shapes, shape) }
 
-// heldBy renders the extra owner of a group once per owner; "" for none.
-func (s *streamer) heldBy(h *track.Holder) string {
-	if h == nil {
-		return ""
-	}
-	if str, ok := s.held[*h]; ok {
-		return str
-	}
-	str := h.String()
-	s.held[*h] = str
-	return str
-}
+// heldBy renders the extra owner of a group; "" for none.
+func (s *streamer) heldBy(h *track.Holder) string { return heldOf(s.held, h) }
 
 func (s *streamer) mapping(m *profile.Mapping) {
 	b := s.msg[:0]

@@ -6,9 +6,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/pprof/profile"
@@ -126,6 +129,17 @@ func TestLabelKeysProfileCostsWhatItWrites(t *testing.T) {
 	assert.Less(t, float64(allocated), 64*float64(int64(out)), "a small multiple of what it writes")
 	runtime.KeepAlive(snap)
 
+	// A diff or delta of the same labels adds them up in a table of a few
+	// dozen bytes per sample, not in three profiles.
+	out = 0
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	require.NoError(t, pprofexport.WriteDiff(&out, snap, snap, pprofexport.LabelKeys("request")))
+	runtime.ReadMemStats(&after)
+	allocated = after.TotalAlloc - before.TotalAlloc
+	t.Logf("a LabelKeys(request) diff of 200k ids: %.1f MiB allocated for %d bytes written", float64(allocated)/(1<<20), int64(out))
+	assert.LessOrEqual(t, allocated, uint64(64<<20))
+
 	// The text view shows no label: under LabelKeys it groups by none (it
 	// took 280 MiB for 667 bytes).
 	h := newHandler(t, tr, pprofexport.LabelKeys("request"))
@@ -199,4 +213,101 @@ func BenchmarkStreamedProfile(b *testing.B) {
 			benchratio.Run(b, "streamed", streamed, built, benchratio.BaselineName("built"), benchratio.RoundOps(5))
 		})
 	}
+}
+
+// canonical renders a parsed profile's samples in an order-free form: each
+// sample's stack, labels and values, sorted; and the numbers of locations
+// and functions, which a merge keeps only where samples use them.
+func canonical(t *testing.T, p *profile.Profile) []string {
+	t.Helper()
+	var out []string
+	for _, s := range p.Sample {
+		var b strings.Builder
+		for _, loc := range s.Location {
+			for _, ln := range loc.Line {
+				fmt.Fprintf(&b, "%s:%d ", ln.Function.Name, ln.Line)
+			}
+		}
+		keys := slices.Sorted(maps.Keys(s.Label))
+		for _, k := range keys {
+			fmt.Fprintf(&b, "%s=%v ", k, s.Label[k])
+		}
+		for _, k := range slices.Sorted(maps.Keys(s.NumLabel)) {
+			fmt.Fprintf(&b, "%s#%v%v ", k, s.NumLabel[k], s.NumUnit[k])
+		}
+		fmt.Fprintf(&b, "%v", s.Value)
+		out = append(out, b.String())
+	}
+	slices.Sort(out)
+	return append(out, fmt.Sprintf("locations %d functions %d time %d duration %d comments %q",
+		len(p.Location), len(p.Function), p.TimeNanos, p.DurationNanos, p.Comments))
+}
+
+// TestWrittenDiffIsDiffProfile guards the streamed diffs and deltas: what
+// WriteDiff and the handler's ?seconds=N write is, once parsed, the profile
+// DiffProfile and DeltaProfile build with profile.Merge: the same samples,
+// labels and values, nothing that cancelled out, only the stacks used.
+func TestWrittenDiffIsDiffProfile(t *testing.T) {
+	prog := newProgram(t, track.ReclaimLeaks(false))
+	prog.masks("r1", 3)
+	prog.kv("r2", 2)
+	before := prog.tracker.Snapshot()
+	counters := prog.tracker.SiteSnapshot()
+	prog.masks("r3", 2)
+	prog.churn("r1", 4)
+	v := keepView(t, prog.alloc)
+	t.Cleanup(func() { require.NoError(t, v.Free()) })
+	recs := make([]track.Record, 2)
+	ctx := track.WithLabels(context.Background(), "bytes", "b", "model", "m1")
+	for i := range recs {
+		recs[i] = track.Record{Bytes: 4096, Meta: track.InternMeta("mask", "host", "bool", []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10})}
+		require.NoError(t, prog.tracker.Record(ctx, &recs[i], 0))
+	}
+	t.Cleanup(func() {
+		for i := range recs {
+			require.NoError(t, prog.tracker.Release(&recs[i]))
+		}
+	})
+	prog.tracker.ReportDropped(&recs[0], nil, "")
+	after := prog.tracker.Snapshot()
+
+	parse := func(b []byte) *profile.Profile {
+		p, err := profile.ParseData(b)
+		require.NoError(t, err)
+		require.NoError(t, p.CheckValid())
+		return p
+	}
+	for _, tc := range []struct {
+		name          string
+		before, after *track.Snapshot
+		opts          []pprofexport.DiffOption
+	}{
+		{"diff", before, after, nil},
+		{"no change", after, after, nil},
+		{"label keys", before, after, []pprofexport.DiffOption{pprofexport.LabelKeys("model")}},
+		{"no labels", before, after, []pprofexport.DiffOption{pprofexport.LabelKeys()}},
+		{"library frames", before, after, []pprofexport.DiffOption{pprofexport.KeepLibraryFrames(true)}},
+		{"from counters", counters, after, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			built, err := pprofexport.DiffProfile(tc.before, tc.after, tc.opts...)
+			require.NoError(t, err)
+			var want, got bytes.Buffer
+			require.NoError(t, built.Write(&want))
+			require.NoError(t, pprofexport.WriteDiff(&got, tc.before, tc.after, tc.opts...))
+			wantC := canonical(t, parse(want.Bytes()))
+			assert.Equal(t, wantC, canonical(t, parse(got.Bytes())))
+			if tc.before != tc.after {
+				assert.Greater(t, len(wantC), 3, "%q", wantC)
+			}
+		})
+	}
+	var got bytes.Buffer
+	err := pprofexport.WriteDiff(&got, after, before)
+	assert.ErrorIs(t, err, pprofexport.ErrSnapshotOrder)
+	assert.Zero(t, got.Len(), "nothing is written for a refused pair")
+	other, err := track.New()
+	require.NoError(t, err)
+	assert.ErrorIs(t, pprofexport.WriteDiff(&got, before, other.Snapshot()), pprofexport.ErrTrackerMismatch)
+	assert.ErrorIs(t, pprofexport.WriteDiff(&got, nil, before), pprofexport.ErrNilSnapshot)
 }

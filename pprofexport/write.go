@@ -6,8 +6,6 @@ import (
 	"io"
 	"sync"
 
-	"github.com/google/pprof/profile"
-
 	"github.com/tensorlife/tensorlife/internal/atomicfile"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -45,11 +43,14 @@ func WriteDiff(w io.Writer, before, after *track.Snapshot, opts ...DiffOption) e
 	if w == nil {
 		return ErrNilWriter
 	}
-	p, err := DiffProfile(before, after, opts...)
+	cfg, err := newDiffConfig(opts)
 	if err != nil {
 		return err
 	}
-	return encode(w, p)
+	if err := checkPair(before, after, "diff"); err != nil {
+		return err
+	}
+	return compress(w, func(zw io.Writer) error { return streamPair(zw, before, after, "diff", cfg) })
 }
 
 // ErrNotRegularFile means WriteFile's path names something that is not a
@@ -82,11 +83,6 @@ var gzipWriters = sync.Pool{New: func() any {
 	zw, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed) // a valid level
 	return zw
 }}
-
-// encode writes p gzip-compressed (see compress).
-func encode(w io.Writer, p *profile.Profile) error {
-	return compress(w, p.WriteUncompressed)
-}
 
 // compress writes what write writes gzip-compressed, at the speed-first
 // level runtime/pprof uses: profiles are small and written while a
