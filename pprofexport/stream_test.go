@@ -311,3 +311,50 @@ func TestWrittenDiffIsDiffProfile(t *testing.T) {
 	assert.ErrorIs(t, pprofexport.WriteDiff(&got, before, other.Snapshot()), pprofexport.ErrTrackerMismatch)
 	assert.ErrorIs(t, pprofexport.WriteDiff(&got, nil, before), pprofexport.ErrNilSnapshot)
 }
+
+// BenchmarkStreamedDiff compares WriteDiff, which adds both snapshots up
+// in a table and streams what is left, with merging the two built profiles
+// (DiffProfile) and encoding the result, in alternating rounds: 20k groups
+// of unique request ids on both sides, half of them changed.
+func BenchmarkStreamedDiff(b *testing.B) {
+	tr := uniquelyLabelled(b, 20_000)
+	before, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{"request"}})
+	require.NoError(b, err)
+	recs := make([]track.Record, 10_000)
+	meta := track.InternMeta("activation", "host", "float16", []int{64})
+	for i := range recs {
+		ctx := track.WithLabels(context.Background(), "request", fmt.Sprintf("new-%08d", i))
+		recs[i].Bytes, recs[i].Meta = 128, meta
+		require.NoError(b, tr.Record(ctx, &recs[i], 0))
+	}
+	b.Cleanup(func() {
+		for i := range recs {
+			require.NoError(b, tr.Release(&recs[i]))
+		}
+	})
+	after, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{"request"}})
+	require.NoError(b, err)
+	opt := pprofexport.LabelKeys("request")
+	zw, err := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
+	require.NoError(b, err)
+	streamed := func() {
+		if err := pprofexport.WriteDiff(io.Discard, before, after, opt); err != nil {
+			b.Fatal(err)
+		}
+	}
+	merged := func() {
+		p, err := pprofexport.DiffProfile(before, after, opt)
+		if err != nil {
+			b.Fatal(err)
+		}
+		zw.Reset(io.Discard)
+		if err := p.WriteUncompressed(zw); err != nil {
+			b.Fatal(err)
+		}
+		if err := zw.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	settle(b)
+	benchratio.Run(b, "streamed", streamed, merged, benchratio.BaselineName("merged"), benchratio.RoundOps(3))
+}
