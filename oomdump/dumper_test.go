@@ -399,7 +399,8 @@ func TestPanickingSourceFailsOnlyItsDump(t *testing.T) {
 	require.NoError(t, err)
 	var logged syncBuffer
 	var heard []oomdump.Dump
-	d, err := oomdump.New(tr, t.TempDir(), oomdump.Logger(slog.New(slog.NewTextHandler(&logged, nil))),
+	dir := t.TempDir()
+	d, err := oomdump.New(tr, dir, oomdump.Logger(slog.New(slog.NewTextHandler(&logged, nil))),
 		oomdump.OnDump(func(dump oomdump.Dump) { heard = append(heard, dump) }))
 	require.NoError(t, err)
 	require.NoError(t, d.SetSources(report.Sources{Pools: []report.PoolSource{&panickyPool{}}}))
@@ -412,6 +413,9 @@ func TestPanickingSourceFailsOnlyItsDump(t *testing.T) {
 	require.Len(t, heard[0].Files, 1, "the profile, written before the summary, is complete")
 	assert.Equal(t, oomdump.Stats{Dumps: 1, Failed: 1, Panics: 1}, d.Stats())
 	assert.Contains(t, logged.String(), "panic in writing the dump")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "the profile, and no temporary file of the summary")
 }
 
 // syncBuffer is a bytes.Buffer a logger on another goroutine may write.

@@ -79,7 +79,8 @@ const (
 // runs with umask 077 writes private profiles. Before writing, Write
 // removes temporary files of earlier writes to the same directory that
 // were abandoned (see StaleAfter); errors of that sweep are ignored, as it
-// is housekeeping and not part of this write.
+// is housekeeping and not part of this write. A write that panics leaves
+// no temporary file either; the panic goes on to the caller.
 func Write(path string, write func(io.Writer) error) (err error) {
 	if path == "" {
 		return ErrEmptyPath
@@ -97,10 +98,15 @@ func Write(path string, write func(io.Writer) error) (err error) {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	renamed := false
 	defer func() {
-		if err != nil {
+		// Also when write panics or exits the goroutine: the temporary
+		// file is closed and removed either way, and the panic goes on.
+		if !renamed {
 			_ = tmp.Close() // the write already failed; that error is the one to report
 			_ = os.Remove(tmp.Name())
+		}
+		if err != nil {
 			err = fmt.Errorf("write %s: %w", path, err)
 		}
 	}()
@@ -129,6 +135,7 @@ func Write(path string, write func(io.Writer) error) (err error) {
 	if err = os.Rename(tmp.Name(), target); err != nil {
 		return err
 	}
+	renamed = true
 	syncDir(dir)
 	return nil
 }
