@@ -49,17 +49,17 @@ func (p *Pool) Stats() Stats {
 // out-of-memory error, from one pass over the size classes.
 func (p *Pool) stats() (s Stats, largestCached int64) {
 	s = Stats{
-		Device:         p.dev.Name(),
-		Limit:          p.budget,
-		MaxCached:      p.maxCached,
-		DeviceAllocs:   p.deviceAllocs.Load(),
-		DeviceFrees:    p.deviceFrees.Load(),
-		Misses:         p.misses.Load(),
-		Evictions:      p.evictions.Load(),
-		OOMs:           p.ooms.Load(),
-		BadReleases:    p.badReleases.Load(),
-		CallbackPanics: p.hookPanics.Load(),
+		Device:       p.dev.Name(),
+		Limit:        p.budget,
+		MaxCached:    p.maxCached,
+		DeviceAllocs: p.deviceAllocs.Load(),
+		DeviceFrees:  p.deviceFrees.Load(),
+		Misses:       p.misses.Load(),
+		Evictions:    p.evictions.Load(),
+		OOMs:         p.ooms.Load(),
+		BadReleases:  p.badReleases.Load(),
 	}
+	s.CallbackPanics = p.hookPanics.Load()
 	for c := range numClasses {
 		fl := &p.classes[c]
 		fl.mu.Lock()
