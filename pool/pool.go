@@ -60,8 +60,8 @@ type Pool struct {
 	maxCached int64 // < 0: no cap
 	topSites  int
 	onOOM     func(*tensor.OOMError) // OnOutOfMemory's hook; nil without it
-	logger    *slog.Logger
-	closed    atomic.Bool // read on every call, written once: kept with the read-mostly fields
+	logger    *slog.Logger           // Logger's: where a panic of the hook is reported
+	closed    atomic.Bool            // read on every call, written once: kept with the read-mostly fields
 
 	// classes has one more entry than there are classes: hugeClass, whose
 	// blocks are never cached but whose slots are reused like any other's.
