@@ -1,13 +1,17 @@
 package oomdump_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -300,6 +304,7 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 		{"nil option", tr, dir, []oomdump.Option{nil}, oomdump.ErrInvalidOption},
 		{"negative interval", tr, dir, []oomdump.Option{oomdump.Interval(-time.Second)}, oomdump.ErrInvalidOption},
 		{"nil OnDump", tr, dir, []oomdump.Option{oomdump.OnDump(nil)}, oomdump.ErrInvalidOption},
+		{"nil Logger", tr, dir, []oomdump.Option{oomdump.Logger(nil)}, oomdump.ErrInvalidOption},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			d, err := oomdump.New(tt.tr, tt.dir, tt.opts...)
@@ -307,4 +312,117 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 			assert.Nil(t, d)
 		})
 	}
+}
+
+// TestLongTrackerNameStillDumps guards every dump against a long tracker
+// name: at 200 bytes and more the timeline's title was refused, at 240 the
+// file names were too long for the system. A legal name of any length
+// writes all four files.
+func TestLongTrackerNameStillDumps(t *testing.T) {
+	for _, n := range []int{200, 240, 4096} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			name := strings.Repeat("m", n)
+			tr, err := track.New(track.Name(name), track.KeepHistory(1<<10))
+			require.NoError(t, err)
+			d, err := oomdump.New(tr, t.TempDir())
+			require.NoError(t, err)
+			d.OutOfMemory(&tensor.OOMError{Device: "host", Requested: 1, Limit: 1 << 20})
+			require.NoError(t, d.Close())
+			dump, ok := d.Last()
+			require.True(t, ok)
+			require.NoError(t, dump.Err)
+			require.Len(t, dump.Files, 4, "profile, summary, trace and picture")
+			for _, f := range dump.Files {
+				assert.FileExists(t, f)
+				assert.LessOrEqual(t, len(filepath.Base(f)), 255)
+			}
+			summary, err := os.ReadFile(dump.Files[1])
+			require.NoError(t, err)
+			assert.Contains(t, string(summary), strconv.Quote(name), "the summary names the tracker whole")
+		})
+	}
+}
+
+// TestPanickingOnDumpIsRecovered guards the host against its OnDump
+// callback: a panic there is recovered on the dumper's goroutine, counted
+// and logged; the dump is recorded, Close returns, and the next dump calls
+// the callback again.
+func TestPanickingOnDumpIsRecovered(t *testing.T) {
+	tr, err := track.New(track.Name("svc"))
+	require.NoError(t, err)
+	var logged syncBuffer
+	calls := 0
+	d, err := oomdump.New(tr, t.TempDir(), oomdump.Interval(0),
+		oomdump.Logger(slog.New(slog.NewTextHandler(&logged, nil))),
+		oomdump.OnDump(func(oomdump.Dump) {
+			calls++
+			panic("callback bug")
+		}))
+	require.NoError(t, err)
+	for range 2 {
+		d.OutOfMemory(nil)
+		require.NoError(t, d.Wait(), "the files were written; the callback's panic is no dump error")
+	}
+	require.NoError(t, d.Close())
+	assert.Equal(t, 2, calls)
+	dump, ok := d.Last()
+	require.True(t, ok)
+	assert.Len(t, dump.Files, 2)
+	assert.Equal(t, oomdump.Stats{Dumps: 2, Panics: 2}, d.Stats())
+	assert.Equal(t, 2, strings.Count(logged.String(), "panic in its OnDump callback"), "%s", logged.String())
+	assert.Contains(t, logged.String(), "callback bug")
+}
+
+// panickyPool is a pool-like part of a tracker whose figures panic: user
+// code the summary calls on the dumper's goroutine.
+type panickyPool struct{ _ int }
+
+func (*panickyPool) Stats() pool.Stats { panic("figures bug") }
+
+// TestPanickingSourceFailsOnlyItsDump guards the host against the parts a
+// dump reads: a panic in a pool's Stats, on the dumper's goroutine, stops
+// that dump with an error matching ErrPanicked, is counted and logged, and
+// OnDump still hears of it.
+func TestPanickingSourceFailsOnlyItsDump(t *testing.T) {
+	tr, err := track.New(track.Name("svc"))
+	require.NoError(t, err)
+	var logged syncBuffer
+	var heard []oomdump.Dump
+	dir := t.TempDir()
+	d, err := oomdump.New(tr, dir, oomdump.Logger(slog.New(slog.NewTextHandler(&logged, nil))),
+		oomdump.OnDump(func(dump oomdump.Dump) { heard = append(heard, dump) }))
+	require.NoError(t, err)
+	bad := &panickyPool{}
+	track.Attach(tr, bad) // as a pool made with tr attaches itself
+	defer runtime.KeepAlive(bad)
+	d.OutOfMemory(nil)
+	err = d.Close()
+	require.ErrorIs(t, err, oomdump.ErrPanicked)
+	assert.Contains(t, err.Error(), "figures bug")
+	require.Len(t, heard, 1)
+	assert.ErrorIs(t, heard[0].Err, oomdump.ErrPanicked)
+	require.Len(t, heard[0].Files, 1, "the profile, written before the summary, is complete")
+	assert.Equal(t, oomdump.Stats{Dumps: 1, Failed: 1, Panics: 1}, d.Stats())
+	assert.Contains(t, logged.String(), "panic in writing the dump")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "the profile, and no temporary file of the summary")
+}
+
+// syncBuffer is a bytes.Buffer a logger on another goroutine may write.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -3,6 +3,7 @@ package pool
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -57,6 +58,7 @@ type Pool struct {
 	maxCached int64 // < 0: no cap
 	topSites  int
 	onOOM     func(*tensor.OOMError) // OnOutOfMemory's hook; nil without it
+	logger    *slog.Logger           // Logger's: where a panic of the hook is reported
 	closed    atomic.Bool            // read on every call, written once: kept with the read-mostly fields
 
 	// classes has one more entry than there are classes: hugeClass, whose
@@ -78,6 +80,7 @@ type Pool struct {
 	evictions    atomic.Int64
 	ooms         atomic.Int64
 	badReleases  atomic.Int64
+	hookPanics   atomic.Int64 // panics recovered from OnOutOfMemory's hook
 }
 
 // New returns a Pool over dev. Options are validated here, against each
@@ -108,6 +111,7 @@ func New(dev tensor.Device, opts ...Option) (*Pool, error) {
 		maxCached: cfg.maxCached,
 		topSites:  cfg.topSites,
 		onOOM:     cfg.onOOM,
+		logger:    cfg.logger,
 	}
 	// Count what the pool reserves as tensorlife's in the tracker's reports
 	// and in other pools' out-of-memory errors (see track.Attach).

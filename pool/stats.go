@@ -32,6 +32,8 @@ type Stats struct {
 	// BadReleases counts releases refused because the block was not handed
 	// out by this allocator: double releases and forged blocks.
 	BadReleases int64
+	// CallbackPanics counts panics recovered from OnOutOfMemory's hook.
+	CallbackPanics int64
 }
 
 // Stats returns the pool's figures. It takes
@@ -57,6 +59,7 @@ func (p *Pool) stats() (s Stats, largestCached int64) {
 		OOMs:         p.ooms.Load(),
 		BadReleases:  p.badReleases.Load(),
 	}
+	s.CallbackPanics = p.hookPanics.Load()
 	for c := range numClasses {
 		fl := &p.classes[c]
 		fl.mu.Lock()

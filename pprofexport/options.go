@@ -107,6 +107,9 @@ type config struct {
 	// window waits out a delta's window; nil waits on the real clock. Tests
 	// set it so that a window costs them no time.
 	window func(ctx context.Context, d time.Duration) error
+	// now is the clock ?gc=1's rate limit reads; nil is time.Now. Tests
+	// set it to step past GCInterval at once.
+	now func() time.Time
 }
 
 // formatOption applies to every family.
@@ -277,7 +280,8 @@ func MaxDeltaWindow(d time.Duration) HandlerOption {
 // computes at once; a request beyond it is answered 429 Too Many Requests
 // with a text that states the limit, at once, holding nothing. Default
 // DefaultMaxConcurrentDeltas (4); between 0 and 256, where 0 turns delta
-// profiles off (every ?seconds=N is answered 400).
+// profiles off (every ?seconds=N is answered 400); with
+// MaxConcurrentProfiles(0) too, NewHandler refuses the pair.
 func MaxConcurrentDeltas(n int) HandlerOption {
 	return handlerOption(func(c *config) error {
 		if n < 0 || n > maxConcurrentDeltas {

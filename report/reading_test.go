@@ -90,3 +90,44 @@ func TestDeviceSplitAlwaysAddsUp(t *testing.T) {
 		})
 	}
 }
+
+// TestDeviceSplitSaturatesReserved guards the device split against wrapping:
+// adopted bytes near MaxInt64 meeting another allocator on the same device
+// name add up to MaxInt64, as Tracker.ReservedOn saturates, never to a
+// negative reservation; huge negative claims hold at MinInt64 likewise.
+func TestDeviceSplitSaturatesReserved(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		claims   []int64
+		reserved int64
+	}{
+		{"huge and more", []int64{math.MaxInt64 - 10, 100}, math.MaxInt64},
+		{"three halves", []int64{math.MaxInt64 / 2, math.MaxInt64 / 2, math.MaxInt64 / 2}, math.MaxInt64},
+		{"huge negatives", []int64{math.MinInt64 + 10, -100}, math.MinInt64},
+		{"fits", []int64{math.MaxInt64 - 100, 100}, math.MaxInt64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, err := track.New()
+			require.NoError(t, err)
+			var attached []*countedPool
+			for _, c := range tc.claims {
+				p := &countedPool{stats: pool.Stats{Device: "gpu0", Reserved: c}}
+				track.Attach(tr, p)
+				attached = append(attached, p)
+			}
+			listed := &countedPool{stats: pool.Stats{Device: "gpu0", Reserved: 0}} // a listed pool counts too
+			r := report.Sources{Pools: []report.PoolSource{listed},
+				Devices: []report.DeviceSource{fixedDevice{"gpu0", 400, 1000}}}.Read(tr)
+			require.Len(t, r.Devices, 1)
+			d := r.Devices[0]
+			assert.Equal(t, tc.reserved, d.Reserved)
+			if tc.reserved > 0 {
+				assert.Equal(t, int64(0), d.Outside, "all of the used memory is tensorlife's")
+			} else {
+				assert.Equal(t, int64(600), d.Outside, "none of it is")
+			}
+			assert.Equal(t, d.Total, (d.Used-d.Outside)+d.Outside+d.Free)
+			runtime.KeepAlive(attached)
+		})
+	}
+}

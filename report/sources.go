@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/mask"
@@ -138,10 +139,10 @@ func (s Sources) Read(tr *track.Tracker) Reading {
 		case PoolSource:
 			st := p.Stats() // read once: its reserved bytes come from here too
 			r.Pools = append(r.Pools, st)
-			reserved[st.Device] += st.Reserved
+			reserved[st.Device] = addSat(reserved[st.Device], st.Reserved)
 		case track.Reserver:
 			device, bytes := p.Reserved()
-			reserved[device] += bytes
+			reserved[device] = addSat(reserved[device], bytes)
 		case CacheSource:
 			r.Caches = append(r.Caches, p.Stats())
 		case *watch.Watcher:
@@ -155,7 +156,7 @@ func (s Sources) Read(tr *track.Tracker) Reading {
 		if !among(p, parts) {
 			st := p.Stats()
 			r.Pools = append(r.Pools, st)
-			reserved[st.Device] += st.Reserved
+			reserved[st.Device] = addSat(reserved[st.Device], st.Reserved)
 		}
 	}
 	for _, c := range s.Caches {
@@ -196,6 +197,20 @@ func among(src any, parts []any) bool {
 		}
 	}
 	return false
+}
+
+// addSat returns a + b, held at the int64 bounds rather than wrapping, as
+// track.Tracker.ReservedOn holds its sum: allocators that claim huge
+// figures on one device must not read as a negative reservation, which
+// would turn the device's split around.
+func addSat(a, b int64) int64 {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
+		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
+	}
+	return a + b
 }
 
 // split turns a device's MemInfo and what tensorlife reserves there into

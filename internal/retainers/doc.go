@@ -22,8 +22,22 @@
 // pointer offsets), finalizers, deferred calls and panics. The search is
 // breadth-first from all roots at once, so the first path to reach a target
 // is a shortest one; ties go to package variables, then user goroutines,
-// then finalizers and the rest, then the runtime's own goroutines. Nothing
+// then finalizers and the rest, then the runtime's own goroutines. Within
+// a goroutine, its own code's frames come before those of the packages it
+// blocks in (the runtime, sync, time): a goroutine parked in select, on a
+// channel or on a mutex is named by the first frame of its code and that
+// frame's local, never by runtime.selectgo's, whose cases point into the
+// caller's frame; a word of the caller's frame that only the runtime's
+// frames point at is named by the caller's frame too, and a frame parked
+// in an inlined call (sync.Mutex.Lock's fast path) is at its own line,
+// from the DWARF's call line. A method value (x.M stored as a func) is
+// followed into its receiver: "→ method value (*T).M, receiver w.items[1]".
+// Nothing
 // else of the runtime is read: no runtime internals, no debugger, no cgo.
+// The dump is named tensorlife-heapdump-<pid>-<digits> in the temporary
+// directory and removed once read; a process killed meanwhile leaves it,
+// and the next search removes the dumps of that naming an hour old or
+// older, nothing else.
 //
 // Names come from the running executable:
 //
