@@ -39,6 +39,8 @@
 // Programs never need these; packages tensor and pool use them: Record, Meta
 // and InternMeta; Tracker.Record, Release, SetLabels, HandOver, HandBack,
 // ReportDropped, Note and NoteMisuse; Record.Hold and Unhold; Caller,
-// CallerSite, Intern, FreeLine and FreeSite; Attach and Reserver; and
-// SiteFeed, HeldBy, WatchLeaks and MisuseSince for the watcher and tracktest.
+// CallerSite, Intern, FreeLine and FreeSite; Attach, Detach, Parts, Local
+// and Reserver, through which what is made with a tracker attaches to it
+// (the tracker is the hub its readers need alone); and SiteFeed, HeldBy,
+// WatchLeaks and MisuseSince for the watcher and tracktest.
 package track
