@@ -239,6 +239,9 @@ func (c *Cache) attach(t *tensor.Tensor) {
 	if old := c.tracker.Swap(tr); old != tr {
 		track.Detach(old, c) // a cache reports to one tracker: the latest
 		track.Attach(tr, c)
+		if c.Closed() {
+			track.Detach(tr, c) // a Close that ran meanwhile detached the old one only
+		}
 	}
 }
 
