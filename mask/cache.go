@@ -11,6 +11,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // Cache keeps masks that many requests share, such as the mask of a
@@ -114,7 +115,7 @@ func NewCache(opts ...CacheOption) (*Cache, error) {
 		entries: make(map[string]*lruElem[cacheEntry])}
 	if cfg.tracker != nil {
 		c.tracker.Store(cfg.tracker)
-		track.Attach(cfg.tracker, c)
+		trackalloc.Attach(cfg.tracker, c)
 	}
 	return c, nil
 }
@@ -237,10 +238,10 @@ func (c *Cache) attach(t *tensor.Tensor) {
 		return
 	}
 	if old := c.tracker.Swap(tr); old != tr {
-		track.Detach(old, c) // a cache reports to one tracker: the latest
-		track.Attach(tr, c)
+		trackalloc.Detach(old, c) // a cache reports to one tracker: the latest
+		trackalloc.Attach(tr, c)
 		if c.Closed() {
-			track.Detach(tr, c) // a Close that ran meanwhile detached the old one only
+			trackalloc.Detach(tr, c) // a Close that ran meanwhile detached the old one only
 		}
 	}
 }
@@ -318,7 +319,7 @@ func (c *Cache) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
-	track.Detach(c.tracker.Load(), c)
+	trackalloc.Detach(c.tracker.Load(), c)
 	return c.Purge()
 }
 

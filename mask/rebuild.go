@@ -12,6 +12,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // Advice is what every rebuild report tells the reader to do.
@@ -202,7 +203,7 @@ func (b *Builder) observe(ctx context.Context, t *tensor.Tensor, g *Growable) er
 		r.Location = b.ownSite(key.site.pcs[:]).Location()
 	}
 	if tr := b.alloc.Tracker(); tr != nil {
-		tr.Note(track.EventMaskRebuilt, site, r.Bytes)
+		trackalloc.Note(tr, track.EventMaskRebuilt, site, r.Bytes)
 	}
 	if b.cfg.onRebuild != nil {
 		b.cfg.onRebuild(r)
@@ -241,5 +242,5 @@ func (b *Builder) ownSite(pcs []uintptr) *track.Site {
 	for n < len(pcs) && pcs[n] != 0 {
 		n++
 	}
-	return b.ownSites().Intern(pcs[:n])
+	return trackalloc.Intern(b.ownSites(), pcs[:n])
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
@@ -393,7 +394,7 @@ func TestPanickingSourceFailsOnlyItsDump(t *testing.T) {
 		oomdump.OnDump(func(dump oomdump.Dump) { heard = append(heard, dump) }))
 	require.NoError(t, err)
 	bad := &panickyPool{}
-	track.Attach(tr, bad) // as a pool made with tr attaches itself
+	trackalloc.Attach(tr, bad) // as a pool made with tr attaches itself
 	defer runtime.KeepAlive(bad)
 	d.OutOfMemory(nil)
 	err = d.Close()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // oomError counts an out-of-memory refusal and describes it: the request,
@@ -84,7 +85,7 @@ func (p *Pool) heldBy(sites []track.SiteStats) [][]track.Holder {
 	for i := range sites {
 		ss[i] = sites[i].Site
 	}
-	return p.tracker.HeldBy(ss, maxHeldBy)
+	return trackalloc.HeldBy(p.tracker, ss, maxHeldBy)
 }
 
 // otherReserved returns the bytes that the other allocators attached to
@@ -95,8 +96,8 @@ func (p *Pool) otherReserved() int64 {
 		return 0
 	}
 	var sum int64
-	for _, src := range p.tracker.Allocators() {
-		if src == track.Reserver(p) {
+	for _, src := range trackalloc.Allocators(p.tracker) {
+		if src == trackalloc.Reserver(p) {
 			continue
 		}
 		if device, bytes := src.Reserved(); device == p.dev.Name() {
@@ -176,7 +177,7 @@ func (p *Pool) Close() error {
 		// Nothing is left for the tracker's reports to count: leave them
 		// now. A pool closed with blocks out stays until it is collected,
 		// since what it still holds is tensorlife's memory.
-		track.Detach(p.tracker, p)
+		trackalloc.Detach(p.tracker, p)
 	}
 	return err
 }

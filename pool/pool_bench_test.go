@@ -10,6 +10,7 @@ import (
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // The benchmarks compare, in one run:
@@ -163,10 +164,10 @@ func BenchmarkTrackRecordRelease(b *testing.B) {
 	descend(benchDepth, func() {
 		for b.Loop() {
 			rec := &track.Record{Bytes: benchBytes, Meta: track.InternMeta("tensor", "host", "uint8", shape)}
-			if err := tr.Record(ctx, rec, 0); err != nil {
+			if err := trackalloc.Record(ctx, tr, rec, 0); err != nil {
 				b.Fatal(err)
 			}
-			if err := tr.Release(rec); err != nil {
+			if err := trackalloc.Release(tr, rec); err != nil {
 				b.Fatal(err)
 			}
 		}

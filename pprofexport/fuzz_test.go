@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // recordBytes is how many input bytes describe one record in FuzzProfile.
@@ -45,17 +46,17 @@ func FuzzProfile(f *testing.F) {
 			}
 			require.NoError(t, recordAt(ctx, tr, recs[i:i+1], uint(b[0]), 3))
 			if b[3]%5 == 0 {
-				tr.ReportDropped(&recs[i], nil, "")
+				trackalloc.ReportDropped(tr, &recs[i], nil, "")
 			}
 			if b[4]%4 == 1 {
-				require.NoError(t, tr.Release(&recs[i]))
+				require.NoError(t, trackalloc.Release(tr, &recs[i]))
 				released[i] = true
 			}
 		}
 		defer func() {
 			for i := range recs {
 				if !released[i] {
-					assert.NoError(t, tr.Release(&recs[i]))
+					assert.NoError(t, trackalloc.Release(tr, &recs[i]))
 				}
 			}
 		}()
@@ -110,7 +111,7 @@ func FuzzProfile(f *testing.F) {
 		// What changed when some are freed: written as DiffProfile builds it.
 		for i := range recs {
 			if !released[i] && data[recordBytes*i]%2 == 0 {
-				require.NoError(t, tr.Release(&recs[i]))
+				require.NoError(t, trackalloc.Release(tr, &recs[i]))
 				released[i] = true
 			}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 const pkgPath = "github.com/tensorlife/tensorlife/pprofexport_test."
@@ -35,7 +36,7 @@ func firstTopRow(t *testing.T, out string) string {
 //go:noinline
 func allocKVMarked(tr *track.Tracker, n int64) *track.Record {
 	r := &track.Record{Bytes: n, Meta: track.InternMeta("kv-cache", "host", "float16", nil)}
-	if err := tr.Record(context.Background(), r, 0); err != nil {
+	if err := trackalloc.Record(context.Background(), tr, r, 0); err != nil {
 		panic(err)
 	}
 	return r
@@ -47,7 +48,7 @@ func allocKVMarked(tr *track.Tracker, n int64) *track.Record {
 //go:noinline
 func allocKVUnmarked(tr *track.Tracker, n int64) *track.Record {
 	r := &track.Record{Bytes: n, Meta: track.InternMeta("kv-cache", "host", "float16", nil)}
-	if err := tr.Record(context.Background(), r, 0); err != nil {
+	if err := trackalloc.Record(context.Background(), tr, r, 0); err != nil {
 		panic(err)
 	}
 	return r
@@ -86,7 +87,7 @@ func TestGoToolPprofTopNamesTheHelpersCaller(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, firstTopRow(t, out), out)
 			for _, r := range recs {
-				require.NoError(t, tr.Release(r))
+				require.NoError(t, trackalloc.Release(tr, r))
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/tensorlife/tensorlife/internal/benchratio"
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // chainA and chainB spell out the low n bits of bits as a chain of calls,
@@ -44,7 +45,7 @@ func scrapeTracker(b *testing.B, perSite int) http.Handler {
 			recs := make([]track.Record, perSite)
 			for j := range recs {
 				recs[j].Bytes, recs[j].Meta = 128, meta
-				if err := tr.Record(context.Background(), &recs[j], 0); err != nil {
+				if err := trackalloc.Record(context.Background(), tr, &recs[j], 0); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // countedPool is a PoolSource that counts how often it is read.
@@ -35,10 +36,10 @@ func TestReadReadsEachAllocatorOnce(t *testing.T) {
 	tr, err := track.New()
 	require.NoError(t, err)
 	attached := &countedPool{stats: pool.Stats{Device: "gpu0", Reserved: 300}}
-	track.Attach(tr, attached)
+	trackalloc.Attach(tr, attached)
 	other := &countedPool{stats: pool.Stats{Device: "gpu0", Reserved: 200}} // attached to no tracker
 	elsewhere := &countedPool{stats: pool.Stats{Device: "gpu1", Reserved: 50}}
-	track.Attach(tr, elsewhere) // attached, not among the Sources' pools
+	trackalloc.Attach(tr, elsewhere) // attached, not among the Sources' pools
 	src := report.Sources{
 		Pools:   []report.PoolSource{attached, other}, // attached is listed again: shown once
 		Devices: []report.DeviceSource{fixedDevice{"gpu0", 400, 1000}, fixedDevice{"gpu1", 900, 1000}},
@@ -75,7 +76,7 @@ func TestDeviceSplitAlwaysAddsUp(t *testing.T) {
 			tr, err := track.New()
 			require.NoError(t, err)
 			p := &countedPool{stats: pool.Stats{Device: "gpu0", Reserved: tc.reserved}}
-			track.Attach(tr, p)
+			trackalloc.Attach(tr, p)
 			r := report.Sources{Devices: []report.DeviceSource{fixedDevice{"gpu0", tc.free, tc.total}}}.Read(tr)
 			require.Len(t, r.Devices, 1)
 			d := r.Devices[0]
@@ -112,7 +113,7 @@ func TestDeviceSplitSaturatesReserved(t *testing.T) {
 			var attached []*countedPool
 			for _, c := range tc.claims {
 				p := &countedPool{stats: pool.Stats{Device: "gpu0", Reserved: c}}
-				track.Attach(tr, p)
+				trackalloc.Attach(tr, p)
 				attached = append(attached, p)
 			}
 			listed := &countedPool{stats: pool.Stats{Device: "gpu0", Reserved: 0}} // a listed pool counts too

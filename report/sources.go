@@ -9,6 +9,7 @@ import (
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/watch"
 )
 
@@ -129,7 +130,7 @@ type hardware interface{ UUID() string }
 func (s Sources) Read(tr *track.Tracker) Reading {
 	var parts []any
 	if tr != nil {
-		parts = tr.Parts()
+		parts = trackalloc.Parts(tr)
 	}
 	var r Reading
 	reserved := make(map[string]int64)
@@ -140,7 +141,7 @@ func (s Sources) Read(tr *track.Tracker) Reading {
 			st := p.Stats() // read once: its reserved bytes come from here too
 			r.Pools = append(r.Pools, st)
 			reserved[st.Device] = addSat(reserved[st.Device], st.Reserved)
-		case track.Reserver:
+		case trackalloc.Reserver:
 			device, bytes := p.Reserved()
 			reserved[device] = addSat(reserved[device], bytes)
 		case CacheSource:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // AdoptedKind is the kind of adopted tensors made without Spec.Kind: they
@@ -288,7 +289,7 @@ func adoptionBooks(tracker *track.Tracker, dev Device) *adoptedBooks {
 		}
 	}
 	b := &adoptedBooks{device: name}
-	track.Attach(tracker, b)
+	trackalloc.Attach(tracker, b)
 	shelf.books = append(shelf.books, b)
 	return b
 }
@@ -307,7 +308,7 @@ type adoptedShelfKey struct{}
 
 // adoptedShelfOf returns tr's adoption books.
 func adoptedShelfOf(tr *track.Tracker) *adoptedShelf {
-	return track.Local(tr, adoptedShelfKey{}, func() *adoptedShelf { return &adoptedShelf{} })
+	return trackalloc.Local(tr, adoptedShelfKey{}, func() *adoptedShelf { return &adoptedShelf{} })
 }
 
 // LiveAdoptions is a device's record of the foreign memory adopted on it

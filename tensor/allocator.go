@@ -7,6 +7,7 @@ import (
 	"github.com/tensorlife/tensorlife/internal/hotpath"
 
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // DeviceAllocator allocates straight from a Device, with no caching: every
@@ -32,7 +33,7 @@ func NewDeviceAllocator(dev Device, tracker *track.Tracker) (*DeviceAllocator, e
 		return nil, fmt.Errorf("%w: nil device", ErrNilAllocator)
 	}
 	a := &DeviceAllocator{dev: dev, tracker: tracker, id: hotpath.NewAllocatorID()}
-	track.Attach(tracker, a)
+	trackalloc.Attach(tracker, a)
 	return a, nil
 }
 

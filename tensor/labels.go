@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // SetLabels replaces the labels of the tensor's allocation record, which
@@ -21,7 +22,7 @@ func (t *Tensor) SetLabels(l track.Labels) error {
 	if tr == nil {
 		return nil
 	}
-	return tr.SetLabels(&t.blk().rec, l)
+	return trackalloc.SetLabels(tr, &t.blk().rec, l)
 }
 
 // HandTo gives the tensor's allocation to owner, for every handle of it: it
@@ -44,15 +45,15 @@ func (t *Tensor) HandTo(owner *track.Owner) error {
 		return nil
 	}
 	if owner == nil {
-		return tr.HandOver(&t.blk().rec, nil) // the misuse, reported as such
+		return trackalloc.HandOver(tr, &t.blk().rec, nil) // the misuse, reported as such
 	}
 	if t.handing {
-		if err := tr.HandBack(&t.blk().rec); err != nil {
+		if err := trackalloc.HandBack(tr, &t.blk().rec); err != nil {
 			return err
 		}
 		t.handing = false
 	}
-	if err := tr.HandOver(&t.blk().rec, owner); err != nil {
+	if err := trackalloc.HandOver(tr, &t.blk().rec, owner); err != nil {
 		return err
 	}
 	t.handing = true
@@ -76,5 +77,5 @@ func (t *Tensor) HandBack() error {
 		return fmt.Errorf("%w: tensor %d: HandBack without HandTo on this handle", track.ErrMisuse, t.ID())
 	}
 	t.handing = false
-	return tr.HandBack(&t.blk().rec)
+	return trackalloc.HandBack(tr, &t.blk().rec)
 }

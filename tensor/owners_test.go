@@ -13,6 +13,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
@@ -105,7 +106,7 @@ func TestDroppedRetainsAreReportedEachAtItsLine(t *testing.T) {
 	_, tr, alloc := setupUnchecked(t, 1<<20)
 	var reports []track.LeakReport
 	done := make(chan struct{}, 8)
-	stop := tr.WatchLeaks(func(l track.LeakReport) {
+	stop := trackalloc.WatchLeaks(tr, func(l track.LeakReport) {
 		reports = append(reports, l)
 		done <- struct{}{}
 	})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/hotpath"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // Retainer search (track/tracktest's Retainers option) looks in a heap dump
@@ -31,7 +32,7 @@ type handleShelf struct {
 type handleShelfKey struct{}
 
 func handlesOf(tr *track.Tracker) *handleShelf {
-	return track.Local(tr, handleShelfKey{}, func() *handleShelf {
+	return trackalloc.Local(tr, handleShelfKey{}, func() *handleShelf {
 		return &handleShelf{m: make(map[uint64][]weak.Pointer[Tensor])}
 	})
 }

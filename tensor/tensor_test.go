@@ -14,6 +14,7 @@ import (
 	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
@@ -93,7 +94,7 @@ func TestFreedTensorAnswersErrFreed(t *testing.T) {
 	assert.ErrorIs(t, nilTensor.Free(), tensor.ErrFreed)
 
 	// Each use was noted as misuse, at the line of the use.
-	ms, _, _ := tr.MisuseSince(0)
+	ms, _, _ := trackalloc.MisuseSince(tr, 0)
 	require.Len(t, ms, 6, "Ptr, CopyFromHost, CopyToHost, Fill, Retain, ToSlice")
 	for _, m := range ms {
 		assert.Equal(t, track.EventUseAfterFree, m.Kind)
@@ -155,7 +156,7 @@ func TestDoubleFreeNamesBothSites(t *testing.T) {
 
 	// The tracker keeps all three lines; the history event names the
 	// second Free's.
-	ms, lost, _ := tr.MisuseSince(0)
+	ms, lost, _ := trackalloc.MisuseSince(tr, 0)
 	require.Len(t, ms, 1)
 	assert.Zero(t, lost)
 	assert.Equal(t, "github.com/tensorlife/tensorlife/tensor_test.freeAgain", ms[0].SecondFree.Location().Function)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // Timeline is live memory by call site over a window of a tracker's event
@@ -544,7 +545,7 @@ type budgeted interface{ Budget() int64 }
 // budgetOf sums the budgets of tr's parts that have one, saturating.
 func budgetOf(tr *track.Tracker) int64 {
 	var sum int64
-	for _, p := range tr.Parts() {
+	for _, p := range trackalloc.Parts(tr) {
 		b, ok := p.(budgeted)
 		if !ok || b.Budget() <= 0 {
 			continue

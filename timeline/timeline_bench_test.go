@@ -10,6 +10,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/timeline"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // benchPairs allocations and frees make a history of a million events. The
@@ -30,7 +31,7 @@ var benchTracker = sync.OnceValues(func() (*track.Tracker, error) {
 	for i := range benchPairs + len(held) {
 		slot := &held[i%len(held)]
 		if *slot != nil {
-			if err := tr.Release(*slot); err != nil {
+			if err := trackalloc.Release(tr, *slot); err != nil {
 				return nil, err
 			}
 			*slot = nil
@@ -55,25 +56,25 @@ func recordAt(tr *track.Tracker, ctx context.Context, r *track.Record, site int)
 	}
 	switch site % 10 {
 	case 0:
-		return tr.Record(ctx, r, 0)
+		return trackalloc.Record(ctx, tr, r, 0)
 	case 1:
-		return tr.Record(ctx, r, 0)
+		return trackalloc.Record(ctx, tr, r, 0)
 	case 2:
-		return tr.Record(ctx, r, 0)
+		return trackalloc.Record(ctx, tr, r, 0)
 	case 3:
-		return tr.Record(ctx, r, 0)
+		return trackalloc.Record(ctx, tr, r, 0)
 	case 4:
-		return tr.Record(ctx, r, 0)
+		return trackalloc.Record(ctx, tr, r, 0)
 	case 5:
-		return tr.Record(ctx, r, 0)
+		return trackalloc.Record(ctx, tr, r, 0)
 	case 6:
-		return tr.Record(ctx, r, 0)
+		return trackalloc.Record(ctx, tr, r, 0)
 	case 7:
-		return tr.Record(ctx, r, 0)
+		return trackalloc.Record(ctx, tr, r, 0)
 	case 8:
-		return tr.Record(ctx, r, 0)
+		return trackalloc.Record(ctx, tr, r, 0)
 	default:
-		return tr.Record(ctx, r, 0)
+		return trackalloc.Record(ctx, tr, r, 0)
 	}
 }
 

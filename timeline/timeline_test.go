@@ -16,6 +16,7 @@ import (
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/timeline"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 func seriesByFunction(tl *timeline.Timeline, suffix string) *timeline.Series {
@@ -143,11 +144,11 @@ func TestMarkersListNotableEvents(t *testing.T) {
 	tr := newTracker(t, track.KeepHistory(1<<10))
 	ctx := context.Background()
 	w := allocWeights(t, tr, ctx, 4096)
-	tr.Note(track.EventOOM, w.Site(), 1<<30)
+	trackalloc.Note(tr, track.EventOOM, w.Site(), 1<<30)
 	m := allocMask(t, tr, ctx, 64)
-	tr.Note(track.EventLeakSuspect, m.Site(), 64)
-	require.True(t, tr.ReportDropped(m, nil, ""))
-	tr.Note(track.EventMaskRebuilt, nil, 64)
+	trackalloc.Note(tr, track.EventLeakSuspect, m.Site(), 64)
+	require.True(t, trackalloc.ReportDropped(tr, m, nil, ""))
+	trackalloc.Note(tr, track.EventMaskRebuilt, nil, 64)
 
 	tl, err := timeline.Build(tr)
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/benchratio"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // callersBaseline captures the same frames Record names: those from its
@@ -56,10 +57,10 @@ func BenchmarkRecordReleaseRatio(b *testing.B) {
 				r := &recs[next]
 				next++
 				r.Bytes, r.Meta = 4096, meta
-				if err := tr.Record(ctx, r, 0); err != nil {
+				if err := trackalloc.Record(ctx, tr, r, 0); err != nil {
 					b.Fatal(err)
 				}
-				if err := tr.Release(r); err != nil {
+				if err := trackalloc.Release(tr, r); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -90,14 +91,14 @@ func BenchmarkRequestPerTensor(b *testing.B) {
 				ctx, end := track.WithRequest(context.Background())
 				for j := start; j < start+n; j++ {
 					recs[j].Bytes, recs[j].Meta = 64, meta
-					if err := tr.Record(ctx, &recs[j], 0); err != nil {
+					if err := trackalloc.Record(ctx, tr, &recs[j], 0); err != nil {
 						b.Fatal(err)
 					}
 				}
 				end()
 			}
 			for j := range recs {
-				if err := tr.Release(&recs[j]); err != nil {
+				if err := trackalloc.Release(tr, &recs[j]); err != nil {
 					b.Fatal(err)
 				}
 			}

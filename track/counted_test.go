@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // groupsOf renders groups without their Oldest, which a snapshot read from
@@ -32,7 +33,7 @@ func manyShapes(tr *track.Tracker, n int) []*track.Record {
 	var out []*track.Record
 	for i := range n {
 		r := &track.Record{Bytes: int64(i + 1), Meta: track.InternMeta("mask", "host", "bool", []int{1, i + 1})}
-		if err := tr.Record(context.Background(), r, 0); err != nil {
+		if err := trackalloc.Record(context.Background(), tr, r, 0); err != nil {
 			panic(err)
 		}
 		out = append(out, r)
@@ -53,11 +54,11 @@ func TestCountedSnapshotMatchesTheWalk(t *testing.T) {
 	}
 	recs = append(recs, manyShapes(tr, 100)...) // past the 64 slots of one site
 	held := recordA(tr, ctx, 32, "kv")
-	view := tr.CallerSite(0)
-	held.Hold(view, "View")
-	held.Unhold(nil, "") // the own handle freed: the View holds it
+	view := trackalloc.CallerSite(tr, 0)
+	trackalloc.Hold(held, view, "View")
+	trackalloc.Unhold(held, nil, "") // the own handle freed: the View holds it
 	dropped := recordA(tr, ctx, 16, "tensor")
-	tr.ReportDropped(dropped, nil, "")
+	trackalloc.ReportDropped(tr, dropped, nil, "")
 	released := recordA(tr, ctx, 8, "tensor")
 	release(t, tr, released)
 

@@ -36,11 +36,9 @@
 //
 // # For allocator implementers
 //
-// Programs never need these; packages tensor and pool use them: Record, Meta
-// and InternMeta; Tracker.Record, Release, SetLabels, HandOver, HandBack,
-// ReportDropped, Note and NoteMisuse; Record.Hold and Unhold; Caller,
-// CallerSite, Intern, FreeLine and FreeSite; Attach, Detach, Parts, Local
-// and Reserver, through which what is made with a tracker attaches to it
-// (the tracker is the hub its readers need alone); and SiteFeed, HeldBy,
-// WatchLeaks and MisuseSince for the watcher and tracktest.
+// Record, Meta and InternMeta are what an allocator embeds and fills;
+// recording, releasing, handing over, the lines of handles and frees, the
+// site feed, leak subscriptions and the parts that attach to a tracker are
+// package track/trackalloc's, which packages tensor and pool use as any
+// third-party allocator would. Programs never need it.
 package track

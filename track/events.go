@@ -31,7 +31,7 @@ func (k EventKind) String() string {
 }
 
 // Note counts an event the registry cannot see, at site (nil if unknown).
-func (t *Tracker) Note(k EventKind, site *Site, bytes int64) {
+func (t *Tracker) noteKind(k EventKind, site *Site, bytes int64) {
 	if k >= numEventKinds || k <= EventGCLeak {
 		return
 	}
@@ -92,7 +92,7 @@ type misuseLog struct {
 }
 
 // NoteMisuse notes a double free or use after free of r, for MisuseSince.
-func (t *Tracker) NoteMisuse(r *Record, m Misuse) {
+func (t *Tracker) noteMisuse(r *Record, m Misuse) {
 	if m.Kind != EventDoubleFree && m.Kind != EventUseAfterFree || r == nil {
 		return
 	}
@@ -115,7 +115,7 @@ func (t *Tracker) NoteMisuse(r *Record, m Misuse) {
 
 // MisuseSince returns the misuses noted after seq, how many of those are
 // lost, and the latest seq.
-func (t *Tracker) MisuseSince(seq uint64) (ms []Misuse, lost, latest uint64) {
+func (t *Tracker) misuseSince(seq uint64) (ms []Misuse, lost, latest uint64) {
 	l := &t.misuses
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -2,7 +2,6 @@ package track
 
 import (
 	"math/bits"
-	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -41,20 +40,18 @@ func (fs *feedSet) changed(s *Site) {
 	}
 }
 
-// A SiteFeed reports the sites whose outlived figures changed, in time that
-// grows with those alone. For one goroutine at a time; Close it when done.
-type SiteFeed struct {
-	feed *siteFeed
-}
-
+// siteFeed reports the sites whose outlived figures changed, in time that
+// grows with those alone (trackalloc.SiteFeed). For one goroutine at a
+// time.
 type siteFeed struct {
 	t     *Tracker
 	slot  int // -1: no slot was free, every call scans
 	first bool
 }
 
-// SiteFeed returns a new feed of t's sites.
-func (t *Tracker) SiteFeed() *SiteFeed {
+// siteFeedOf returns a new feed of t's sites; its owner closes it, or a
+// cleanup of the owner does.
+func (t *Tracker) siteFeedOf() *siteFeed {
 	f := &siteFeed{t: t, slot: -1, first: true}
 	fs := &t.feeds
 	fs.mu.Lock()
@@ -64,15 +61,12 @@ func (t *Tracker) SiteFeed() *SiteFeed {
 		fs.mask.Or(1 << f.slot)
 	}
 	fs.mu.Unlock()
-	out := &SiteFeed{feed: f}
-	runtime.AddCleanup(out, func(f *siteFeed) { f.close() }, f)
-	return out
+	return f
 }
 
 // Changed appends to dst the sites changed since the last call (on the
 // first, all that allocated).
-func (f *SiteFeed) Changed(dst []SiteStats) []SiteStats {
-	sf := f.feed
+func (sf *siteFeed) changed(dst []SiteStats) []SiteStats {
 	t := sf.t
 	t.settle() // requests whose contexts are done count as ended before the read
 	if sf.slot < 0 || sf.first {
@@ -100,9 +94,6 @@ func (f *SiteFeed) Changed(dst []SiteStats) []SiteStats {
 	}
 	return dst
 }
-
-// Close stops the feed.
-func (f *SiteFeed) Close() { f.feed.close() }
 
 func (f *siteFeed) close() {
 	if f.slot < 0 {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 func TestHistoryOffByDefault(t *testing.T) {
@@ -30,9 +31,9 @@ func TestHistoryRecordsEventsInOrder(t *testing.T) {
 	ctx := track.WithLabels(context.Background(), "request", "r1")
 	a := recordA(tr, ctx, 16, "tensor")
 	b := recordB(tr, ctx, 8)
-	require.NoError(t, tr.Release(a))
-	tr.Note(track.EventOOM, b.Site(), 1<<20)
-	tr.Note(track.EventAlloc, nil, 1) // recorded by the tracker itself: ignored
+	require.NoError(t, trackalloc.Release(tr, a))
+	trackalloc.Note(tr, track.EventOOM, b.Site(), 1<<20)
+	trackalloc.Note(tr, track.EventAlloc, nil, 1) // recorded by the tracker itself: ignored
 
 	log, err := tr.History()
 	require.NoError(t, err)
@@ -58,14 +59,14 @@ func TestHistoryRecordsEventsInOrder(t *testing.T) {
 	assert.EqualValues(t, 2, tt.Event(track.EventAlloc))
 	assert.EqualValues(t, 1, tt.Event(track.EventFree))
 	assert.EqualValues(t, 1, tt.Event(track.EventOOM))
-	require.NoError(t, tr.Release(b))
+	require.NoError(t, trackalloc.Release(tr, b))
 }
 
 func TestHistoryCountsWhatItDrops(t *testing.T) {
 	tr := newTracker(t, track.KeepHistory(1)) // 16 events per shard at least
 	ctx := context.Background()
 	for range 5000 {
-		require.NoError(t, tr.Release(recordA(tr, ctx, 4, "tensor")))
+		require.NoError(t, trackalloc.Release(tr, recordA(tr, ctx, 4, "tensor")))
 	}
 	log, err := tr.History()
 	require.NoError(t, err)

@@ -132,7 +132,7 @@ func (r *Record) holderSet() *holderSet {
 }
 
 // Hold counts a handle on r made at site by how ("Retain", "View").
-func (r *Record) Hold(site *Site, how string) {
+func (r *Record) hold(site *Site, how string) {
 	if r == nil || site == nil || r.tracker == nil {
 		return
 	}
@@ -143,7 +143,7 @@ func (r *Record) Hold(site *Site, how string) {
 }
 
 // Unhold uncounts a handle counted by Hold, or, with a nil site, r's own.
-func (r *Record) Unhold(site *Site, how string) {
+func (r *Record) unhold(site *Site, how string) {
 	if r == nil || r.tracker == nil {
 		return
 	}
@@ -266,7 +266,7 @@ func heldFrom(holders iter.Seq[Holder]) (held Holder, ok bool) {
 
 // HeldBy returns, per site, up to max extra owners holding its allocations
 // after their own handles were freed, most first: one walk of the live set.
-func (t *Tracker) HeldBy(sites []*Site, max int) [][]Holder {
+func (t *Tracker) heldBy(sites []*Site, max int) [][]Holder {
 	type key struct {
 		site *Site
 		how  string

@@ -13,7 +13,7 @@ func TestHeldByAgreesWithHolderList(t *testing.T) {
 	tr, err := New()
 	require.NoError(t, err)
 	r := captureLeaf(t, tr)
-	a, b := tr.Caller(0, 1), tr.Caller(0, 2)
+	a, b := tr.caller(0, 1), tr.caller(0, 2)
 	check := func(step string) {
 		t.Helper()
 		wantH, wantOK := heldByOf(r.holderList(r.leaked()))
@@ -22,22 +22,22 @@ func TestHeldByAgreesWithHolderList(t *testing.T) {
 		assert.Equal(t, wantH, h, step)
 	}
 	check("own handle only")
-	r.Hold(a, "View")
+	r.hold(a, "View")
 	check("own handle and a view")
-	r.Unhold(nil, "")
+	r.unhold(nil, "")
 	check("own handle freed")
-	r.Hold(b, howOwn)
+	r.hold(b, howOwn)
 	check("an extra owner named as the own handle")
-	r.Unhold(b, howOwn)
+	r.unhold(b, howOwn)
 	r.markDropped(a, "View")
 	check("view dropped")
 	pcs := a.PCs()
 	for i := range maxHolders + 1 {
-		r.Hold(tr.Intern([]uintptr{pcs[0] + uintptr(i)}), "Retain")
+		r.hold(tr.intern([]uintptr{pcs[0] + uintptr(i)}), "Retain")
 	}
 	require.Positive(t, r.holders.Load().other.live)
 	check("holders past the bound")
-	r.Unhold(a, "View")
+	r.unhold(a, "View")
 	check("dropped view only among the first")
-	require.NoError(t, tr.Release(r))
+	require.NoError(t, tr.release(r))
 }

@@ -3,7 +3,6 @@ package track
 import (
 	"math"
 	"sync"
-	"weak"
 )
 
 // The tracker is the hub of what was made with it. A pool, a direct
@@ -19,7 +18,7 @@ import (
 // references its allocator), so dropping it from the books when the garbage
 // collector takes it is right. track imports no package of its parts: it
 // knows them as values, and its readers by the small interfaces they
-// implement (Reserver here; report and oteltrack ask for their own).
+// implement (trackalloc.Reserver; report and oteltrack ask for their own).
 
 // partRegistry is a Tracker's list of attached parts. Attaching happens
 // when a part is made and reading when a report, a metrics collection or an
@@ -38,49 +37,31 @@ type attached struct {
 	get func() any // nil once the part has been collected
 }
 
-// Reserver is what a tracker needs of an allocator that takes device memory:
-// the device and the bytes it holds there.
-type Reserver interface {
+// reserver is what a tracker needs of an allocator that takes device memory
+// (trackalloc.Reserver): the device and the bytes it holds there.
+type reserver interface {
 	Reserved() (device string, bytes int64)
 }
 
-// Attach adds part to tr's parts, weakly, after those attached before it;
-// attaching a part twice keeps its first place. Pools, DeviceAllocators,
-// adoption books, watchers and mask caches attach themselves; a part that
-// is a Reserver counts its reserved bytes as tensorlife's on its device.
-// A nil tracker or part attaches nothing. Safe for concurrent use.
-func Attach[S any, P interface{ *S }](tr *Tracker, part P) {
-	if tr == nil || part == nil {
-		return
-	}
-	wp := weak.Make((*S)(part))
-	get := func() any {
-		if s := wp.Value(); s != nil {
-			return P(s)
-		}
-		return nil
-	}
-	r := &tr.parts
+// attachKey adds a part, known by its weak pointer key and reached by get,
+// to t's parts after those attached before it; attaching a part twice keeps
+// its first place (trackalloc.Attach).
+func (t *Tracker) attachKey(key any, get func() any) {
+	r := &t.parts
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pruneLocked()
 	for _, a := range r.list {
-		if a.key == any(wp) {
+		if a.key == key {
 			return
 		}
 	}
-	r.list = append(r.list, attached{key: wp, get: get})
+	r.list = append(r.list, attached{key: key, get: get})
 }
 
-// Detach removes part from tr's parts: what a part's Close or Stop calls, so
-// that a closed part leaves the reports at once rather than at the next
-// collection. Detaching a part not attached does nothing.
-func Detach[S any, P interface{ *S }](tr *Tracker, part P) {
-	if tr == nil || part == nil {
-		return
-	}
-	key := any(weak.Make((*S)(part)))
-	r := &tr.parts
+// detachKey removes the part of key from t's parts (trackalloc.Detach).
+func (t *Tracker) detachKey(key any) {
+	r := &t.parts
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.list = deleteKey(r.list, key)
@@ -115,7 +96,7 @@ func (r *partRegistry) pruneLocked() {
 // they were attached. Readers pick the ones they know by type or interface
 // (a *pool.Pool, a *watch.Watcher, anything with Stats); each is foreign
 // code to t, asked for its figures by the caller, outside t's locks.
-func (t *Tracker) Parts() []any {
+func (t *Tracker) partList() []any {
 	r := &t.parts
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -129,11 +110,11 @@ func (t *Tracker) Parts() []any {
 	return out
 }
 
-// Allocators returns the attached parts that are Reservers, in order.
-func (t *Tracker) Allocators() []Reserver {
-	var out []Reserver
-	for _, p := range t.Parts() {
-		if r, ok := p.(Reserver); ok {
+// allocators returns the attached parts that are reservers, in order.
+func (t *Tracker) allocators() []reserver {
+	var out []reserver
+	for _, p := range t.partList() {
+		if r, ok := p.(reserver); ok {
 			out = append(out, r)
 		}
 	}
@@ -143,7 +124,7 @@ func (t *Tracker) Allocators() []Reserver {
 // ReservedOn returns what the attached allocators hold on device.
 func (t *Tracker) ReservedOn(device string) int64 {
 	var sum int64
-	for _, s := range t.Allocators() {
+	for _, s := range t.allocators() {
 		if d, bytes := s.Reserved(); d == device && bytes > 0 {
 			if bytes > math.MaxInt64-sum {
 				return math.MaxInt64 // saturate: a sum of huge claims never wraps
@@ -160,19 +141,13 @@ type locals struct {
 	m  map[any]any
 }
 
-// Local returns what tr keeps under key, made by mk the first time and
-// kept as long as tr: the state a package above track keeps per tracker
-// (package tensor's adoption books, tracktest's misuse cursor) lives in
-// the tracker and dies with it, rather than in a process-wide map keyed by
-// trackers. key should be a value of an unexported type of the caller's,
-// as with context.WithValue, so that no two packages share one. mk runs at
-// most once per key, under a lock of tr's that nothing else takes while mk
-// runs; it must not call Local on tr. Safe for concurrent use.
-func Local[T any](tr *Tracker, key any, mk func() *T) *T {
-	l := &tr.locals
+// localOf returns what a package above track keeps in t under key, made
+// by mk on first use (trackalloc.Local).
+func (t *Tracker) localOf(key any, mk func() any) any {
+	l := &t.locals
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if v, ok := l.m[key].(*T); ok {
+	if v, ok := l.m[key]; ok {
 		return v
 	}
 	if l.m == nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
@@ -35,7 +36,7 @@ func newTracker(t *testing.T, opts ...track.Option) *track.Tracker {
 func release(t testing.TB, tr *track.Tracker, rs ...*track.Record) {
 	t.Helper()
 	for _, r := range rs {
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, trackalloc.Release(tr, r))
 	}
 }
 
@@ -45,7 +46,7 @@ func release(t testing.TB, tr *track.Tracker, rs ...*track.Record) {
 //go:noinline
 func recordA(tr *track.Tracker, ctx context.Context, bytes int64, kind string) *track.Record {
 	r := &track.Record{Bytes: bytes, Meta: track.InternMeta(kind, "host", "float32", []int{int(bytes / 4)})}
-	if err := tr.Record(ctx, r, 0); err != nil {
+	if err := trackalloc.Record(ctx, tr, r, 0); err != nil {
 		panic(err)
 	}
 	return r
@@ -54,7 +55,7 @@ func recordA(tr *track.Tracker, ctx context.Context, bytes int64, kind string) *
 //go:noinline
 func recordB(tr *track.Tracker, ctx context.Context, bytes int64) *track.Record {
 	r := &track.Record{Bytes: bytes, Meta: track.InternMeta("mask", "host", "bool", []int{int(bytes)})}
-	if err := tr.Record(ctx, r, 0); err != nil {
+	if err := trackalloc.Record(ctx, tr, r, 0); err != nil {
 		panic(err)
 	}
 	return r
@@ -79,7 +80,7 @@ func TestSitesAreInternedPerStack(t *testing.T) {
 	assert.Greater(t, loc.Line, 0)
 	assert.Contains(t, recs[0].Site().Stack(""), "TestSitesAreInternedPerStack")
 	for _, r := range recs {
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, trackalloc.Release(tr, r))
 	}
 }
 
@@ -101,7 +102,7 @@ func TestStackTableOverflowIsCounted(t *testing.T) {
 	require.Len(t, snap.Top(5), 2)
 	assert.True(t, snap.Top(5)[1].Site.Overflow() || snap.Top(5)[0].Site.Overflow())
 	for _, r := range []*track.Record{a, b, c} {
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, trackalloc.Release(tr, r))
 	}
 }
 
@@ -111,16 +112,16 @@ func TestReleaseMisuse(t *testing.T) {
 	ctx := context.Background()
 	r := recordA(tr, ctx, 16, "tensor")
 
-	err := other.Release(r)
+	err := trackalloc.Release(other, r)
 	assert.ErrorIs(t, err, track.ErrMisuse)
 	assert.Contains(t, err.Error(), `"one"`)
-	assert.ErrorIs(t, tr.Record(ctx, r, 0), track.ErrMisuse)
-	require.NoError(t, tr.Release(r))
-	assert.ErrorIs(t, tr.Release(r), track.ErrMisuse)
-	assert.ErrorIs(t, tr.Release(&track.Record{}), track.ErrMisuse)
-	assert.ErrorIs(t, tr.Release(nil), track.ErrMisuse)
-	assert.ErrorIs(t, tr.Record(ctx, nil, 0), track.ErrMisuse)
-	assert.ErrorIs(t, tr.Record(ctx, &track.Record{Bytes: -1}, 0), track.ErrMisuse)
+	assert.ErrorIs(t, trackalloc.Record(ctx, tr, r, 0), track.ErrMisuse)
+	require.NoError(t, trackalloc.Release(tr, r))
+	assert.ErrorIs(t, trackalloc.Release(tr, r), track.ErrMisuse)
+	assert.ErrorIs(t, trackalloc.Release(tr, &track.Record{}), track.ErrMisuse)
+	assert.ErrorIs(t, trackalloc.Release(tr, nil), track.ErrMisuse)
+	assert.ErrorIs(t, trackalloc.Record(ctx, tr, nil, 0), track.ErrMisuse)
+	assert.ErrorIs(t, trackalloc.Record(ctx, tr, &track.Record{Bytes: -1}, 0), track.ErrMisuse)
 	assert.EqualValues(t, 6, tr.Totals().Misuse)
 	assert.EqualValues(t, 1, other.Totals().Misuse)
 	assert.EqualValues(t, 0, tr.Totals().LiveCount)
@@ -145,7 +146,7 @@ func TestTotalsAndPeak(t *testing.T) {
 	ctx := context.Background()
 	a := recordA(tr, ctx, 100, "tensor")
 	b := recordA(tr, ctx, 50, "tensor")
-	require.NoError(t, tr.Release(a))
+	require.NoError(t, trackalloc.Release(tr, a))
 	c := recordB(tr, ctx, 10)
 	tt := tr.Totals()
 	assert.EqualValues(t, 2, tt.LiveCount)
@@ -154,8 +155,8 @@ func TestTotalsAndPeak(t *testing.T) {
 	assert.EqualValues(t, 3, tt.Allocs)
 	assert.EqualValues(t, 160, tt.AllocBytes)
 	assert.EqualValues(t, 1, tt.Frees)
-	require.NoError(t, tr.Release(b))
-	require.NoError(t, tr.Release(c))
+	require.NoError(t, trackalloc.Release(tr, b))
+	require.NoError(t, trackalloc.Release(tr, c))
 }
 
 func TestSnapshotGroupsFiltersAndDiff(t *testing.T) {
@@ -208,12 +209,12 @@ func TestSnapshotGroupsFiltersAndDiff(t *testing.T) {
 	assert.EqualValues(t, 1000, d.Grew[0].LiveBytes)
 	assert.Empty(t, d.Shrank)
 
-	require.NoError(t, tr.Release(recs[3]))
+	require.NoError(t, trackalloc.Release(tr, recs[3]))
 	d = track.Diff(snap, tr.Snapshot())
 	require.Len(t, d.Shrank, 1)
 	assert.EqualValues(t, -1000, d.Shrank[0].LiveBytes)
 	for _, r := range recs[:3] {
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, trackalloc.Release(tr, r))
 	}
 	sites := tr.SiteTotals()
 	require.Len(t, sites, 2)
@@ -259,12 +260,12 @@ func TestConcurrentRecordRelease(t *testing.T) {
 					_ = tr.Snapshot()
 				}
 				if len(held) > 10 {
-					assert.NoError(t, tr.Release(held[0]))
+					assert.NoError(t, trackalloc.Release(tr, held[0]))
 					held = held[1:]
 				}
 			}
 			for _, r := range held {
-				assert.NoError(t, tr.Release(r))
+				assert.NoError(t, trackalloc.Release(tr, r))
 			}
 		}()
 	}
@@ -285,18 +286,18 @@ func TestDefaultTrackerIsShared(t *testing.T) {
 func TestWatchLeaksSubscribes(t *testing.T) {
 	tr := newTracker(t, track.OnLeak(func(track.LeakReport) {}))
 	var got []uint64
-	stop := tr.WatchLeaks(func(l track.LeakReport) { got = append(got, l.ID) })
+	stop := trackalloc.WatchLeaks(tr, func(l track.LeakReport) { got = append(got, l.ID) })
 	a := recordA(tr, context.Background(), 8, "tensor")
 	b := recordA(tr, context.Background(), 8, "tensor")
-	assert.True(t, tr.ReportDropped(a, nil, ""), "reclaimed: the ReclaimLeaks default")
-	tr.ReportDropped(a, nil, "") // each record's own handle is reported once
+	assert.True(t, trackalloc.ReportDropped(tr, a, nil, ""), "reclaimed: the ReclaimLeaks default")
+	trackalloc.ReportDropped(tr, a, nil, "") // each record's own handle is reported once
 	stop()
 	stop()
-	tr.ReportDropped(b, nil, "")
+	trackalloc.ReportDropped(tr, b, nil, "")
 	assert.Equal(t, []uint64{a.ID()}, got)
 	assert.EqualValues(t, 2, tr.Totals().GCLeaks)
-	require.NoError(t, tr.Release(a))
-	require.NoError(t, tr.Release(b))
+	require.NoError(t, trackalloc.Release(tr, a))
+	require.NoError(t, trackalloc.Release(tr, b))
 }
 
 func TestGroupsByLabelContent(t *testing.T) {
@@ -313,7 +314,7 @@ func TestGroupsByLabelContent(t *testing.T) {
 	assert.Nil(t, snap.Top(-1))
 	assert.Nil(t, snap.Top(0))
 	for _, r := range recs {
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, trackalloc.Release(tr, r))
 	}
 	assert.Equal(t, "{a=1}", track.LabelsFrom(track.WithLabels(nil, "a", "1")).String())
 }
@@ -326,7 +327,7 @@ func TestSelectFiltersAsSnapshotOf(t *testing.T) {
 	var recs []*track.Record
 	for _, dev := range []string{"cuda:0", "cuda:1", "cuda:1"} {
 		r := &track.Record{Bytes: 64, Meta: track.InternMeta("mask", dev, "bool", []int{8, 8})}
-		require.NoError(t, tr.Record(ctx, r, 0))
+		require.NoError(t, trackalloc.Record(ctx, tr, r, 0))
 		recs = append(recs, r)
 	}
 	for _, f := range []track.Filter{{Device: "cuda:1"}, {Kind: "mask"}, {Kind: "tensor"},
@@ -338,7 +339,7 @@ func TestSelectFiltersAsSnapshotOf(t *testing.T) {
 		assert.Equal(t, direct.Groups, selected.Groups, "filter %+v", f)
 	}
 	for _, r := range recs {
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, trackalloc.Release(tr, r))
 	}
 }
 
@@ -355,7 +356,7 @@ func TestLiveByClassKeepsListedClassesPastTheBound(t *testing.T) {
 		kind := fmt.Sprintf("kind%02d", k)
 		for range perKind {
 			r := &track.Record{Bytes: int64(k + 1), Meta: track.InternMeta(kind, "host", "uint8", []int{k + 1})}
-			require.NoError(t, tr.Record(context.Background(), r, 0))
+			require.NoError(t, trackalloc.Record(context.Background(), tr, r, 0))
 			recs = append(recs, r)
 		}
 		byKind := map[string]track.ClassStats{}
@@ -382,7 +383,7 @@ func TestLiveByClassKeepsListedClassesPastTheBound(t *testing.T) {
 	}
 	assert.Equal(t, track.ClassStats{Kind: "tensorlife.other", LiveCount: perKind * (kinds - listed), LiveBytes: otherBytes}, classes[0])
 	for _, r := range recs {
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, trackalloc.Release(tr, r))
 	}
 }
 
@@ -393,7 +394,7 @@ func TestSiteSnapshotMatchesSnapshotSites(t *testing.T) {
 	ctx := context.Background()
 	a := recordA(tr, ctx, 16, "tensor")
 	b := recordB(tr, ctx, 8)
-	require.NoError(t, tr.Release(b))
+	require.NoError(t, trackalloc.Release(tr, b))
 	full, err := tr.SnapshotOf(track.Filter{Kind: "tensor"})
 	require.NoError(t, err)
 	sites := tr.SiteSnapshot()
@@ -408,7 +409,7 @@ func TestSiteSnapshotMatchesSnapshotSites(t *testing.T) {
 		assert.Equal(t, full.Sites[i].AllocCount, st.AllocCount)
 		assert.Equal(t, full.Sites[i].AllocBytes, st.AllocBytes)
 	}
-	require.NoError(t, tr.Release(a))
+	require.NoError(t, trackalloc.Release(tr, a))
 }
 
 // Labels are bounded whatever a request puts in them: long keys and values
@@ -502,7 +503,7 @@ func TestLiveByClassIsBoundedPerTracker(t *testing.T) {
 	var recs []*track.Record
 	for k := range 5000 {
 		r := &track.Record{Bytes: 1, Meta: track.InternMeta(fmt.Sprintf("kind%04d", k), "host", "uint8", nil)}
-		require.NoError(t, tr.Record(context.Background(), r, 0))
+		require.NoError(t, trackalloc.Record(context.Background(), tr, r, 0))
 		recs = append(recs, r)
 	}
 	classes := tr.LiveByClass()
@@ -522,10 +523,10 @@ func TestLeakCallbackPanicIsRecovered(t *testing.T) {
 	tr := newTracker(t, track.OnLeak(func(track.LeakReport) { panic("callback bug") }),
 		track.Logger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	var seen []uint64
-	stop := tr.WatchLeaks(func(l track.LeakReport) { seen = append(seen, l.ID) })
+	stop := trackalloc.WatchLeaks(tr, func(l track.LeakReport) { seen = append(seen, l.ID) })
 	defer stop()
 	r := recordA(tr, context.Background(), 8, "tensor")
-	assert.NotPanics(t, func() { tr.ReportDropped(r, nil, "") })
+	assert.NotPanics(t, func() { trackalloc.ReportDropped(tr, r, nil, "") })
 	assert.Equal(t, []uint64{r.ID()}, seen, "the other callbacks still hear of it")
 	assert.Equal(t, int64(1), tr.Totals().GCLeaks)
 	release(t, tr, r)
@@ -539,9 +540,9 @@ func (*hugeReserver) Reserved() (string, int64) { return "gpu", math.MaxInt64 / 
 func TestReservedOnSaturates(t *testing.T) {
 	tr := newTracker(t)
 	a, b, c := &hugeReserver{}, &hugeReserver{}, &hugeReserver{}
-	track.Attach(tr, a)
-	track.Attach(tr, b)
-	track.Attach(tr, c)
+	trackalloc.Attach(tr, a)
+	trackalloc.Attach(tr, b)
+	trackalloc.Attach(tr, c)
 	assert.Equal(t, int64(math.MaxInt64), tr.ReservedOn("gpu"))
 	runtime.KeepAlive([]*hugeReserver{a, b, c})
 }

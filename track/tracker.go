@@ -163,7 +163,7 @@ func (sh *shardData) class(reg *classRegistry, device, kind string) uint16 {
 
 // Record is one allocation in the registry. The caller fills Bytes and Meta,
 // owns its memory (tensor embeds it in a block) and passes it to
-// Tracker.Record. Packed to keep a live tensor within 256 B of host memory, it
+// trackalloc.Record. Packed to keep a live tensor within 256 B of host memory, it
 // must not point back at what it tracks, or no leak could be found.
 type Record struct {
 	Bytes int64 // device bytes the allocation holds
@@ -293,7 +293,7 @@ func (t *Tracker) Started() time.Time { return t.start }
 // in pprof.Profile.Add, every function it passes over //go:noinline.
 //
 //go:noinline
-func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
+func (t *Tracker) record(ctx context.Context, r *Record, skip int) error {
 	if r == nil {
 		t.misuse.Add(1)
 		return errNilRecord
@@ -366,7 +366,7 @@ func (t *Tracker) owns(r *Record, verb string) error {
 }
 
 // Release removes r; a second release is an error matching ErrMisuse.
-func (t *Tracker) Release(r *Record) error {
+func (t *Tracker) release(r *Record) error {
 	if err := t.owns(r, "released"); err != nil {
 		return err
 	}
@@ -419,7 +419,7 @@ func (t *Tracker) Release(r *Record) error {
 
 // SetLabels replaces the labels of the live record r, for every handle (a
 // cache labels what it adopts); a record not live is an error (ErrMisuse).
-func (t *Tracker) SetLabels(r *Record, l Labels) error {
+func (t *Tracker) setLabels(r *Record, l Labels) error {
 	if err := t.owns(r, "relabeled"); err != nil {
 		return err
 	}
@@ -433,7 +433,7 @@ func (t *Tracker) SetLabels(r *Record, l Labels) error {
 
 // Caller interns up to depth (<= 32) frames of the caller's stack, skip as in
 // Record: the site of an event that is not an allocation.
-func (t *Tracker) Caller(skip, depth int) *Site {
+func (t *Tracker) caller(skip, depth int) *Site {
 	var buf [maxDepth]uintptr
 	depth = max(1, min(depth, maxDepth))
 	n := runtime.Callers(skip+2, buf[:depth])
@@ -444,12 +444,12 @@ func (t *Tracker) Caller(skip, depth int) *Site {
 // Record): where an extra handle was made (Record.Hold).
 //
 //go:noinline
-func (t *Tracker) CallerSite(skip int) *Site {
+func (t *Tracker) callerSite(skip int) *Site {
 	return t.site(skip)
 }
 
 // Intern returns the Site of pcs, leaf first.
-func (t *Tracker) Intern(pcs []uintptr) *Site {
+func (t *Tracker) intern(pcs []uintptr) *Site {
 	if len(pcs) > maxDepth {
 		pcs = pcs[:maxDepth]
 	}

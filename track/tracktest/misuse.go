@@ -8,6 +8,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // ErrMisuse means a check found a tensor freed twice, or used after its
@@ -114,7 +115,7 @@ type misuseCursor struct {
 type misuseCursorKey struct{}
 
 func cursorOf(tr *track.Tracker) *misuseCursor {
-	return track.Local(tr, misuseCursorKey{}, func() *misuseCursor { return &misuseCursor{} })
+	return trackalloc.Local(tr, misuseCursorKey{}, func() *misuseCursor { return &misuseCursor{} })
 }
 
 // cursor returns where tr's next VerifyNone or Find begins reading its
@@ -140,7 +141,7 @@ func advanceCursor(tr *track.Tracker, latest uint64) {
 func (c *config) watchMisuse(tr *track.Tracker, scope scope, now bool) *misuseWatch {
 	w := &misuseWatch{tr: tr, scope: scope, allow: c.allowMisuse, now: now}
 	if now {
-		_, _, w.from = tr.MisuseSince(^uint64(0) - 1)
+		_, _, w.from = trackalloc.MisuseSince(tr, ^uint64(0)-1)
 		return w
 	}
 	w.from = cursor(tr)
@@ -151,7 +152,7 @@ func (c *config) watchMisuse(tr *track.Tracker, scope scope, now bool) *misuseWa
 // allocation's labels, or nil. A watch that began at the last VerifyNone or
 // Find of tr marks them reported for the next one.
 func (w *misuseWatch) check() *MisuseError {
-	ms, lost, latest := w.tr.MisuseSince(w.from)
+	ms, lost, latest := trackalloc.MisuseSince(w.tr, w.from)
 	if !w.now {
 		advanceCursor(w.tr, latest)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // Errors of a Watcher's life.
@@ -68,7 +69,7 @@ type Watcher struct {
 	// mu guards the feed and the per-site histories; a window end holds it
 	// while judging, so windows are judged in the order they end.
 	mu       sync.Mutex
-	feed     *track.SiteFeed
+	feed     *trackalloc.SiteFeed
 	changed  []track.SiteStats // the feed's buffer, reused
 	sites    []*siteHistory    // by Site.ID; nil for sites not seen yet
 	suspects []*siteHistory    // the sites that are suspects now
@@ -133,7 +134,7 @@ func New(tr *track.Tracker, opts ...Option) (*Watcher, error) {
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
-	w := &Watcher{tr: tr, cfg: cfg, done: make(chan struct{}), feed: tr.SiteFeed()}
+	w := &Watcher{tr: tr, cfg: cfg, done: make(chan struct{}), feed: trackalloc.NewSiteFeed(tr)}
 	if cfg.onSuspect == nil {
 		logger, name := cfg.logger, tr.Name()
 		w.cfg.onSuspect = func(s Suspect) { logSuspect(logger, name, s, w.Suspects()) }
@@ -142,7 +143,7 @@ func New(tr *track.Tracker, opts ...Option) (*Watcher, error) {
 		h := w.history(st.Site, 0)
 		h.ring[0], h.runBase = st.OutlivedBytes, st.OutlivedBytes
 	}
-	track.Attach(tr, w)
+	trackalloc.Attach(tr, w)
 	return w, nil
 }
 
@@ -176,7 +177,7 @@ func (w *Watcher) nameHolders(flagged []Suspect) {
 	for i := range flagged {
 		sites[i] = flagged[i].Site
 	}
-	for i, hs := range w.tr.HeldBy(sites, maxSuspectHolders) {
+	for i, hs := range trackalloc.HeldBy(w.tr, sites, maxSuspectHolders) {
 		flagged[i].HeldBy = hs
 	}
 	w.mu.Lock()
@@ -434,7 +435,7 @@ func (w *Watcher) endWindow(fromLoop bool) {
 		if w.stopped.Load() {
 			return // nothing is reported after Stop has returned
 		}
-		w.tr.Note(track.EventLeakSuspect, s.Site, s.OutlivedBytes)
+		trackalloc.Note(w.tr, track.EventLeakSuspect, s.Site, s.OutlivedBytes)
 		w.cfg.onSuspect(s)
 	}
 }

@@ -1,0 +1,46 @@
+package trackalloc_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
+)
+
+// buffer is what a minimal allocator hands out: its memory and the record
+// that tracks it.
+type buffer struct {
+	mem []byte
+	rec track.Record
+}
+
+// allocate records a buffer at its caller's line.
+//
+//go:noinline
+func allocate(ctx context.Context, tr *track.Tracker, n int) (*buffer, error) {
+	b := &buffer{mem: make([]byte, n)}
+	b.rec.Bytes = int64(n)
+	b.rec.Meta = track.InternMeta("scratch", "host", "uint8", []int{n})
+	if err := trackalloc.Record(ctx, tr, &b.rec, 1); err != nil { // 1: name allocate's caller
+		return nil, err
+	}
+	return b, nil
+}
+
+// An allocator records what it hands out and releases it when the memory
+// goes back; the tracker's reports then name the line that asked for it.
+func Example() {
+	tr, _ := track.New(track.Name("example"))
+	ctx, end := track.WithRequest(context.Background())
+	b, _ := allocate(ctx, tr, 1024)
+	end()
+	fmt.Println("live:", tr.Totals().LiveBytes, "outlived:", tr.Totals().OutlivedBytes)
+	fmt.Println("site:", b.rec.Site().Location().Function)
+	_ = trackalloc.Release(tr, &b.rec)
+	fmt.Println("live:", tr.Totals().LiveBytes)
+	// Output:
+	// live: 1024 outlived: 1024
+	// site: github.com/tensorlife/tensorlife/track/trackalloc_test.Example
+	// live: 0
+}
