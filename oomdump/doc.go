@@ -35,10 +35,12 @@
 // # What the failing allocation waits for
 //
 // OutOfMemory runs on the goroutine whose allocation failed, which waits
-// for it. It takes one snapshot of the live set there (a walk of the
-// tracker's registry, as a profile scrape makes), so the profile shows the
-// memory as it was when the allocation failed, before the failing request
-// frees what it held. Everything else (the summary's figures, the
+// for it. It takes one snapshot of the live set there, the default
+// profile's: read from the tracker's counters by site and shape, with no
+// request label and no walk of the registry, so it costs what a scrape of
+// the default profile costs whatever the live set holds, and the profile
+// shows the memory as it was when the allocation failed, before the failing
+// request frees what it held. Everything else (the summary's figures, the
 // timeline, symbolizing, encoding, the files) happens on a goroutine of the
 // dumper's that starts for that dump and ends when it is written. The
 // summary is read there, moments later; the error at its head holds the

@@ -133,10 +133,13 @@ func (d *Dumper) OutOfMemory(e *tensor.OOMError) {
 	d.mu.Unlock()
 
 	// The live set as it was when the allocation failed: the failing
-	// request frees what it held as soon as the error reaches it.
-	// SnapshotOf with no filter walks the live set once and keeps its
-	// groups, not one entry per tensor; a zero Filter always validates.
-	job.snap, _ = d.tr.SnapshotOf(track.Filter{})
+	// request frees what it held as soon as the error reaches it. The
+	// snapshot is the default profile's, read from counters by site and
+	// shape (no label, no walk of the live set, no shard lock held longer
+	// than its few special records take): a dump must not make the failing
+	// allocation wait for a walk of a live set that is, by then, as large
+	// as it gets. This filter always validates.
+	job.snap, _ = d.tr.SnapshotOf(track.Filter{LabelKeys: []string{}})
 	go d.write(job, done)
 }
 

@@ -1,101 +1,232 @@
 package track
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// A snapshot for the default profile (no filter but the label keys it
-// shows, and none of those) is read from counters kept on the record path,
-// so a scrape costs O(sites × shapes), not O(live tensors): every site counts
-// its live tensors by Meta, in up to maxSiteMetas slots claimed on first use.
+// A site's figures live in counters kept on the record path, so that a
+// scrape of the default profile (no filter but the label keys it shows, and
+// none of those), Stats and the out-of-memory error cost O(sites × shapes),
+// never O(live tensors).
+//
+// Every site counts its records by Meta and byte size in up to maxSiteMetas
+// slots, claimed on first use and kept: a slot counts only the records it
+// has seen made and released, one atomic add each, and its bytes are that
+// count times the slot's size. The slots are the site's exact figures
+// (Site.Stats sums them) and the profile's groups alike.
+//
+// The bound: a site keeps at most maxSiteMetas distinct (Meta, bytes)
+// values apart; a record of a further one (a KV cache whose shape follows
+// the sequence length) is counted in the site's other-shapes counters, four
+// atomics instead of one, and the profile shows it in one group marked
+// Group.OtherShapes. The site's figures stay exact either way; what the
+// profile shows per shape is bounded by maxSiteMetas + 1 groups per site,
+// and a record with many shapes costs at most inlineMetas + moreProbes slot
+// compares to place.
+//
 // A record whose holders make it a group of its own (its own handle freed
-// while a View or Retain holds it, or a handle the collector found dropped),
-// or whose site has no slot left, is special: its shard keeps it in a set,
-// and the snapshot walks that set alone.
+// while a View or Retain holds it, or a handle the collector found dropped)
+// is special: it stays counted in its slot, which counts it as moved, and
+// its shard keeps it in a set, which the snapshot walks alone.
 
 const (
-	inlineMetas  = 4    // the slots every site has
-	maxSiteMetas = 64   // the slots a site may have
-	noSlot       = 0x7f // all slot bits set: the record is special
-	slotShift    = 8    // a record's slot in its word: bits 8..14
+	inlineMetas  = 4  // the slots every site has
+	maxSiteMetas = 64 // the slots a site may have
+	otherSlot    = 0x7f
+	slotShift    = 8 // a record's slot in its word: bits 8..14
 	slotMask     = 0x7f << slotShift
+	specialFlag  = 1 << 15 // counted apart in its shard's special set
 )
 
-type metaCount struct {
-	meta         atomic.Pointer[Meta]
-	count, bytes atomic.Int64
+// slotKey is what a slot counts: records of one Meta and byte size.
+type slotKey struct {
+	meta  *Meta
+	bytes int64
 }
 
-// siteMetas are a site's live figures by Meta.
+// metaCount is one slot. Live records are allocs - frees; of those, moved
+// are counted in their shard's special set.
+type metaCount struct {
+	key                  atomic.Pointer[slotKey]
+	allocs, frees, moved atomic.Int64
+}
+
+// otherCount are a site's records past its slots, of any Meta and size.
+type otherCount struct {
+	allocs, allocBytes, frees, freedBytes, moved, movedBytes atomic.Int64
+}
+
+// siteMetas are a site's counters by Meta and size.
 type siteMetas struct {
 	inline [inlineMetas]metaCount
 	more   atomic.Pointer[[maxSiteMetas - inlineMetas]metaCount]
+	index  atomic.Pointer[map[slotKey]int] // the keys of more: replaced whole, under mu
+	mu     sync.Mutex                      // claims past the inline slots
+	other  otherCount
 }
 
-// at returns slot i, making the slots past the inline ones on first use
-// when grow is set; nil when they do not exist.
-func (sm *siteMetas) at(i int, grow bool) *metaCount {
+// matches reports whether c is the slot of m and bytes, claiming it when
+// free (k is the key to claim it with, made once per slot call).
+func (c *metaCount) matches(m *Meta, bytes int64, k **slotKey) bool {
+	p := c.key.Load()
+	if p == nil {
+		if *k == nil {
+			*k = &slotKey{meta: m, bytes: bytes}
+		}
+		if c.key.CompareAndSwap(nil, *k) {
+			return true
+		}
+		p = c.key.Load()
+	}
+	return p.meta == m && p.bytes == bytes
+}
+
+// slot returns the index of the slot of m and bytes, claiming a free one;
+// otherSlot when every slot holds another key. Lock-free but for a claim
+// past the inline slots: a slot, once claimed, keeps its key. Slots are
+// claimed in order, so the first keys a site sees keep theirs; past the
+// inline ones a key is found through an index rebuilt at each claim (at
+// most maxSiteMetas - inlineMetas times per site), so that a site with
+// many shapes places each record in one map lookup, not a scan.
+func (sm *siteMetas) slot(m *Meta, bytes int64) int {
+	var k *slotKey
+	for i := range sm.inline {
+		if sm.inline[i].matches(m, bytes, &k) {
+			return i
+		}
+	}
+	if idx := sm.index.Load(); idx != nil {
+		if i, ok := (*idx)[slotKey{meta: m, bytes: bytes}]; ok {
+			return i
+		}
+		if len(*idx) == maxSiteMetas-inlineMetas {
+			return otherSlot
+		}
+	}
+	return sm.claimMore(m, bytes)
+}
+
+// claimMore claims the next slot past the inline ones for m and bytes,
+// unless another goroutine did or none is left.
+func (sm *siteMetas) claimMore(m *Meta, bytes int64) int {
+	key := slotKey{meta: m, bytes: bytes}
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	var idx map[slotKey]int
+	if p := sm.index.Load(); p != nil {
+		idx = *p
+	}
+	if i, ok := idx[key]; ok {
+		return i
+	}
+	n := len(idx)
+	if n == maxSiteMetas-inlineMetas {
+		return otherSlot
+	}
+	more := sm.more.Load()
+	if more == nil {
+		more = new([maxSiteMetas - inlineMetas]metaCount)
+		sm.more.Store(more)
+	}
+	more[n].key.Store(&key)
+	next := make(map[slotKey]int, n+1)
+	for k, v := range idx {
+		next[k] = v
+	}
+	next[key] = inlineMetas + n
+	sm.index.Store(&next)
+	return inlineMetas + n
+}
+
+// at returns slot i, nil when it does not exist.
+func (sm *siteMetas) at(i int) *metaCount {
 	if i < inlineMetas {
 		return &sm.inline[i]
 	}
 	more := sm.more.Load()
 	if more == nil {
-		if !grow {
-			return nil
-		}
-		sm.more.CompareAndSwap(nil, new([maxSiteMetas - inlineMetas]metaCount))
-		more = sm.more.Load()
+		return nil
 	}
 	return &more[i-inlineMetas]
 }
 
-// slot returns the index of m's slot, claiming a free one; noSlot when
-// every slot holds another Meta. Lock-free: a slot, once claimed, keeps
-// its Meta.
-func (sm *siteMetas) slot(m *Meta) int {
-	for i := range maxSiteMetas {
-		c := sm.at(i, true)
-		p := c.meta.Load()
-		if p == nil && c.meta.CompareAndSwap(nil, m) {
-			return i
+// slots calls f for each claimed slot and its key.
+func (sm *siteMetas) slots(f func(c *metaCount, k *slotKey)) {
+	for i := range sm.inline {
+		k := sm.inline[i].key.Load()
+		if k == nil {
+			break // claimed in order: the rest are free
 		}
-		if p == m || c.meta.Load() == m {
-			return i
+		f(&sm.inline[i], k)
+	}
+	if more := sm.more.Load(); more != nil {
+		for i := range more {
+			k := more[i].key.Load()
+			if k == nil {
+				break // claimed in order too
+			}
+			f(&more[i], k)
 		}
 	}
-	return noSlot
 }
 
-// add counts a record of bytes in slot i (negative to take it back).
-func (sm *siteMetas) add(i int, count, bytes int64) {
-	c := sm.at(i, false)
-	c.count.Add(count)
-	c.bytes.Add(bytes)
+// figures returns the site's made and released records and bytes: frees
+// are read first, so that live figures read this way are never negative.
+func (sm *siteMetas) figures() (allocs, allocBytes, frees, freedBytes int64) {
+	frees, freedBytes = sm.other.frees.Load(), sm.other.freedBytes.Load()
+	sm.slots(func(c *metaCount, k *slotKey) {
+		n := c.frees.Load()
+		frees += n
+		freedBytes += n * k.bytes
+	})
+	allocs, allocBytes = sm.other.allocs.Load(), sm.other.allocBytes.Load()
+	sm.slots(func(c *metaCount, k *slotKey) {
+		n := c.allocs.Load()
+		allocs += n
+		allocBytes += n * k.bytes
+	})
+	return allocs, allocBytes, frees, freedBytes
+}
+
+// allocated reports the records ever made at the site.
+func (sm *siteMetas) allocated() int64 {
+	n := sm.other.allocs.Load()
+	sm.slots(func(c *metaCount, _ *slotKey) { n += c.allocs.Load() })
+	return n
+}
+
+// made counts a record of bytes made in slot i.
+func (sm *siteMetas) made(i int, bytes int64) {
+	if i == otherSlot {
+		sm.other.allocs.Add(1)
+		sm.other.allocBytes.Add(bytes)
+		return
+	}
+	sm.at(i).allocs.Add(1)
+}
+
+// released counts a record of bytes released from slot i; special says it
+// was counted as moved.
+func (sm *siteMetas) released(i int, bytes int64, special bool) {
+	if i == otherSlot {
+		if special {
+			sm.other.moved.Add(-1)
+			sm.other.movedBytes.Add(-bytes)
+		}
+		sm.other.frees.Add(1)
+		sm.other.freedBytes.Add(bytes)
+		return
+	}
+	c := sm.at(i)
+	if special {
+		c.moved.Add(-1)
+	}
+	c.frees.Add(1)
 }
 
 func (r *Record) slot() int { return int(r.word.Load()&slotMask) >> slotShift }
-
-// count adds r to its site's slot, or to its shard's special records.
-// Called at Record with the shard's lock held.
-func (sh *shardData) count(r *Record, m *Meta) {
-	i := r.site.metas.slot(m)
-	r.word.Or(uint32(i) << slotShift)
-	if i == noSlot {
-		sh.addSpecial(r)
-		return
-	}
-	r.site.metas.add(i, 1, r.Bytes)
-}
-
-// uncount undoes count, at Release, with the shard's lock held.
-func (sh *shardData) uncount(r *Record) {
-	if i := r.slot(); i != noSlot {
-		r.site.metas.add(i, -1, -r.Bytes)
-		return
-	}
-	delete(sh.special, r)
-}
 
 func (sh *shardData) addSpecial(r *Record) {
 	if sh.special == nil {
@@ -104,21 +235,26 @@ func (sh *shardData) addSpecial(r *Record) {
 	sh.special[r] = struct{}{}
 }
 
-// makeSpecial moves the live record r from its site's slot to its shard's
-// special records: its holders or leaked flag now set it apart.
+// makeSpecial counts the live record r apart from its site's slot, in its
+// shard's special records: its holders or leaked flag now set it apart.
 func (t *Tracker) makeSpecial(r *Record) {
-	if r.slot() == noSlot {
+	if r.word.Load()&specialFlag != 0 {
 		return
 	}
 	sh := &t.shards[r.id%shardCount]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	i := r.slot()
-	if i == noSlot || r.state() != stateLive {
+	w := r.word.Load()
+	if w&specialFlag != 0 || w&stateMask != stateLive {
 		return
 	}
-	r.site.metas.add(i, -1, -r.Bytes)
-	r.word.Or(slotMask)
+	r.word.Or(specialFlag)
+	if i := r.slot(); i == otherSlot {
+		r.site.metas.other.moved.Add(1)
+		r.site.metas.other.movedBytes.Add(r.Bytes)
+	} else {
+		r.site.metas.at(i).moved.Add(1)
+	}
 	sh.addSpecial(r)
 }
 
@@ -133,21 +269,21 @@ func (f Filter) counted() bool {
 // countedGroups fills groups from the sites' slots and the shards'
 // special records: O(sites × shapes + special records). The slots are
 // read without locks, each exact, not all at one instant; their groups
-// have no Oldest.
+// have no Oldest. Each shard's lock is held while its special records are
+// read, not longer.
 func (t *Tracker) countedGroups(groups *grouper, sites []*Site) {
 	for _, s := range sites {
-		for i := range maxSiteMetas {
-			c := s.metas.at(i, false)
-			if c == nil {
-				break
+		s.metas.slots(func(c *metaCount, k *slotKey) {
+			moved, frees := c.moved.Load(), c.frees.Load()
+			if n := c.allocs.Load() - frees - moved; n > 0 {
+				m := k.meta
+				groups.addN(s, m.Kind, m.Device, m.DType, m.Shape, Labels{}, nil, n, n*k.bytes, 0, false, time.Time{})
 			}
-			m := c.meta.Load()
-			if m == nil {
-				break
-			}
-			if n, b := c.count.Load(), c.bytes.Load(); n > 0 {
-				groups.addN(s, m.Kind, m.Device, m.DType, m.Shape, Labels{}, nil, n, b, 0, false, time.Time{})
-			}
+		})
+		o := &s.metas.other
+		moved, movedBytes, frees, freed := o.moved.Load(), o.movedBytes.Load(), o.frees.Load(), o.freedBytes.Load()
+		if n := o.allocs.Load() - frees - moved; n > 0 {
+			groups.addOther(s, n, o.allocBytes.Load()-freed-movedBytes)
 		}
 	}
 	for i := range t.shards {

@@ -81,6 +81,12 @@ type Group struct {
 	Leaked              int64   // how many of Count the collector found without Free
 	Outlived            bool    // these outlived their request
 	HeldBy              *Holder // the extra owner holding them once their own handle is gone
+	// OtherShapes marks, in a snapshot read from counters, the tensors of
+	// a site past the 64 kinds, devices, dtypes and shapes (and sizes) it
+	// counts apart: one group, Kind, Device, DType and Shape empty, so that
+	// a profile shows a bounded number of groups per site whatever the
+	// shapes. The site's figures count them exactly.
+	OtherShapes bool
 }
 
 // Snapshot is an immutable copy of the live set, per site and group.
@@ -176,6 +182,7 @@ type groupKey struct {
 	heldSite            *Site
 	heldHow             string
 	outlived            bool
+	otherShapes         bool
 }
 
 // grouper aggregates allocations into Groups, for SnapshotOf (from records)
@@ -294,6 +301,19 @@ func (gr *grouper) addN(site *Site, kind, device, dtype string, shape []int, lab
 	}
 }
 
+// addOther counts count tensors of bytes in all at site in its
+// other-shapes group.
+func (gr *grouper) addOther(site *Site, count, bytes int64) {
+	k := groupKey{site: site, otherShapes: true}
+	g := gr.groups[k]
+	if g == nil {
+		g = &Group{Site: site, OtherShapes: true}
+		gr.groups[k] = g
+	}
+	g.Count += count
+	g.Bytes += bytes
+}
+
 // finish returns the groups in order and adds their live figures to their
 // sites in bySite, making the entries it lacks.
 func (gr *grouper) finish(bySite map[*Site]*SiteStats) []Group {
@@ -385,15 +405,14 @@ func (t *Tracker) finishSnapshot(f Filter, now time.Time, groups *grouper, alloc
 
 	bySite := make(map[*Site]*SiteStats)
 	for _, s := range t.stacks.sites() {
-		if s.allocs.Load() > 0 {
+		if s.metas.allocated() > 0 {
 			bySite[s] = &SiteStats{Site: s}
 		}
 	}
 	snap.Groups = groups.finish(bySite)
 	snap.Sites = make([]SiteStats, 0, len(bySite))
 	for s, st := range bySite {
-		st.AllocCount = s.allocs.Load()
-		st.AllocBytes = s.allocBytes.Load()
+		st.AllocCount, st.AllocBytes, _, _ = s.metas.figures()
 		st.GCLeaks = s.gcLeaks.Load()
 		if f.counted() {
 			st.OutlivedCount, st.OutlivedBytes = s.outlivedCount.Load(), s.outlivedBytes.Load()
@@ -494,9 +513,20 @@ func sortGroups(groups []Group) {
 
 // groupOrder breaks ties between groups of one site deterministically.
 func groupOrder(a, b Group) int {
-	return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.DType, b.DType),
+	return cmp.Or(compareBool(a.OtherShapes, b.OtherShapes), strings.Compare(a.Kind, b.Kind), strings.Compare(a.DType, b.DType),
 		strings.Compare(a.Device, b.Device), strings.Compare(format.Shape(a.Shape), format.Shape(b.Shape)),
 		strings.Compare(a.Labels.String(), b.Labels.String()), strings.Compare(heldName(a.HeldBy), heldName(b.HeldBy)))
+}
+
+// compareBool orders false first.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 func heldName(h *Holder) string {
@@ -518,7 +548,7 @@ func (t *Tracker) SiteTotals() []SiteStats {
 	sites := t.stacks.sites()
 	out := make([]SiteStats, 0, len(sites))
 	for _, s := range sites {
-		if s.allocs.Load() == 0 {
+		if s.metas.allocated() == 0 {
 			continue
 		}
 		out = append(out, s.Stats())
