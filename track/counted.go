@@ -266,30 +266,111 @@ func (f Filter) counted() bool {
 		len(f.LabelKeys) == 0
 }
 
-// countedGroups fills groups from the sites' slots and the shards'
-// special records: O(sites × shapes + special records). The slots are
-// read without locks, each exact, not all at one instant; their groups
-// have no Oldest. Each shard's lock is held while its special records are
-// read, not longer.
-func (t *Tracker) countedGroups(groups *grouper, sites []*Site) {
+// countedSnapshot is SnapshotOf for a counted filter: the sites' slots
+// and the shards' special records, O(sites × shapes + special records),
+// in a handful of allocations whatever the sites hold, since it may run on
+// an allocation that just failed, where every allocation of a large heap
+// pays the collector's assist. The slots are read without locks, each
+// exact, not all at one instant; their groups have no Oldest. Each shard's
+// lock is held while its special records are read, not longer.
+func (t *Tracker) countedSnapshot(f Filter, now time.Time) *Snapshot {
+	snap := &Snapshot{tracker: t, TrackerName: t.cfg.name, Time: now, Totals: t.Totals(), Filter: f}
+	sites := t.stacks.sites()
+	stats := make([]SiteStats, 0, len(sites))
+	groups := make([]Group, 0, len(sites)+1)
+	var metas []*Meta                  // the Meta of each group of the site being read
+	index := make([]int32, len(sites)) // a site's entry in stats, by site id
 	for _, s := range sites {
-		s.metas.slots(func(c *metaCount, k *slotKey) {
-			moved, frees := c.moved.Load(), c.frees.Load()
-			if n := c.allocs.Load() - frees - moved; n > 0 {
-				m := k.meta
-				groups.addN(s, m.Kind, m.Device, m.DType, m.Shape, Labels{}, nil, n, n*k.bytes, 0, false, time.Time{})
+		if s.id >= len(index) {
+			continue // made since sites was read: nothing of it is counted
+		}
+		index[s.id] = -1
+		st := SiteStats{Site: s, GCLeaks: s.gcLeaks.Load(), OutlivedCount: s.outlivedCount.Load(),
+			OutlivedBytes: s.outlivedBytes.Load()}
+		first := len(groups)
+		metas = metas[:0]
+		count := func(m *Meta, otherShapes bool, n, bytes int64) {
+			st.LiveCount += n
+			st.LiveBytes += bytes
+			for i, seen := range metas { // one Meta in slots of several sizes: one group
+				if seen == m && !otherShapes {
+					groups[first+i].Count += n
+					groups[first+i].Bytes += bytes
+					return
+				}
 			}
-		})
+			metas = append(metas, m)
+			g := Group{Site: s, Count: n, Bytes: bytes, OtherShapes: otherShapes}
+			if !otherShapes {
+				g.Kind, g.Device, g.DType, g.Shape = m.Kind, m.Device, m.DType, m.Shape
+			}
+			groups = append(groups, g)
+		}
+		// One pass: each slot's frees are read before its allocs, so that
+		// no figure read here is negative.
+		for i := range maxSiteMetas {
+			c := s.metas.at(i)
+			if c == nil {
+				break
+			}
+			k := c.key.Load()
+			if k == nil {
+				break // claimed in order
+			}
+			moved, frees := c.moved.Load(), c.frees.Load()
+			allocs := c.allocs.Load()
+			st.AllocCount += allocs
+			st.AllocBytes += allocs * k.bytes
+			if n := allocs - frees - moved; n > 0 {
+				count(k.meta, false, n, n*k.bytes)
+			}
+		}
 		o := &s.metas.other
 		moved, movedBytes, frees, freed := o.moved.Load(), o.movedBytes.Load(), o.frees.Load(), o.freedBytes.Load()
-		if n := o.allocs.Load() - frees - moved; n > 0 {
-			groups.addOther(s, n, o.allocBytes.Load()-freed-movedBytes)
+		allocs, allocBytes := o.allocs.Load(), o.allocBytes.Load()
+		st.AllocCount += allocs
+		st.AllocBytes += allocBytes
+		if n := allocs - frees - moved; n > 0 {
+			count(nil, true, n, allocBytes-freed-movedBytes)
 		}
+		if st.AllocCount == 0 {
+			continue
+		}
+		index[s.id] = int32(len(stats))
+		if len(groups)-first > 1 {
+			sortGroups(groups[first:])
+		}
+		stats = append(stats, st)
 	}
+	if special := t.specialGroups(); len(special) > 0 {
+		for _, g := range special {
+			if g.Site.id < len(index) && index[g.Site.id] >= 0 {
+				st := &stats[index[g.Site.id]] // outlived figures are the site's counters already
+				st.LiveCount += g.Count
+				st.LiveBytes += g.Bytes
+				if st.Oldest.IsZero() || g.Oldest.Before(st.Oldest) {
+					st.Oldest = g.Oldest
+				}
+			}
+		}
+		groups = append(groups, special...)
+		sortGroups(groups) // else in order already: by site, then bytes
+	}
+	sortSites(stats)
+	snap.Groups, snap.Sites = groups, stats
+	return snap
+}
+
+// specialGroups returns the groups of the shards' special records.
+func (t *Tracker) specialGroups() []Group {
+	var groups *grouper
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		for r := range sh.special {
+			if groups == nil {
+				groups = newGrouper(Filter{LabelKeys: []string{}})
+			}
 			m := metaOf(r)
 			leaked := r.leaked()
 			var held *Holder
@@ -305,4 +386,8 @@ func (t *Tracker) countedGroups(groups *grouper, sites []*Site) {
 		}
 		sh.mu.Unlock()
 	}
+	if groups == nil {
+		return nil
+	}
+	return groups.finish(map[*Site]*SiteStats{})
 }

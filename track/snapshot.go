@@ -355,8 +355,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 	now := time.Now()
 	groups := newGrouper(f)
 	if f.counted() {
-		t.countedGroups(groups, t.stacks.sites())
-		return t.finishSnapshot(f, now, groups, nil), nil
+		return t.countedSnapshot(f, now), nil
 	}
 	sinceStart := int64(now.Sub(t.start))
 	wantReq := scopeOf(f.Request).req
@@ -414,9 +413,6 @@ func (t *Tracker) finishSnapshot(f Filter, now time.Time, groups *grouper, alloc
 	for s, st := range bySite {
 		st.AllocCount, st.AllocBytes, _, _ = s.metas.figures()
 		st.GCLeaks = s.gcLeaks.Load()
-		if f.counted() {
-			st.OutlivedCount, st.OutlivedBytes = s.outlivedCount.Load(), s.outlivedBytes.Load()
-		}
 		snap.Sites = append(snap.Sites, *st)
 	}
 	sortSites(snap.Sites)
