@@ -99,3 +99,49 @@ func TestCountedSnapshotMatchesTheWalk(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, empty.Groups, "nothing live, nothing counted")
 }
+
+// A site past its 64 slots keeps exact figures: the shapes past them are
+// counted in one other-shapes group, a tensor there that an extra owner
+// comes to hold moves to a group of its own, and releasing them all
+// leaves nothing live.
+func TestOtherShapesAreCountedExactly(t *testing.T) {
+	tr := newTracker(t)
+	recs := manyShapes(tr, 100)
+	site := recs[0].Site()
+	held := recs[99] // past the slots
+	held.Hold(tr.CallerSite(0), "View")
+	held.Unhold(nil, "")
+
+	snap, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{}})
+	require.NoError(t, err)
+	var other, special *track.Group
+	shapes := 0
+	for i := range snap.Groups {
+		switch g := &snap.Groups[i]; {
+		case g.OtherShapes:
+			other = g
+		case g.HeldBy != nil:
+			special = g
+		default:
+			shapes++
+		}
+	}
+	assert.Equal(t, 64, shapes, "the first 64 shapes keep groups of their own")
+	require.NotNil(t, other)
+	assert.Equal(t, int64(35), other.Count)
+	assert.Equal(t, int64((65+99)*35/2), other.Bytes)
+	require.NotNil(t, special)
+	assert.Equal(t, []int{1, 100}, special.Shape)
+	st := snap.Sites[0]
+	require.Same(t, site, st.Site)
+	assert.Equal(t, int64(100), st.LiveCount)
+	assert.Equal(t, int64(100*101/2), st.LiveBytes)
+	assert.Equal(t, site.Stats().LiveBytes, st.LiveBytes)
+
+	release(t, tr, recs...)
+	st = site.Stats()
+	assert.Equal(t, [3]int64{0, 0, 100}, [3]int64{st.LiveCount, st.LiveBytes, st.AllocCount})
+	empty, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{}})
+	require.NoError(t, err)
+	assert.Empty(t, empty.Groups)
+}

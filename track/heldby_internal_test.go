@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -118,4 +119,60 @@ func findRecord(t *Tracker, id uint64) *Record {
 		}
 	}
 	return nil
+}
+
+// Goroutines that hold, free and release records of one site while
+// another reads HeldBy and the counted snapshot leave the counters at
+// nothing once every record is released: each record's share is taken
+// back exactly once, whatever the interleaving.
+func TestHeldByCountersUnderConcurrentHolders(t *testing.T) {
+	tr, err := New()
+	require.NoError(t, err)
+	view := tr.Caller(0, 1)
+	const workers, each = 4, 200
+	recs := make([][]*Record, workers)
+	for w := range recs {
+		recs[w] = leaves(t, tr, each)
+	}
+	site := recs[0][0].site
+	done := make(chan struct{})
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			for _, hs := range tr.HeldBy([]*Site{site}, 4) {
+				for _, h := range hs {
+					assert.Positive(t, h.Live)
+				}
+			}
+			_, err := tr.SnapshotOf(Filter{LabelKeys: []string{}})
+			assert.NoError(t, err)
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for _, r := range recs[w] {
+				r.Hold(view, "View")
+				r.Unhold(nil, "")
+				r.Hold(view, "Retain")
+				r.Unhold(view, "View")
+				r.Unhold(view, "Retain")
+				assert.NoError(t, tr.Release(r))
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	<-read
+	assert.Equal(t, [][]Holder{{}}, tr.HeldBy([]*Site{site}, 4))
+	st := site.Stats()
+	assert.Zero(t, st.LiveCount)
+	assert.Zero(t, st.LiveBytes)
+	assert.Equal(t, int64(workers*each), st.AllocCount)
 }
