@@ -60,11 +60,11 @@ type otherCount struct {
 
 // siteMetas are a site's counters by Meta and size.
 type siteMetas struct {
+	other  otherCount
 	inline [inlineMetas]metaCount
 	more   atomic.Pointer[[maxSiteMetas - inlineMetas]metaCount]
 	index  atomic.Pointer[map[slotKey]int] // the keys of more: replaced whole, under mu
 	mu     sync.Mutex                      // claims past the inline slots
-	other  otherCount
 }
 
 // matches reports whether c is the slot of m and bytes, claiming it when

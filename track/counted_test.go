@@ -145,3 +145,35 @@ func TestOtherShapesAreCountedExactly(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, empty.Groups)
 }
+
+// TopSites is the head of SiteTotals' order, sites with nothing live left
+// out, without sorting every site.
+func TestTopSitesIsTheHeadOfSiteTotals(t *testing.T) {
+	tr := newTracker(t)
+	recs := manyShapes(tr, 10)
+	for i := range 5 {
+		recs = append(recs, recordA(tr, context.Background(), int64(8*(i+1)), "tensor"))
+	}
+	big := &track.Record{Bytes: 1 << 20, Meta: track.InternMeta("weights", "host", "float32", nil)}
+	require.NoError(t, tr.Record(context.Background(), big, 0)) // a third site, the largest
+	recs = append(recs, big)
+	freed := recordA(tr, context.Background(), 4, "kv")
+	release(t, tr, freed)
+	var live []track.SiteStats
+	for _, st := range tr.SiteTotals() {
+		if st.LiveBytes > 0 {
+			live = append(live, st)
+		}
+	}
+	require.Len(t, live, 3)
+	require.Same(t, big.Site(), live[0].Site)
+	for n := range len(live) + 2 {
+		want := live[:min(n, len(live))]
+		if n == 0 {
+			want = nil
+		}
+		assert.Equal(t, want, tr.TopSites(n), "n=%d", n)
+	}
+	release(t, tr, recs...)
+	assert.Empty(t, tr.TopSites(3))
+}

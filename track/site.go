@@ -33,10 +33,12 @@ type Site struct {
 	// outlived their request (see WithRequest): what a watcher judges.
 	outlivedBytes atomic.Int64
 	outlivedCount atomic.Int64
-	metas         siteMetas     // made and released records by Meta and size
-	held          siteHolders   // the handles holding its records once their own are gone (HeldBy)
-	feeds         *feedSet      // the tracker's, told when outlived figures change
-	told          atomic.Uint64 // the feeds told of a change not yet read
+	// A feed's read of a changed site touches told, the counters above
+	// and metas' first ones: kept together, they share few cache lines.
+	feeds *feedSet      // the tracker's, told when outlived figures change
+	told  atomic.Uint64 // the feeds told of a change not yet read
+	metas siteMetas     // made and released records by Meta and size
+	held  siteHolders   // the handles holding its records once their own are gone (HeldBy)
 
 	symOnce sync.Once
 	frames  []Frame

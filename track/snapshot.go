@@ -553,6 +553,45 @@ func (t *Tracker) SiteTotals() []SiteStats {
 	return out
 }
 
+// TopSites returns up to n sites with live bytes, most first (as
+// SiteTotals orders them), from their counters: O(sites × n), allocating
+// only what it returns, so that an out-of-memory error names its top sites
+// without listing and sorting every site.
+func (t *Tracker) TopSites(n int) []SiteStats {
+	if n <= 0 {
+		return nil
+	}
+	var top []SiteStats
+	for _, s := range t.stacks.sites() {
+		st := s.Stats()
+		if st.LiveBytes <= 0 {
+			continue
+		}
+		if len(top) == n && !siteBefore(st, top[n-1]) {
+			continue
+		}
+		if top == nil {
+			top = make([]SiteStats, 0, n)
+		}
+		i := len(top)
+		for i > 0 && siteBefore(st, top[i-1]) {
+			i--
+		}
+		if len(top) < n {
+			top = append(top, SiteStats{})
+		}
+		copy(top[i+1:], top[i:len(top)-1])
+		top[i] = st
+	}
+	return top
+}
+
+// siteBefore reports whether a sorts before b in sortSites' order.
+func siteBefore(a, b SiteStats) bool {
+	return cmp.Or(cmp.Compare(b.LiveBytes, a.LiveBytes), cmp.Compare(b.AllocBytes, a.AllocBytes),
+		cmp.Compare(a.Site.id, b.Site.id)) < 0
+}
+
 // Top returns up to n sites with live bytes, most first.
 func (s *Snapshot) Top(n int) []SiteStats {
 	if n <= 0 {
