@@ -133,13 +133,14 @@ func (d *Dumper) OutOfMemory(e *tensor.OOMError) {
 	d.mu.Unlock()
 
 	// The live set as it was when the allocation failed: the failing
-	// request frees what it held as soon as the error reaches it. The
-	// snapshot is the default profile's, read from counters by site and
-	// shape (no label, no walk of the live set, no shard lock held longer
-	// than its few special records take): a dump must not make the failing
-	// allocation wait for a walk of a live set that is, by then, as large
-	// as it gets. This filter always validates.
-	job.snap, _ = d.tr.SnapshotOf(track.Filter{LabelKeys: []string{}})
+	// request frees what it held as soon as the error reaches it. What is
+	// taken here is a copy of the counters the default profile is read
+	// from, by site and shape (no label, no walk of the live set, no shard
+	// lock held longer than its few special records take); the snapshot
+	// is built from it on the dumper's goroutine. A dump must not make the
+	// failing allocation wait for a walk of a live set that is, by then, as
+	// large as it gets.
+	job.counts = d.tr.Counts()
 	go d.write(job, done)
 }
 
@@ -148,7 +149,7 @@ type dumpJob struct {
 	Dump
 	seq     int
 	sources *report.Sources
-	snap    *track.Snapshot
+	counts  *track.Counts // the live set when the allocation failed
 }
 
 // write writes one dump's files, then records it, calls OnDump and lets
@@ -184,7 +185,7 @@ func (d *Dumper) writeFiles(job *dumpJob, files *[]string) error {
 		return nil
 	}
 	path := prefix + ".pb.gz"
-	if err := put(path, pprofexport.WriteFile(path, job.snap)); err != nil {
+	if err := put(path, pprofexport.WriteFile(path, job.counts.Snapshot())); err != nil {
 		return err
 	}
 	path = prefix + ".summary.txt"

@@ -266,86 +266,133 @@ func (f Filter) counted() bool {
 		len(f.LabelKeys) == 0
 }
 
-// countedSnapshot is SnapshotOf for a counted filter: the sites' slots
-// and the shards' special records, O(sites × shapes + special records),
-// in a handful of allocations whatever the sites hold, since it may run on
-// an allocation that just failed, where every allocation of a large heap
-// pays the collector's assist. The slots are read without locks, each
-// exact, not all at one instant; their groups have no Oldest. Each shard's
-// lock is held while its special records are read, not longer.
-func (t *Tracker) countedSnapshot(f Filter, now time.Time) *Snapshot {
-	snap := &Snapshot{tracker: t, TrackerName: t.cfg.name, Time: now, Totals: t.Totals(), Filter: f}
+// Counts are the counters the default profile's snapshot is read from,
+// copied at one moment by Tracker.Counts, for a caller that must not wait
+// for the snapshot itself: the allocation that just failed, whose dump
+// (package oomdump) needs the live set as it was then. Snapshot builds the
+// snapshot from them later, on another goroutine. Counts are immutable and
+// safe for concurrent use.
+type Counts struct {
+	tracker *Tracker
+	time    time.Time
+	totals  Totals
+	sites   []countedSite
+	slots   []countedSlot // the sites' live groups, in the order of sites
+	special []Group
+}
+
+// countedSite is one site's figures, and how many of Counts.slots are its.
+type countedSite struct {
+	site                                                      *Site
+	allocs, allocBytes, gcLeaks, outlivedCount, outlivedBytes int64
+	slots                                                     int
+}
+
+// countedSlot is the live count and bytes of one Meta at a site; a nil
+// meta stands for the site's other shapes.
+type countedSlot struct {
+	meta         *Meta
+	count, bytes int64
+}
+
+// Counts copies the counters of the default profile's snapshot: O(sites ×
+// shapes + special records), two allocations of about 80 bytes a site, no
+// walk of the live set, no shard lock held longer than its special records
+// take. (*Counts).Snapshot is SnapshotOf(Filter{LabelKeys: []string{}})
+// as it would have been when Counts ran.
+func (t *Tracker) Counts() *Counts {
+	c := &Counts{tracker: t, totals: t.Totals(), time: time.Now()} // Totals settles the requests
 	sites := t.stacks.sites()
-	stats := make([]SiteStats, 0, len(sites))
-	groups := make([]Group, 0, len(sites)+1)
-	var metas []*Meta                  // the Meta of each group of the site being read
-	index := make([]int32, len(sites)) // a site's entry in stats, by site id
+	c.sites = make([]countedSite, 0, len(sites))
+	c.slots = make([]countedSlot, 0, len(sites)+1)
 	for _, s := range sites {
-		if s.id >= len(index) {
-			continue // made since sites was read: nothing of it is counted
-		}
-		index[s.id] = -1
-		st := SiteStats{Site: s, GCLeaks: s.gcLeaks.Load(), OutlivedCount: s.outlivedCount.Load(),
-			OutlivedBytes: s.outlivedBytes.Load()}
-		first := len(groups)
-		metas = metas[:0]
-		count := func(m *Meta, otherShapes bool, n, bytes int64) {
-			st.LiveCount += n
-			st.LiveBytes += bytes
-			for i, seen := range metas { // one Meta in slots of several sizes: one group
-				if seen == m && !otherShapes {
-					groups[first+i].Count += n
-					groups[first+i].Bytes += bytes
+		cs := countedSite{site: s, gcLeaks: s.gcLeaks.Load(), outlivedCount: s.outlivedCount.Load(),
+			outlivedBytes: s.outlivedBytes.Load()}
+		first := len(c.slots)
+		add := func(m *Meta, n, bytes int64) {
+			for i := first; i < len(c.slots) && m != nil; i++ { // one Meta in slots of several sizes: one group
+				if c.slots[i].meta == m {
+					c.slots[i].count += n
+					c.slots[i].bytes += bytes
 					return
 				}
 			}
-			metas = append(metas, m)
-			g := Group{Site: s, Count: n, Bytes: bytes, OtherShapes: otherShapes}
-			if !otherShapes {
-				g.Kind, g.Device, g.DType, g.Shape = m.Kind, m.Device, m.DType, m.Shape
-			}
-			groups = append(groups, g)
+			c.slots = append(c.slots, countedSlot{meta: m, count: n, bytes: bytes})
 		}
 		// One pass: each slot's frees are read before its allocs, so that
 		// no figure read here is negative.
 		for i := range maxSiteMetas {
-			c := s.metas.at(i)
-			if c == nil {
+			sl := s.metas.at(i)
+			if sl == nil {
 				break
 			}
-			k := c.key.Load()
+			k := sl.key.Load()
 			if k == nil {
 				break // claimed in order
 			}
-			moved, frees := c.moved.Load(), c.frees.Load()
-			allocs := c.allocs.Load()
-			st.AllocCount += allocs
-			st.AllocBytes += allocs * k.bytes
+			moved, frees := sl.moved.Load(), sl.frees.Load()
+			allocs := sl.allocs.Load()
+			cs.allocs += allocs
+			cs.allocBytes += allocs * k.bytes
 			if n := allocs - frees - moved; n > 0 {
-				count(k.meta, false, n, n*k.bytes)
+				add(k.meta, n, n*k.bytes)
 			}
 		}
 		o := &s.metas.other
 		moved, movedBytes, frees, freed := o.moved.Load(), o.movedBytes.Load(), o.frees.Load(), o.freedBytes.Load()
 		allocs, allocBytes := o.allocs.Load(), o.allocBytes.Load()
-		st.AllocCount += allocs
-		st.AllocBytes += allocBytes
+		cs.allocs += allocs
+		cs.allocBytes += allocBytes
 		if n := allocs - frees - moved; n > 0 {
-			count(nil, true, n, allocBytes-freed-movedBytes)
+			add(nil, n, allocBytes-freed-movedBytes)
 		}
-		if st.AllocCount == 0 {
+		if cs.allocs == 0 {
 			continue
 		}
-		index[s.id] = int32(len(stats))
+		cs.slots = len(c.slots) - first
+		c.sites = append(c.sites, cs)
+	}
+	c.special = t.specialGroups()
+	return c
+}
+
+// Snapshot builds the default profile's snapshot from c: every call
+// returns a snapshot of its own, of the moment c was taken.
+func (c *Counts) Snapshot() *Snapshot { return c.snapshot(Filter{LabelKeys: []string{}}) }
+
+// snapshot builds c's snapshot under the counted filter f. Groups have no
+// Oldest but the special records'.
+func (c *Counts) snapshot(f Filter) *Snapshot {
+	t := c.tracker
+	snap := &Snapshot{tracker: t, TrackerName: t.cfg.name, Time: c.time, Totals: c.totals, Filter: f}
+	groups := make([]Group, 0, len(c.slots)+len(c.special))
+	stats := make([]SiteStats, 0, len(c.sites))
+	index := make(map[*Site]int, len(c.sites))
+	slots := c.slots
+	for _, cs := range c.sites {
+		st := SiteStats{Site: cs.site, AllocCount: cs.allocs, AllocBytes: cs.allocBytes, GCLeaks: cs.gcLeaks,
+			OutlivedCount: cs.outlivedCount, OutlivedBytes: cs.outlivedBytes}
+		first := len(groups)
+		for _, sl := range slots[:cs.slots] {
+			st.LiveCount += sl.count
+			st.LiveBytes += sl.bytes
+			g := Group{Site: cs.site, Count: sl.count, Bytes: sl.bytes, OtherShapes: sl.meta == nil}
+			if m := sl.meta; m != nil {
+				g.Kind, g.Device, g.DType, g.Shape = m.Kind, m.Device, m.DType, m.Shape
+			}
+			groups = append(groups, g)
+		}
+		slots = slots[cs.slots:]
 		if len(groups)-first > 1 {
 			sortGroups(groups[first:])
 		}
+		index[cs.site] = len(stats)
 		stats = append(stats, st)
 	}
-	if special := t.specialGroups(); len(special) > 0 {
-		for _, g := range special {
-			if g.Site.id < len(index) && index[g.Site.id] >= 0 {
-				st := &stats[index[g.Site.id]] // outlived figures are the site's counters already
+	if len(c.special) > 0 {
+		for _, g := range c.special {
+			if i, ok := index[g.Site]; ok {
+				st := &stats[i] // outlived figures are the site's counters already
 				st.LiveCount += g.Count
 				st.LiveBytes += g.Bytes
 				if st.Oldest.IsZero() || g.Oldest.Before(st.Oldest) {
@@ -353,7 +400,7 @@ func (t *Tracker) countedSnapshot(f Filter, now time.Time) *Snapshot {
 				}
 			}
 		}
-		groups = append(groups, special...)
+		groups = append(groups, c.special...)
 		sortGroups(groups) // else in order already: by site, then bytes
 	}
 	sortSites(stats)

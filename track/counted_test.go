@@ -177,3 +177,25 @@ func TestTopSitesIsTheHeadOfSiteTotals(t *testing.T) {
 	release(t, tr, recs...)
 	assert.Empty(t, tr.TopSites(3))
 }
+
+// Counts keeps the moment it was taken: its snapshot is the counted one of
+// then, however the live set changed before it was built.
+func TestCountsKeepTheMoment(t *testing.T) {
+	tr := newTracker(t)
+	recs := manyShapes(tr, 70)
+	recs = append(recs, recordA(tr, context.Background(), 64, "tensor"))
+	then, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{}})
+	require.NoError(t, err)
+	counts := tr.Counts()
+	release(t, tr, recs...)
+
+	got := counts.Snapshot()
+	assert.Equal(t, groupsOf(then.Groups), groupsOf(got.Groups))
+	assert.Equal(t, then.Sites, got.Sites)
+	assert.Equal(t, then.Totals.LiveBytes, got.Totals.LiveBytes)
+	assert.Equal(t, then.TrackerName, got.TrackerName)
+	assert.NotSame(t, got, counts.Snapshot(), "each call builds a snapshot of its own")
+	now, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{}})
+	require.NoError(t, err)
+	assert.Empty(t, now.Groups)
+}

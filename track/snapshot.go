@@ -357,7 +357,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 	now := time.Now()
 	groups := newGrouper(f)
 	if f.counted() {
-		return t.countedSnapshot(f, now), nil
+		return t.Counts().snapshot(f), nil
 	}
 	sinceStart := int64(now.Sub(t.start))
 	wantReq := scopeOf(f.Request).req
