@@ -1,6 +1,7 @@
 package track
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,10 +48,14 @@ type slotKey struct {
 }
 
 // metaCount is one slot. Live records are allocs - frees; of those, moved
-// are counted in their shard's special set.
+// are counted in their shard's special set. size is the key's bytes,
+// stored before the key is: a reader that sees the key multiplies by it
+// without following the key's pointer, one cache line fewer a slot.
 type metaCount struct {
 	key                  atomic.Pointer[slotKey]
+	size                 atomic.Int64
 	allocs, frees, moved atomic.Int64
+	claiming             atomic.Bool // set by the one goroutine claiming it
 }
 
 // otherCount are a site's records past its slots, of any Meta and size.
@@ -68,16 +73,17 @@ type siteMetas struct {
 }
 
 // matches reports whether c is the slot of m and bytes, claiming it when
-// free (k is the key to claim it with, made once per slot call).
-func (c *metaCount) matches(m *Meta, bytes int64, k **slotKey) bool {
+// free. A goroutine that finds it being claimed waits the moment the
+// claimer takes to publish the key: once per slot.
+func (c *metaCount) matches(m *Meta, bytes int64) bool {
 	p := c.key.Load()
-	if p == nil {
-		if *k == nil {
-			*k = &slotKey{meta: m, bytes: bytes}
-		}
-		if c.key.CompareAndSwap(nil, *k) {
+	for p == nil {
+		if c.claiming.CompareAndSwap(false, true) {
+			c.size.Store(bytes)
+			c.key.Store(&slotKey{meta: m, bytes: bytes})
 			return true
 		}
+		runtime.Gosched()
 		p = c.key.Load()
 	}
 	return p.meta == m && p.bytes == bytes
@@ -91,9 +97,8 @@ func (c *metaCount) matches(m *Meta, bytes int64, k **slotKey) bool {
 // most maxSiteMetas - inlineMetas times per site), so that a site with
 // many shapes places each record in one map lookup, not a scan.
 func (sm *siteMetas) slot(m *Meta, bytes int64) int {
-	var k *slotKey
 	for i := range sm.inline {
-		if sm.inline[i].matches(m, bytes, &k) {
+		if sm.inline[i].matches(m, bytes) {
 			return i
 		}
 	}
@@ -130,6 +135,7 @@ func (sm *siteMetas) claimMore(m *Meta, bytes int64) int {
 		more = new([maxSiteMetas - inlineMetas]metaCount)
 		sm.more.Store(more)
 	}
+	more[n].size.Store(bytes) // before the key, as matches does
 	more[n].key.Store(&key)
 	next := make(map[slotKey]int, n+1)
 	for k, v := range idx {
@@ -157,7 +163,7 @@ func (sm *siteMetas) slots(f func(c *metaCount, k *slotKey)) {
 	for i := range sm.inline {
 		k := sm.inline[i].key.Load()
 		if k == nil {
-			break // claimed in order: the rest are free
+			return // claimed in order: the rest, and those past them, are free
 		}
 		f(&sm.inline[i], k)
 	}
@@ -176,16 +182,16 @@ func (sm *siteMetas) slots(f func(c *metaCount, k *slotKey)) {
 // are read first, so that live figures read this way are never negative.
 func (sm *siteMetas) figures() (allocs, allocBytes, frees, freedBytes int64) {
 	frees, freedBytes = sm.other.frees.Load(), sm.other.freedBytes.Load()
-	sm.slots(func(c *metaCount, k *slotKey) {
+	sm.slots(func(c *metaCount, _ *slotKey) {
 		n := c.frees.Load()
 		frees += n
-		freedBytes += n * k.bytes
+		freedBytes += n * c.size.Load()
 	})
 	allocs, allocBytes = sm.other.allocs.Load(), sm.other.allocBytes.Load()
-	sm.slots(func(c *metaCount, k *slotKey) {
+	sm.slots(func(c *metaCount, _ *slotKey) {
 		n := c.allocs.Load()
 		allocs += n
-		allocBytes += n * k.bytes
+		allocBytes += n * c.size.Load()
 	})
 	return allocs, allocBytes, frees, freedBytes
 }

@@ -21,11 +21,11 @@ const maxDepth = 32
 // symbolized on first use. It lives as long as its Tracker; sites of one
 // tracker compare by pointer.
 type Site struct {
-	id       int
-	hash     uint64
-	pcs      []uintptr
-	overflow bool
-
+	// A feed's read of a changed site (Stats) touches told, the counters
+	// below and metas' first ones: kept first and together, they share
+	// few cache lines.
+	told  atomic.Uint64 // the feeds told of a change not yet read
+	feeds *feedSet      // the tracker's, told when outlived figures change
 	// Made and released records are counted by Meta and size in metas
 	// (counted.go), one add each; live figures are derived from them.
 	gcLeaks atomic.Int64
@@ -33,12 +33,13 @@ type Site struct {
 	// outlived their request (see WithRequest): what a watcher judges.
 	outlivedBytes atomic.Int64
 	outlivedCount atomic.Int64
-	// A feed's read of a changed site touches told, the counters above
-	// and metas' first ones: kept together, they share few cache lines.
-	feeds *feedSet      // the tracker's, told when outlived figures change
-	told  atomic.Uint64 // the feeds told of a change not yet read
-	metas siteMetas     // made and released records by Meta and size
-	held  siteHolders   // the handles holding its records once their own are gone (HeldBy)
+	metas         siteMetas   // made and released records by Meta and size
+	held          siteHolders // the handles holding its records once their own are gone (HeldBy)
+
+	id       int
+	hash     uint64
+	pcs      []uintptr
+	overflow bool
 
 	symOnce sync.Once
 	frames  []Frame
