@@ -20,12 +20,12 @@ import (
 //
 // The bound: a site keeps at most maxSiteMetas distinct (Meta, bytes)
 // values apart; a record of a further one (a KV cache whose shape follows
-// the sequence length) is counted in the site's other-shapes counters, four
-// atomics instead of one, and the profile shows it in one group marked
-// Group.OtherShapes. The site's figures stay exact either way; what the
-// profile shows per shape is bounded by maxSiteMetas + 1 groups per site,
-// and a record with many shapes costs at most inlineMetas + moreProbes slot
-// compares to place.
+// the sequence length) is counted in the site's other-shapes counters, two
+// atomic adds at Record and two at Release instead of one each, and the
+// profile shows it in one group marked Group.OtherShapes. The site's
+// figures stay exact either way; what the profile shows per shape is
+// bounded by maxSiteMetas + 1 groups per site, and a record costs at most
+// inlineMetas slot compares and one map lookup to place.
 //
 // A record whose holders make it a group of its own (its own handle freed
 // while a View or Retain holds it, or a handle the collector found dropped)
