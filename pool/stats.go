@@ -1,6 +1,6 @@
 package pool
 
-import "github.com/tensorlife/tensorlife/internal/peak"
+import "github.com/tensorlife/tensorlife/internal/hotpath"
 
 // Stats are a pool's figures at one moment. Each is exact, but they are not read at one instant together:
 // while other goroutines allocate, Reserved may differ from Active+Cached by
@@ -32,6 +32,8 @@ type Stats struct {
 	// BadReleases counts releases refused because the block was not handed
 	// out by this allocator: double releases and forged blocks.
 	BadReleases int64
+	// CallbackPanics counts panics recovered from OnOutOfMemory's hook.
+	CallbackPanics int64
 }
 
 // Stats returns the pool's figures. It takes
@@ -57,6 +59,7 @@ func (p *Pool) stats() (s Stats, largestCached int64) {
 		OOMs:         p.ooms.Load(),
 		BadReleases:  p.badReleases.Load(),
 	}
+	s.CallbackPanics = p.hookPanics.Load()
 	for c := range numClasses {
 		fl := &p.classes[c]
 		fl.mu.Lock()
@@ -70,7 +73,7 @@ func (p *Pool) stats() (s Stats, largestCached int64) {
 		}
 	}
 	s.Active = p.active.load()
-	peak.Raise(&p.peakActive, s.Active)
+	hotpath.RaisePeak(&p.peakActive, s.Active)
 	s.Reserved = p.reserved.Load()
 	s.ActiveBlocks = max(0, p.deviceBlocks.Load()-s.CachedBlocks)
 	s.PeakActive = max(p.peakActive.Load(), s.Active)

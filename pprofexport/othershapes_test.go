@@ -33,8 +33,22 @@ func TestTheDefaultProfileBoundsShapesPerSite(t *testing.T) {
 	require.NoError(t, err)
 	var buf bytes.Buffer
 	require.NoError(t, pprofexport.Write(&buf, snap))
-	p, err := profile.Parse(&buf)
+	written, err := profile.Parse(&buf)
 	require.NoError(t, err)
+	built, err := pprofexport.Profile(snap)
+	require.NoError(t, err)
+	for name, p := range map[string]*profile.Profile{"written": written, "built": built} {
+		checkOtherShapes(t, name, p, want)
+	}
+	for i := range recs {
+		require.NoError(t, tr.Release(&recs[i]))
+	}
+}
+
+// checkOtherShapes checks that p shows 64 shapes and one other-shapes
+// sample of the 36 tensors past them, want bytes in all.
+func checkOtherShapes(t *testing.T, name string, p *profile.Profile, want int64) {
+	t.Helper()
 	inuse := -1
 	for i, st := range p.SampleType {
 		if st.Type == "inuse_space" {
@@ -51,16 +65,13 @@ func TestTheDefaultProfileBoundsShapesPerSite(t *testing.T) {
 		}
 		if s.Label[pprofexport.LabelShape][0] == pprofexport.OtherShapes {
 			other++
-			assert.Equal(t, int64(36*(65+100)*4), s.Value[inuse])
-			assert.Empty(t, s.NumLabel[pprofexport.LabelBytes], "the other shapes' tensors differ in size")
+			assert.Equal(t, int64(36*(65+100)*4), s.Value[inuse], name)
+			assert.Empty(t, s.NumLabel[pprofexport.LabelBytes], "%s: the other shapes' tensors differ in size", name)
 			continue
 		}
 		shapes++
 	}
-	assert.Equal(t, 64, shapes)
-	assert.Equal(t, 1, other)
-	assert.Equal(t, want, total)
-	for i := range recs {
-		require.NoError(t, tr.Release(&recs[i]))
-	}
+	assert.Equal(t, 64, shapes, name)
+	assert.Equal(t, 1, other, name)
+	assert.Equal(t, want, total, name)
 }

@@ -4,8 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/tensorlife/tensorlife/internal/allocid"
-	"github.com/tensorlife/tensorlife/internal/peak"
+	"github.com/tensorlife/tensorlife/internal/hotpath"
 
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -32,7 +31,7 @@ func NewDeviceAllocator(dev Device, tracker *track.Tracker) (*DeviceAllocator, e
 	if dev == nil {
 		return nil, fmt.Errorf("%w: nil device", ErrNilAllocator)
 	}
-	a := &DeviceAllocator{dev: dev, tracker: tracker, id: allocid.New()}
+	a := &DeviceAllocator{dev: dev, tracker: tracker, id: hotpath.NewAllocatorID()}
 	track.Attach(tracker, a)
 	return a, nil
 }
@@ -99,7 +98,7 @@ type books struct {
 // add counts an allocation of bytes.
 func (b *books) add(bytes int64) {
 	b.allocs.Add(1)
-	peak.Raise(&b.peak, b.reserved.Add(bytes))
+	hotpath.RaisePeak(&b.peak, b.reserved.Add(bytes))
 }
 
 // remove counts the release of an allocation of bytes.

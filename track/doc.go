@@ -19,7 +19,8 @@
 // (runtime.Callers on a miss, so sites are exactly what it gives) and
 // symbolized when a report asks. Past MaxSites stacks, allocations count
 // under "tensorlife.StackTableOverflow". Site.Location is the line to change:
-// the first frame outside tensorlife and allocation helpers (Helper).
+// the first frame outside tensorlife and the tracker's allocation helpers
+// (HelperFunctions).
 //
 // Snapshot copies the live set: per-site totals, groups (profile samples)
 // and, on request, each allocation with the handles that hold it; Diff tells
@@ -62,7 +63,9 @@
 // Programs never need these; packages tensor and pool use them: Record, Meta
 // and InternMeta; Tracker.Record, Release, SetLabels, HandOver, HandBack,
 // ReportDropped, Note and NoteMisuse; Record.Hold and Unhold; Caller,
-// CallerSite, Intern, FreeLine and FreeSite; Attach and Reserver;
-// SiteFeed, HeldBy, WatchLeaks and MisuseSince for the watcher and
-// tracktest; and TopSites and Counts for the out-of-memory error and dump.
+// CallerSite, Intern, FreeLine and FreeSite; Attach, Detach, Parts, Local
+// and Reserver, through which what is made with a tracker attaches to it
+// (the tracker is the hub its readers need alone); SiteFeed, HeldBy,
+// WatchLeaks and MisuseSince for the watcher and tracktest; and TopSites
+// and Counts for the out-of-memory error and its dump.
 package track

@@ -123,6 +123,8 @@ func (h *siteHistory) fillTo(n uint64) {
 // with timed windows, call Run or Start. An invalid option returns an error
 // matching ErrInvalidOption. Each watcher's windows are its own: watchers of
 // one tracker, made, stopped or dropped, never change each other's verdicts.
+// The watcher attaches itself to tr (track.Attach), weakly, so that a
+// summary or a metrics bridge of tr shows its suspects.
 func New(tr *track.Tracker, opts ...Option) (*Watcher, error) {
 	if tr == nil {
 		return nil, track.ErrNilTracker
@@ -140,6 +142,7 @@ func New(tr *track.Tracker, opts ...Option) (*Watcher, error) {
 		h := w.history(st.Site, 0)
 		h.ring[0], h.runBase = st.OutlivedBytes, st.OutlivedBytes
 	}
+	track.Attach(tr, w)
 	return w, nil
 }
 

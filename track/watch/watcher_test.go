@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -372,37 +373,47 @@ func TestWatcherStop(t *testing.T) {
 }
 
 func TestWatcherTimedWindows(t *testing.T) {
+	// In a synctest bubble the windows' clock is fake: elapse moves it, and
+	// a window ends exactly when its time has come.
 	t.Run("start and stop", func(t *testing.T) {
-		_, w, _ := newWatchedTracker(t, watch.Every(watch.MinEvery))
-		assert.ErrorIs(t, w.Tick(), watch.ErrWindowKind)
-		require.NoError(t, w.Start())
-		assert.ErrorIs(t, w.Start(), watch.ErrRunning)
-		assert.ErrorIs(t, w.Run(context.Background()), watch.ErrRunning)
-		require.Eventually(t, func() bool { return w.WindowsEnded() >= 2 }, 10*time.Second, time.Millisecond)
-		require.NoError(t, w.Stop())
-		ended := w.WindowsEnded()
-		time.Sleep(5 * time.Millisecond)
-		assert.Equal(t, ended, w.WindowsEnded(), "no window ends after Stop returns")
-		assert.ErrorIs(t, w.Stop(), watch.ErrStopped)
-		assert.ErrorIs(t, w.Start(), watch.ErrStopped)
+		synctest.Test(t, func(t *testing.T) {
+			_, w, _ := newWatchedTracker(t, watch.Every(watch.MinEvery))
+			assert.ErrorIs(t, w.Tick(), watch.ErrWindowKind)
+			require.NoError(t, w.Start())
+			assert.ErrorIs(t, w.Start(), watch.ErrRunning)
+			assert.ErrorIs(t, w.Run(context.Background()), watch.ErrRunning)
+			elapse(2 * watch.MinEvery)
+			require.Equal(t, uint64(2), w.WindowsEnded())
+			require.NoError(t, w.Stop())
+			elapse(5 * watch.MinEvery)
+			assert.Equal(t, uint64(2), w.WindowsEnded(), "no window ends after Stop returns")
+			assert.ErrorIs(t, w.Stop(), watch.ErrStopped)
+			assert.ErrorIs(t, w.Start(), watch.ErrStopped)
+		})
 	})
 	t.Run("run until the context ends", func(t *testing.T) {
-		_, w, _ := newWatchedTracker(t, watch.Every(watch.MinEvery))
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- w.Run(ctx) }()
-		require.Eventually(t, func() bool { return w.WindowsEnded() >= 1 }, 10*time.Second, time.Millisecond)
-		cancel()
-		assert.ErrorIs(t, <-done, context.Canceled)
-		require.NoError(t, w.Stop())
+		synctest.Test(t, func(t *testing.T) {
+			_, w, _ := newWatchedTracker(t, watch.Every(watch.MinEvery))
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- w.Run(ctx) }()
+			elapse(watch.MinEvery)
+			require.Equal(t, uint64(1), w.WindowsEnded())
+			cancel()
+			assert.ErrorIs(t, <-done, context.Canceled)
+			require.NoError(t, w.Stop())
+		})
 	})
 	t.Run("run until stopped", func(t *testing.T) {
-		_, w, _ := newWatchedTracker(t, watch.Every(watch.MinEvery))
-		done := make(chan error, 1)
-		go func() { done <- w.Run(context.Background()) }()
-		require.Eventually(t, func() bool { return w.WindowsEnded() >= 1 }, 10*time.Second, time.Millisecond)
-		require.NoError(t, w.Stop())
-		assert.NoError(t, <-done)
+		synctest.Test(t, func(t *testing.T) {
+			_, w, _ := newWatchedTracker(t, watch.Every(watch.MinEvery))
+			done := make(chan error, 1)
+			go func() { done <- w.Run(context.Background()) }()
+			elapse(watch.MinEvery)
+			require.Equal(t, uint64(1), w.WindowsEnded())
+			require.NoError(t, w.Stop())
+			assert.NoError(t, <-done)
+		})
 	})
 	t.Run("stop from the callback", func(t *testing.T) {
 		tr, err := track.New()
@@ -549,4 +560,13 @@ func TestWatcherAgentLoop(t *testing.T) {
 			t.Logf("flagged after %d requests", flaggedAt)
 		})
 	}
+}
+
+// elapse lets d pass on the clock of the synctest bubble it is called in,
+// a little more so that what is due at d has happened, and returns once
+// every other goroutine of the bubble is blocked: the windows due by then
+// have ended.
+func elapse(d time.Duration) {
+	<-time.After(d + time.Microsecond)
+	synctest.Wait()
 }
