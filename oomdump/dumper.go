@@ -121,9 +121,9 @@ func (d *Dumper) OutOfMemory(e *tensor.OOMError) {
 	// The live set as it was when the allocation failed: the failing
 	// request frees what it held as soon as the error reaches it. What is
 	// taken here is a copy of the counters the default profile is read
-	// from, by site and shape (no label, no walk of the live set, no shard
-	// lock held longer than its few special records take); the snapshot
-	// is built from it on the dumper's goroutine. A dump must not make the
+	// from, by site and shape (no label, no walk of the live set, a shard's
+	// lock held only to copy the pointers of its few special records); the
+	// snapshot is built from it on the dumper's goroutine. A dump must not make the
 	// failing allocation wait for a walk of a live set that is, by then, as
 	// large as it gets.
 	job.counts = d.tr.Counts()

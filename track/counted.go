@@ -303,8 +303,8 @@ type countedSlot struct {
 
 // Counts copies the counters of the default profile's snapshot: O(sites ×
 // shapes + special records), two allocations of about 80 bytes a site, no
-// walk of the live set, no shard lock held longer than its special records
-// take. (*Counts).Snapshot is SnapshotOf(Filter{LabelKeys: []string{}})
+// walk of the live set, and each shard's lock held only to copy the
+// pointers of its special records. (*Counts).Snapshot is SnapshotOf(Filter{LabelKeys: []string{}})
 // as it would have been when Counts ran.
 func (t *Tracker) Counts() *Counts {
 	c := &Counts{tracker: t, totals: t.Totals(), time: time.Now()} // Totals settles the requests
@@ -416,31 +416,36 @@ func (c *Counts) snapshot(f Filter) *Snapshot {
 
 // specialGroups returns the groups of the shards' special records.
 func (t *Tracker) specialGroups() []Group {
-	var groups *grouper
+	// Each shard's lock is held to copy its special records' pointers,
+	// not to read them: reading a record takes its holder set's lock.
+	var recs []*Record
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		for r := range sh.special {
-			if groups == nil {
-				groups = newGrouper(Filter{LabelKeys: []string{}})
-			}
-			m := metaOf(r)
-			leaked := r.leaked()
-			var held *Holder
-			if h, ok := r.heldBy(); ok {
-				held = &h
-			}
-			var nLeaked int64
-			if leaked {
-				nLeaked = 1
-			}
-			groups.addN(r.site, m.Kind, m.Device, m.DType, m.Shape, Labels{}, held, 1, r.Bytes, nLeaked,
-				r.outlived(), r.time())
+			recs = append(recs, r)
 		}
 		sh.mu.Unlock()
 	}
-	if groups == nil {
+	if len(recs) == 0 {
 		return nil
+	}
+	groups := newGrouper(Filter{LabelKeys: []string{}})
+	for _, r := range recs {
+		if r.state() != stateLive {
+			continue // released since: its slot no longer counts it either
+		}
+		m := metaOf(r)
+		var held *Holder
+		if h, ok := r.heldBy(); ok {
+			held = &h
+		}
+		var nLeaked int64
+		if r.leaked() {
+			nLeaked = 1
+		}
+		groups.addN(r.site, m.Kind, m.Device, m.DType, m.Shape, Labels{}, held, 1, r.Bytes, nLeaked,
+			r.outlived(), r.time())
 	}
 	return groups.finish(map[*Site]*SiteStats{})
 }
