@@ -177,8 +177,9 @@ type Record struct {
 	holders atomic.Pointer[holderSet] // extra owners; nil while only the own handle holds it
 	id      uint64
 	born    int64 // nanoseconds since the tracker started, monotonic
-	// word packs the state (stateMask), the flags and, above classShift,
-	// the index of the record's device and kind in its shard.
+	// word packs the state (stateMask), the flags, the record's slot at
+	// its site and the special flag (bits 8..15, counted.go) and, above
+	// classShift, the index of the record's device and kind in its shard.
 	word       atomic.Uint32
 	prev, next *Record  // the shard's list
 	req        *request // the request it was made under; nil if none
