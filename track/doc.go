@@ -49,13 +49,13 @@
 // two at Release instead of one each, and a map lookup to place it); it counts at most 16
 // holders apart for HeldBy, the rest as handles made at other sites.
 // Measured as same-run ratios on a shared 2-core machine: an out-of-memory
-// error at 100k live tensors costs 1.02-1.05x the one at 10k (pool
+// error at 100k live tensors costs 0.98-1.05x the one at 10k (pool
 // BenchmarkOOMCostIsFlatInLiveTensors); during an OOM storm another
-// goroutine's Record+Release p99 is 1.09x its calm one
+// goroutine's Record+Release p99 is 1.09-1.14x its calm one
 // (BenchmarkRecordDuringOOMStorm); a default scrape at 1M live tensors
-// costs 0.86-0.93x the one at 10k, and 0.88-1.26x with 256 shapes per site
+// costs 0.86-0.97x the one at 10k, and 0.88-1.26x with 256 shapes per site
 // (pprofexport BenchmarkScrapeCostIsFlatInLiveTensors); a window end reads
-// 45-70 ns per site that changed, no more per site when 10k changed than
+// 45-75 ns per site that changed, no more per site when 10k changed than
 // when 100 did (BenchmarkWindowEnd).
 //
 // # For allocator implementers
