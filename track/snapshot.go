@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/tensorlife/tensorlife/internal/format"
 	"hash/maphash"
 	"maps"
 	"slices"
@@ -172,33 +171,116 @@ func (f Filter) admits(c candidate, req *request) bool {
 // labels by the hash of their content (equal labels from separate
 // WithLabels calls group together; a hash collision is told apart by
 // collide, see SnapshotOf).
-type groupKey struct {
-	site                *Site
-	kind, device, dtype string
-	labels              uint64
-	collide             *labelSet
-	rank                int
-	dims                [8]int
-	long                string
-	heldSite            *Site
-	heldHow             string
-	outlived            bool
-	otherShapes         bool
-}
-
 // grouper aggregates allocations into Groups, for SnapshotOf (from records)
 // and Snapshot.Select (from allocations) alike. With byKeys, groups are
 // told apart by the label keys in keys alone and carry only those: what a
 // profile that shows no other label needs, in memory bounded by the groups
 // whatever the labels hold.
+//
+// Groups are kept in chunks that never move, found by a hash of what tells
+// them apart and told apart by comparing the group itself: a snapshot of
+// 200k groups (a label per request) costs its groups and a small index, not
+// a map of 200-byte keys and a slice grown by copying.
 type grouper struct {
-	groups map[groupKey]*Group
+	index  map[uint64]int32 // a key's hash: its first group; next chains the others
+	chunks [][]Group
+	next   []int32
+	n      int32
 	keys   []string
 	byKeys bool
 }
 
+// groupChunk is how many groups a chunk holds.
+const groupChunk = 1024
+
 func newGrouper(f Filter) *grouper {
-	return &grouper{groups: map[groupKey]*Group{}, keys: f.LabelKeys, byKeys: f.LabelKeys != nil}
+	return &grouper{index: map[uint64]int32{}, keys: f.LabelKeys, byKeys: f.LabelKeys != nil}
+}
+
+func (gr *grouper) at(i int32) *Group { return &gr.chunks[i/groupChunk][i%groupChunk] }
+
+// groupOf is a group's identity: what tells two groups apart.
+type groupOf struct {
+	site                *Site
+	kind, device, dtype string
+	shape               []int
+	labels              Labels
+	held                *Holder
+	outlived, other     bool
+}
+
+func (gr *grouper) hash(k *groupOf) uint64 {
+	// Strings through maphash.String, the rest mixed in as integers: no
+	// step of it allocates, at one hash per record walked.
+	h := mix(0, uint64(k.site.id))
+	h = mix(h, maphash.String(labelSeed, k.kind))
+	h = mix(h, maphash.String(labelSeed, k.device))
+	h = mix(h, maphash.String(labelSeed, k.dtype))
+	h = mix(h, uint64(len(k.shape)))
+	for _, d := range k.shape {
+		h = mix(h, uint64(d))
+	}
+	h = mix(h, gr.labelHash(k.labels))
+	if k.held != nil {
+		h = mix(h, uint64(siteID(k.held.Site))+1)
+		h = mix(h, maphash.String(labelSeed, k.held.How))
+	}
+	if k.outlived {
+		h = mix(h, 1)
+	}
+	if k.other {
+		h = mix(h, 2)
+	}
+	return h
+}
+
+// mix folds x into the hash h.
+func mix(h, x uint64) uint64 {
+	h ^= x + 0x9e3779b97f4a7c15 + h<<6 + h>>2
+	return h * 0xff51afd7ed558ccd
+}
+
+func (gr *grouper) matches(g *Group, k *groupOf) bool {
+	if g.Site != k.site || g.Kind != k.kind || g.Device != k.device || g.DType != k.dtype ||
+		g.Outlived != k.outlived || g.OtherShapes != k.other || !slices.Equal(g.Shape, k.shape) {
+		return false
+	}
+	if (g.HeldBy == nil) != (k.held == nil) ||
+		g.HeldBy != nil && (g.HeldBy.Site != k.held.Site || g.HeldBy.How != k.held.How) {
+		return false
+	}
+	return gr.sameLabels(g.Labels, k.labels)
+}
+
+// group returns the group of k, made empty if it has none yet.
+func (gr *grouper) group(k *groupOf) *Group {
+	h := gr.hash(k)
+	first, ok := gr.index[h]
+	if ok {
+		for i := first; i >= 0; i = gr.next[i] {
+			if g := gr.at(i); gr.matches(g, k) {
+				return g
+			}
+		}
+	}
+	i := gr.n
+	if int(i/groupChunk) == len(gr.chunks) {
+		gr.chunks = append(gr.chunks, make([]Group, groupChunk))
+	}
+	gr.n++
+	next := int32(-1)
+	if ok {
+		next = first
+	}
+	gr.next = append(gr.next, next)
+	gr.index[h] = i
+	g := gr.at(i)
+	*g = Group{Site: k.site, Kind: k.kind, Device: k.device, DType: k.dtype, Shape: k.shape,
+		Labels: gr.groupLabels(k.labels), Outlived: k.outlived, OtherShapes: k.other}
+	if k.held != nil {
+		g.HeldBy = &Holder{Site: k.held.Site, How: k.held.How}
+	}
+	return g
 }
 
 // labelHash returns the hash groups of labels are keyed by.
@@ -252,6 +334,9 @@ func (gr *grouper) groupLabels(l Labels) Labels {
 	if len(kv) == 0 {
 		return Labels{}
 	}
+	if len(kv) == 2*l.Len() {
+		return l // every label of l is a key: it is its own group's labels
+	}
 	return NewLabels(kv...)
 }
 
@@ -270,47 +355,21 @@ func (gr *grouper) add(site *Site, kind, device, dtype string, shape []int, labe
 // the collector, as add counts one.
 func (gr *grouper) addN(site *Site, kind, device, dtype string, shape []int, labels Labels, held *Holder,
 	count, bytes, leaked int64, outlived bool, born time.Time) {
-	k := groupKey{site: site, kind: kind, device: device, dtype: dtype, labels: gr.labelHash(labels), rank: len(shape),
+	k := groupOf{site: site, kind: kind, device: device, dtype: dtype, shape: shape, labels: labels, held: held,
 		outlived: outlived}
-	if len(shape) <= len(k.dims) {
-		copy(k.dims[:], shape)
-	} else {
-		k.long = format.Shape(shape)
-	}
-	if held != nil {
-		k.heldSite, k.heldHow = held.Site, held.How
-	}
-	g := gr.groups[k]
-	if g != nil && !gr.sameLabels(g.Labels, labels) {
-		// Two label sets with one hash: keep them apart by pointer.
-		k.collide = labels.set
-		g = gr.groups[k]
-	}
-	if g == nil {
-		g = &Group{Site: site, Kind: kind, Device: device, DType: dtype, Shape: shape, Labels: gr.groupLabels(labels),
-			Oldest: born, Outlived: outlived}
-		if held != nil {
-			g.HeldBy = &Holder{Site: held.Site, How: held.How}
-		}
-		gr.groups[k] = g
+	g := gr.group(&k)
+	if g.Count == 0 || born.Before(g.Oldest) {
+		g.Oldest = born
 	}
 	g.Count += count
 	g.Bytes += bytes
 	g.Leaked += leaked
-	if born.Before(g.Oldest) {
-		g.Oldest = born
-	}
 }
 
 // addOther counts count tensors of bytes in all at site in its
 // other-shapes group.
 func (gr *grouper) addOther(site *Site, count, bytes int64) {
-	k := groupKey{site: site, otherShapes: true}
-	g := gr.groups[k]
-	if g == nil {
-		g = &Group{Site: site, OtherShapes: true}
-		gr.groups[k] = g
-	}
+	g := gr.group(&groupOf{site: site, other: true})
 	g.Count += count
 	g.Bytes += bytes
 }
@@ -318,9 +377,18 @@ func (gr *grouper) addOther(site *Site, count, bytes int64) {
 // finish returns the groups in order and adds their live figures to their
 // sites in bySite, making the entries it lacks.
 func (gr *grouper) finish(bySite map[*Site]*SiteStats) []Group {
-	out := make([]Group, 0, len(gr.groups))
-	for _, g := range gr.groups {
-		out = append(out, *g)
+	var out []Group
+	if len(gr.chunks) == 1 {
+		out = gr.chunks[0][:gr.n] // most snapshots: one chunk, no copy
+	} else {
+		out = make([]Group, 0, gr.n)
+		for i := range gr.n {
+			out = append(out, *gr.at(i))
+		}
+	}
+	gr.chunks, gr.next, gr.index = nil, nil, nil
+	for i := range out {
+		g := &out[i]
 		st := bySite[g.Site]
 		if st == nil {
 			st = &SiteStats{Site: g.Site}
@@ -362,6 +430,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 	sinceStart := int64(now.Sub(t.start))
 	wantReq := scopeOf(f.Request).req
 	var allocs []Allocation
+	var heldBuf Holder
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
@@ -375,15 +444,15 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 				continue
 			}
 			var holders []Holder
-			var held *Holder
+			var held *Holder // into heldBuf: the grouper copies what it keeps
 			if f.Allocations {
 				// Listed holders and the group's holder come from one read.
 				holders = r.holderList(leaked)
 				if h, ok := heldByOf(holders); ok {
-					held = &h
+					heldBuf, held = h, &heldBuf
 				}
 			} else if h, ok := r.heldBy(); ok {
-				held = &h
+				heldBuf, held = h, &heldBuf
 			}
 			groups.add(r.site, m.Kind, m.Device, m.DType, m.Shape, labels, held, r.Bytes, leaked, outlived, r.time())
 			if f.Allocations {
@@ -505,15 +574,41 @@ func sortGroups(groups []Group) {
 		if c := cmp.Or(cmp.Compare(a.Site.id, b.Site.id), cmp.Compare(b.Bytes, a.Bytes)); c != 0 {
 			return c
 		}
-		return groupOrder(a, b) // formats shapes and labels: only on ties
+		return groupOrder(a, b) // only on ties
 	})
 }
 
-// groupOrder breaks ties between groups of one site deterministically.
+// groupOrder breaks ties between groups of one site deterministically,
+// comparing in place: 200k groups of one site with equal bytes (a label per
+// request) sort without formatting a shape or a label set.
 func groupOrder(a, b Group) int {
 	return cmp.Or(compareBool(a.OtherShapes, b.OtherShapes), strings.Compare(a.Kind, b.Kind), strings.Compare(a.DType, b.DType),
-		strings.Compare(a.Device, b.Device), strings.Compare(format.Shape(a.Shape), format.Shape(b.Shape)),
-		strings.Compare(a.Labels.String(), b.Labels.String()), strings.Compare(heldName(a.HeldBy), heldName(b.HeldBy)))
+		strings.Compare(a.Device, b.Device), slices.Compare(a.Shape, b.Shape),
+		compareLabels(a.Labels, b.Labels), compareHolders(a.HeldBy, b.HeldBy))
+}
+
+// compareLabels orders label sets by their sorted pairs.
+func compareLabels(a, b Labels) int {
+	if a.set == b.set {
+		return 0
+	}
+	var ak, bk []string
+	if a.set != nil {
+		ak = a.set.kv
+	}
+	if b.set != nil {
+		bk = b.set.kv
+	}
+	return slices.Compare(ak, bk)
+}
+
+// compareHolders orders the holders groups are held by, none first.
+func compareHolders(a, b *Holder) int {
+	switch {
+	case a == nil || b == nil:
+		return compareBool(a != nil, b != nil)
+	}
+	return cmp.Or(strings.Compare(a.How, b.How), cmp.Compare(siteID(a.Site), siteID(b.Site)), cmp.Compare(a.Live, b.Live))
 }
 
 // compareBool orders false first.
@@ -525,13 +620,6 @@ func compareBool(a, b bool) int {
 		return 1
 	}
 	return -1
-}
-
-func heldName(h *Holder) string {
-	if h == nil {
-		return ""
-	}
-	return h.String()
 }
 
 func sortSites(s []SiteStats) {
