@@ -340,12 +340,14 @@ type CacheStats struct {
 	// Bytes is what the cache's entries count against its budget: their
 	// masks' held bytes, their keys and CacheEntryOverhead each (see
 	// Cache); Entries is how many it holds.
-	Bytes, Entries int64
-	MaxBytes       int64 // the byte budget (the cache's MaxBytes option)
-	MaxEntries     int64 // the entry bound
-	Hits, Misses   int64
-	Evictions      int64 // entries dropped to keep the bounds
-	Rejected       int64 // entries not cached: costing more than the budget
+	Bytes      int64
+	Entries    int64
+	MaxBytes   int64 // the byte budget (the cache's MaxBytes option)
+	MaxEntries int64 // the entry bound
+	Hits       int64
+	Misses     int64
+	Evictions  int64 // entries dropped to keep the bounds
+	Rejected   int64 // entries not cached: costing more than the budget
 }
 
 // Stats reads the cache's figures without

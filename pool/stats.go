@@ -10,23 +10,30 @@ type Stats struct {
 	// Reserved bytes are held from the device; Active are in blocks handed
 	// out; Cached are in idle blocks kept for reuse. All are after rounding
 	// to the allocator's block sizes.
-	Reserved, Active, Cached int64
+	Reserved int64
+	Active   int64
+	Cached   int64
 	// ActiveBlocks and CachedBlocks count the blocks behind Active and
 	// Cached.
-	ActiveBlocks, CachedBlocks int64
+	ActiveBlocks int64
+	CachedBlocks int64
 	// PeakReserved is the highest Reserved ever. PeakActive is the highest
 	// Active seen at a device allocation or a Stats call.
-	PeakReserved, PeakActive int64
+	PeakReserved int64
+	PeakActive   int64
 	// Limit is the memory budget in bytes; 0 means none.
 	Limit int64
 	// MaxCached is the cap on Cached; -1 means none.
 	MaxCached int64
 	// DeviceAllocs and DeviceFrees count calls that reached the device.
-	DeviceAllocs, DeviceFrees int64
+	DeviceAllocs int64
+	DeviceFrees  int64
 	// Hits are allocations served from the cache; Misses went to the device
 	// (or failed). Evictions are cached blocks returned to the device to keep
 	// the cache bounded or to make room.
-	Hits, Misses, Evictions int64
+	Hits      int64
+	Misses    int64
+	Evictions int64
 	// OOMs counts allocations refused for lack of memory.
 	OOMs int64
 	// BadReleases counts releases refused because the block was not handed

@@ -79,7 +79,9 @@ type DeviceMemory struct {
 	// a negative total or free memory outside [0, total] is clamped, so
 	// that Used - Outside (tensorlife's), Outside and Free are never
 	// negative and always add up to Total.
-	Used, Free, Total int64
+	Used  int64
+	Free  int64
+	Total int64
 	// Reserved is what the allocators on this device hold: those attached
 	// to the tracker (track.Attach) and those in Sources.Pools.
 	Reserved int64

@@ -240,7 +240,8 @@ type AdoptedStats struct {
 	Pending int64
 	// Failed counts the Release calls that returned an error, Panicked
 	// those that panicked (the panic recovered), on any goroutine.
-	Failed, Panicked int64
+	Failed   int64
+	Panicked int64
 	// LastDroppedErr is the error of the latest failed or panicking Release
 	// of a dropped adoption, which no caller could be handed; nil if none.
 	// It matches ErrForeignPanic for a panic.

@@ -41,10 +41,12 @@ func NewDeviceAllocator(dev Device, tracker *track.Tracker) (*DeviceAllocator, e
 // DeviceAllocator). Each is exact; they are not read at one instant
 // together.
 type AllocatorStats struct {
-	Device         string
-	Reserved, Peak int64 // bytes held from the device, now and at most
-	Blocks         int64 // allocations not yet released
-	Allocs, Frees  int64 // calls that reached the device
+	Device   string
+	Reserved int64 // bytes held from the device
+	Peak     int64 // the most bytes ever held from it
+	Blocks   int64 // allocations not yet released
+	Allocs   int64 // allocations that reached the device
+	Frees    int64 // frees that reached the device
 }
 
 // Stats reports the bytes and blocks the allocator holds from the device.

@@ -653,7 +653,8 @@ type DoubleFreeError struct {
 	SecondFree *track.Site // where it was freed again; nil if untracked
 	// FirstDeferred and SecondDeferred say that Free ran from a defer
 	// statement, whose line its site names (with frame-pointer capture).
-	FirstDeferred, SecondDeferred bool
+	FirstDeferred  bool
+	SecondDeferred bool
 }
 
 func (e *DoubleFreeError) Error() string {

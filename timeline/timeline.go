@@ -34,7 +34,8 @@ type Timeline struct {
 	// time (From if the window holds none): the window ends with the
 	// workload, not when the timeline was built, so the picture shows no
 	// stretch after it where nothing happened.
-	From, To int64
+	From int64
+	To   int64
 	// Times are the sample instants, From first and To last.
 	Times []int64
 	// Series are live bytes at each sample: the top sites by Peak, largest

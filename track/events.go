@@ -63,14 +63,18 @@ func (t *Tracker) remember(i uint64, e Event) {
 
 // Misuse is one double free or use after free, with its lines.
 type Misuse struct {
-	Kind                          EventKind // EventDoubleFree or EventUseAfterFree
-	Seq, ID                       uint64    // order among the tracker's misuses, from 1; the record's id
-	Bytes                         int64
-	Labels                        Labels
-	Allocated, FirstFree          *Site // nil when unknown
-	SecondFree, Use               *Site // of a double free, of a use after free
-	FirstDeferred, SecondDeferred bool  // that Free ran from a defer statement
-	req                           *request
+	Kind           EventKind // EventDoubleFree or EventUseAfterFree
+	Seq            uint64    // order among the tracker's misuses, from 1
+	ID             uint64    // the record's id
+	Bytes          int64
+	Labels         Labels
+	Allocated      *Site // nil when unknown
+	FirstFree      *Site // nil when unknown
+	SecondFree     *Site // of a double free
+	Use            *Site // of a use after free
+	FirstDeferred  bool  // the first Free ran from a defer statement
+	SecondDeferred bool  // the second Free did
+	req            *request
 }
 
 // MadeUnder reports whether m's allocation was made under ctx's request.

@@ -8,13 +8,14 @@ import (
 
 // Event is one entry of the history.
 type Event struct {
-	Kind              EventKind
-	Time              int64 // nanoseconds since Tracker.Started
-	ID                uint64
-	Bytes             int64
-	Site              *Site  // nil if unknown
-	AllocKind, Device string // the allocation's kind and device, if any
-	Labels            Labels
+	Kind      EventKind
+	Time      int64 // nanoseconds since Tracker.Started
+	ID        uint64
+	Bytes     int64
+	Site      *Site  // nil if unknown
+	AllocKind string // the allocation's kind, if any
+	Device    string // the allocation's device, if any
+	Labels    Labels
 }
 
 // ring is one shard's part of the history. Guarded by the shard's mutex.
@@ -56,10 +57,11 @@ func (r *ring) snapshot(dst []Event) []Event {
 
 // HistoryLog is a copy of the event history.
 type HistoryLog struct {
-	Start                 time.Time // Event.Time counts from it
-	Events                []Event   // oldest first
-	Dropped, DroppedUntil int64     // overwritten events; the latest Time among them
-	Capacity              int
+	Start        time.Time // Event.Time counts from it
+	Events       []Event   // oldest first
+	Dropped      int64     // overwritten events
+	DroppedUntil int64     // the latest Time among them
+	Capacity     int
 }
 
 // History returns a copy of the event history, oldest first.

@@ -14,9 +14,10 @@ import (
 // Holder is a kind of handle keeping an allocation alive (its own, a View, a
 // Retain, a cache entry) by the line that made it.
 type Holder struct {
-	Site          *Site  // where the handle was made; nil for those past the bound
-	How           string // "Retain", "View", an owner's name; "allocation" for the own handle
-	Live, Dropped int    // handles neither freed nor found dropped; found dropped without Free
+	Site    *Site  // where the handle was made; nil for those past the bound
+	How     string // "Retain", "View", an owner's name; "allocation" for the own handle
+	Live    int    // handles neither freed nor found dropped
+	Dropped int    // found dropped without Free
 }
 
 // howOwn is Holder.How of an allocation's own handle, the one New returned.

@@ -47,8 +47,9 @@ type ownerBook struct {
 
 // OwnerSite is what one line made that an owner holds.
 type OwnerSite struct {
-	Site         *Site // nil for the lines past the bound, counted together
-	Count, Bytes int64
+	Site  *Site // nil for the lines past the bound, counted together
+	Count int64
+	Bytes int64
 }
 
 // bookFor returns o's book, listed in t's registry.
@@ -118,7 +119,8 @@ type OwnerStats struct {
 	Name     string
 	MaxBytes int64
 	// Count and Bytes are the live tensors handed to it and their bytes.
-	Count, Bytes int64
+	Count int64
+	Bytes int64
 	// Sites are the lines that made what it holds, most bytes first.
 	Sites []OwnerSite
 	// Dropped: the Owner was collected while it still held these; each of

@@ -63,10 +63,11 @@ func (s *Site) outlived(bytes, count int64) {
 
 // Frame is one symbolized frame of a Site.
 type Frame struct {
-	PC             uintptr
-	Function, File string
-	Line           int
-	Entry          uintptr // the function's entry PC; 0 if unknown
+	PC       uintptr
+	Function string
+	File     string
+	Line     int
+	Entry    uintptr // the function's entry PC; 0 if unknown
 }
 
 // String renders the frame as "function (file:line)".

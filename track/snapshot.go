@@ -13,18 +13,20 @@ import (
 
 // Allocation is a copy of one live record, as a snapshot holds it.
 type Allocation struct {
-	ID                  uint64
-	Bytes               int64
-	Kind, Device, DType string
-	Shape               []int
-	Labels              Labels
-	Time                time.Time // when it was recorded
-	Site                *Site
-	Leaked              bool     // the collector found a handle of it dropped without Free
-	Outlived            bool     // it outlived its request (WithRequest)
-	Owner               *Owner   // what it was handed to (HandOver); nil if none
-	Holders             []Holder // the handles that keep it, by the line that made them
-	req                 *request // for Filter.Request in Snapshot.Select
+	ID       uint64
+	Bytes    int64
+	Kind     string
+	Device   string
+	DType    string
+	Shape    []int
+	Labels   Labels
+	Time     time.Time // when it was recorded
+	Site     *Site
+	Leaked   bool     // the collector found a handle of it dropped without Free
+	Outlived bool     // it outlived its request (WithRequest)
+	Owner    *Owner   // what it was handed to (HandOver); nil if none
+	Holders  []Holder // the handles that keep it, by the line that made them
+	req      *request // for Filter.Request in Snapshot.Select
 }
 
 // LiveHolders counts the handles neither freed nor found dropped.
@@ -61,26 +63,32 @@ func (a *Allocation) MadeUnder(ctx context.Context) bool {
 
 // SiteStats are one site's figures: live ones as a snapshot saw them.
 type SiteStats struct {
-	Site                         *Site
-	LiveCount, LiveBytes         int64
-	AllocCount, AllocBytes       int64     // since the tracker started
-	GCLeaks                      int64     // found by the collector without Free
-	Oldest                       time.Time // of the oldest live allocation; zero if none
-	OutlivedCount, OutlivedBytes int64     // of the live ones, those that outlived their request
+	Site          *Site
+	LiveCount     int64
+	LiveBytes     int64
+	AllocCount    int64     // since the tracker started
+	AllocBytes    int64     // and their bytes
+	GCLeaks       int64     // found by the collector without Free
+	Oldest        time.Time // of the oldest live allocation; zero if none
+	OutlivedCount int64     // of the live ones, those that outlived their request
+	OutlivedBytes int64     // and their bytes
 }
 
 // Group aggregates the live allocations alike in every field: one profile
 // sample, so profiles cost O(groups), not O(tensors).
 type Group struct {
-	Site                *Site
-	Kind, Device, DType string
-	Shape               []int
-	Labels              Labels
-	Count, Bytes        int64
-	Oldest              time.Time
-	Leaked              int64   // how many of Count the collector found without Free
-	Outlived            bool    // these outlived their request
-	HeldBy              *Holder // the extra owner holding them once their own handle is gone
+	Site     *Site
+	Kind     string
+	Device   string
+	DType    string
+	Shape    []int
+	Labels   Labels
+	Count    int64
+	Bytes    int64
+	Oldest   time.Time
+	Leaked   int64   // how many of Count the collector found without Free
+	Outlived bool    // these outlived their request
+	HeldBy   *Holder // the extra owner holding them once their own handle is gone
 	// OtherShapes marks, in a snapshot read from counters, the tensors of
 	// a site past the 64 kinds, devices, dtypes and shapes (and sizes) it
 	// counts apart: one group, Kind, Device, DType and Shape empty, so that
@@ -703,16 +711,21 @@ func (s *Snapshot) Top(n int) []SiteStats {
 
 // SiteDelta is how one site changed.
 type SiteDelta struct {
-	Site                       *Site
-	LiveCount, LiveBytes       int64 // change
-	AllocCount, AllocBytes     int64 // made in between
-	OldLiveBytes, NewLiveBytes int64
+	Site         *Site
+	LiveCount    int64 // change
+	LiveBytes    int64 // change
+	AllocCount   int64 // made in between
+	AllocBytes   int64 // and their bytes
+	OldLiveBytes int64
+	NewLiveBytes int64
 }
 
 // Delta is what changed between two snapshots.
 type Delta struct {
-	From, To     time.Time
-	Grew, Shrank []SiteDelta // most change first
+	From   time.Time
+	To     time.Time
+	Grew   []SiteDelta // most change first
+	Shrank []SiteDelta // most change first
 }
 
 // Diff tells what changed from before to after.

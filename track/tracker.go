@@ -466,22 +466,30 @@ func (t *Tracker) intern(pcs []uintptr) *Site {
 
 // Totals are a tracker's counters at one moment.
 type Totals struct {
-	LiveCount, LiveBytes, PeakBytes int64
-	Allocs, AllocBytes, Frees       int64 // since start
-	GCLeaks, Misuse                 int64 // handles found dropped; double frees, foreign releases, reuses
-	Sites                           int   // call stacks kept
-	Overflowed                      int64 // allocations past MaxSites
+	LiveCount  int64
+	LiveBytes  int64
+	PeakBytes  int64
+	Allocs     int64 // since start
+	AllocBytes int64 // their bytes
+	Frees      int64 // since start
+	GCLeaks    int64 // handles found dropped
+	Misuse     int64 // double frees, foreign releases, reuses
+	Sites      int   // call stacks kept
+	Overflowed int64 // allocations past MaxSites
 	// OutlivedCount and OutlivedBytes are the live tensors that outlived
 	// their request: what a watcher judges, summed over the sites.
-	OutlivedCount, OutlivedBytes int64
-	LabelsTruncated              int64 // tensors recorded with labels cut to the bounds (WithLabels)
+	OutlivedCount   int64
+	OutlivedBytes   int64
+	LabelsTruncated int64 // tensors recorded with labels cut to the bounds (WithLabels)
 	// Served by runtime.Callers: StackFallbacks, captures the walk refused;
 	// StackUncached, captures past a full walk cache. StackMismatches are
 	// walks not trusted since they named other frames.
-	StackFallbacks, StackMismatches, StackUncached int64
-	FreeLinesLost                                  int64 // frees whose line the full free-line table lost
-	HelpersUnmatched                               int   // HelperFunctions names no stack has matched yet
-	events                                         [numEventKinds]int64
+	StackFallbacks   int64
+	StackMismatches  int64
+	StackUncached    int64
+	FreeLinesLost    int64 // frees whose line the full free-line table lost
+	HelpersUnmatched int   // HelperFunctions names no stack has matched yet
+	events           [numEventKinds]int64
 }
 
 // Event returns the count of events of kind k.
@@ -546,8 +554,10 @@ func (t *Tracker) Totals() Totals {
 
 // ClassStats are the live figures of one device and kind.
 type ClassStats struct {
-	Device, Kind         string
-	LiveCount, LiveBytes int64
+	Device    string
+	Kind      string
+	LiveCount int64
+	LiveBytes int64
 }
 
 // LiveByClass returns the live figures by device and kind that hold live

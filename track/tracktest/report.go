@@ -82,8 +82,9 @@ type LeakError struct {
 	// tensor once however many of its handles are listed; Handles counts
 	// those handles (Live ones by Allocation.LiveHolders, Dropped ones by
 	// Holder.Dropped).
-	Tensors, Handles int
-	Bytes            int64
+	Tensors int
+	Handles int
+	Bytes   int64
 	// MoreDropped counts tensors found dropped beyond those listed: a
 	// check keeps at most 1000 of them, so that a test dropping handles in
 	// a loop cannot grow the report without bound.
