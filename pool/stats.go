@@ -83,3 +83,14 @@ func (p *Pool) stats() (s Stats, largestCached int64) {
 func (p *Pool) Reserved() (device string, bytes int64) {
 	return p.dev.Name(), p.reserved.Load()
 }
+
+// Headroom returns the pool's budget (0: none) and the bytes it may still
+// hand out before it refuses an allocation: the budget less the bytes in
+// blocks handed out, since cached blocks go back to the device before an
+// allocation is refused (a Pool is a track.Budgeted).
+func (p *Pool) Headroom() (budget, left int64) {
+	if p.budget == 0 {
+		return 0, 0
+	}
+	return p.budget, max(p.budget-p.active.load(), 0)
+}

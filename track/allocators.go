@@ -115,3 +115,13 @@ func (t *Tracker) ReservedOn(device string) int64 {
 	}
 	return sum
 }
+
+// Budgeted is an attached allocator with a memory budget (a pool made with
+// one), found by type assertion on Allocators: a forecast of when a leak
+// runs out of memory divides what it may still take by the leak's rate.
+type Budgeted interface {
+	Reserver
+	// Headroom returns the budget in bytes (0: none) and the bytes the
+	// allocator may still hand out before it refuses one.
+	Headroom() (budget, left int64)
+}
