@@ -183,3 +183,19 @@ func File(file string) string {
 	}
 	return file
 }
+
+// Forecast renders a leak's forecast as every report says it: "runs out in
+// ~2h10m at 12 KiB/s". The time is rounded to what a forecast can claim:
+// minutes past an hour, seconds past a minute.
+func Forecast(runsOutIn time.Duration, bytesPerSecond float64) string {
+	var in string
+	switch d := runsOutIn; {
+	case d >= time.Hour:
+		in = strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+	case d >= time.Minute:
+		in = d.Round(time.Second).String()
+	default:
+		in = Age(d)
+	}
+	return "runs out in ~" + in + " at " + Bytes(int64(bytesPerSecond)) + "/s"
+}

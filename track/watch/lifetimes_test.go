@@ -63,24 +63,34 @@ func seedMask(t testing.TB, ctx context.Context, tr *track.Tracker, tokens int) 
 	return record(t, ctx, tr, int64(tokens*tokens))
 }
 
+// The seed's leak (examples/agentleak's shape: a mask per decode step, each
+// kept in a global map) is named within 8 requests in every one of 20 runs
+// of differing prompts, steps and activations.
 func TestSeedLeakNamedWithin8Requests(t *testing.T) {
-	tr, w, log := watchedTracker(t, "seed")
-	var kept []*track.Record // the seed's bug: every mask kept in a global map
-	named := flaggedAt(t, w, log, 40, func(int) {
-		ctx, end := track.WithRequest(context.Background())
-		defer end()
-		for step := 1; step <= 16; step++ {
-			kept = append(kept, seedMask(t, ctx, tr, 64+step))
-			release(t, tr, record(t, ctx, tr, 1<<20)) // in flight, freed at once
+	named := 0
+	for run := uint64(1); run <= 20; run++ {
+		tr, w, log := watchedTracker(t, "seed")
+		rng := rand.New(rand.NewPCG(run, 0x5eed))
+		var kept []*track.Record // the seed's bug: every mask kept in a global map
+		at := flaggedAt(t, w, log, 40, func(int) {
+			ctx, end := track.WithRequest(context.Background())
+			defer end()
+			prompt := 32 + rng.IntN(64)
+			for step := 1; step <= 8+rng.IntN(24); step++ {
+				kept = append(kept, seedMask(t, ctx, tr, prompt+step))
+				release(t, tr, record(t, ctx, tr, 256<<10+rng.Int64N(2<<20))) // in flight, freed at once
+			}
+		})
+		if assert.NotZero(t, at, "run %d: the leak is named", run) && assert.LessOrEqual(t, at, 8, "run %d", run) {
+			named++
 		}
-	})
-	require.NotZero(t, named, "the leak is named")
-	t.Logf("the seed's leak is named after %d requests", named)
-	assert.LessOrEqual(t, named, 8)
-	s := log.all()[0]
-	assert.Contains(t, s.Site.Location().Function, "seedMask")
-	assert.Positive(t, s.OutlivedBytes)
-	release(t, tr, kept...)
+		if s := log.all(); len(s) > 0 {
+			assert.Contains(t, s[0].Site.Location().Function, "seedMask")
+			assert.Positive(t, s[0].OutlivedBytes)
+		}
+		release(t, tr, kept...)
+	}
+	t.Logf("the seed's leak is named within 8 requests in %d of 20 runs", named)
 }
 
 // server runs requests that overlap: each lives for its own number of

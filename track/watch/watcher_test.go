@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -199,7 +200,7 @@ func TestWatcherPlateau(t *testing.T) {
 		wantCleared uint64 // first window it is no longer a suspect
 	}{
 		{"warm-up shorter than most-of", 5, 0, 0},
-		{"growth then plateau", 10, 6, 18},
+		{"growth then plateau", 10, 6, 26},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -219,7 +220,7 @@ func TestWatcherPlateau(t *testing.T) {
 			}
 			require.Len(t, log.all(), 1)
 			assert.Equal(t, tt.wantFlag, log.all()[0].SinceWindow)
-			assert.Equal(t, tt.wantCleared, cleared, "cleared K windows into the plateau")
+			assert.Equal(t, tt.wantCleared, cleared, "cleared 2·K windows into the plateau")
 		})
 	}
 }
@@ -371,57 +372,71 @@ func TestWatcherStop(t *testing.T) {
 	assert.ErrorIs(t, w.Start(), watch.ErrWindowKind)
 }
 
+// Timed windows run in a synctest bubble: the clock moves only when every
+// goroutine of the test waits, so each window ends at a known instant.
 func TestWatcherTimedWindows(t *testing.T) {
 	t.Run("start and stop", func(t *testing.T) {
-		_, w, _ := newWatchedTracker(t, watch.Every(watch.MinEvery))
-		assert.ErrorIs(t, w.Tick(), watch.ErrWindowKind)
-		require.NoError(t, w.Start())
-		assert.ErrorIs(t, w.Start(), watch.ErrRunning)
-		assert.ErrorIs(t, w.Run(context.Background()), watch.ErrRunning)
-		require.Eventually(t, func() bool { return w.WindowsEnded() >= 2 }, 10*time.Second, time.Millisecond)
-		require.NoError(t, w.Stop())
-		ended := w.WindowsEnded()
-		time.Sleep(5 * time.Millisecond)
-		assert.Equal(t, ended, w.WindowsEnded(), "no window ends after Stop returns")
-		assert.ErrorIs(t, w.Stop(), watch.ErrStopped)
-		assert.ErrorIs(t, w.Start(), watch.ErrStopped)
+		synctest.Test(t, func(t *testing.T) {
+			_, w, _ := newWatchedTracker(t, watch.Every(time.Second))
+			assert.ErrorIs(t, w.Tick(), watch.ErrWindowKind)
+			require.NoError(t, w.Start())
+			assert.ErrorIs(t, w.Start(), watch.ErrRunning)
+			assert.ErrorIs(t, w.Run(context.Background()), watch.ErrRunning)
+			time.Sleep(2*time.Second + time.Millisecond)
+			synctest.Wait()
+			assert.Equal(t, uint64(2), w.WindowsEnded())
+			require.NoError(t, w.Stop())
+			time.Sleep(5 * time.Second)
+			synctest.Wait()
+			assert.Equal(t, uint64(2), w.WindowsEnded(), "no window ends after Stop returns")
+			assert.ErrorIs(t, w.Stop(), watch.ErrStopped)
+			assert.ErrorIs(t, w.Start(), watch.ErrStopped)
+		})
 	})
 	t.Run("run until the context ends", func(t *testing.T) {
-		_, w, _ := newWatchedTracker(t, watch.Every(watch.MinEvery))
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- w.Run(ctx) }()
-		require.Eventually(t, func() bool { return w.WindowsEnded() >= 1 }, 10*time.Second, time.Millisecond)
-		cancel()
-		assert.ErrorIs(t, <-done, context.Canceled)
-		require.NoError(t, w.Stop())
+		synctest.Test(t, func(t *testing.T) {
+			_, w, _ := newWatchedTracker(t, watch.Every(time.Second))
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- w.Run(ctx) }()
+			time.Sleep(time.Second + time.Millisecond)
+			synctest.Wait()
+			assert.Equal(t, uint64(1), w.WindowsEnded())
+			cancel()
+			assert.ErrorIs(t, <-done, context.Canceled)
+			require.NoError(t, w.Stop())
+		})
 	})
 	t.Run("run until stopped", func(t *testing.T) {
-		_, w, _ := newWatchedTracker(t, watch.Every(watch.MinEvery))
-		done := make(chan error, 1)
-		go func() { done <- w.Run(context.Background()) }()
-		require.Eventually(t, func() bool { return w.WindowsEnded() >= 1 }, 10*time.Second, time.Millisecond)
-		require.NoError(t, w.Stop())
-		assert.NoError(t, <-done)
+		synctest.Test(t, func(t *testing.T) {
+			_, w, _ := newWatchedTracker(t, watch.Every(time.Second))
+			done := make(chan error, 1)
+			go func() { done <- w.Run(context.Background()) }()
+			time.Sleep(time.Second + time.Millisecond)
+			synctest.Wait()
+			assert.Equal(t, uint64(1), w.WindowsEnded())
+			require.NoError(t, w.Stop())
+			assert.NoError(t, <-done)
+		})
 	})
 	t.Run("stop from the callback", func(t *testing.T) {
-		tr, err := track.New()
-		require.NoError(t, err)
-		stopped := make(chan error, 1)
-		var w *watch.Watcher
-		w, err = watch.New(tr, watch.Every(watch.MinEvery), watch.Windows(1), watch.MostOf(1),
-			watch.MinGrowth(0), watch.OnSuspect(func(watch.Suspect) { stopped <- w.Stop() }))
-		require.NoError(t, err)
-		site := &siteDriver{tr: tr, bytes: 512}
-		site.setLive(t, 1)
-		require.NoError(t, w.Start())
-		select {
-		case err := <-stopped:
-			assert.NoError(t, err)
-		case <-time.After(10 * time.Second):
-			t.Fatal("the watcher never reported the growing site")
-		}
-		assert.ErrorIs(t, w.Stop(), watch.ErrStopped)
+		synctest.Test(t, func(t *testing.T) {
+			tr, err := track.New()
+			require.NoError(t, err)
+			stopped := make(chan error, 1)
+			var w *watch.Watcher
+			w, err = watch.New(tr, watch.Every(watch.MinEvery), watch.Windows(1), watch.MostOf(1),
+				watch.MinGrowth(0), watch.OnSuspect(func(watch.Suspect) { stopped <- w.Stop() }))
+			require.NoError(t, err)
+			site := &siteDriver{tr: tr, bytes: 512}
+			site.setLive(t, 1)
+			require.NoError(t, w.Start())
+			assert.NoError(t, <-stopped, "the first window reports the site, and its callback stops the watcher")
+			synctest.Wait()
+			assert.Equal(t, uint64(1), w.WindowsEnded())
+			assert.ErrorIs(t, w.Stop(), watch.ErrStopped)
+			site.setLive(t, 0)
+		})
 	})
 	t.Run("counted windows cannot run", func(t *testing.T) {
 		_, w, _ := newWatchedTracker(t)

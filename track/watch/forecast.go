@@ -1,0 +1,150 @@
+package watch
+
+import (
+	"math"
+	"time"
+
+	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// What a forecast's headroom is, as Suspect.HeadroomOf says it.
+const (
+	HeadroomPoolBudget   = "pool budget"   // a pool's budget less what its blocks hold
+	HeadroomDeviceMemory = "device memory" // the device's free bytes
+)
+
+// nameDevices sets the device of the sites flagged at window n: the device
+// with most of each site's live bytes, from one snapshot read from
+// counters for all of them, outside the watcher's lock: flags are rare.
+func (w *Watcher) nameDevices(flagged []*siteHistory, n uint64) {
+	snap, err := w.tr.SnapshotOf(track.Filter{LabelKeys: []string{}})
+	if err != nil {
+		return // not with this filter; the forecast stays unknown
+	}
+	want := make(map[*track.Site]map[string]int64, len(flagged))
+	for _, h := range flagged {
+		want[h.site] = map[string]int64{}
+	}
+	for _, g := range snap.Groups {
+		if by := want[g.Site]; by != nil {
+			by[g.Device] += g.Bytes
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, h := range flagged {
+		if s := h.suspect; s != nil && s.SinceWindow == n {
+			var most int64
+			for d, b := range want[h.site] {
+				if b > most || (b == most && d < s.Device) {
+					s.Device, most = d, b
+				}
+			}
+		}
+	}
+}
+
+// estimate is one suspect's growth rate, read under the lock, to be turned
+// into a forecast once the headroom is known.
+type estimate struct {
+	suspect   *Suspect
+	device    string
+	perSecond float64
+	at        time.Time
+}
+
+// forecast updates every suspect's RunsOutIn from its growth over the
+// windows since its growth began (at most History) and the headroom of its
+// device, asked of the tracker's attached allocators outside the lock:
+// they are other packages' code.
+func (w *Watcher) forecast() {
+	w.mu.Lock()
+	n := w.windows.Load()
+	size := uint64(len(w.times))
+	ests := make([]estimate, 0, len(w.suspects))
+	for _, h := range w.suspects {
+		h.fillTo(n)
+		from := max(h.baseAt, n-min(n, uint64(w.cfg.history)))
+		e := estimate{suspect: h.suspect, device: h.suspect.Device, at: w.times[n%size]}
+		if dt := e.at.Sub(w.times[from%size]).Seconds(); dt > 0 {
+			e.perSecond = float64(h.value(n)-h.value(from)) / dt
+		}
+		ests = append(ests, e)
+	}
+	w.mu.Unlock()
+	if len(ests) == 0 {
+		return
+	}
+	type room struct {
+		left int64
+		of   string
+	}
+	rooms := map[string]room{}
+	for _, e := range ests {
+		if _, ok := rooms[e.device]; !ok && e.device != "" {
+			left, of := w.headroom(e.device)
+			rooms[e.device] = room{left, of}
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, e := range ests {
+		s := e.suspect
+		if h := w.sites[s.Site.ID()]; h == nil || h.suspect != s {
+			continue // cleared meanwhile
+		}
+		r := rooms[e.device]
+		s.GrowthPerSecond, s.Headroom, s.HeadroomOf, s.ForecastAt = e.perSecond, r.left, r.of, e.at
+		s.RunsOutIn = runsOutIn(r.left, r.of, e.perSecond)
+	}
+}
+
+// runsOutIn is left bytes at perSecond; 0 when either is unknown.
+func runsOutIn(left int64, of string, perSecond float64) time.Duration {
+	if of == "" || perSecond <= 0 || math.IsNaN(perSecond) {
+		return 0
+	}
+	secs := float64(max(left, 0)) / perSecond
+	if secs >= float64(math.MaxInt64)/float64(time.Second) {
+		return time.Duration(math.MaxInt64)
+	}
+	return max(time.Duration(secs*float64(time.Second)), time.Nanosecond)
+}
+
+// headroom returns the bytes the allocators on device may still take, and
+// of what: the smallest headroom of the pools with a budget there (the
+// first to refuse), else the device's free memory as one of the
+// allocators reaches it; of is empty when neither is known.
+func (w *Watcher) headroom(device string) (left int64, of string) {
+	var free int64
+	haveFree := false
+	for _, a := range w.tr.Allocators() {
+		if d, _ := a.Reserved(); d != device {
+			continue
+		}
+		if b, ok := a.(track.Budgeted); ok {
+			if budget, l := b.Headroom(); budget > 0 && (of != HeadroomPoolBudget || l < left) {
+				left, of = l, HeadroomPoolBudget
+			}
+		}
+		if d, ok := a.(interface{ Device() tensor.Device }); ok && !haveFree {
+			if f, _, err := d.Device().MemInfo(); err == nil {
+				free, haveFree = f, true
+			}
+		}
+	}
+	if of == "" && haveFree {
+		left, of = free, HeadroomDeviceMemory
+	}
+	return left, of
+}
+
+// forecastOf says what s's forecast runs out of, "pool budget on cuda:0";
+// empty without a forecast.
+func forecastOf(s Suspect) string {
+	if s.RunsOutIn == 0 {
+		return ""
+	}
+	return s.HeadroomOf + " on " + s.Device
+}
