@@ -65,7 +65,13 @@ func (w *Watcher) forecast() {
 	ests := make([]estimate, 0, len(w.suspects))
 	for _, h := range w.suspects {
 		h.fillTo(n)
+		// From the first window that grew: the time before it, since the
+		// baseline, says nothing of the rate, only of when it began.
 		from := max(h.baseAt, n-min(n, uint64(w.cfg.history)))
+		for from < n && h.value(from+1) <= h.value(from) {
+			from++
+		}
+		from++
 		e := estimate{suspect: h.suspect, device: h.suspect.Device, at: w.times[n%size]}
 		if dt := e.at.Sub(w.times[from%size]).Seconds(); dt > 0 {
 			e.perSecond = float64(h.value(n)-h.value(from)) / dt
