@@ -17,7 +17,7 @@ type instruments struct {
 	cacheHits, cacheMisses, cacheEvictions                metric.Int64Observable
 	deviceUsage, deviceLimit, gpuUsage, gpuLimit          metric.Int64Observable
 	suspects, flags, windows, stackFallbacks              metric.Int64Observable
-	stackUncached, freeLinesLost                          metric.Int64Observable
+	stackUncached, freeLinesLost, runsOutIn               metric.Int64Observable
 }
 
 // spec describes one instrument: where it goes and what it is.
@@ -87,6 +87,7 @@ func (in *instruments) create(meter metric.Meter, src *report.Sources) ([]metric
 			spec{&in.suspects, upDown, "tensorlife.watcher.suspect.active", "{site}", "Current leak suspects."},
 			spec{&in.flags, counter, "tensorlife.watcher.flags", "{site}", "Times the growth watcher flagged a site as a leak suspect."},
 			spec{&in.windows, counter, "tensorlife.watcher.windows", "{window}", "Windows the growth watcher ended."},
+			spec{&in.runsOutIn, gauge, "tensorlife.watcher.suspect.runs_out_in", "s", "Shortest forecast, over the current leak suspects on a device, of the time until the memory they draw from (a pool budget, else the device's free memory) runs out at their growth rate."},
 		)
 	}
 	out := make([]metric.Observable, 0, len(specs))

@@ -90,6 +90,13 @@
 //	tensorlife.watcher.suspect.active   {site}        UpDownCounter  current leak suspects
 //	tensorlife.watcher.flags           {site}        Counter        times a site became a suspect
 //	tensorlife.watcher.windows         {window}      Counter        windows the watcher ended
+//	tensorlife.watcher.suspect.runs_out_in  s        Gauge          shortest forecast of the suspects on a device
+//
+// tensorlife.watcher.suspect.runs_out_in is the shortest Suspect.RunsOutIn
+// of the current suspects on each device, in whole seconds (at least 1),
+// with tensorlife.device and tensorlife.forecast.memory ("pool budget" or
+// "device memory": what runs out). A device without a suspect with a
+// forecast has no point, so an alert on it clears when the suspect does.
 package oteltrack
 
 import (
@@ -99,6 +106,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -109,6 +117,7 @@ import (
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/watch"
 )
 
 // Errors returned by this package.
@@ -250,6 +259,7 @@ func (m *Metrics) Stop() error {
 // Attribute keys.
 const (
 	attrDevice      = "tensorlife.device"
+	attrForecastOf  = "tensorlife.forecast.memory"
 	attrKind        = "tensorlife.tensor.kind"
 	attrPoolState   = "tensorlife.pool.memory.state"
 	attrCache       = "tensorlife.cache.name"
@@ -332,6 +342,11 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(in.suspects, int64(w.SuspectCount()))
 		o.ObserveInt64(in.flags, tt.Event(track.EventLeakSuspect))
 		o.ObserveInt64(in.windows, int64(w.WindowsEnded()))
+		if w.SuspectCount() > 0 {
+			for k, secs := range shortestForecasts(w.Suspects()) {
+				o.ObserveInt64(in.runsOutIn, secs, m.attr(attrKey{attrDevice, k.device, attrForecastOf, k.of}))
+			}
+		}
 	}
 	return nil
 }
@@ -387,6 +402,26 @@ func sumCaches(caches []report.CacheSource) map[string]mask.CacheStats {
 		t.Misses += s.Misses
 		t.Evictions += s.Evictions
 		out[s.Name] = t
+	}
+	return out
+}
+
+// forecastKey is a device and what runs out on it.
+type forecastKey struct{ device, of string }
+
+// shortestForecasts returns the shortest forecast of the suspects on each
+// device, in whole seconds, rounded up: a forecast under a second is 1.
+func shortestForecasts(suspects []watch.Suspect) map[forecastKey]int64 {
+	out := map[forecastKey]int64{}
+	for _, s := range suspects {
+		if s.RunsOutIn <= 0 {
+			continue
+		}
+		secs := int64((s.RunsOutIn + time.Second - 1) / time.Second)
+		k := forecastKey{s.Device, s.HeadroomOf}
+		if cur, ok := out[k]; !ok || secs < cur {
+			out[k] = secs
+		}
 	}
 	return out
 }
