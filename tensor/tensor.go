@@ -68,6 +68,9 @@ type Tensor struct {
 	state  atomic.Uint32
 	how    uint8 // howOwn, howRetain, howView, or an owner's index
 	inline bool  // the handle is an ownedTensor's: its block follows it
+	// handing: this handle gave the allocation to an owner (HandTo); its
+	// Free, HandBack or drop gives it back.
+	handing bool
 }
 
 // blk returns the block this handle owns a share of; nil for a zero Tensor.
@@ -301,6 +304,10 @@ func (b *block) tracker() *track.Tracker { return b.rec.Tracker() }
 // the handle freed, while the handle is still reachable.
 func (t *Tensor) dropped() {
 	b := t.b
+	if tr := b.tracker(); tr != nil && t.handing {
+		t.handing = false
+		_ = tr.HandBack(&b.rec) // the owner let go by dropping its handle
+	}
 	if tr := b.tracker(); tr != nil && !tr.ReportDropped(&b.rec, t.site, howName(t.how)) {
 		return // the tracker keeps the memory; the handle is counted dropped
 	}
@@ -361,13 +368,20 @@ func (t *Tensor) Free() error {
 	if !t.inline {
 		runtime.SetFinalizer(t, nil) // an ownedTensor's goes with its last owner
 	}
+	var err error
 	if tr := b.tracker(); tr != nil {
 		// The line names the first free in a misuse report: a short
 		// capture, numbered once per distinct line, keeps Free cheap.
 		t.state.Store(freedUnknown + tr.FreeLine(1)) // from Free's caller
 		b.rec.Unhold(t.site, howName(t.how))
+		if t.handing {
+			t.handing = false
+			if b.extra.Load() != 0 { // others hold it still: it is theirs again
+				err = tr.HandBack(&b.rec)
+			}
+		}
 	}
-	return b.unref(false)
+	return errors.Join(err, b.unref(false))
 }
 
 // A freed handle's state is freedUnknown plus the number of the line that

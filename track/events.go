@@ -76,7 +76,7 @@ type Misuse struct {
 // MadeUnder reports whether m's allocation was made under ctx's request.
 func (m *Misuse) MadeUnder(ctx context.Context) bool {
 	req := scopeOf(ctx).req
-	return req != nil && m.req == req
+	return req != nil && m.req.within(req)
 }
 
 // misuseLogSize bounds the misuses a tracker remembers for MisuseSince;

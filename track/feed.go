@@ -74,6 +74,7 @@ func (t *Tracker) SiteFeed() *SiteFeed {
 func (f *SiteFeed) Changed(dst []SiteStats) []SiteStats {
 	sf := f.feed
 	t := sf.t
+	t.settle() // requests whose contexts are done count as ended before the read
 	if sf.slot < 0 || sf.first {
 		sf.first = false
 		bit := uint64(1) << max(sf.slot, 0)

@@ -53,17 +53,14 @@ type holderSet struct {
 	own     int8 // the allocation's own handle: 1 live, 0 freed, -1 dropped and kept
 	entries [maxHolders]holderCount
 	other   holderCount
-	owner   *Owner // what HandOver gave the record to; nil if nothing
+	// owner is the book of what HandOver gave the record to, nil if
+	// nothing; handovers counts the HandOvers not yet handed back.
+	owner     *ownerBook
+	handovers int32
 }
 
-// setOwner records o as the owner the record was handed to.
-func (s *holderSet) setOwner(o *Owner) {
-	s.mu.Lock()
-	s.owner = o
-	s.mu.Unlock()
-}
-
-// ownerOf returns what HandOver gave r to, nil if nothing.
+// ownerOf returns what HandOver gave r to, nil if nothing or if that owner
+// was collected.
 func (r *Record) ownerOf() *Owner {
 	s := r.holders.Load()
 	if s == nil {
@@ -71,7 +68,29 @@ func (r *Record) ownerOf() *Owner {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.owner
+	if s.owner == nil {
+		return nil
+	}
+	return s.owner.owner.Value()
+}
+
+// leaveOwner takes r out of its owner's figures, on release. Called with
+// r's shard lock held.
+func (r *Record) leaveOwner() {
+	if r.word.Load()&handedFlag == 0 {
+		return
+	}
+	s := r.holders.Load()
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	b := s.owner
+	s.owner, s.handovers = nil, 0
+	s.mu.Unlock()
+	if b != nil {
+		b.add(r.site, -r.Bytes, -1)
+	}
 }
 
 type holderCount struct {
@@ -256,6 +275,7 @@ func (t *Tracker) HeldBy(sites []*Site, max int) [][]Holder {
 	for i, s := range sites {
 		index[s] = i
 	}
+	t.settle()
 	counts := make([]map[key]int, len(sites))
 	for i := range counts {
 		counts[i] = map[key]int{}

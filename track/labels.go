@@ -23,7 +23,12 @@ type labelSet struct {
 	kv        []string
 	hash      uint64
 	truncated bool // a value or key was cut, or keys were dropped (maxLabelKeys)
+	inline    [2 * inlineLabels]string
 }
+
+// inlineLabels is how many pairs a label set holds without a slice of its
+// own: a request's id and a model, say.
+const inlineLabels = 2
 
 // Bounds of one label set: every report that prints labels stays bounded
 // whatever a request puts in them (a header's value, an id per request).
@@ -57,7 +62,12 @@ const badKey = "!BADKEY"
 // value pairs) besides ctx's, at most 16 keys of 256 bytes (longer ones are
 // cut and marked "…", further keys dropped under "!DROPPED", and counted:
 // Totals.LabelsTruncated). When ctx can end and is under no request yet, it
-// also begins one that ends with ctx, as WithRequest does.
+// also begins one that ends when ctx is done, as WithRequest does; every
+// reader sees that end at once. Such a request is a job of ctx: on a
+// worker's long-lived context, each WithLabels call begins one, and a job
+// also ends once 64 later jobs of the same context have allocated, so that
+// what a job leaks is judged (see WithRequest to end a job exactly). No
+// goroutine or callback is registered per call.
 func WithLabels(ctx context.Context, kv ...string) context.Context {
 	if len(kv) == 0 {
 		return ctx
@@ -66,12 +76,23 @@ func WithLabels(ctx context.Context, kv ...string) context.Context {
 		ctx = context.Background() // as LabelsFrom reads a nil ctx
 	}
 	sc := scopeOf(ctx)
-	sc.labels = Labels{set: sc.labels}.with(kv).set
-	if sc.req == nil && ctx.Done() != nil {
-		sc.req = &request{}
-		context.AfterFunc(ctx, sc.req.end)
+	set := (*labelSet)(nil)
+	if sc.req == nil {
+		if done := ctx.Done(); done != nil {
+			// The request and its labels in one allocation: every record
+			// made under it keeps both.
+			both := &struct {
+				q request
+				l labelSet
+			}{q: request{done: done, job: true}}
+			sc.req, set = &both.q, &both.l
+		}
 	}
-	return context.WithValue(ctx, scopeKey{}, sc)
+	if set == nil {
+		set = &labelSet{}
+	}
+	sc.labels = Labels{set: sc.labels}.withInto(set, kv).set
+	return withScope(ctx, sc)
 }
 
 // LabelsFrom returns the labels ctx carries.
@@ -80,12 +101,52 @@ func LabelsFrom(ctx context.Context) Labels { return Labels{set: scopeOf(ctx).la
 // NewLabels builds Labels from key, value pairs, as WithLabels does.
 func NewLabels(kv ...string) Labels { return Labels{}.with(kv) }
 
-func (l Labels) with(kv []string) Labels {
+func (l Labels) with(kv []string) Labels { return l.withInto(&labelSet{}, kv) }
+
+// withInto is with, filling set with the result when it holds few keys.
+func (l Labels) withInto(set *labelSet, kv []string) Labels {
 	if len(kv)%2 == 1 {
 		last := kv[len(kv)-1]
 		kv = append(kv[:len(kv)-1:len(kv)-1], badKey, last)
 	}
 	truncated := l.set != nil && l.set.truncated
+	if l.Len()+len(kv)/2 > maxLabelKeys {
+		return l.withMany(kv, truncated)
+	}
+	// At most maxLabelKeys pairs: merge in place, with no map, in the one
+	// slice the set keeps (its inline array for a few).
+	pairs := set.inline[:0]
+	if n := 2*l.Len() + len(kv); n > len(set.inline) {
+		pairs = make([]string, 0, n)
+	}
+	if l.set != nil {
+		pairs = append(pairs, l.set.kv...)
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		k, kc := cut(kv[i])
+		v, vc := cut(kv[i+1])
+		truncated = truncated || kc || vc
+		j := 0
+		for j < len(pairs) && pairs[j] != k {
+			j += 2
+		}
+		if j < len(pairs) {
+			pairs[j+1] = v
+			continue
+		}
+		pairs = append(pairs, k, v)
+		for j = len(pairs) - 2; j > 0 && pairs[j-2] > pairs[j]; j -= 2 { // insertion: few keys
+			pairs[j-2], pairs[j-1], pairs[j], pairs[j+1] = pairs[j], pairs[j+1], pairs[j-2], pairs[j-1]
+		}
+	}
+	set.kv, set.truncated = pairs, truncated
+	set.hash = hashLabels(pairs)
+	return Labels{set: set}
+}
+
+// withMany is with for more keys than a set keeps: the keys past the bound
+// are dropped and counted under droppedKey.
+func (l Labels) withMany(kv []string, truncated bool) Labels {
 	m := make(map[string]string, l.Len()+len(kv)/2)
 	l.Range(func(k, v string) bool { m[k] = v; return true })
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -111,18 +172,27 @@ func (l Labels) with(kv []string) Labels {
 		m[droppedKey] = strconv.Itoa(dropped)
 		truncated = true
 	}
-	set := &labelSet{kv: make([]string, 0, 2*len(keys)), truncated: truncated}
+	pairs := make([]string, 0, 2*len(keys))
+	for _, k := range keys {
+		pairs = append(pairs, k, m[k])
+	}
+	return Labels{set: newLabelSet(pairs, truncated)}
+}
+
+// newLabelSet makes the set of pairs, sorted by key, keys unique.
+func newLabelSet(pairs []string, truncated bool) *labelSet {
+	return &labelSet{kv: pairs, truncated: truncated, hash: hashLabels(pairs)}
+}
+
+// hashLabels hashes sorted pairs: equal sets hash alike.
+func hashLabels(pairs []string) uint64 {
 	h := maphash.Hash{}
 	h.SetSeed(labelSeed)
-	for _, k := range keys {
-		set.kv = append(set.kv, k, m[k])
-		h.WriteString(k)
-		h.WriteByte(0)
-		h.WriteString(m[k])
+	for _, s := range pairs {
+		h.WriteString(s)
 		h.WriteByte(0)
 	}
-	set.hash = h.Sum64()
-	return Labels{set: set}
+	return h.Sum64()
 }
 
 // labelSeed seeds every label hash of the process.

@@ -2,6 +2,8 @@ package track
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -14,13 +16,29 @@ import (
 // set and no clock. A record made under it is outlived from then on: the
 // record need not be touched, as outlived() reads the request's end.
 //
-// Lock order: a shard's lock, then a request's; the request's lock is never
-// held while a shard's is taken.
+// A request ends when its context is done, and every reader sees it at
+// once: readers settle the requests whose contexts are done before they
+// read (Tracker.settle), so nothing waits for a goroutine to run, and no
+// goroutine or callback is registered per request.
+//
+// Lock order: a shard's lock, then a request's, then a request book
+// shard's; end is never called with a book shard's lock held.
 type request struct {
-	mu    sync.Mutex
-	ended atomic.Bool // set under mu, read without it by outlived
-	sites []reqSite   // what is in flight, by site
-	more  map[*Site]*reqSite
+	mu     sync.Mutex
+	ended  atomic.Bool     // set under mu, read without it by outlived
+	done   <-chan struct{} // the context's: closed once the request is over
+	parent *request        // the request it was begun under, for scopes
+	sites  []reqSite       // what is in flight, by site; starts in first
+	more   map[*Site]*reqSite
+	first  [1]reqSite
+
+	// job marks a request begun by WithLabels: one of the jobs of its
+	// context (see jobHorizon).
+	job bool
+	// book and more are the books that list the request, one per tracker
+	// it has recorded in (most requests know one); under mu.
+	book      *requestBook
+	moreBooks []*requestBook
 }
 
 // reqSite is what a request holds in flight at one site.
@@ -49,6 +67,9 @@ func (q *request) addLocked(site *Site, bytes, count int64) {
 		return
 	}
 	if len(q.sites) < maxListedSites {
+		if q.sites == nil {
+			q.sites = q.first[:0]
+		}
 		q.sites = append(q.sites, reqSite{site: site, bytes: bytes, count: count})
 		return
 	}
@@ -56,6 +77,26 @@ func (q *request) addLocked(site *Site, bytes, count int64) {
 		q.more = make(map[*Site]*reqSite)
 	}
 	q.more[site] = &reqSite{site: site, bytes: bytes, count: count}
+}
+
+// isDone reports whether q's context is done: one non-blocking receive.
+func (q *request) isDone() bool {
+	select {
+	case <-q.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// within reports whether q is anc or was begun under it.
+func (q *request) within(anc *request) bool {
+	for ; q != nil; q = q.parent {
+		if q == anc {
+			return true
+		}
+	}
+	return false
 }
 
 // scopeKey is the context key of a scope.
@@ -72,46 +113,99 @@ func scopeOf(ctx context.Context) scope {
 	if ctx == nil {
 		return scope{}
 	}
-	sc, _ := ctx.Value(scopeKey{}).(scope)
-	return sc
+	if c, ok := ctx.Value(scopeKey{}).(*scopeCtx); ok {
+		return c.sc
+	}
+	return scope{}
 }
 
+// scopeCtx is a context carrying a scope: one allocation, where
+// context.WithValue would take two (the context and the boxed scope).
+type scopeCtx struct {
+	context.Context
+	sc scope
+}
+
+// withScope returns a context derived from parent that carries sc.
+func withScope(parent context.Context, sc scope) context.Context {
+	return &scopeCtx{Context: parent, sc: sc}
+}
+
+// Value returns the scope context itself for scopeKey, and defers every
+// other key to its parent.
+func (c *scopeCtx) Value(key any) any {
+	if _, ok := key.(scopeKey); ok {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// String names the context as the context package's do.
+func (c *scopeCtx) String() string { return fmt.Sprintf("%v.WithValue(track scope)", c.Context) }
+
 // WithRequest begins a request under ctx and returns its context and the
-// function that ends it (it also ends with ctx). A tensor made under it and
-// live at its end has outlived it: what a watcher judges. Memory in flight
-// is never judged. Servers whose request contexts end with the request need
-// only WithLabels. Tensors made under no request count as outlived from birth.
+// function that ends it; it also ends when ctx is done. A tensor made under
+// it and live at its end has outlived it: what a watcher judges. Memory in
+// flight is never judged. Every reader (Totals, SiteTotals, snapshots,
+// watchers, profiles, out-of-memory errors) sees the end at once, whether
+// it came from the returned function or from ctx.
+//
+// A request begun under another (a test's scope, a server's request) is
+// part of it: Filter.Request and Allocation.MadeUnder of the outer one
+// find what is made under the inner one.
+//
+// Servers whose request contexts end with the request need only WithLabels.
+// A worker that takes jobs on one long-lived context should begin a request
+// per job: ctx, end := track.WithRequest(workerCtx); defer end(). Tensors
+// made under no request count as outlived from birth.
 func WithRequest(ctx context.Context) (context.Context, context.CancelFunc) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	sc := scopeOf(ctx)
-	sc.req = &request{}
-	stop := context.AfterFunc(ctx, sc.req.end)
-	ctx = context.WithValue(ctx, scopeKey{}, sc)
+	q := &request{done: ctx.Done(), parent: sc.req}
+	sc.req = q
+	ctx = withScope(ctx, sc)
 	return ctx, func() {
-		stop()
 		cancel()
-		sc.req.end()
+		q.end()
 	}
 }
 
 // join counts r, made under q, in flight; a request that has already ended
-// (a goroutine it started that still allocates) leaves r outlived at once.
-// q may be nil: r is then outlived from the start.
-func (q *request) join(r *Record) {
-	if q != nil {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		if !q.ended.Load() {
-			q.addLocked(r.site, r.Bytes, 1)
-			return
-		}
-	} else {
+// (or whose context is done: a goroutine it started that still allocates)
+// leaves r outlived at once. q may be nil: r is then outlived from the
+// start. The first record of q in t lists q in t's book.
+func (q *request) join(t *Tracker, r *Record) {
+	if q == nil {
 		r.word.Or(outlivedFlag)
+		r.site.outlived(r.Bytes, 1)
+		return
 	}
-	r.site.outlived(r.Bytes, 1)
+	q.mu.Lock()
+	if !q.ended.Load() && q.isDone() {
+		q.endLocked()
+	}
+	if q.ended.Load() {
+		q.mu.Unlock()
+		r.site.outlived(r.Bytes, 1)
+		return
+	}
+	q.addLocked(r.site, r.Bytes, 1)
+	b := &t.requests
+	listed := q.book == b || slices.Contains(q.moreBooks, b)
+	switch {
+	case listed:
+	case q.book == nil:
+		q.book = b
+	default:
+		q.moreBooks = append(q.moreBooks, b)
+	}
+	q.mu.Unlock()
+	if !listed {
+		b.add(q)
+	}
 }
 
 // leave takes r out of its request's books for good, on release or hand
@@ -131,11 +225,35 @@ func (r *Record) leave() (outlived bool) {
 	return false
 }
 
+// rejoin counts r, back from its owner, under its request again: in flight
+// if the request is open, outlived if it has ended or r has none. It
+// returns whether r is outlived now. Called with r's shard lock held.
+func (r *Record) rejoin() (outlived bool) {
+	q := r.req
+	if q == nil {
+		return true
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.ended.Load() && q.isDone() {
+		q.endLocked()
+	}
+	if q.ended.Load() {
+		return true
+	}
+	q.addLocked(r.site, r.Bytes, 1)
+	return false
+}
+
 // end adds what q still holds in flight to its sites' outlived counters,
 // once.
 func (q *request) end() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.endLocked()
+}
+
+func (q *request) endLocked() {
 	if q.ended.Load() {
 		return
 	}
@@ -162,46 +280,4 @@ func (r *Record) outlived() bool {
 		return w&outlivedFlag != 0
 	}
 	return r.req.ended.Load()
-}
-
-// Owner holds tensors past their request on purpose (HandOver): a cache, a
-// session store. With MaxBytes > 0 it is never judged; without, it is judged
-// by its growth, so an unbounded cache is still found.
-type Owner struct {
-	Name     string
-	MaxBytes int64 // the owner's byte budget; 0 if it has none
-}
-
-// HandOver gives the live record r to o: r no longer outlives its request.
-// A nil o, or r not live through t, is an error matching ErrMisuse.
-func (t *Tracker) HandOver(r *Record, o *Owner) error {
-	if err := t.owns(r, "handed over"); err != nil {
-		return err
-	}
-	if o == nil {
-		return errNilOwner
-	}
-	sh := &t.shards[r.id%shardCount]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if r.state() != stateLive {
-		t.misuse.Add(1)
-		return errReleased(r, "handed over")
-	}
-	was := r.leave() // no longer in flight: its owner has it now
-	r.holderSet().setOwner(o)
-	now := o.MaxBytes <= 0
-	if now {
-		r.word.Or(handedFlag | outlivedFlag)
-	} else {
-		r.word.Or(handedFlag)
-		r.word.And(^uint32(outlivedFlag))
-	}
-	switch {
-	case was && !now:
-		r.site.outlived(-r.Bytes, -1)
-	case !was && now:
-		r.site.outlived(r.Bytes, 1)
-	}
-	return nil
 }

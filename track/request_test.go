@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -61,8 +60,7 @@ func TestRequestEndsWithItsContext(t *testing.T) {
 	r2 := recordA(tr, inner, 32, "tensor")
 	assert.Zero(t, outlived(t, tr))
 	cancel()
-	require.Eventually(t, func() bool { return tr.Totals().OutlivedBytes == 96 }, 5*time.Second, time.Millisecond,
-		"the request ends on a goroutine of the context package once its context is done")
+	assert.Equal(t, int64(96), outlived(t, tr), "the very next read sees the request's end")
 	release(t, tr, r, r2)
 
 	bg := track.WithLabels(context.Background(), "request", "r2") // cannot end: no request

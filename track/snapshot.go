@@ -53,10 +53,11 @@ func (r *Record) allocationOf(m *Meta, labels Labels, leaked bool, holders []Hol
 	}
 }
 
-// MadeUnder reports whether a was made under ctx's request.
+// MadeUnder reports whether a was made under ctx's request, or under a
+// request begun within it (WithRequest under ctx's request).
 func (a *Allocation) MadeUnder(ctx context.Context) bool {
 	req := scopeOf(ctx).req
-	return req != nil && a.req == req
+	return req != nil && a.req.within(req)
 }
 
 // SiteStats are one site's figures: live ones as a snapshot saw them.
@@ -148,7 +149,7 @@ type candidate struct {
 func (f Filter) admits(c candidate, req *request) bool {
 	if (f.Kind != "" && c.kind != f.Kind) || (f.Device != "" && c.device != f.Device) ||
 		(f.LeakedOnly && !c.leaked) || c.age < f.MinAge || (f.Outlived && !c.outlived) ||
-		(req != nil && c.req != req) {
+		(req != nil && !c.req.within(req)) {
 		return false
 	}
 	labels := c.labels
@@ -332,6 +333,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
+	t.settle()
 	now := time.Now()
 	groups := newGrouper(f)
 	if f.counted() {
@@ -515,6 +517,7 @@ func sortSites(s []SiteStats) {
 
 // SiteTotals returns every site's figures from its counters: O(sites).
 func (t *Tracker) SiteTotals() []SiteStats {
+	t.settle()
 	sites := t.stacks.sites()
 	out := make([]SiteStats, 0, len(sites))
 	for _, s := range sites {

@@ -37,6 +37,11 @@ var (
 	errNilOwner        = fmt.Errorf("%w: nil owner", ErrMisuse)
 )
 
+// errNotHanded is the misuse of handing back r, which no owner holds.
+func errNotHanded(r *Record) error {
+	return fmt.Errorf("%w: record %d from %s handed back but not handed over", ErrMisuse, r.id, r.site)
+}
+
 // errReleased is the misuse of r, verb after its release.
 func errReleased(r *Record, verb string) error {
 	return fmt.Errorf("%w: record %d from %s %s after its release", ErrMisuse, r.id, r.site, verb)
@@ -246,6 +251,8 @@ type Tracker struct {
 	leakWatchers watchers
 	misuses      misuseLog         // the latest double frees, for tests
 	allocators   allocatorRegistry // what tensorlife holds per device (allocators.go)
+	requests     requestBook       // the open requests, settled by readers (requestbook.go)
+	owners       ownerRegistry     // the owners tensors were handed to (owner.go)
 }
 
 // New returns an isolated Tracker.
@@ -310,7 +317,7 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	r.id = t.nextID.Add(1)
 	r.born = t.now()
 	r.req = sc.req
-	sc.req.join(r)
+	sc.req.join(t, r)
 
 	sh := &t.shards[r.id%shardCount]
 	sh.mu.Lock()
@@ -388,6 +395,7 @@ func (t *Tracker) Release(r *Record) error {
 	}
 	r.prev, r.next = nil, nil
 	outlived := r.leave()
+	r.leaveOwner()
 	sh.uncount(r)
 	sh.frees++
 	sh.freedBytes += r.Bytes
@@ -477,6 +485,7 @@ func (tt Totals) Event(k EventKind) int64 {
 
 // Totals reads the counters, O(shards + sites), not all at one instant.
 func (t *Tracker) Totals() Totals {
+	t.settle()
 	var tt Totals
 	var freed int64
 	for i := range t.shards {

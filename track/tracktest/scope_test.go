@@ -283,3 +283,34 @@ func TestContextFindsTensorsACacheRelabeled(t *testing.T) {
 	assert.Contains(t, errs[0], "labels {cache=prompts}")
 	require.NoError(t, kept.Free())
 }
+
+// TestContextFindsLeaksOfNestedRequests guards that a test's scope is a
+// tree: code under test that scopes its own requests (WithRequest, or
+// WithLabels on a cancellable context derived from the scope's) leaks into
+// the test's scope, and the check names each leak.
+func TestContextFindsLeaksOfNestedRequests(t *testing.T) {
+	e := newEnv(t, "nested")
+	ft := newFakeT("TestNested")
+	ctx := tracktest.Context(ft, e.tr, scoped...)
+
+	inner, end := track.WithRequest(ctx) // as a server's serve loop scopes each request
+	viaRequest := e.newTensor(t, inner, 3)
+	end()
+	deeper, end2 := track.WithRequest(track.WithLabels(inner, "step", "1"))
+	viaNested := e.newTensor(t, deeper, 5)
+	end2()
+	jobCtx, cancel := context.WithCancel(ctx)
+	viaLabels := e.newTensor(t, track.WithLabels(jobCtx, "job", "j"), 7)
+	cancel()
+	clean := e.newTensor(t, inner, 11)
+	require.NoError(t, clean.Free())
+
+	ft.finish()
+	errs := ft.Errors()
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0], "3 tensors leaked")
+	for _, x := range []*tensor.Tensor{viaRequest, viaNested, viaLabels} {
+		assert.Contains(t, errs[0], fmt.Sprintf("tensor %d:", x.ID()))
+		require.NoError(t, x.Free())
+	}
+}

@@ -1,0 +1,95 @@
+package track_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// TestHandBackReturnsToTheRequest guards that ownership has an end: what an
+// owner lets go of is its request's again, outlived if the request ended.
+func TestHandBackReturnsToTheRequest(t *testing.T) {
+	tr := newTracker(t)
+	cache := &track.Owner{Name: "cache", MaxBytes: 1 << 20}
+	ctx, end := track.WithRequest(context.Background())
+	open := recordA(tr, ctx, 10, "mask")
+	closed := recordA(tr, ctx, 100, "mask")
+	require.NoError(t, tr.HandOver(open, cache))
+	require.NoError(t, tr.HandOver(closed, cache))
+	end()
+	assert.Zero(t, outlived(t, tr), "a bounded owner holds both")
+
+	require.NoError(t, tr.HandBack(closed))
+	assert.Equal(t, int64(100), outlived(t, tr), "back to a request that has ended: outlived")
+
+	ctx2, end2 := track.WithRequest(context.Background())
+	inFlight := recordA(tr, ctx2, 1000, "mask")
+	require.NoError(t, tr.HandOver(inFlight, cache))
+	require.NoError(t, tr.HandBack(inFlight))
+	assert.Equal(t, int64(100), outlived(t, tr), "back to an open request: in flight")
+	end2()
+	assert.Equal(t, int64(1100), outlived(t, tr), "and outlived once it ends")
+
+	none := recordA(tr, context.Background(), 1, "weights")
+	require.NoError(t, tr.HandOver(none, cache))
+	assert.Equal(t, int64(1100), outlived(t, tr))
+	require.NoError(t, tr.HandBack(none))
+	assert.Equal(t, int64(1101), outlived(t, tr), "made under no request: outlived again")
+
+	assert.ErrorIs(t, tr.HandBack(none), track.ErrMisuse, "not handed over")
+	release(t, tr, open, closed, inFlight, none)
+	assert.Zero(t, outlived(t, tr))
+	assert.Empty(t, tr.Owners(), "an owner holding nothing is not listed")
+}
+
+// TestHandOverTwiceNeedsTwoHandBacks: every HandOver is undone by one
+// HandBack, so two handles of a cache hand-over do not end each other's.
+func TestHandOverTwiceNeedsTwoHandBacks(t *testing.T) {
+	tr := newTracker(t)
+	a, b := &track.Owner{Name: "a", MaxBytes: 1 << 20}, &track.Owner{Name: "b", MaxBytes: 1 << 20}
+	ctx, end := track.WithRequest(context.Background())
+	r := recordA(tr, ctx, 64, "mask")
+	end()
+	require.NoError(t, tr.HandOver(r, a))
+	require.NoError(t, tr.HandOver(r, b))
+	owners := tr.Owners()
+	require.Len(t, owners, 1, "moved from a to b")
+	assert.Equal(t, "b", owners[0].Name)
+	require.NoError(t, tr.HandBack(r))
+	assert.Zero(t, outlived(t, tr), "one hand-over remains")
+	require.NoError(t, tr.HandBack(r))
+	assert.Equal(t, int64(64), outlived(t, tr))
+	release(t, tr, r)
+}
+
+// TestOwnerBoundIsChecked guards that a bound is counted, not trusted: an
+// owner declared with 64 KiB holding more is over its bound, with the lines
+// that filled it.
+func TestOwnerBoundIsChecked(t *testing.T) {
+	tr := newTracker(t)
+	o := &track.Owner{Name: "prompt cache", MaxBytes: 64 << 10}
+	var recs []*track.Record
+	for range 50 {
+		r := recordA(tr, context.Background(), 64<<10, "mask")
+		require.NoError(t, tr.HandOver(r, o))
+		recs = append(recs, r)
+	}
+	owners := tr.Owners()
+	require.Len(t, owners, 1)
+	s := owners[0]
+	assert.Equal(t, "prompt cache", s.Name)
+	assert.Equal(t, int64(64<<10), s.MaxBytes)
+	assert.Equal(t, int64(50), s.Count)
+	assert.Equal(t, int64(50*64<<10), s.Bytes)
+	assert.True(t, s.OverBound())
+	require.Len(t, s.Sites, 1)
+	assert.Same(t, recs[0].Site(), s.Sites[0].Site, "the line that filled it")
+	release(t, tr, recs[1:]...)
+	s = tr.Owners()[0]
+	assert.False(t, s.OverBound(), "within its bound again")
+	release(t, tr, recs[0])
+}

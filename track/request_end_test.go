@@ -1,0 +1,152 @@
+package track_test
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// TestEndedRequestsCountAtTheNextRead guards that a request's end is a fact
+// for every reader the moment its context is done: 50 requests begun by
+// WithLabels, each cancelled, are all outlived at the very next read of
+// each kind, with no goroutine given a chance to run in between.
+func TestEndedRequestsCountAtTheNextRead(t *testing.T) {
+	readers := map[string]func(tr *track.Tracker) int64{
+		"Totals": func(tr *track.Tracker) int64 { return tr.Totals().OutlivedBytes },
+		"SiteTotals": func(tr *track.Tracker) int64 {
+			var n int64
+			for _, s := range tr.SiteTotals() {
+				n += s.OutlivedBytes
+			}
+			return n
+		},
+		"SnapshotOf(Outlived)": func(tr *track.Tracker) int64 {
+			s, err := tr.SnapshotOf(track.Filter{Outlived: true})
+			require.NoError(t, err)
+			var n int64
+			for _, g := range s.Groups {
+				n += g.Bytes
+			}
+			return n
+		},
+		"SiteFeed": func(tr *track.Tracker) int64 {
+			var n int64
+			for _, s := range tr.SiteFeed().Changed(nil) {
+				n += s.OutlivedBytes
+			}
+			return n
+		},
+	}
+	for name, read := range readers {
+		t.Run(name, func(t *testing.T) {
+			tr := newTracker(t)
+			var recs []*track.Record
+			var cancels []context.CancelFunc
+			for i := range 50 {
+				ctx, cancel := context.WithCancel(context.Background())
+				ctx = track.WithLabels(ctx, "request", strconv.Itoa(i))
+				recs = append(recs, recordA(tr, ctx, 8, "tensor"))
+				cancels = append(cancels, cancel)
+			}
+			assert.Zero(t, read(tr), "in flight")
+			for i, cancel := range cancels {
+				cancel()
+				assert.Equal(t, int64(8*(i+1)), read(tr), "after %d cancels", i+1)
+			}
+			release(t, tr, recs...)
+			assert.Zero(t, read(tr))
+		})
+	}
+}
+
+// TestDeadlineEndsRequest: a request whose deadline passes is over at the
+// next read, as a cancelled one is.
+func TestDeadlineEndsRequest(t *testing.T) {
+	tr := newTracker(t)
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	ctx = track.WithLabels(ctx, "request", "late")
+	r := recordA(tr, ctx, 16, "tensor")
+	assert.Equal(t, int64(16), outlived(t, tr), "made under a request already over: outlived at once")
+	release(t, tr, r)
+}
+
+// TestWorkerJobsEndAfterTheHorizon guards the rule for long-lived contexts:
+// every WithLabels on a worker's context begins a job, and a job ends once
+// 64 later jobs of that context have recorded, so a leak of one tensor per
+// job outlives its job and is counted, while what each job frees in time
+// never is.
+func TestWorkerJobsEndAfterTheHorizon(t *testing.T) {
+	tr := newTracker(t)
+	worker, stop := context.WithCancel(context.Background())
+	defer stop()
+	var leaked []*track.Record
+	for job := range 400 {
+		ctx := track.WithLabels(worker, "job", strconv.Itoa(job))
+		scratch := recordA(tr, ctx, 100, "activations")
+		leaked = append(leaked, recordA(tr, ctx, 4096, "tensor"))
+		release(t, tr, scratch)
+		want := int64(max(0, job+1-64)) * 4096
+		require.Equal(t, want, outlived(t, tr), "after job %d", job)
+	}
+	stop()
+	assert.Equal(t, int64(400*4096), outlived(t, tr), "the worker's end ends every job")
+	release(t, tr, leaked...)
+}
+
+// TestLongRequestIsNeverCutShort: one request under one WithLabels keeps
+// what it holds in flight however long it runs and however much it makes.
+func TestLongRequestIsNeverCutShort(t *testing.T) {
+	tr := newTracker(t)
+	parent, cancel := context.WithCancel(context.Background())
+	ctx := track.WithLabels(parent, "request", "long")
+	var kv []*track.Record
+	for range 1000 {
+		kv = append(kv, recordA(tr, ctx, 1024, "kv-cache"))
+		require.Zero(t, outlived(t, tr))
+	}
+	cancel()
+	release(t, tr, kv...)
+	assert.Zero(t, outlived(t, tr))
+}
+
+// TestWithLabelsOnLongLivedContextIsBounded guards that WithLabels keeps
+// nothing per call on a context that does not end: 200k labelled jobs,
+// each allocating and freeing, leave the heap where it was.
+func TestWithLabelsOnLongLivedContextIsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("200k jobs")
+	}
+	tr := newTracker(t)
+	worker, stop := context.WithCancel(context.Background())
+	defer stop()
+	job := func(i int) {
+		ctx := track.WithLabels(worker, "job", strconv.Itoa(i))
+		release(t, tr, recordA(tr, ctx, 64, "tensor"))
+	}
+	for i := range 1000 { // warm: tables, shards, books
+		job(i)
+	}
+	base := heapInUse()
+	for i := range 200_000 {
+		job(i)
+	}
+	tr.Totals() // a read settles the book
+	grown := heapInUse() - base
+	assert.Less(t, grown, int64(1<<20), "heap grew %d B over 200k WithLabels calls", grown)
+}
+
+func heapInUse() int64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
