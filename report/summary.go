@@ -288,26 +288,7 @@ func writeSuspects(b *strings.Builder, w *watch.Watcher, now time.Time) {
 				s.ForecastAt.UTC().Format("15:04:05")), summaryWidth-heldIndent))
 		}
 	}
-	wrap(b, "  what to do: ", watch.Advice+".", summaryWidth)
-}
-
-// wrap writes text after prefix in lines of at most width bytes, the
-// following lines indented as far as the prefix.
-func wrap(b *strings.Builder, prefix, text string, width int) {
-	indent := strings.Repeat(" ", len(prefix))
-	line, words := prefix, 0
-	for _, word := range strings.Fields(text) {
-		if words > 0 && len(line)+1+len(word) > width {
-			b.WriteString(line + "\n")
-			line, words = indent, 0
-		}
-		if words > 0 {
-			line += " "
-		}
-		line += word
-		words++
-	}
-	b.WriteString(line + "\n")
+	format.Wrap(b, "  what to do: ", watch.Advice+".", summaryWidth)
 }
 
 // writeVia writes, under a site's row, "via caller (file.go:line)": the

@@ -199,3 +199,22 @@ func Forecast(runsOutIn time.Duration, bytesPerSecond float64) string {
 	}
 	return "runs out in ~" + in + " at " + Bytes(int64(bytesPerSecond)) + "/s"
 }
+
+// Wrap writes text after prefix in lines of at most width bytes, the
+// following lines indented as far as the prefix.
+func Wrap(b *strings.Builder, prefix, text string, width int) {
+	indent := strings.Repeat(" ", len(prefix))
+	line, words := prefix, 0
+	for _, word := range strings.Fields(text) {
+		if words > 0 && len(line)+1+len(word) > width {
+			b.WriteString(line + "\n")
+			line, words = indent, 0
+		}
+		if words > 0 {
+			line += " "
+		}
+		line += word
+		words++
+	}
+	b.WriteString(line + "\n")
+}

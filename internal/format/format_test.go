@@ -102,3 +102,9 @@ func TestForecast(t *testing.T) {
 		assert.Equal(t, want, Forecast(d, 12<<10), d.String())
 	}
 }
+
+func TestWrap(t *testing.T) {
+	var b strings.Builder
+	Wrap(&b, "  do: ", "free it on the path named or hand it to an owner", 24)
+	assert.Equal(t, "  do: free it on the\n      path named or hand\n      it to an owner\n", b.String())
+}
