@@ -83,14 +83,15 @@ func (w *Watcher) forecast() {
 		return
 	}
 	type room struct {
-		left int64
-		of   string
+		left  int64
+		of    string
+		scale float64
 	}
 	rooms := map[string]room{}
 	for _, e := range ests {
 		if _, ok := rooms[e.device]; !ok && e.device != "" {
-			left, of := w.headroom(e.device)
-			rooms[e.device] = room{left, of}
+			left, of, scale := w.headroom(e.device)
+			rooms[e.device] = room{left, of, scale}
 		}
 	}
 	w.mu.Lock()
@@ -101,8 +102,8 @@ func (w *Watcher) forecast() {
 			continue // cleared meanwhile
 		}
 		r := rooms[e.device]
-		s.GrowthPerSecond, s.Headroom, s.HeadroomOf, s.ForecastAt = e.perSecond, r.left, r.of, e.at
-		s.RunsOutIn = runsOutIn(r.left, r.of, e.perSecond)
+		s.GrowthPerSecond, s.Headroom, s.HeadroomOf, s.ForecastAt = e.perSecond*r.scale, r.left, r.of, e.at
+		s.RunsOutIn = runsOutIn(r.left, r.of, s.GrowthPerSecond)
 	}
 }
 
@@ -121,9 +122,12 @@ func runsOutIn(left int64, of string, perSecond float64) time.Duration {
 // headroom returns the bytes the allocators on device may still take, and
 // of what: the smallest headroom of the pools with a budget there (the
 // first to refuse), else the device's free memory as one of the
-// allocators reaches it; of is empty when neither is known.
-func (w *Watcher) headroom(device string) (left int64, of string) {
-	var free int64
+// allocators reaches it; of is empty when neither is known. scale is what
+// a tensor byte costs that headroom: a pool rounds each tensor up to a
+// size class, so its blocks hold more than its tensors, and a leak of
+// tensor bytes spends the budget faster by as much (at least 1).
+func (w *Watcher) headroom(device string) (left int64, of string, scale float64) {
+	var free, held int64
 	haveFree := false
 	for _, a := range w.tr.Allocators() {
 		if d, _ := a.Reserved(); d != device {
@@ -131,7 +135,7 @@ func (w *Watcher) headroom(device string) (left int64, of string) {
 		}
 		if b, ok := a.(track.Budgeted); ok {
 			if budget, l := b.Headroom(); budget > 0 && (of != HeadroomPoolBudget || l < left) {
-				left, of = l, HeadroomPoolBudget
+				left, of, held = l, HeadroomPoolBudget, budget-l
 			}
 		}
 		if d, ok := a.(interface{ Device() tensor.Device }); ok && !haveFree {
@@ -140,10 +144,22 @@ func (w *Watcher) headroom(device string) (left int64, of string) {
 			}
 		}
 	}
+	scale = 1
+	if of == HeadroomPoolBudget {
+		var tensors int64
+		for _, c := range w.tr.LiveByClass() {
+			if c.Device == device {
+				tensors += c.LiveBytes
+			}
+		}
+		if tensors > 0 && held > tensors {
+			scale = float64(held) / float64(tensors)
+		}
+	}
 	if of == "" && haveFree {
 		left, of = free, HeadroomDeviceMemory
 	}
-	return left, of
+	return left, of, scale
 }
 
 // forecastOf says what s's forecast runs out of, "pool budget on cuda:0";

@@ -71,7 +71,9 @@ type Suspect struct {
 	RunsOutIn time.Duration
 	// GrowthPerSecond is the rate the forecast extrapolates: the growth of
 	// the outlived bytes over the windows since the growth began (at most
-	// History), over the time those windows took.
+	// History), over the time those windows took. Against a pool's budget
+	// it is scaled by what the pool's blocks hold over what its tensors
+	// do: the pool rounds each tensor up to its size class.
 	GrowthPerSecond float64
 	// Headroom is what the forecast divides by the rate: the bytes the
 	// site's allocator may still take, HeadroomOf says which: "pool budget"
