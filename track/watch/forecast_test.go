@@ -217,3 +217,75 @@ func TestNoForecastForASteadySet(t *testing.T) {
 		}
 	})
 }
+
+// What runs out, and when the forecast is unknown.
+func TestForecastHeadroom(t *testing.T) {
+	leak := func(t *testing.T, p *pool.Pool, w *watch.Watcher, sleep time.Duration) []*tensor.Tensor {
+		var kept []*tensor.Tensor
+		for range 10 {
+			time.Sleep(sleep)
+			ctx, end := track.WithRequest(context.Background())
+			x, err := leakBlock(ctx, p)
+			require.NoError(t, err)
+			kept = append(kept, x)
+			end()
+			require.NoError(t, w.Tick())
+		}
+		return kept
+	}
+	setup := func(t *testing.T, opts ...pool.Option) (*pool.Pool, *watch.Watcher) {
+		tr, err := track.New()
+		require.NoError(t, err)
+		dev, err := tensor.NewHostDevice(64 << 20)
+		require.NoError(t, err)
+		p, err := pool.New(dev, append(opts, pool.Tracker(tr))...)
+		require.NoError(t, err)
+		w, err := watch.New(tr, watch.OnSuspect(func(watch.Suspect) {}))
+		require.NoError(t, err)
+		return p, w
+	}
+	free := func(t *testing.T, kept []*tensor.Tensor) {
+		for _, x := range kept {
+			require.NoError(t, x.Free())
+		}
+	}
+	t.Run("a pool without a budget: the device's free memory", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p, w := setup(t)
+			kept := leak(t, p, w, time.Second)
+			s := w.Suspects()
+			require.Len(t, s, 1)
+			assert.Equal(t, watch.HeadroomDeviceMemory, s[0].HeadroomOf)
+			assert.Equal(t, int64(64<<20-10*32<<10), s[0].Headroom)
+			assert.InDelta(t, 32<<10, s[0].GrowthPerSecond, 1)
+			assert.Equal(t, time.Duration(float64(s[0].Headroom)/float64(32<<10)*float64(time.Second)), s[0].RunsOutIn)
+			free(t, kept)
+		})
+	})
+	t.Run("windows that took no time: unknown", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p, w := setup(t, pool.Budget(4<<20))
+			kept := leak(t, p, w, 0) // the fake clock never moves
+			s := w.Suspects()
+			require.Len(t, s, 1)
+			assert.Equal(t, watch.HeadroomPoolBudget, s[0].HeadroomOf)
+			assert.Equal(t, int64(4<<20-10*32<<10), s[0].Headroom)
+			assert.Zero(t, s[0].RunsOutIn, "no rate without time")
+			free(t, kept)
+		})
+	})
+	t.Run("no allocator tells: unknown", func(t *testing.T) {
+		tr, w, _ := watchedTracker(t, "bare")
+		site := &siteDriver{tr: tr, bytes: 8192}
+		for win := 1; win <= 10; win++ {
+			site.setLive(t, win)
+			require.NoError(t, w.Tick())
+		}
+		s := w.Suspects()
+		require.Len(t, s, 1)
+		assert.Equal(t, "host", s[0].Device)
+		assert.Empty(t, s[0].HeadroomOf)
+		assert.Zero(t, s[0].RunsOutIn)
+		site.setLive(t, 0)
+	})
+}

@@ -341,8 +341,9 @@ func logSuspect(l *slog.Logger, tracker string, s Suspect, current []Suspect) {
 }
 
 // Tick counts one request; every EveryTicks calls it ends a window, which
-// costs O(sites that changed + suspects) and may call OnSuspect before
-// returning. After Stop it returns ErrStopped; on a watcher with timed
+// costs O(sites that changed + suspects), asks the tracker's allocators for
+// their headroom while there are suspects (the forecast), and may call
+// OnSuspect before returning. After Stop it returns ErrStopped; on a watcher with timed
 // windows, ErrWindowKind.
 func (w *Watcher) Tick() error {
 	if w.stopped.Load() {

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/watch"
 )
@@ -462,6 +463,33 @@ func TestWatcherDefaultReportLogs(t *testing.T) {
 	assert.Contains(t, out, "TestWatcherDefaultReportLogs")
 	assert.Contains(t, out, "growth_per_window=4096")
 	assert.Contains(t, out, "live_bytes=24576")
+	assert.Contains(t, out, "runs_out_in=0s", "no allocator tells a headroom: unknown")
+	assert.Contains(t, out, "tensor.(*Tensor).HandTo with a track.Owner", "the advice")
+}
+
+// The log line carries the forecast, and what runs out.
+func TestWatcherLogsTheForecast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		tr, err := track.New(track.Name("logged"))
+		require.NoError(t, err)
+		dev, err := tensor.NewHostDevice(1 << 20)
+		require.NoError(t, err)
+		_, err = tensor.NewDeviceAllocator(dev, tr)
+		require.NoError(t, err)
+		w, err := watch.New(tr, watch.Logger(slog.New(slog.NewTextHandler(&buf, nil))))
+		require.NoError(t, err)
+		site := &siteDriver{tr: tr, bytes: 4096}
+		for win := 1; win <= 6; win++ {
+			time.Sleep(time.Second)
+			site.setLive(t, win)
+			require.NoError(t, w.Tick())
+		}
+		out := buf.String()
+		assert.Contains(t, out, "runs_out_in=4m16s", "1 MiB free at 4 KiB a second")
+		assert.Contains(t, out, `runs_out_of="device memory on host"`)
+		site.setLive(t, 0)
+	})
 }
 
 func TestWatcherConcurrentTicks(t *testing.T) {
