@@ -202,3 +202,21 @@ func TestWatcherMemoryIsPerSiteJudged(t *testing.T) {
 	t.Logf("after the sites settled: %.1f B a site", perSite)
 	assert.Less(t, perSite, 16.0, "settled sites with nothing outlived cost nothing")
 }
+
+// A sparse leak whose steps lie further apart than the History a watcher
+// keeps per site is flagged all the same: a site that stops changing gives
+// back its history, not its run.
+func TestSparseLeakBeyondTheHistory(t *testing.T) {
+	tr, w, log := watchedTracker(t, "sparse")
+	var kept []*track.Record
+	named := flaggedAt(t, w, log, 400, func(request int) {
+		ctx, end := track.WithRequest(context.Background())
+		defer end()
+		if request%(2*watch.DefaultHistory) == 0 {
+			kept = append(kept, growingLeak(t, ctx, tr))
+		}
+	})
+	require.NotZero(t, named)
+	assert.Equal(t, 6*2*watch.DefaultHistory, named, "flagged at its 6th step")
+	release(t, tr, kept...)
+}

@@ -111,13 +111,13 @@ type Watcher struct {
 	changed []track.SiteStats // the feed's buffer, reused
 	// sites are the histories of the sites that changed within the last
 	// History windows, and of the suspects. levels are the outlived bytes
-	// of the other sites with any: a site with nothing outlived costs
+	// (and runs) of the other sites with any: a site with nothing outlived costs
 	// nothing, one that holds a level costs a map entry, and only a site
 	// that changed lately costs a history. A watcher's memory is
 	// O(sites it judges), never O(sites ever seen).
 	sites      map[int]*siteHistory
 	sitesPeak  int // the most entries sites had since it was last copied
-	levels     map[int]int64
+	levels     map[int]level
 	levelsPeak int
 	settle     []settling     // sites to fold back into levels once they stop changing, oldest first
 	suspects   []*siteHistory // the sites that are suspects now
@@ -130,6 +130,17 @@ type Watcher struct {
 	running    bool
 	loopExited chan struct{} // closed when the running loop returns
 	inCallback atomic.Bool   // the loop is calling OnSuspect
+}
+
+// level is a settled site: its outlived bytes, unchanged for a whole
+// history, and its current run (see siteHistory), kept so that a sparse
+// leak whose steps lie further apart than History windows keeps its run.
+type level struct {
+	bytes    int64
+	runStart uint64
+	runBase  int64
+	runSteps int
+	lastGrow uint64
 }
 
 // settling is a site queued to leave sites: at window at, it changed last.
@@ -198,14 +209,14 @@ func New(tr *track.Tracker, opts ...Option) (*Watcher, error) {
 		return nil, err
 	}
 	w := &Watcher{tr: tr, cfg: cfg, done: make(chan struct{}), feed: tr.SiteFeed(),
-		sites: map[int]*siteHistory{}, levels: map[int]int64{}, times: make([]time.Time, cfg.history+1)}
+		sites: map[int]*siteHistory{}, levels: map[int]level{}, times: make([]time.Time, cfg.history+1)}
 	if cfg.onSuspect == nil {
 		logger, name := cfg.logger, tr.Name()
 		w.cfg.onSuspect = func(s Suspect) { logSuspect(logger, name, s, w.Suspects()) }
 	}
 	for _, st := range w.feed.Changed(nil) {
 		if st.OutlivedBytes != 0 {
-			w.levels[st.Site.ID()] = st.OutlivedBytes
+			w.levels[st.Site.ID()] = level{bytes: st.OutlivedBytes, runBase: st.OutlivedBytes}
 		}
 	}
 	w.times[0] = time.Now()
@@ -223,11 +234,13 @@ func (w *Watcher) history(s *track.Site, n uint64) *siteHistory {
 	if h := w.sites[id]; h != nil {
 		return h
 	}
-	level := w.levels[id]
-	delete(w.levels, id)
-	h := &siteHistory{site: s, ring: make([]int64, w.cfg.history+1), at: n, runStart: n, runBase: level}
-	for i := range h.ring {
-		h.ring[i] = level
+	h := &siteHistory{site: s, ring: make([]int64, w.cfg.history+1), at: n, runStart: n}
+	if l, ok := w.levels[id]; ok {
+		delete(w.levels, id)
+		for i := range h.ring {
+			h.ring[i] = l.bytes
+		}
+		h.runStart, h.runBase, h.runSteps, h.lastGrow = l.runStart, l.runBase, l.runSteps, l.lastGrow
 	}
 	w.sites[id] = h
 	return h
@@ -255,7 +268,8 @@ func (w *Watcher) settleSites(n uint64) {
 		}
 		delete(w.sites, e.id)
 		if v := h.value(h.at); v != 0 {
-			w.levels[e.id] = v
+			w.levels[e.id] = level{bytes: v, runStart: h.runStart, runBase: h.runBase, runSteps: h.runSteps,
+				lastGrow: h.lastGrow}
 		}
 	}
 	w.settle = w.settle[i:]
@@ -270,7 +284,7 @@ func (w *Watcher) settleSites(n uint64) {
 	}
 	w.sitesPeak = max(w.sitesPeak, len(w.sites))
 	if len(w.levels) < w.levelsPeak/4 {
-		smaller := make(map[int]int64, len(w.levels))
+		smaller := make(map[int]level, len(w.levels))
 		maps.Copy(smaller, w.levels)
 		w.levels, w.levelsPeak = smaller, len(w.levels)
 	}
@@ -514,7 +528,7 @@ func (w *Watcher) endWindow(fromLoop bool) {
 	for _, st := range w.changed {
 		cur := st.OutlivedBytes
 		id := st.Site.ID()
-		if w.sites[id] == nil && w.levels[id] == cur {
+		if w.sites[id] == nil && w.levels[id].bytes == cur {
 			continue // back where it was, or nothing outlived from the start: no history to keep
 		}
 		h := w.history(st.Site, n-1)
