@@ -34,7 +34,7 @@ cd "$root_dir"
 # The watcher's own tests, and those of the packages that read its verdicts.
 # In the background, waited for: a signal then interrupts the wait and the
 # trap stops the tests and the burners alike.
-go test -race -count="$count" -cpu 1,2,4 ./track/watch/ ./track/oteltrack/ ./report/ &
+go test -race -count="$count" -cpu 1,2,4 -timeout 90m ./track/watch/ ./track/oteltrack/ ./report/ &
 tests=$!
 status=0
 wait "$tests" || status=$?

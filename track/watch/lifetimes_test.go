@@ -18,6 +18,16 @@ import (
 // request, the way a service ticks it, with every request under its own
 // track.WithRequest scope. Each allocating line is its own site.
 
+// longRun is n windows, or a quarter of them under the race detector: the
+// healthy workloads' verdicts are checked at full length without it, and
+// their concurrency with it.
+func longRun(n int) int {
+	if raceEnabled {
+		return n / 4
+	}
+	return n
+}
+
 // record allocates bytes at the caller's line under ctx.
 //
 //go:noinline
@@ -147,14 +157,14 @@ func TestInFlightMemoryIsNeverJudged(t *testing.T) {
 		run  func(t *testing.T, s *server, w *watch.Watcher)
 	}{
 		{"64 concurrent requests of 1 to 40 windows", func(t *testing.T, s *server, w *watch.Watcher) {
-			for range 2000 {
+			for range longRun(2000) {
 				s.window(t, 64, 1, 40, size(s.rng, 4<<10, 64<<10))
 				require.NoError(t, w.Tick())
 			}
 		}},
 		{"load doubling then halving", func(t *testing.T, s *server, w *watch.Watcher) {
 			for _, c := range []int{8, 16, 32, 64, 32, 16, 8} {
-				for range 200 {
+				for range longRun(200) {
 					s.window(t, c, 2, 12, size(s.rng, 16<<10, 32<<10))
 					require.NoError(t, w.Tick())
 				}
@@ -173,7 +183,7 @@ func TestInFlightMemoryIsNeverJudged(t *testing.T) {
 			}
 		}},
 		{"bursty 0.25 to 2 MiB", func(t *testing.T, s *server, w *watch.Watcher) {
-			for i := range 1000 {
+			for i := range longRun(1000) {
 				s.window(t, 1+i%7*3, 1, 5, size(s.rng, 256<<10, 2<<20))
 				require.NoError(t, w.Tick())
 			}

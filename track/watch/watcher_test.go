@@ -554,10 +554,10 @@ func TestWatcherAgentLoop(t *testing.T) {
 		{"leaky: every mask kept", 64, func() func(int, *track.Record) bool {
 			return func(int, *track.Record) bool { return true }
 		}, 64},
-		{"fixed: every mask freed", 10000, func() func(int, *track.Record) bool {
+		{"fixed: every mask freed", longRun(10000), func() func(int, *track.Record) bool {
 			return func(int, *track.Record) bool { return false }
 		}, 0},
-		{"fixed with a bounded cache of the longest mask per length bucket", 2000, func() func(int, *track.Record) bool {
+		{"fixed with a bounded cache of the longest mask per length bucket", longRun(2000), func() func(int, *track.Record) bool {
 			longest := map[int]int{}
 			return func(step int, _ *track.Record) bool {
 				bucket := step / 8
