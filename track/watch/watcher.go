@@ -51,8 +51,9 @@ type Suspect struct {
 	// BaselineBytes had outlived their request when the growth that flagged
 	// the site began; the site stops being a suspect when it falls back.
 	BaselineBytes int64
-	// GrowthPerWindow is the average growth of the outlived bytes over the
-	// last K windows, or over the run of growth that flagged a slow leak.
+	// GrowthPerWindow is the average growth of the outlived bytes since
+	// the growth began: at the flag, over the last K windows (or over the
+	// run of growth that flagged a slow leak), then over every window since.
 	GrowthPerWindow int64
 	Grew, OfWindows int // the outlived bytes grew in Grew of the last OfWindows (K) windows
 	Since           time.Time
