@@ -6,7 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/tensorlife/tensorlife/internal/isnil"
+	"github.com/tensorlife/tensorlife/internal/invariants"
 
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
@@ -59,7 +59,7 @@ type Builder struct {
 // validated here; an invalid one returns an error matching
 // ErrInvalidOption.
 func NewBuilder(alloc tensor.Allocator, opts ...BuilderOption) (*Builder, error) {
-	if isnil.Value(alloc) {
+	if invariants.IsNil(alloc) {
 		return nil, fmt.Errorf("mask: NewBuilder: %w", tensor.ErrNilAllocator)
 	}
 	cfg, err := newBuilderConfig(opts)

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/tensorlife/tensorlife/internal/lru"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -42,13 +41,18 @@ type Cache struct {
 	owner  track.Owner  // what they are handed to: bounded by MaxBytes
 
 	mu      sync.Mutex
-	entries map[string]*lru.Elem[cacheEntry]
-	order   lru.List[cacheEntry]
+	entries map[string]*lruElem[cacheEntry]
+	order   lruList[cacheEntry]
 	used    int64 // bytes, under mu
 	closed  bool
 
 	hits, misses, evictions, rejected atomic.Int64
 	bytes, count                      atomic.Int64 // mirrors of used and len(entries)
+
+	// tracker is the one the cache attached itself to (track.Attach): that
+	// of the first mask it kept, so that a summary of the tracker lists
+	// the cache with nothing passed.
+	tracker atomic.Pointer[track.Tracker]
 }
 
 // CacheOwner is how reports name a Cache's own handle on a mask it keeps:
@@ -98,16 +102,21 @@ type cacheEntry struct {
 }
 
 // NewCache returns an empty Cache. Options (MaxBytes, MaxEntries,
-// CacheName) are validated here; an invalid one returns an error matching
+// CacheName, CacheTracker) are validated here; an invalid one returns an error matching
 // ErrInvalidOption.
 func NewCache(opts ...CacheOption) (*Cache, error) {
 	cfg, err := newCacheConfig(opts)
 	if err != nil {
 		return nil, err
 	}
-	return &Cache{cfg: cfg, labels: track.NewLabels("cache", cfg.name),
+	c := &Cache{cfg: cfg, labels: track.NewLabels("cache", cfg.name),
 		owner:   track.Owner{Name: cfg.name, MaxBytes: cfg.maxBytes},
-		entries: make(map[string]*lru.Elem[cacheEntry])}, nil
+		entries: make(map[string]*lruElem[cacheEntry])}
+	if cfg.tracker != nil {
+		c.tracker.Store(cfg.tracker)
+		track.Attach(cfg.tracker, c)
+	}
+	return c, nil
 }
 
 // Get returns the caller's own handle on the mask cached under key, which
@@ -196,7 +205,7 @@ func (c *Cache) Put(key string, t *tensor.Tensor) error {
 		c.mu.Unlock()
 		return errors.Join(fmt.Errorf("mask: Cache.Put %s: %w", quoteKey(key), err), own.Free(), freeAll(evicted))
 	}
-	e := &lru.Elem[cacheEntry]{Value: cacheEntry{key: key, t: own, bytes: bytes}}
+	e := &lruElem[cacheEntry]{Value: cacheEntry{key: key, t: own, bytes: bytes}}
 	c.entries[key] = e
 	c.order.PushFront(e)
 	c.used += bytes
@@ -212,7 +221,28 @@ func (c *Cache) Put(key string, t *tensor.Tensor) error {
 	c.publish()
 	c.mu.Unlock()
 	c.evictions.Add(n)
+	c.attach(own)
 	return freeAll(evicted)
+}
+
+// attach attaches c to the tracker of t's allocator the first time c keeps
+// a mask of it: a load and a compare after that.
+func (c *Cache) attach(t *tensor.Tensor) {
+	a := t.Allocator()
+	if a == nil {
+		return
+	}
+	tr := a.Tracker()
+	if tr == nil || c.tracker.Load() == tr {
+		return
+	}
+	if old := c.tracker.Swap(tr); old != tr {
+		track.Detach(old, c) // a cache reports to one tracker: the latest
+		track.Attach(tr, c)
+		if c.Closed() {
+			track.Detach(tr, c) // a Close that ran meanwhile detached the old one only
+		}
+	}
 }
 
 // GetOrBuild returns the caller's own handle on the mask cached under key,
@@ -288,6 +318,7 @@ func (c *Cache) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
+	track.Detach(c.tracker.Load(), c)
 	return c.Purge()
 }
 
@@ -335,7 +366,7 @@ func (c *Cache) Stats() CacheStats {
 
 // remove takes e out of the map and the list; the caller holds c.mu and
 // frees e.t after releasing it.
-func (c *Cache) remove(e *lru.Elem[cacheEntry]) {
+func (c *Cache) remove(e *lruElem[cacheEntry]) {
 	c.order.Remove(e)
 	delete(c.entries, e.Value.key)
 	c.used -= e.Value.bytes

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
 )
 
 // BuilderOption configures a Builder (NewBuilder), CacheOption a Cache
@@ -34,6 +36,7 @@ type cacheConfig struct {
 	name       string
 	maxBytes   int64
 	maxEntries int
+	tracker    *track.Tracker
 }
 
 // Defaults. A Cache's budget is explicit in most services; the default
@@ -55,26 +58,16 @@ func newBuilderConfig(opts []BuilderOption) (builderConfig, error) {
 		remember: DefaultRememberRequests,
 		logger:   slog.Default(),
 	}
-	for _, o := range opts {
-		if o == nil {
-			return cfg, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o.applyBuilder(&cfg); err != nil {
-			return cfg, err
-		}
+	if err := invariants.ApplyOptions(&cfg, opts, BuilderOption.applyBuilder, ErrInvalidOption); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }
 
 func newCacheConfig(opts []CacheOption) (cacheConfig, error) {
 	cfg := cacheConfig{name: "mask", maxBytes: DefaultCacheBytes, maxEntries: DefaultCacheEntries}
-	for _, o := range opts {
-		if o == nil {
-			return cfg, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o.applyCache(&cfg); err != nil {
-			return cfg, err
-		}
+	if err := invariants.ApplyOptions(&cfg, opts, CacheOption.applyCache, ErrInvalidOption); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }
@@ -219,6 +212,19 @@ func MaxEntries(n int) CacheOption {
 			return fmt.Errorf("negative entry count %d", n)
 		}
 		c.maxEntries = n
+		return nil
+	}}
+}
+
+// CacheTracker attaches the Cache to t when it is made (track.Attach), so
+// that t's summary and metrics list it before it keeps its first mask.
+// Without it a Cache attaches to the tracker of the first mask it keeps.
+func CacheTracker(t *track.Tracker) CacheOption {
+	return cacheOption{name: "CacheTracker", fn: func(c *cacheConfig) error {
+		if t == nil {
+			return track.ErrNilTracker
+		}
+		c.tracker = t
 		return nil
 	}}
 }

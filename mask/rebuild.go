@@ -9,7 +9,6 @@ import (
 	"weak"
 
 	"github.com/tensorlife/tensorlife/internal/format"
-	"github.com/tensorlife/tensorlife/internal/lru"
 
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
@@ -25,7 +24,7 @@ type Rebuild struct {
 	// has no tracker.
 	Site *track.Site
 	// Location is the first frame outside tensorlife and outside
-	// allocation helpers (track.Helper), as track.Site.Location finds it:
+	// allocation helpers (track.HelperFunctions), as track.Site.Location finds it:
 	// the line that built the mask.
 	Location track.Frame
 	// Labels are the request's labels.
@@ -123,13 +122,13 @@ const maxReportSites = 1024
 type detector struct {
 	mu      sync.Mutex
 	max     int
-	entries map[requestKey]*lru.Elem[reqEntry]
-	order   lru.List[reqEntry]
+	entries map[requestKey]*lruElem[reqEntry]
+	order   lruList[reqEntry]
 	perSite map[siteKey]int64
 }
 
 func newDetector(max int) *detector {
-	return &detector{max: max, entries: make(map[requestKey]*lru.Elem[reqEntry]), perSite: make(map[siteKey]int64)}
+	return &detector{max: max, entries: make(map[requestKey]*lruElem[reqEntry]), perSite: make(map[siteKey]int64)}
 }
 
 // note records a mask from key and returns the pair's count, whether the
@@ -145,7 +144,7 @@ func (d *detector) note(key requestKey, t *tensor.Tensor, g *Growable, refuse bo
 			d.order.Remove(old)
 			delete(d.entries, old.Value.key)
 		}
-		el = &lru.Elem[reqEntry]{Value: reqEntry{key: key, count: 1}}
+		el = &lruElem[reqEntry]{Value: reqEntry{key: key, count: 1}}
 		el.Value.setLast(t, g)
 		d.entries[key] = el
 		d.order.PushFront(el)

@@ -13,9 +13,8 @@
 //	defer dumper.Close()
 //	p, err := pool.New(dev, pool.Tracker(tracker), pool.Budget(budget),
 //		pool.OnOutOfMemory(dumper.OutOfMemory))
-//	...
-//	err = dumper.SetSources(report.Sources{Pools: []report.PoolSource{p}})
 //
+// The summary finds the pool, its device and the watchers on the tracker.
 // The pool calls OutOfMemory with every *tensor.OOMError it returns; any
 // other code that meets one may call it too. The first one writes a dump;
 // those that follow within Interval (DefaultInterval, a minute) are counted

@@ -3,16 +3,20 @@ package oomdump
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tensorlife/tensorlife/internal/atomicfile"
+	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
@@ -25,11 +29,10 @@ import (
 // one with New and Close it when done; it must not be copied. It is safe
 // for concurrent use.
 type Dumper struct {
-	tr      *track.Tracker
-	dir     string
-	cfg     config
-	sources atomic.Pointer[report.Sources]
-	now     func() time.Time // the clock; tests replace it
+	tr  *track.Tracker
+	dir string
+	cfg config
+	now func() time.Time // the clock; tests replace it
 
 	mu      sync.Mutex
 	closed  bool
@@ -63,47 +66,30 @@ type Stats struct {
 	Dumps   int64 // dumps started
 	Failed  int64 // dumps that stopped on an error
 	Skipped int64 // out-of-memory errors heard within Interval of a dump, or while one was being written
+	Panics  int64 // panics recovered from OnDump and from the user's code a dump reads
 }
 
 // New returns a Dumper that writes tr's memory into dir when it hears of an
 // out-of-memory error. dir is made, with its parents, when the first dump
 // is written, not before. Hand its OutOfMemory method to
-// pool.OnOutOfMemory, and the figures of the pools and caches it should
-// summarize to SetSources once they are built.
+// pool.OnOutOfMemory. Its summary shows the pools, caches, devices and
+// watchers made with tr (they attach themselves to it), whether they are
+// made before or after the Dumper.
 //
-// A nil tracker is an error matching ErrNilTracker; an empty dir, a nil
+// A nil tracker is an error matching track.ErrNilTracker; an empty dir, a nil
 // option or an invalid value one matching ErrInvalidOption.
 func New(tr *track.Tracker, dir string, opts ...Option) (*Dumper, error) {
 	if tr == nil {
-		return nil, ErrNilTracker
+		return nil, track.ErrNilTracker
 	}
 	if dir == "" {
 		return nil, fmt.Errorf("%w: empty directory", ErrInvalidOption)
 	}
-	cfg := config{interval: DefaultInterval}
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o.apply(&cfg); err != nil {
-			return nil, err
-		}
+	cfg := config{interval: DefaultInterval, logger: slog.Default()}
+	if err := invariants.ApplyOptions(&cfg, opts, Option.apply, ErrInvalidOption); err != nil {
+		return nil, err
 	}
 	return &Dumper{tr: tr, dir: dir, cfg: cfg, now: time.Now}, nil
-}
-
-// SetSources sets the pools, caches, devices and watcher whose figures the
-// summary of each later dump shows (report.WithSources). It is a method
-// rather than an option because the pools it names are built with
-// OutOfMemory as their hook, after the Dumper. Sources that do not fit the
-// tracker (report.Sources.Validate) are an error matching ErrInvalidOption
-// and report.ErrInvalidOption, and leave the previous ones in place.
-func (d *Dumper) SetSources(src report.Sources) error {
-	if err := src.Validate(d.tr); err != nil {
-		return fmt.Errorf("%w: SetSources: %w", ErrInvalidOption, err)
-	}
-	d.sources.Store(&src)
-	return nil
 }
 
 // OutOfMemory hears of an out-of-memory error, the function to hand to
@@ -129,7 +115,7 @@ func (d *Dumper) OutOfMemory(e *tensor.OOMError) {
 	d.stats.Dumps++
 	done := make(chan struct{})
 	d.writing = done
-	job := dumpJob{Dump: Dump{Time: now, OOM: e}, seq: d.seq, sources: d.sources.Load()}
+	job := dumpJob{Dump: Dump{Time: now, OOM: e}, seq: d.seq}
 	d.mu.Unlock()
 
 	// The live set as it was when the allocation failed: the failing
@@ -143,27 +129,62 @@ func (d *Dumper) OutOfMemory(e *tensor.OOMError) {
 // dumpJob is what the dumper's goroutine writes.
 type dumpJob struct {
 	Dump
-	seq     int
-	sources *report.Sources
-	snap    *track.Snapshot
+	seq  int
+	snap *track.Snapshot
 }
 
-// write writes one dump's files, then records it, calls OnDump and lets
-// Close and Wait return. It runs on a goroutine of its own, one per dump.
+// write writes one dump's files, then calls OnDump, records the dump and
+// lets Close and Wait return. It runs on a goroutine of its own, one per
+// dump. Nothing that goroutine runs may end the process: a panic there
+// (in OnDump, or in the sources' methods the summary calls) would, so each
+// is recovered, counted and logged, and the dump is recorded whatever
+// happened, or Close and Wait would wait for ever.
 func (d *Dumper) write(job dumpJob, done chan struct{}) {
 	dump := job.Dump
-	dump.Err = d.writeFiles(&job, &dump.Files)
-	if d.cfg.onDump != nil {
-		d.cfg.onDump(dump)
+	var panics int64
+	defer func() {
+		d.mu.Lock()
+		if dump.Err != nil {
+			d.stats.Failed++
+		}
+		d.stats.Panics += panics
+		d.lastErr, d.lastOne, d.hasLast = dump.Err, dump, true
+		d.writing = nil
+		d.mu.Unlock()
+		close(done)
+	}()
+	if v, stack, ok := d.guard(func() { dump.Err = d.writeFiles(&job, &dump.Files) }); ok {
+		panics++
+		dump.Err = fmt.Errorf("%w while writing dump %d: %v", ErrPanicked, job.seq, v)
+		d.logPanic("writing the dump", job.seq, v, stack)
 	}
-	d.mu.Lock()
-	if dump.Err != nil {
-		d.stats.Failed++
+	if d.cfg.onDump == nil {
+		return
 	}
-	d.lastErr, d.lastOne, d.hasLast = dump.Err, dump, true
-	d.writing = nil
-	d.mu.Unlock()
-	close(done)
+	if v, stack, ok := d.guard(func() { d.cfg.onDump(dump) }); ok {
+		panics++
+		d.logPanic("its OnDump callback", job.seq, v, stack)
+	}
+}
+
+// guard runs f and reports the value and stack of a panic in it. A
+// runtime.Goexit in f ends the dumper's goroutine, but write's deferred
+// bookkeeping still runs.
+func (d *Dumper) guard(f func()) (v any, stack []byte, panicked bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			v, stack, panicked = r, debug.Stack(), true
+		}
+	}()
+	f()
+	return nil, nil, false
+}
+
+// logPanic logs a panic recovered from where while dump seq was handled.
+func (d *Dumper) logPanic(where string, seq int, v any, stack []byte) {
+	d.cfg.logger.Error("tensorlife: an out-of-memory dump recovered a panic in "+where,
+		slog.String("tracker", d.tr.Name()), slog.Int("dump", seq), slog.Any("panic", v),
+		slog.String("stack", string(stack)))
 }
 
 // writeFiles writes the files of job in order, appending each path to
@@ -188,8 +209,7 @@ func (d *Dumper) writeFiles(job *dumpJob, files *[]string) error {
 	if err := put(path, atomicfile.Write(path, func(w io.Writer) error { return d.writeSummary(w, job) })); err != nil {
 		return err
 	}
-	topts := []timeline.Option{timeline.Title(fmt.Sprintf("%s: out of memory at %s", d.tr.Name(),
-		job.Time.UTC().Format(time.RFC3339)))}
+	topts := []timeline.Option{timeline.Title(title(d.tr.Name(), job.Time))}
 	if job.OOM != nil && job.OOM.Limit > 0 {
 		topts = append(topts, timeline.BudgetLine(job.OOM.Limit))
 	}
@@ -218,17 +238,14 @@ func (d *Dumper) writeSummary(w io.Writer, job *dumpJob) error {
 		d.tr.Name(), job.Time.UTC().Format(time.RFC3339Nano), what); err != nil {
 		return err
 	}
-	var opts []report.Option
-	if job.sources != nil {
-		opts = append(opts, report.WithSources(*job.sources))
-	}
-	return report.WriteSummary(w, d.tr, opts...)
+	return report.WriteSummary(w, d.tr)
 }
 
 // fileName is the name every file of a dump starts with: the tracker's
-// name (characters other than letters, digits, '.', '_' and '-' made '_'),
-// "oom", the time in UTC to the millisecond and the dump's number, so that
-// names sort by time and two dumps of one millisecond differ.
+// name (characters other than letters, digits, '.', '_' and '-' made '_',
+// a long one cut, see shorten), "oom", the time in UTC to the millisecond
+// and the dump's number, so that names sort by time and two dumps of one
+// millisecond differ.
 func fileName(tracker string, t time.Time, seq int) string {
 	name := strings.Map(func(r rune) rune {
 		switch {
@@ -240,7 +257,40 @@ func fileName(tracker string, t time.Time, seq int) string {
 	if name == "" || strings.Trim(name, ".") == "" {
 		name = "tensorlife"
 	}
-	return name + "-oom-" + t.UTC().Format("20060102T150405.000Z") + "-" + strconv.Itoa(seq)
+	return shorten(name, tracker, maxNameBytes) + "-oom-" + t.UTC().Format("20060102T150405.000Z") + "-" + strconv.Itoa(seq)
+}
+
+// maxNameBytes bounds the tracker's part of a dump's file names. Systems
+// refuse names over 255 bytes (NAME_MAX), and the rest of the longest one
+// ("-oom-", the time, the number, ".summary.txt") takes under 60; 100
+// leaves room and still reads as the tracker's name.
+const maxNameBytes = 100
+
+// title is the timeline's title: the tracker's name, cut where needed
+// (shorten), and when memory ran out, within timeline.MaxTitle whatever
+// the name's length.
+func title(tracker string, t time.Time) string {
+	suffix := ": out of memory at " + t.UTC().Format(time.RFC3339)
+	return shorten(tracker, tracker, timeline.MaxTitle-len(suffix)) + suffix
+}
+
+// shorten returns s, or, when it is longer than max bytes, its start cut
+// at a character boundary, then "~" and a hash of full, the name s stands
+// for: two long names that share their first bytes still make different
+// files and titles, and the same name always the same ones. max must leave
+// room for the hash: 17 bytes.
+func shorten(s, full string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(full)) // a hash never fails to write
+	sum := fmt.Sprintf("~%016x", h.Sum64())
+	n := max - len(sum)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + sum
 }
 
 // Wait waits until no dump is being written and returns the last finished

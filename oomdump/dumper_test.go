@@ -1,13 +1,17 @@
 package oomdump_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,11 +23,9 @@ import (
 
 	"github.com/tensorlife/tensorlife/oomdump"
 	"github.com/tensorlife/tensorlife/pool"
-	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/tracktest"
-	"github.com/tensorlife/tensorlife/track/watch"
 )
 
 // maskBytes is the size of one leaked mask: 64x64 float32s, a size class of
@@ -56,7 +58,6 @@ func newService(t *testing.T, history bool, opts ...oomdump.Option) *service {
 	require.NoError(t, err)
 	s.pool, err = pool.New(dev, pool.Tracker(tr), pool.Budget(16*maskBytes), pool.OnOutOfMemory(s.dumper.OutOfMemory))
 	require.NoError(t, err)
-	require.NoError(t, s.dumper.SetSources(report.Sources{Pools: []report.PoolSource{s.pool}}))
 	t.Cleanup(func() {
 		for _, m := range s.held {
 			require.NoError(t, m.Free())
@@ -136,6 +137,10 @@ func TestDumpOnTheFirstOutOfMemoryError(t *testing.T) {
 	assert.Contains(t, string(summary), `tensorlife out-of-memory dump 1 of tracker "svc"`)
 	assert.Contains(t, string(summary), oom.Error(), "the error, sites and all")
 	assert.Contains(t, string(summary), "leakMasks", "the summary's top sites name the leaking function")
+	// The pool was made with the tracker alone, after the dumper: its
+	// figures are in the summary all the same.
+	assert.Contains(t, string(summary), "\nPools\n", "the pool's figures, found on the tracker")
+	assert.Contains(t, string(summary), "\nDevices (", "the pool's device")
 	trace, err := os.ReadFile(dump.Files[2])
 	require.NoError(t, err)
 	assert.True(t, json.Valid(trace), "the trace is JSON")
@@ -283,7 +288,7 @@ func TestDumpWithoutAnError(t *testing.T) {
 	assert.Contains(t, string(summary), "no detail given")
 }
 
-func TestNewAndSetSourcesRefuseWhatCannotWork(t *testing.T) {
+func TestNewRefusesWhatCannotWork(t *testing.T) {
 	tr, err := track.New(track.Name("svc"))
 	require.NoError(t, err)
 	dir := t.TempDir()
@@ -294,11 +299,12 @@ func TestNewAndSetSourcesRefuseWhatCannotWork(t *testing.T) {
 		opts []oomdump.Option
 		want error
 	}{
-		{"nil tracker", nil, dir, nil, oomdump.ErrNilTracker},
+		{"nil tracker", nil, dir, nil, track.ErrNilTracker},
 		{"empty directory", tr, "", nil, oomdump.ErrInvalidOption},
 		{"nil option", tr, dir, []oomdump.Option{nil}, oomdump.ErrInvalidOption},
 		{"negative interval", tr, dir, []oomdump.Option{oomdump.Interval(-time.Second)}, oomdump.ErrInvalidOption},
 		{"nil OnDump", tr, dir, []oomdump.Option{oomdump.OnDump(nil)}, oomdump.ErrInvalidOption},
+		{"nil Logger", tr, dir, []oomdump.Option{oomdump.Logger(nil)}, oomdump.ErrInvalidOption},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			d, err := oomdump.New(tt.tr, tt.dir, tt.opts...)
@@ -306,17 +312,117 @@ func TestNewAndSetSourcesRefuseWhatCannotWork(t *testing.T) {
 			assert.Nil(t, d)
 		})
 	}
+}
 
-	d, err := oomdump.New(tr, dir, oomdump.Interval(0))
+// TestLongTrackerNameStillDumps guards every dump against a long tracker
+// name: at 200 bytes and more the timeline's title was refused, at 240 the
+// file names were too long for the system. A legal name of any length
+// writes all four files.
+func TestLongTrackerNameStillDumps(t *testing.T) {
+	for _, n := range []int{200, 240, 4096} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			name := strings.Repeat("m", n)
+			tr, err := track.New(track.Name(name), track.KeepHistory(1<<10))
+			require.NoError(t, err)
+			d, err := oomdump.New(tr, t.TempDir())
+			require.NoError(t, err)
+			d.OutOfMemory(&tensor.OOMError{Device: "host", Requested: 1, Limit: 1 << 20})
+			require.NoError(t, d.Close())
+			dump, ok := d.Last()
+			require.True(t, ok)
+			require.NoError(t, dump.Err)
+			require.Len(t, dump.Files, 4, "profile, summary, trace and picture")
+			for _, f := range dump.Files {
+				assert.FileExists(t, f)
+				assert.LessOrEqual(t, len(filepath.Base(f)), 255)
+			}
+			summary, err := os.ReadFile(dump.Files[1])
+			require.NoError(t, err)
+			assert.Contains(t, string(summary), strconv.Quote(name), "the summary names the tracker whole")
+		})
+	}
+}
+
+// TestPanickingOnDumpIsRecovered guards the host against its OnDump
+// callback: a panic there is recovered on the dumper's goroutine, counted
+// and logged; the dump is recorded, Close returns, and the next dump calls
+// the callback again.
+func TestPanickingOnDumpIsRecovered(t *testing.T) {
+	tr, err := track.New(track.Name("svc"))
 	require.NoError(t, err)
-	other, err := track.New(track.Name("other"))
+	var logged syncBuffer
+	calls := 0
+	d, err := oomdump.New(tr, t.TempDir(), oomdump.Interval(0),
+		oomdump.Logger(slog.New(slog.NewTextHandler(&logged, nil))),
+		oomdump.OnDump(func(oomdump.Dump) {
+			calls++
+			panic("callback bug")
+		}))
 	require.NoError(t, err)
-	w, err := watch.New(other)
+	for range 2 {
+		d.OutOfMemory(nil)
+		require.NoError(t, d.Wait(), "the files were written; the callback's panic is no dump error")
+	}
+	require.NoError(t, d.Close())
+	assert.Equal(t, 2, calls)
+	dump, ok := d.Last()
+	require.True(t, ok)
+	assert.Len(t, dump.Files, 2)
+	assert.Equal(t, oomdump.Stats{Dumps: 2, Panics: 2}, d.Stats())
+	assert.Equal(t, 2, strings.Count(logged.String(), "panic in its OnDump callback"), "%s", logged.String())
+	assert.Contains(t, logged.String(), "callback bug")
+}
+
+// panickyPool is a pool-like part of a tracker whose figures panic: user
+// code the summary calls on the dumper's goroutine.
+type panickyPool struct{ _ int }
+
+func (*panickyPool) Stats() pool.Stats { panic("figures bug") }
+
+// TestPanickingSourceFailsOnlyItsDump guards the host against the parts a
+// dump reads: a panic in a pool's Stats, on the dumper's goroutine, stops
+// that dump with an error matching ErrPanicked, is counted and logged, and
+// OnDump still hears of it.
+func TestPanickingSourceFailsOnlyItsDump(t *testing.T) {
+	tr, err := track.New(track.Name("svc"))
 	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, w.Stop()) })
-	err = d.SetSources(report.Sources{Watcher: w})
-	assert.ErrorIs(t, err, oomdump.ErrInvalidOption)
-	assert.ErrorIs(t, err, report.ErrInvalidOption)
-	err = d.SetSources(report.Sources{Pools: []report.PoolSource{nil}})
-	assert.ErrorIs(t, err, oomdump.ErrInvalidOption)
+	var logged syncBuffer
+	var heard []oomdump.Dump
+	dir := t.TempDir()
+	d, err := oomdump.New(tr, dir, oomdump.Logger(slog.New(slog.NewTextHandler(&logged, nil))),
+		oomdump.OnDump(func(dump oomdump.Dump) { heard = append(heard, dump) }))
+	require.NoError(t, err)
+	bad := &panickyPool{}
+	track.Attach(tr, bad) // as a pool made with tr attaches itself
+	defer runtime.KeepAlive(bad)
+	d.OutOfMemory(nil)
+	err = d.Close()
+	require.ErrorIs(t, err, oomdump.ErrPanicked)
+	assert.Contains(t, err.Error(), "figures bug")
+	require.Len(t, heard, 1)
+	assert.ErrorIs(t, heard[0].Err, oomdump.ErrPanicked)
+	require.Len(t, heard[0].Files, 1, "the profile, written before the summary, is complete")
+	assert.Equal(t, oomdump.Stats{Dumps: 1, Failed: 1, Panics: 1}, d.Stats())
+	assert.Contains(t, logged.String(), "panic in writing the dump")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "the profile, and no temporary file of the summary")
+}
+
+// syncBuffer is a bytes.Buffer a logger on another goroutine may write.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/oomdump"
 	"github.com/tensorlife/tensorlife/pool"
-	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -32,9 +31,6 @@ func Example() {
 	}
 	p, err := pool.New(dev, pool.Tracker(tracker), pool.Budget(1<<20), pool.OnOutOfMemory(dumper.OutOfMemory))
 	if err != nil {
-		panic(err)
-	}
-	if err := dumper.SetSources(report.Sources{Pools: []report.PoolSource{p}}); err != nil {
 		panic(err)
 	}
 

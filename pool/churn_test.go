@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/faultdev"
+	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
 )
@@ -172,11 +172,11 @@ func TestRandomFaults(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := []faultdev.Option{faultdev.FailFraction(tc.fraction, tc.seed)}
+			opts := []devices.FaultOption{devices.FailFraction(tc.fraction, tc.seed)}
 			allowed := []error{tensor.ErrOutOfMemory}
 			if !tc.oom {
-				opts = append(opts, faultdev.WithoutOOM())
-				allowed = []error{faultdev.ErrInjected}
+				opts = append(opts, devices.WithoutOOM())
+				allowed = []error{devices.ErrInjected}
 			}
 			dev := newFault(t, 6<<20, opts...)
 			p := newPool(t, dev, pool.MaxCachedBytes(256<<10))

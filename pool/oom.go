@@ -3,6 +3,8 @@ package pool
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"strings"
 
 	"github.com/tensorlife/tensorlife/internal/format"
@@ -46,9 +48,26 @@ func (p *Pool) oomError(size int64, refused string, devErr error) error {
 	e.TopSites = p.topLiveSites()
 	e.HeldBy = p.heldBy(e.TopSites)
 	if p.onOOM != nil {
-		p.onOOM(e)
+		p.callOnOOM(e)
 	}
 	return e
+}
+
+// callOnOOM calls OnOutOfMemory's hook, foreign code on an allocation's
+// goroutine: a panic there would escape into the request that allocated,
+// or end the process, so it is recovered, counted and logged, and the
+// allocation returns its out-of-memory error all the same. A hook that
+// calls runtime.Goexit ends the calling goroutine, as it would anywhere.
+func (p *Pool) callOnOOM(e *tensor.OOMError) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.hookPanics.Add(1)
+			p.logger.Error("tensorlife: the pool's OnOutOfMemory hook panicked; the allocation returns its error all the same",
+				slog.String("device", e.Device), slog.Int64("requested", e.Requested), slog.Any("panic", v),
+				slog.String("stack", string(debug.Stack())))
+		}
+	}()
+	p.onOOM(e)
 }
 
 // maxHeldBy bounds the owners an out-of-memory error names per site.
@@ -153,6 +172,11 @@ func (p *Pool) Close() error {
 		sites := p.liveSitesOnDevice()
 		err = errors.Join(err, &ActiveBlocksError{Device: p.dev.Name(), Blocks: blocks,
 			Bytes: p.active.load(), Sites: sites, HeldBy: p.heldBy(sites)})
+	} else {
+		// Nothing is left for the tracker's reports to count: leave them
+		// now. A pool closed with blocks out stays until it is collected,
+		// since what it still holds is tensorlife's memory.
+		track.Detach(p.tracker, p)
 	}
 	return err
 }

@@ -1,8 +1,10 @@
 package pool_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
 	"testing"
@@ -138,4 +140,34 @@ func TestOnOutOfMemoryHearsEveryOOM(t *testing.T) {
 	assert.Equal(t, "budget", heard[0].Reason)
 	assert.Equal(t, []int64{512 << 10, 512 << 10}, reservedThen, "the hook read the pool while the allocation waited")
 	assert.Equal(t, int64(2), p.Stats().OOMs)
+}
+
+// TestOnOutOfMemoryPanicIsRecovered guards the host against its own hook: a
+// hook that panics neither kills the process nor escapes into the
+// allocating request. The allocation returns its out-of-memory error, the
+// panic is counted and logged, and the next failure calls the hook again.
+func TestOnOutOfMemoryPanicIsRecovered(t *testing.T) {
+	dev := newFault(t, 4<<20)
+	tr := newTracker(t)
+	var logged bytes.Buffer
+	calls := 0
+	p, err := pool.New(dev, pool.Tracker(tr), pool.Budget(1<<20),
+		pool.Logger(slog.New(slog.NewTextHandler(&logged, nil))),
+		pool.OnOutOfMemory(func(*tensor.OOMError) {
+			calls++
+			panic("hook bug")
+		}))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+
+	for range 2 {
+		_, err = tensor.New(context.Background(), p, tensor.Float32, 512, 1024) // twice the budget
+		require.ErrorIs(t, err, tensor.ErrOutOfMemory, "the caller gets its error, not the hook's panic")
+	}
+	assert.Equal(t, 2, calls, "the hook is called again after a panic")
+	s := p.Stats()
+	assert.Equal(t, int64(2), s.CallbackPanics)
+	assert.Equal(t, int64(2), s.OOMs)
+	assert.Equal(t, 2, strings.Count(logged.String(), "OnOutOfMemory hook panicked"), "%s", logged.String())
+	assert.Contains(t, logged.String(), "hook bug")
 }

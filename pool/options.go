@@ -3,6 +3,7 @@ package pool
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 
 	"github.com/tensorlife/tensorlife/tensor"
@@ -40,10 +41,11 @@ type config struct {
 	budgetFraction float64
 	topSites       int
 	onOOM          func(*tensor.OOMError)
+	logger         *slog.Logger
 }
 
 func defaultConfig() config {
-	return config{maxCached: -1, topSites: defaultTopSites}
+	return config{maxCached: -1, topSites: defaultTopSites, logger: slog.Default()}
 }
 
 // Tracker records every tensor made from the pool in t (default
@@ -52,7 +54,7 @@ func defaultConfig() config {
 func Tracker(t *track.Tracker) Option {
 	return optionFunc(func(c *config) error {
 		if t == nil {
-			return fmt.Errorf("%w: Tracker(nil): use Untracked", ErrInvalidOption)
+			return fmt.Errorf("%w: Tracker(nil): %w; use Untracked", ErrInvalidOption, track.ErrNilTracker)
 		}
 		c.tracker, c.trackerSet = t, true
 		return nil
@@ -130,13 +132,28 @@ func TopSites(n int) Option {
 // no lock of the pool held, so it may read the pool and its tracker; that
 // allocation waits for it, so f must return quickly and hand slow work to
 // a goroutine of its own. f must not change the error, which the caller
-// receives too. f must not be nil.
+// receives too. f must not be nil. A panic in f is recovered, counted
+// (Stats.CallbackPanics) and logged (Logger): the allocation still returns
+// its error, and the process lives on.
 func OnOutOfMemory(f func(*tensor.OOMError)) Option {
 	return optionFunc(func(c *config) error {
 		if f == nil {
 			return fmt.Errorf("%w: OnOutOfMemory(nil)", ErrInvalidOption)
 		}
 		c.onOOM = f
+		return nil
+	})
+}
+
+// Logger sets where the pool reports what it cannot return as an error: a
+// panic recovered from OnOutOfMemory's hook. Default slog.Default(); l must
+// not be nil.
+func Logger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: Logger(nil)", ErrInvalidOption)
+		}
+		c.logger = l
 		return nil
 	})
 }

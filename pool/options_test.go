@@ -37,6 +37,7 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 		{"TopSites(-1)", []pool.Option{pool.TopSites(-1)}},
 		{"TopSites(101)", []pool.Option{pool.TopSites(101)}},
 		{"OnOutOfMemory(nil)", []pool.Option{pool.OnOutOfMemory(nil)}},
+		{"Logger(nil)", []pool.Option{pool.Logger(nil)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -46,6 +47,10 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 		})
 	}
 
+	t.Run("nil tracker", func(t *testing.T) {
+		_, err := pool.New(host, pool.Tracker(nil))
+		assert.ErrorIs(t, err, track.ErrNilTracker, "the one nil-tracker error")
+	})
 	t.Run("nil device", func(t *testing.T) {
 		p, err := pool.New(nil)
 		assert.ErrorIs(t, err, tensor.ErrNilAllocator)

@@ -3,17 +3,16 @@ package pool
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/tensorlife/tensorlife/internal/allocid"
-	"github.com/tensorlife/tensorlife/internal/cacheline"
-	"github.com/tensorlife/tensorlife/internal/peak"
+	"github.com/tensorlife/tensorlife/internal/hotpath"
+	"github.com/tensorlife/tensorlife/internal/invariants"
 
 	"github.com/tensorlife/tensorlife/internal/format"
 
-	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -37,7 +36,7 @@ type freeList struct {
 // paddedList keeps each class on its own cache lines: no false sharing.
 type paddedList struct {
 	freeList
-	_ [cacheline.Size - unsafe.Sizeof(freeList{})%cacheline.Size]byte
+	_ [hotpath.CacheLine - unsafe.Sizeof(freeList{})%hotpath.CacheLine]byte
 }
 
 // Pool is a caching allocator over one tensor.Device: it implements
@@ -59,6 +58,7 @@ type Pool struct {
 	maxCached int64 // < 0: no cap
 	topSites  int
 	onOOM     func(*tensor.OOMError) // OnOutOfMemory's hook; nil without it
+	logger    *slog.Logger           // Logger's: where a panic of the hook is reported
 	closed    atomic.Bool            // read on every call, written once: kept with the read-mostly fields
 
 	// classes has one more entry than there are classes: hugeClass, whose
@@ -80,6 +80,7 @@ type Pool struct {
 	evictions    atomic.Int64
 	ooms         atomic.Int64
 	badReleases  atomic.Int64
+	hookPanics   atomic.Int64 // panics recovered from OnOutOfMemory's hook
 }
 
 // New returns a Pool over dev. Options are validated here, against each
@@ -90,13 +91,8 @@ func New(dev tensor.Device, opts ...Option) (*Pool, error) {
 		return nil, fmt.Errorf("%w: nil device", tensor.ErrNilAllocator)
 	}
 	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o.apply(&cfg); err != nil {
-			return nil, err
-		}
+	if err := invariants.ApplyOptions(&cfg, opts, Option.apply, ErrInvalidOption); err != nil {
+		return nil, err
 	}
 	_, total, memErr := dev.MemInfo()
 	if memErr != nil {
@@ -109,12 +105,13 @@ func New(dev tensor.Device, opts ...Option) (*Pool, error) {
 	p := &Pool{
 		dev:       dev,
 		tracker:   cfg.tracker,
-		id:        allocid.New(),
+		id:        hotpath.NewAllocatorID(),
 		budget:    budget,
 		total:     total,
 		maxCached: cfg.maxCached,
 		topSites:  cfg.topSites,
 		onOOM:     cfg.onOOM,
+		logger:    cfg.logger,
 	}
 	// Count what the pool reserves as tensorlife's in the tracker's reports
 	// and in other pools' out-of-memory errors (see track.Attach).
@@ -203,7 +200,7 @@ func (p *Pool) allocateNew(c int, size int64) (tensor.Block, error) {
 	// The peak of active bytes is sampled here and in Stats, off the hit
 	// path: a peak reached only through cache hits between two samples is
 	// missed (see the package doc).
-	peak.Raise(&p.peakActive, p.active.load())
+	hotpath.RaisePeak(&p.peakActive, p.active.load())
 	return b, nil
 }
 
@@ -257,7 +254,7 @@ func (p *Pool) deviceAlloc(size int64) (ptr tensor.DevicePtr, refused string, er
 			return 0, "budget", nil
 		}
 		if p.reserved.CompareAndSwap(r, r+size) {
-			peak.Raise(&p.peakReserved, r+size)
+			hotpath.RaisePeak(&p.peakReserved, r+size)
 			break
 		}
 	}
@@ -417,11 +414,12 @@ func (p *Pool) drain() (int64, error) {
 // class modulo 16: goroutines working on different classes update
 // different lines, where a single counter would bounce one line between
 // every core on every hit (it tripled the cost of a hit on two cores).
-// Reading sums 16 words.
+// Reading sums 16 words. Each stripe takes two lines, since amd64's
+// adjacent-line prefetcher moves lines in pairs.
 type stripedCounter struct {
 	stripes [16]struct {
 		v atomic.Int64
-		_ [120]byte
+		_ [2*hotpath.CacheLine - unsafe.Sizeof(atomic.Int64{})]byte
 	}
 }
 

@@ -1,6 +1,6 @@
 package pool
 
-import "github.com/tensorlife/tensorlife/internal/peak"
+import "github.com/tensorlife/tensorlife/internal/hotpath"
 
 // Stats are a pool's figures at one moment. Each is exact, but they are not read at one instant together:
 // while other goroutines allocate, Reserved may differ from Active+Cached by
@@ -32,6 +32,8 @@ type Stats struct {
 	// BadReleases counts releases refused because the block was not handed
 	// out by this allocator: double releases and forged blocks.
 	BadReleases int64
+	// CallbackPanics counts panics recovered from OnOutOfMemory's hook.
+	CallbackPanics int64
 }
 
 // Stats returns the pool's figures. It takes
@@ -57,6 +59,7 @@ func (p *Pool) stats() (s Stats, largestCached int64) {
 		OOMs:         p.ooms.Load(),
 		BadReleases:  p.badReleases.Load(),
 	}
+	s.CallbackPanics = p.hookPanics.Load()
 	for c := range numClasses {
 		fl := &p.classes[c]
 		fl.mu.Lock()
@@ -70,7 +73,7 @@ func (p *Pool) stats() (s Stats, largestCached int64) {
 		}
 	}
 	s.Active = p.active.load()
-	peak.Raise(&p.peakActive, s.Active)
+	hotpath.RaisePeak(&p.peakActive, s.Active)
 	s.Reserved = p.reserved.Load()
 	s.ActiveBlocks = max(0, p.deviceBlocks.Load()-s.CachedBlocks)
 	s.PeakActive = max(p.peakActive.Load(), s.Active)
@@ -87,10 +90,15 @@ func (p *Pool) Reserved() (device string, bytes int64) {
 // Headroom returns the pool's budget (0: none) and the bytes it may still
 // hand out before it refuses an allocation: the budget less the bytes in
 // blocks handed out, since cached blocks go back to the device before an
-// allocation is refused (a Pool is a track.Budgeted).
+// allocation is refused; without a budget, the device's free memory (-1 if
+// MemInfo fails). A Pool is a track.Headroomer.
 func (p *Pool) Headroom() (budget, left int64) {
 	if p.budget == 0 {
-		return 0, 0
+		free, _, err := p.dev.MemInfo()
+		if err != nil {
+			return 0, -1
+		}
+		return 0, free
 	}
 	return p.budget, max(p.budget-p.active.load(), 0)
 }

@@ -19,3 +19,12 @@ func WindowClock(wait func(ctx context.Context, d time.Duration) error) HandlerO
 // Instant is a WindowClock wait that ends the window at once, or with the
 // request's context when that ended first.
 func Instant(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+
+// Clock makes a handler read now for ?gc=1's rate limit instead of the
+// real clock.
+func Clock(now func() time.Time) HandlerOption {
+	return handlerOption(func(c *config) error {
+		c.now = now
+		return nil
+	})
+}

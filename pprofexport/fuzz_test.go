@@ -99,6 +99,34 @@ func FuzzProfile(f *testing.F) {
 		diff, err := pprofexport.DiffProfile(snap, snap)
 		require.NoError(t, err)
 		assert.Empty(t, diff.Sample, "a snapshot minus itself is nothing")
+		buf.Reset()
+		require.NoError(t, pprofexport.WriteDiff(&buf, snap, snap))
+		written, err := profile.Parse(&buf)
+		require.NoError(t, err)
+		require.NoError(t, written.CheckValid())
+		assert.Empty(t, written.Sample, "written, a snapshot minus itself is nothing too")
+		assert.Empty(t, written.Location, "and uses no stack")
+
+		// What changed when some are freed: written as DiffProfile builds it.
+		for i := range recs {
+			if !released[i] && data[recordBytes*i]%2 == 0 {
+				require.NoError(t, tr.Release(&recs[i]))
+				released[i] = true
+			}
+		}
+		later, err := tr.SnapshotOf(filter)
+		require.NoError(t, err)
+		built, err := pprofexport.DiffProfile(snap, later)
+		require.NoError(t, err)
+		var builtBuf bytes.Buffer
+		require.NoError(t, built.Write(&builtBuf))
+		buf.Reset()
+		require.NoError(t, pprofexport.WriteDiff(&buf, snap, later))
+		builtBack, err := profile.ParseData(builtBuf.Bytes())
+		require.NoError(t, err)
+		written, err = profile.ParseData(buf.Bytes())
+		require.NoError(t, err)
+		assert.Equal(t, canonical(t, builtBack), canonical(t, written), "the written diff is DiffProfile's")
 	})
 }
 

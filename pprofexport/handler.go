@@ -5,13 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
-	"github.com/google/pprof/profile"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -22,6 +24,9 @@ type handler struct {
 	// deltas holds one token per delta profile in progress, profiles one
 	// per profile or text table of one snapshot.
 	deltas, profiles chan struct{}
+	// lastGC is when ?gc=1 last forced a collection, in nanoseconds of
+	// the handler's clock; 0 before the first.
+	lastGC atomic.Int64
 }
 
 // Bounds of MaxConcurrentProfiles.
@@ -33,6 +38,19 @@ const (
 	DefaultMaxConcurrentProfiles = 4
 
 	maxConcurrentProfiles = 256
+
+	// GCInterval is the least time between two collections that ?gc=1
+	// forces: a forced collection stops every goroutine of the service
+	// for a moment and costs a full mark, so a client that asks for one
+	// on every request must not get one on every request. A ?gc=1 sooner
+	// than this after the last forced one is served without forcing one:
+	// the collection of moments ago found what it could.
+	GCInterval = 10 * time.Second
+
+	// maxEchoBytes bounds how much of a value from the request an error
+	// answer quotes: enough to recognize it, not a hostile 100 KB echoed
+	// whole.
+	maxEchoBytes = 64
 )
 
 // MaxConcurrentProfiles sets how many profiles of the live set, binary or
@@ -44,7 +62,8 @@ const (
 // them. Delta profiles (?seconds=N) have their own limit,
 // MaxConcurrentDeltas, and do not count against this one. Default
 // DefaultMaxConcurrentProfiles (4); between 0 and 256, where 0 serves
-// delta profiles only (every other request is answered 400).
+// delta profiles only (every other request is answered 400); with
+// MaxConcurrentDeltas(0) too, NewHandler refuses the pair.
 func MaxConcurrentProfiles(n int) HandlerOption {
 	return handlerOption(func(c *config) error {
 		if n < 0 || n > maxConcurrentProfiles {
@@ -71,15 +90,24 @@ func MaxConcurrentProfiles(n int) HandlerOption {
 // the delta profiles, KeepLibraryFrames keeps tensorlife's frames in the
 // stacks.
 //
-// A nil tracker is an error matching ErrNilTracker, an invalid option one
-// matching ErrInvalidOption. The handler is safe for concurrent use.
+// A nil tracker is an error matching track.ErrNilTracker, an invalid option
+// one matching ErrInvalidOption, as is turning both kinds of profile off
+// (MaxConcurrentProfiles(0) with MaxConcurrentDeltas(0)), which leaves
+// nothing to serve. The handler is safe for concurrent use.
 func NewHandler(tr *track.Tracker, opts ...HandlerOption) (http.Handler, error) {
 	if tr == nil {
-		return nil, ErrNilTracker
+		return nil, track.ErrNilTracker
 	}
 	cfg, err := newHandlerConfig(opts)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.maxProfiles == 0 && cfg.maxDeltas == 0 {
+		return nil, fmt.Errorf("%w: MaxConcurrentProfiles(0) with MaxConcurrentDeltas(0): the handler could answer nothing",
+			ErrInvalidOption)
+	}
+	if cfg.now == nil {
+		cfg.now = time.Now
 	}
 	return &handler{tracker: tr, cfg: cfg, deltas: make(chan struct{}, cfg.maxDeltas),
 		profiles: make(chan struct{}, cfg.maxProfiles)}, nil
@@ -105,7 +133,7 @@ func param(values url.Values, name string) (string, error) {
 	}
 	for _, v := range vs[1:] {
 		if v != vs[0] {
-			return "", fmt.Errorf("parameter %q given different values: %q", name, vs)
+			return "", fmt.Errorf("parameter %s given different values: %s and %s", echo(name), echo(vs[0]), echo(v))
 		}
 	}
 	return vs[0], nil
@@ -117,7 +145,7 @@ func (h *handler) parse(r *http.Request) (query, error) {
 	q := query{filter: h.cfg.filter}
 	values, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return q, fmt.Errorf("malformed query: %v", err)
+		return q, fmt.Errorf("malformed query: %s", echoError(err))
 	}
 	get := func(name string) string {
 		if err != nil {
@@ -137,11 +165,11 @@ func (h *handler) parse(r *http.Request) (query, error) {
 	case "1":
 		q.debug = 1
 	default:
-		return q, fmt.Errorf(`invalid value for "debug": %q, want 0 (profile) or 1 (text)`, debug)
+		return q, fmt.Errorf(`invalid value for "debug": %s, want 0 (profile) or 1 (text)`, echo(debug))
 	}
 	if seconds != "" {
 		if q.seconds, err = strconv.ParseInt(seconds, 10, 64); err != nil || q.seconds <= 0 {
-			return q, fmt.Errorf(`invalid value for "seconds": %q, want a positive integer`, seconds)
+			return q, fmt.Errorf(`invalid value for "seconds": %s, want a positive integer`, echo(seconds))
 		}
 		if q.debug != 0 {
 			return q, errors.New(`"seconds" and "debug" cannot be combined`)
@@ -157,7 +185,7 @@ func (h *handler) parse(r *http.Request) (query, error) {
 	}
 	if minAge != "" {
 		if q.filter.MinAge, err = time.ParseDuration(minAge); err != nil || q.filter.MinAge < 0 {
-			return q, fmt.Errorf(`invalid value for "min_age": %q, want a duration such as 30s or 5m`, minAge)
+			return q, fmt.Errorf(`invalid value for "min_age": %s, want a duration such as 30s or 5m`, echo(minAge))
 		}
 	}
 	switch outlived {
@@ -167,7 +195,7 @@ func (h *handler) parse(r *http.Request) (query, error) {
 	case "1", "true":
 		q.filter.Outlived = true
 	default:
-		return q, fmt.Errorf(`invalid value for "outlived": %q, want 1 (only tensors that outlived their request) or 0`, outlived)
+		return q, fmt.Errorf(`invalid value for "outlived": %s, want 1 (only tensors that outlived their request) or 0`, echo(outlived))
 	}
 	if values.Has("kind") {
 		q.filter.Kind = kind
@@ -177,7 +205,7 @@ func (h *handler) parse(r *http.Request) (query, error) {
 	}
 	if leaked != "" {
 		if q.filter.LeakedOnly, err = strconv.ParseBool(leaked); err != nil {
-			return q, fmt.Errorf(`invalid value for "leaked": %q, want true or false`, leaked)
+			return q, fmt.Errorf(`invalid value for "leaked": %s, want true or false`, echo(leaked))
 		}
 	}
 	if gc != "" {
@@ -185,7 +213,7 @@ func (h *handler) parse(r *http.Request) (query, error) {
 			// net/http/pprof reads gc=1 as a number; accept any integer too.
 			n, nerr := strconv.Atoi(gc)
 			if nerr != nil {
-				return q, fmt.Errorf(`invalid value for "gc": %q, want true or false`, gc)
+				return q, fmt.Errorf(`invalid value for "gc": %s, want true or false`, echo(gc))
 			}
 			q.gc = n > 0
 		}
@@ -197,7 +225,11 @@ func (h *handler) parse(r *http.Request) (query, error) {
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		serveError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed; use GET")
+		method := r.Method // a token, never quoted unless too long to echo
+		if len(method) > maxEchoBytes {
+			method = echo(method)
+		}
+		serveError(w, http.StatusMethodNotAllowed, "method "+method+" not allowed; use GET")
 		return
 	}
 	q, err := h.parse(r)
@@ -235,7 +267,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeBody(w, "text/plain; charset=utf-8", "", body.Bytes())
 		}
 	} else {
-		err = h.writeProfile(w, &body, build(snap, h.cfg, allocSites(snap), false), "tensors")
+		err = h.writeProfile(w, &body, func(zw io.Writer) error { return stream(zw, snap, h.cfg) }, "tensors")
 	}
 	if err != nil {
 		serveError(w, http.StatusInternalServerError, err.Error())
@@ -264,9 +296,7 @@ func (h *handler) serveDelta(w http.ResponseWriter, r *http.Request, q query) {
 		serveError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if q.gc {
-		runtime.GC()
-	}
+	h.collect(q)
 	// Every value of a delta is a difference, in-use ones too: the start is
 	// a snapshot like the end's, one walk of the live set, whose groups are
 	// held for the window (as many as a plain scrape's profile has samples).
@@ -280,10 +310,8 @@ func (h *handler) serveDelta(w http.ResponseWriter, r *http.Request, q query) {
 		serveWaitError(w, err)
 		return
 	}
-	var p *profile.Profile
-	if p, err = combine(start, end, "delta", h.cfg); err == nil {
-		err = h.writeProfile(w, &bytes.Buffer{}, p, "tensors-delta")
-	}
+	err = h.writeProfile(w, &bytes.Buffer{}, func(zw io.Writer) error { return streamPair(zw, start, end, "delta", h.cfg) },
+		"tensors-delta")
 	if err != nil {
 		serveError(w, http.StatusInternalServerError, err.Error())
 	}
@@ -312,15 +340,64 @@ func extendWriteDeadline(w http.ResponseWriter, r *http.Request, window time.Dur
 // the label keys the endpoint shows alone: labels it does not show (a
 // request id per tensor) cost it nothing.
 func (h *handler) snapshot(q query) (*track.Snapshot, error) {
-	if q.gc {
-		runtime.GC()
-	}
+	h.collect(q)
 	f := q.filter
-	if !h.cfg.allLabels {
+	switch {
+	case q.debug == 1:
+		// The text view shows no label: grouped by none, it costs what
+		// its rows do, whatever labels LabelKeys lets a profile show.
+		f.LabelKeys = []string{}
+	case !h.cfg.allLabels:
 		f.LabelKeys = append([]string{}, h.cfg.labelKeys...) // not nil: these keys and no other
 	}
 	f.Oldest = q.debug == 1 // the text view prints ages: it walks
 	return h.tracker.SnapshotOf(f)
+}
+
+// collect runs the collection ?gc=1 asks for, unless one was forced less
+// than GCInterval ago (see GCInterval): of the requests that race for it,
+// one forces it and the others go on without.
+func (h *handler) collect(q query) {
+	if !q.gc {
+		return
+	}
+	now := h.cfg.now().UnixNano()
+	last := h.lastGC.Load()
+	if last != 0 && now-last < int64(GCInterval) {
+		return
+	}
+	if h.lastGC.CompareAndSwap(last, now) {
+		runtime.GC()
+	}
+}
+
+// echo quotes a value taken from the request for an error answer: whole
+// when short, else its first maxEchoBytes bytes (cut at a character
+// boundary) and how long it was, so that an answer never grows with
+// what a client sends.
+func echo(v string) string {
+	if len(v) <= maxEchoBytes {
+		return strconv.Quote(v)
+	}
+	n := maxEchoBytes
+	for n > 0 && !utf8.RuneStart(v[n]) {
+		n--
+	}
+	return strconv.Quote(v[:n]) + fmt.Sprintf("... (%d bytes)", len(v))
+}
+
+// echoError bounds the text of an error that may quote the request (the
+// query parser's) as echo bounds a value.
+func echoError(err error) string {
+	msg := err.Error()
+	if len(msg) <= 2*maxEchoBytes {
+		return msg
+	}
+	n := 2 * maxEchoBytes
+	for n > 0 && !utf8.RuneStart(msg[n]) {
+		n--
+	}
+	return msg[:n] + fmt.Sprintf("... (%d bytes)", len(msg))
 }
 
 // wait takes the second snapshot of a delta after d, or gives up as soon
@@ -349,10 +426,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// writeProfile encodes p into buf first, so an encoding failure can still
-// be answered with an error status, then sends it.
-func (h *handler) writeProfile(w http.ResponseWriter, buf *bytes.Buffer, p *profile.Profile, name string) error {
-	if err := encode(buf, p); err != nil {
+// writeProfile compresses what write encodes into buf first, so an
+// encoding failure can still be answered with an error status, then sends
+// it.
+func (h *handler) writeProfile(w http.ResponseWriter, buf *bytes.Buffer, write func(io.Writer) error, name string) error {
+	if err := compress(buf, write); err != nil {
 		return err
 	}
 	writeBody(w, "application/octet-stream", name, buf.Bytes())

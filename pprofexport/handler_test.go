@@ -140,8 +140,8 @@ func TestHandlerBadRequests(t *testing.T) {
 		{"min_age=-1s", `"min_age"`},
 		{"leaked=maybe", `"leaked"`},
 		{"gc=maybe", `"gc"`},
-		{"kind=a&kind=b", `parameter "kind" given different values: ["a" "b"]`},
-		{"seconds=10&seconds=15", `parameter "seconds" given different values: ["10" "15"]`},
+		{"kind=a&kind=b", `parameter "kind" given different values: "a" and "b"`},
+		{"seconds=10&seconds=15", `parameter "seconds" given different values: "10" and "15"`},
 		{"debug=1&debug=7", `parameter "debug" given different values`},
 		{"kind=%zz", `malformed query`},
 	}
@@ -497,7 +497,7 @@ func TestHandlerConstruction(t *testing.T) {
 		opts []pprofexport.HandlerOption
 		want error
 	}{
-		{"nil tracker", nil, nil, pprofexport.ErrNilTracker},
+		{"nil tracker", nil, nil, track.ErrNilTracker},
 		{"nil option", tr, []pprofexport.HandlerOption{nil}, pprofexport.ErrInvalidOption},
 		{"negative min age", tr, []pprofexport.HandlerOption{pprofexport.Filter(track.Filter{MinAge: -time.Second})}, pprofexport.ErrInvalidOption},
 		{"allocations listed", tr, []pprofexport.HandlerOption{pprofexport.Filter(track.Filter{Allocations: true})}, pprofexport.ErrInvalidOption},

@@ -30,11 +30,10 @@ func firstTopRow(t *testing.T, out string) string {
 	return ""
 }
 
-// allocKVMarked is an allocation helper that marks itself.
+// allocKVMarked is an allocation helper that the tracker is told of.
 //
 //go:noinline
 func allocKVMarked(tr *track.Tracker, n int64) *track.Record {
-	track.Helper()
 	r := &track.Record{Bytes: n, Meta: track.InternMeta("kv-cache", "host", "float16", nil)}
 	if err := tr.Record(context.Background(), r, 0); err != nil {
 		panic(err)
@@ -78,7 +77,7 @@ func TestGoToolPprofTopNamesTheHelpersCaller(t *testing.T) {
 		{"unmarked: the helper first", allocKVUnmarked, pkgPath + "allocKVUnmarked"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr, err := track.New()
+			tr, err := track.New(track.HelperFunctions(pkgPath + "allocKVMarked"))
 			require.NoError(t, err)
 			recs := append(leakyDecode(tr, tc.kv), boundedPrefill(tr, tc.kv)...)
 			path := filepath.Join(t.TempDir(), "kv.pb.gz")

@@ -148,24 +148,13 @@ func (lb *labeler) labels(g *track.Group, leaked bool) *sampleLabels {
 	}
 
 	l := &sampleLabels{label: make(map[string][]string, 5+len(kept.pairs)/2)}
-	set := func(key, value string) {
-		if value != "" {
-			l.label[key] = append(l.label[key], value)
-		}
-	}
-	set(LabelDType, g.DType)
-	set(LabelDevice, g.Device)
-	set(LabelKind, g.Kind)
-	set(LabelShape, format.Shape(g.Shape))
-	if leaked {
-		set(LabelLeaked, leakedTrue)
-	}
+	held := ""
 	if g.HeldBy != nil {
-		set(LabelHeldBy, g.HeldBy.String())
+		held = g.HeldBy.String()
 	}
-	for i := 0; i < len(kept.pairs); i += 2 {
-		set(kept.pairs[i], kept.pairs[i+1])
-	}
+	eachLabel(g, leaked, format.Shape(g.Shape), held, kept.pairs, func(key, value string) {
+		l.label[key] = append(l.label[key], value)
+	})
 	// A zero numeric label is lost in the encoding, as an empty string is.
 	if k.perTensor != 0 {
 		l.num = map[string][]int64{LabelBytes: {k.perTensor}}
@@ -173,4 +162,28 @@ func (lb *labeler) labels(g *track.Group, leaked bool) *sampleLabels {
 	}
 	lb.cache[k] = l
 	return l
+}
+
+// eachLabel calls set with each string label of a sample of g, as every
+// profile writes them: the tensors' attributes (shape and held, the extra
+// owner, already rendered), whether they leaked, then the request labels
+// kept (names renamed, values interleaved). Empty values are left out: the
+// profile format cannot tell an empty string label from a missing one.
+func eachLabel(g *track.Group, leaked bool, shape, held string, kept []string, set func(key, value string)) {
+	put := func(key, value string) {
+		if value != "" {
+			set(key, value)
+		}
+	}
+	put(LabelDType, g.DType)
+	put(LabelDevice, g.Device)
+	put(LabelKind, g.Kind)
+	put(LabelShape, shape)
+	if leaked {
+		put(LabelLeaked, leakedTrue)
+	}
+	put(LabelHeldBy, held)
+	for i := 0; i+1 < len(kept); i += 2 {
+		put(kept[i], kept[i+1])
+	}
 }

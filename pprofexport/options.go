@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -19,8 +20,6 @@ var (
 	ErrInvalidOption = errors.New("pprofexport: invalid option")
 	// ErrNilSnapshot means a nil *track.Snapshot was passed.
 	ErrNilSnapshot = errors.New("pprofexport: nil snapshot")
-	// ErrNilTracker means NewHandler was given a nil *track.Tracker.
-	ErrNilTracker = errors.New("pprofexport: nil tracker")
 	// ErrNilWriter means a writer function was given a nil io.Writer.
 	ErrNilWriter = errors.New("pprofexport: nil writer")
 	// ErrSnapshotOrder means the snapshots of a diff or delta were passed
@@ -108,6 +107,9 @@ type config struct {
 	// window waits out a delta's window; nil waits on the real clock. Tests
 	// set it so that a window costs them no time.
 	window func(ctx context.Context, d time.Duration) error
+	// now is the clock ?gc=1's rate limit reads; nil is time.Now. Tests
+	// set it to step past GCInterval at once.
+	now func() time.Time
 }
 
 // formatOption applies to every family.
@@ -128,31 +130,17 @@ type handlerOption func(*config) error
 
 func (f handlerOption) applyHandler(c *config) error { return f(c) }
 
-// applyAll applies opts to c with apply: the one place every option is
-// checked.
-func applyAll[O any](c *config, opts []O, apply func(O, *config) error) error {
-	for _, o := range opts {
-		if any(o) == nil {
-			return fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := apply(o, c); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // A file goes where the program that writes it puts it: every request
 // label, so -tagfocus request=r-42 works on a dump.
 func newProfileConfig(opts []ProfileOption) (config, error) {
 	c := config{allLabels: true}
-	err := applyAll(&c, opts, ProfileOption.applyProfile)
+	err := invariants.ApplyOptions(&c, opts, ProfileOption.applyProfile, ErrInvalidOption)
 	return c, err
 }
 
 func newDiffConfig(opts []DiffOption) (config, error) {
 	c := config{allLabels: true}
-	err := applyAll(&c, opts, DiffOption.applyDiff)
+	err := invariants.ApplyOptions(&c, opts, DiffOption.applyDiff, ErrInvalidOption)
 	return c, err
 }
 
@@ -161,7 +149,7 @@ func newDiffConfig(opts []DiffOption) (config, error) {
 func newHandlerConfig(opts []HandlerOption) (config, error) {
 	c := config{maxDeltaWindow: DefaultMaxDeltaWindow, maxDeltas: DefaultMaxConcurrentDeltas,
 		maxProfiles: DefaultMaxConcurrentProfiles}
-	err := applyAll(&c, opts, HandlerOption.applyHandler)
+	err := invariants.ApplyOptions(&c, opts, HandlerOption.applyHandler, ErrInvalidOption)
 	return c, err
 }
 
@@ -292,7 +280,8 @@ func MaxDeltaWindow(d time.Duration) HandlerOption {
 // computes at once; a request beyond it is answered 429 Too Many Requests
 // with a text that states the limit, at once, holding nothing. Default
 // DefaultMaxConcurrentDeltas (4); between 0 and 256, where 0 turns delta
-// profiles off (every ?seconds=N is answered 400).
+// profiles off (every ?seconds=N is answered 400); with
+// MaxConcurrentProfiles(0) too, NewHandler refuses the pair.
 func MaxConcurrentDeltas(n int) HandlerOption {
 	return handlerOption(func(c *config) error {
 		if n < 0 || n > maxConcurrentDeltas {

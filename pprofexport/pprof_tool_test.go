@@ -7,12 +7,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/pproftool"
 	"github.com/tensorlife/tensorlife/pprofexport"
 )
 
@@ -22,7 +22,7 @@ import (
 // symbolize again fails the test: the files must stand on their own.
 func runPprof(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	bin, err := pproftool.Path()
+	bin, err := pprofPath()
 	if err != nil {
 		t.Skipf("go tool pprof is not available: %v", err)
 	}
@@ -155,3 +155,19 @@ func TestGoToolPprofEmptyProfile(t *testing.T) {
 	assert.Contains(t, out, "Type: inuse_space")
 	assert.Contains(t, out, "of 0 total")
 }
+
+// pprofPath returns the path of the go tool pprof binary. `go tool -n
+// pprof` prints it (building the tool into the cache if needed); it is
+// asked once per test binary, so each run starts the binary directly
+// instead of paying for `go tool` every time.
+var pprofPath = sync.OnceValues(func() (string, error) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.Command(goBin, "tool", "-n", "pprof").Output()
+	if err != nil {
+		return "", fmt.Errorf("go tool -n pprof: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+})

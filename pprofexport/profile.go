@@ -92,20 +92,9 @@ func build(snap *track.Snapshot, cfg config, withAlloc func(*track.SiteStats) bo
 	st := newStacks(p, cfg.keepLibrary)
 	lb := newLabeler(&cfg)
 
-	// A group whose tensors the garbage collector found leaked in part is
-	// two samples, so that -tagfocus leaked=true selects exactly those.
-	groups := snap.Groups
-	if perSite {
-		groups = nil
-	}
-	n := len(groups) + len(snap.Sites)
-	for i := range groups {
-		if g := &groups[i]; g.Leaked > 0 && g.Leaked < g.Count {
-			n++
-		}
-	}
 	// Samples and their values are carved from two blocks: a profile of
 	// many sites costs a few allocations more, not three per sample.
+	n := countSamples(snap, perSite)
 	samples := make([]profile.Sample, 0, n)
 	values := make([]int64, numValues*n)
 	p.Sample = make([]*profile.Sample, 0, n)
@@ -116,10 +105,41 @@ func build(snap *track.Snapshot, cfg config, withAlloc func(*track.SiteStats) bo
 		samples = append(samples, s)
 		p.Sample = append(p.Sample, &samples[len(samples)-1])
 	}
-	live := func(g *track.Group, leaked bool, count, bytes int64) {
+	eachSample(snap, withAlloc, perSite, func(g *track.Group, leaked bool, v [numValues]int64) {
 		l := lb.labels(g, leaked)
-		add(profile.Sample{Location: st.site(g.Site), Label: l.label, NumLabel: l.num, NumUnit: l.unit},
-			[numValues]int64{inuseObjects: count, inuseSpace: bytes})
+		add(profile.Sample{Location: st.site(g.Site), Label: l.label, NumLabel: l.num, NumUnit: l.unit}, v)
+	}, func(site *track.Site, v [numValues]int64) {
+		add(profile.Sample{Location: st.site(site)}, v)
+	})
+	return p
+}
+
+// countSamples returns how many samples eachSample makes of snap.
+func countSamples(snap *track.Snapshot, perSite bool) int {
+	if perSite {
+		return len(snap.Sites)
+	}
+	n := len(snap.Groups) + len(snap.Sites)
+	for i := range snap.Groups {
+		if g := &snap.Groups[i]; g.Leaked > 0 && g.Leaked < g.Count {
+			n++
+		}
+	}
+	return n
+}
+
+// eachSample calls live with each in-use sample of a profile of snap and
+// site with each per-site one, in the order a profile lists them: the one
+// reading of a snapshot that build and the streaming encoder share. A
+// group whose tensors the garbage collector found leaked in part is two
+// samples, so that -tagfocus leaked=true selects exactly those. Sites
+// carry the alloc values withAlloc keeps and, with perSite, the in-use
+// values in place of the groups'; a site with no value is left out.
+func eachSample(snap *track.Snapshot, withAlloc func(*track.SiteStats) bool, perSite bool,
+	live func(g *track.Group, leaked bool, v [numValues]int64), site func(s *track.Site, v [numValues]int64)) {
+	groups := snap.Groups
+	if perSite {
+		groups = nil
 	}
 	for i := range groups {
 		g := &groups[i]
@@ -137,26 +157,25 @@ func build(snap *track.Snapshot, cfg config, withAlloc func(*track.SiteStats) bo
 			leakedBytes = g.Bytes / g.Count * leaked
 		}
 		if leaked > 0 {
-			live(g, true, leaked, leakedBytes)
+			live(g, true, [numValues]int64{inuseObjects: leaked, inuseSpace: leakedBytes})
 		}
 		if g.Count > leaked || g.Bytes != leakedBytes {
-			live(g, false, g.Count-leaked, g.Bytes-leakedBytes)
+			live(g, false, [numValues]int64{inuseObjects: g.Count - leaked, inuseSpace: g.Bytes - leakedBytes})
 		}
 	}
 	for i := range snap.Sites {
-		site := &snap.Sites[i]
+		st := &snap.Sites[i]
 		var v [numValues]int64
-		if withAlloc(site) {
-			v[allocObjects], v[allocSpace] = site.AllocCount, site.AllocBytes
+		if withAlloc(st) {
+			v[allocObjects], v[allocSpace] = st.AllocCount, st.AllocBytes
 		}
 		if perSite {
-			v[inuseObjects], v[inuseSpace] = site.LiveCount, site.LiveBytes
+			v[inuseObjects], v[inuseSpace] = st.LiveCount, st.LiveBytes
 		}
 		if v != ([numValues]int64{}) {
-			add(profile.Sample{Location: st.site(site.Site)}, v)
+			site(st.Site, v)
 		}
 	}
-	return p
 }
 
 // comments describe where a profile came from; go tool pprof -comments
@@ -275,30 +294,10 @@ func countersOnly(snap *track.Snapshot) bool {
 // -diff_base: every value of before is negated, samples with the same
 // stack and labels add up, and samples that cancel out are dropped.
 func combine(before, after *track.Snapshot, what string, cfg config) (*profile.Profile, error) {
-	if before == nil || after == nil {
-		return nil, ErrNilSnapshot
+	if err := checkPair(before, after, what); err != nil {
+		return nil, err
 	}
-	if !before.SameTracker(after) {
-		return nil, fmt.Errorf("%w: %s of tracker %q and tracker %q", ErrTrackerMismatch, what, before.TrackerName, after.TrackerName)
-	}
-	if after.Time.Before(before.Time) {
-		return nil, fmt.Errorf("%w: %s from %s back to %s", ErrSnapshotOrder, what,
-			before.Time.Format(time.RFC3339Nano), after.Time.Format(time.RFC3339Nano))
-	}
-	// Alloc values are cumulative per site: subtract them for one set of
-	// sites, the newer snapshot's, on both sides. Every snapshot lists every
-	// site that allocated, so the older one has what to subtract.
-	keep := map[*track.Site]bool{}
-	inAfter := allocSites(after)
-	for i := range after.Sites {
-		if inAfter(&after.Sites[i]) {
-			keep[after.Sites[i].Site] = true
-		}
-	}
-	withAlloc := func(s *track.SiteStats) bool { return keep[s.Site] }
-	// A snapshot of counters alone has no groups: compare live figures
-	// per site on both sides, or its live set would not be subtracted.
-	perSite := countersOnly(before) || countersOnly(after)
+	withAlloc, perSite := pairSamples(before, after)
 	base, top := build(before, cfg, withAlloc, perSite), build(after, cfg, withAlloc, perSite)
 	for _, s := range base.Sample {
 		for i := range s.Value {
@@ -313,7 +312,45 @@ func combine(before, after *track.Snapshot, what string, cfg config) (*profile.P
 	// As net/http/pprof writes a delta: the window's start and its length.
 	p.TimeNanos = base.TimeNanos
 	p.DurationNanos = after.Time.Sub(before.Time).Nanoseconds()
-	p.Comments = append(comments(after), fmt.Sprintf("tensorlife: %s over %v from %s: every value is the change, end minus start",
-		what, after.Time.Sub(before.Time), before.Time.Format(time.RFC3339Nano)))
+	p.Comments = pairComments(before, after, what)
 	return p, nil
+}
+
+// checkPair refuses two snapshots a diff or delta cannot be made of.
+func checkPair(before, after *track.Snapshot, what string) error {
+	if before == nil || after == nil {
+		return ErrNilSnapshot
+	}
+	if !before.SameTracker(after) {
+		return fmt.Errorf("%w: %s of tracker %q and tracker %q", ErrTrackerMismatch, what, before.TrackerName, after.TrackerName)
+	}
+	if after.Time.Before(before.Time) {
+		return fmt.Errorf("%w: %s from %s back to %s", ErrSnapshotOrder, what,
+			before.Time.Format(time.RFC3339Nano), after.Time.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// pairSamples says which samples both sides of a diff or delta carry.
+// Alloc values are cumulative per site: they are subtracted for one set
+// of sites, the newer snapshot's, on both sides; every snapshot lists
+// every site that allocated, so the older one has what to subtract. A
+// snapshot of counters alone has no groups: then live figures are
+// compared per site on both sides (perSite), or its live set would not be
+// subtracted.
+func pairSamples(before, after *track.Snapshot) (withAlloc func(*track.SiteStats) bool, perSite bool) {
+	keep := map[*track.Site]bool{}
+	inAfter := allocSites(after)
+	for i := range after.Sites {
+		if inAfter(&after.Sites[i]) {
+			keep[after.Sites[i].Site] = true
+		}
+	}
+	return func(s *track.SiteStats) bool { return keep[s.Site] }, countersOnly(before) || countersOnly(after)
+}
+
+// pairComments are a diff's or delta's comments.
+func pairComments(before, after *track.Snapshot, what string) []string {
+	return append(comments(after), fmt.Sprintf("tensorlife: %s over %v from %s: every value is the change, end minus start",
+		what, after.Time.Sub(before.Time), before.Time.Format(time.RFC3339Nano)))
 }

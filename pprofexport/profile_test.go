@@ -205,9 +205,10 @@ func TestProfileLabels(t *testing.T) {
 }
 
 func TestProfileFilters(t *testing.T) {
-	prog := newProgram(t, track.ReclaimLeaks(false))
+	clk := newFakeClock()
+	prog := newProgram(t, track.ReclaimLeaks(false), track.Clock(clk.Now))
 	prog.masks("old", 2)
-	time.Sleep(60 * time.Millisecond) // age the old masks past MinAge below
+	clk.advance(60 * time.Millisecond) // age the old masks past MinAge below
 	prog.masks("new", 1)
 	prog.kv("new", 1)
 

@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/pproftool"
 	"github.com/tensorlife/tensorlife/pprofexport"
 )
 
@@ -37,7 +36,7 @@ func allocTwice(p *program) {
 // the test's directory when dir is empty: pprof looks for the binary there.
 func webSource(t *testing.T, dir, path, fn string) string {
 	t.Helper()
-	bin, err := pproftool.Path()
+	bin, err := pprofPath()
 	if err != nil {
 		t.Skipf("go tool pprof is not available: %v", err)
 	}
@@ -75,7 +74,9 @@ func webSource(t *testing.T, dir, path, fn string) string {
 	// pprof says it serves before it listens: retry while it starts.
 	client := &http.Client{Timeout: time.Minute}
 	var resp *http.Response
-	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+	retry := time.NewTicker(20 * time.Millisecond) // a probe of another process: polled, bounded
+	defer retry.Stop()
+	for start := time.Now(); ; <-retry.C {
 		resp, err = client.Get(url + "/ui/source?f=" + fn)
 		if err == nil || time.Since(start) > time.Minute {
 			break

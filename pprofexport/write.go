@@ -6,8 +6,6 @@ import (
 	"io"
 	"sync"
 
-	"github.com/google/pprof/profile"
-
 	"github.com/tensorlife/tensorlife/internal/atomicfile"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -19,11 +17,25 @@ func Write(w io.Writer, snap *track.Snapshot, opts ...ProfileOption) error {
 	if w == nil {
 		return ErrNilWriter
 	}
-	p, err := Profile(snap, opts...)
+	snap, cfg, err := profileOf(snap, opts)
 	if err != nil {
 		return err
 	}
-	return encode(w, p)
+	return compress(w, func(zw io.Writer) error { return stream(zw, snap, cfg) })
+}
+
+// profileOf checks what Profile checks and returns the snapshot a profile
+// is written from, narrowed, and the configuration.
+func profileOf(snap *track.Snapshot, opts []ProfileOption) (*track.Snapshot, config, error) {
+	cfg, err := newProfileConfig(opts)
+	if err != nil {
+		return nil, cfg, err
+	}
+	if snap == nil {
+		return nil, cfg, ErrNilSnapshot
+	}
+	snap, err = cfg.narrow(snap)
+	return snap, cfg, err
 }
 
 // WriteDiff writes DiffProfile(before, after) to w, gzip-compressed.
@@ -31,11 +43,14 @@ func WriteDiff(w io.Writer, before, after *track.Snapshot, opts ...DiffOption) e
 	if w == nil {
 		return ErrNilWriter
 	}
-	p, err := DiffProfile(before, after, opts...)
+	cfg, err := newDiffConfig(opts)
 	if err != nil {
 		return err
 	}
-	return encode(w, p)
+	if err := checkPair(before, after, "diff"); err != nil {
+		return err
+	}
+	return compress(w, func(zw io.Writer) error { return streamPair(zw, before, after, "diff", cfg) })
 }
 
 // ErrNotRegularFile means WriteFile's path names something that is not a
@@ -55,11 +70,11 @@ var ErrNotRegularFile = atomicfile.ErrNotRegular
 // os.WriteFile follows it: the file it leads to is replaced, in its own
 // directory, and the link stays. Any name the system allows works.
 func WriteFile(path string, snap *track.Snapshot, opts ...ProfileOption) error {
-	p, err := Profile(snap, opts...)
+	snap, cfg, err := profileOf(snap, opts)
 	if err != nil {
 		return err
 	}
-	return writeFile(path, p)
+	return writeFile(path, func(zw io.Writer) error { return stream(zw, snap, cfg) })
 }
 
 // gzipWriters keeps compressors between profiles: a new one allocates
@@ -69,12 +84,13 @@ var gzipWriters = sync.Pool{New: func() any {
 	return zw
 }}
 
-// encode writes p gzip-compressed, at the speed-first level runtime/pprof
-// uses: profiles are small and written while a service runs.
-func encode(w io.Writer, p *profile.Profile) error {
+// compress writes what write writes gzip-compressed, at the speed-first
+// level runtime/pprof uses: profiles are small and written while a
+// service runs.
+func compress(w io.Writer, write func(io.Writer) error) error {
 	zw := gzipWriters.Get().(*gzip.Writer)
 	zw.Reset(w)
-	err := p.WriteUncompressed(zw)
+	err := write(zw)
 	if cerr := zw.Close(); err == nil {
 		err = cerr
 	}
@@ -86,12 +102,13 @@ func encode(w io.Writer, p *profile.Profile) error {
 	return nil
 }
 
-// writeFile writes p to path atomically (see WriteFile).
-func writeFile(path string, p *profile.Profile) error {
+// writeFile writes what write writes to path, compressed and atomically
+// (see WriteFile).
+func writeFile(path string, write func(io.Writer) error) error {
 	if path == "" {
 		return ErrEmptyPath
 	}
-	if err := atomicfile.Write(path, func(w io.Writer) error { return encode(w, p) }); err != nil {
+	if err := atomicfile.Write(path, func(w io.Writer) error { return compress(w, write) }); err != nil {
 		return fmt.Errorf("pprofexport: %w", err)
 	}
 	return nil

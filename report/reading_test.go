@@ -40,12 +40,12 @@ func TestReadReadsEachAllocatorOnce(t *testing.T) {
 	elsewhere := &countedPool{stats: pool.Stats{Device: "gpu1", Reserved: 50}}
 	track.Attach(tr, elsewhere) // attached, not among the Sources' pools
 	src := report.Sources{
-		Pools:   []report.PoolSource{attached, other},
+		Pools:   []report.PoolSource{attached, other}, // attached is listed again: shown once
 		Devices: []report.DeviceSource{fixedDevice{"gpu0", 400, 1000}, fixedDevice{"gpu1", 900, 1000}},
 	}
 
 	r := src.Read(tr)
-	assert.Equal(t, []pool.Stats{attached.stats, other.stats}, r.Pools)
+	assert.Equal(t, []pool.Stats{attached.stats, elsewhere.stats, other.stats}, r.Pools, "the tracker's pools, then the others")
 	require.Len(t, r.Devices, 2)
 	assert.Equal(t, report.DeviceMemory{Device: "gpu0", Used: 600, Free: 400, Total: 1000, Reserved: 500, Outside: 100}, r.Devices[0])
 	assert.Equal(t, report.DeviceMemory{Device: "gpu1", Used: 100, Free: 900, Total: 1000, Reserved: 50, Outside: 50}, r.Devices[1])
@@ -87,6 +87,47 @@ func TestDeviceSplitAlwaysAddsUp(t *testing.T) {
 			}
 			assert.Equal(t, d.Total, (d.Used-d.Outside)+d.Outside+d.Free)
 			runtime.KeepAlive(p)
+		})
+	}
+}
+
+// TestDeviceSplitSaturatesReserved guards the device split against wrapping:
+// adopted bytes near MaxInt64 meeting another allocator on the same device
+// name add up to MaxInt64, as Tracker.ReservedOn saturates, never to a
+// negative reservation; huge negative claims hold at MinInt64 likewise.
+func TestDeviceSplitSaturatesReserved(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		claims   []int64
+		reserved int64
+	}{
+		{"huge and more", []int64{math.MaxInt64 - 10, 100}, math.MaxInt64},
+		{"three halves", []int64{math.MaxInt64 / 2, math.MaxInt64 / 2, math.MaxInt64 / 2}, math.MaxInt64},
+		{"huge negatives", []int64{math.MinInt64 + 10, -100}, math.MinInt64},
+		{"fits", []int64{math.MaxInt64 - 100, 100}, math.MaxInt64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, err := track.New()
+			require.NoError(t, err)
+			var attached []*countedPool
+			for _, c := range tc.claims {
+				p := &countedPool{stats: pool.Stats{Device: "gpu0", Reserved: c}}
+				track.Attach(tr, p)
+				attached = append(attached, p)
+			}
+			listed := &countedPool{stats: pool.Stats{Device: "gpu0", Reserved: 0}} // a listed pool counts too
+			r := report.Sources{Pools: []report.PoolSource{listed},
+				Devices: []report.DeviceSource{fixedDevice{"gpu0", 400, 1000}}}.Read(tr)
+			require.Len(t, r.Devices, 1)
+			d := r.Devices[0]
+			assert.Equal(t, tc.reserved, d.Reserved)
+			if tc.reserved > 0 {
+				assert.Equal(t, int64(0), d.Outside, "all of the used memory is tensorlife's")
+			} else {
+				assert.Equal(t, int64(600), d.Outside, "none of it is")
+			}
+			assert.Equal(t, d.Total, (d.Used-d.Outside)+d.Outside+d.Free)
+			runtime.KeepAlive(attached)
 		})
 	}
 }

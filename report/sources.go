@@ -2,11 +2,12 @@ package report
 
 import (
 	"fmt"
-	"reflect"
+	"math"
 
-	"github.com/tensorlife/tensorlife/internal/isnil"
+	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
+	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/watch"
 )
@@ -27,44 +28,38 @@ type DeviceSource interface {
 	MemInfo() (free, total int64, err error)
 }
 
-// Sources name the figures a report or a metrics registration reads besides
-// the tracker's own: pools, caches, devices and a growth watcher. Each is
-// read only when a summary is written or metrics are collected. A service
-// builds one Sources value and passes it to WriteSummary (WithSources) and
-// to the OpenTelemetry bridge alike.
+// Sources name figures made without the tracker that a report or a
+// metrics registration should show besides its parts: a pool made with
+// pool.Untracked, a cache that never kept a mask of the tracker's, a device
+// no allocator of the tracker draws from (a foreign library's). What was
+// made with the tracker (its pools, direct allocators, watchers and the
+// caches that keep its masks, and their devices) attached itself to it
+// (track.Attach) and is found with nothing passed; listing it again here
+// shows it once. Each is read only when a summary is written or metrics
+// are collected.
 type Sources struct {
 	Pools   []PoolSource
 	Caches  []CacheSource
 	Devices []DeviceSource
-	Watcher *watch.Watcher // must watch the same tracker
 }
 
 // Validate reports a nil source, which would fail the first report rather
-// than here, and a watcher of another tracker than tr, whose sites would be
-// reported next to figures they are not part of. Errors match
-// ErrInvalidOption.
-func (s Sources) Validate(tr *track.Tracker) error {
+// than here. Errors match ErrInvalidOption.
+func (s Sources) Validate() error {
 	if err := noNil("Pools", s.Pools); err != nil {
 		return err
 	}
 	if err := noNil("Caches", s.Caches); err != nil {
 		return err
 	}
-	if err := noNil("Devices", s.Devices); err != nil {
-		return err
-	}
-	if s.Watcher != nil && tr != nil && s.Watcher.Tracker() != tr {
-		return fmt.Errorf("%w: Sources.Watcher watches tracker %q, not %q",
-			ErrInvalidOption, s.Watcher.Tracker().Name(), tr.Name())
-	}
-	return nil
+	return noNil("Devices", s.Devices)
 }
 
 // noNil reports the first nil source in list, the field of Sources named
 // field.
 func noNil[S any](field string, list []S) error {
 	for i, src := range list {
-		if isnil.Value(src) {
+		if invariants.IsNil(src) {
 			return fmt.Errorf("%w: Sources.%s[%d] is nil", ErrInvalidOption, field, i)
 		}
 	}
@@ -93,59 +88,94 @@ type DeviceMemory struct {
 	// Used.
 	Outside int64
 	// Err is why the device could not report its memory; the figures other
-	// than Device and Reserved are then 0.
+	// than Device, Reserved and HardwareID are then 0.
 	Err error
+	// HardwareID names the hardware of a device that identifies it (a
+	// method UUID() string, as a CUDA device has); "" otherwise.
+	HardwareID string
 }
 
-// Reading is what a Sources holds at one moment, each pool read once, so
-// that every figure of one report or one metrics collection agrees with the
-// others: a pool's reserved bytes count the same in its own row and in its
-// device's split.
+// Reading is what a tracker's parts and a Sources hold at one moment, each
+// pool read once, so that every figure of one report or one metrics
+// collection agrees with the others: a pool's reserved bytes count the same
+// in its own row and in its device's split.
 type Reading struct {
-	Pools []pool.Stats // of Sources.Pools, in order
-	// Devices are the memory of Sources.Devices, in order. Devices are
-	// matched to allocators by name, so two devices of one tracker need
-	// distinct names.
+	// Pools are the pools attached to the tracker, in the order they were
+	// made, then those of Sources.Pools not among them.
+	Pools []pool.Stats
+	// Caches are the caches attached to the tracker, then those of
+	// Sources.Caches not among them.
+	Caches []mask.CacheStats
+	// Devices are the memory of the devices of the tracker's allocators,
+	// then of Sources.Devices, each name once. Devices are matched to
+	// allocators by name, so two devices of one tracker need distinct
+	// names.
 	Devices []DeviceMemory
+	// Watchers are the growth watchers of the tracker, in the order they
+	// were made.
+	Watchers []*watch.Watcher
 }
 
-// Read reads s's pools and devices, with tr's attached allocators; tr may
-// be nil, and then only s.Pools count as tensorlife's. It reads counters
-// and MemInfo only: O(devices + allocators).
+// hasDevice is an allocator that says its device: a *pool.Pool, a
+// *tensor.DeviceAllocator.
+type hasDevice interface{ Device() tensor.Device }
+
+// hardware is a device that names its hardware (the CUDA device).
+type hardware interface{ UUID() string }
+
+// Read reads tr's parts (track.Tracker.Parts) and s; tr may be nil, and
+// then only s counts. It reads counters and MemInfo only: O(parts +
+// devices).
 func (s Sources) Read(tr *track.Tracker) Reading {
-	r := Reading{Pools: make([]pool.Stats, len(s.Pools))}
-	pooled := make(map[uintptr]int, len(s.Pools)) // address -> index in s.Pools
-	for i, p := range s.Pools {
-		r.Pools[i] = p.Stats()
-		if addr, ok := addressOf(p); ok {
-			pooled[addr] = i
-		}
-	}
-	if len(s.Devices) == 0 {
-		return r
-	}
-	reserved := make(map[string]int64)
-	counted := make(map[int]bool) // pools counted as attached allocators
+	var parts []any
 	if tr != nil {
-		for _, src := range tr.Allocators() {
-			addr, _ := addressOf(src)
-			if j, ok := pooled[addr]; ok {
-				reserved[r.Pools[j].Device] += r.Pools[j].Reserved
-				counted[j] = true
-				continue
-			}
-			device, bytes := src.Reserved()
-			reserved[device] += bytes
+		parts = tr.Parts()
+	}
+	var r Reading
+	reserved := make(map[string]int64)
+	var devices []DeviceSource
+	for _, p := range parts {
+		switch p := p.(type) {
+		case PoolSource:
+			st := p.Stats() // read once: its reserved bytes come from here too
+			r.Pools = append(r.Pools, st)
+			reserved[st.Device] = addSat(reserved[st.Device], st.Reserved)
+		case track.Reserver:
+			device, bytes := p.Reserved()
+			reserved[device] = addSat(reserved[device], bytes)
+		case CacheSource:
+			r.Caches = append(r.Caches, p.Stats())
+		case *watch.Watcher:
+			r.Watchers = append(r.Watchers, p)
+		}
+		if d, ok := p.(hasDevice); ok && !invariants.IsNil(d.Device()) {
+			devices = append(devices, d.Device())
 		}
 	}
-	for i, st := range r.Pools {
-		if !counted[i] {
-			reserved[st.Device] += st.Reserved
+	for _, p := range s.Pools {
+		if !among(p, parts) {
+			st := p.Stats()
+			r.Pools = append(r.Pools, st)
+			reserved[st.Device] = addSat(reserved[st.Device], st.Reserved)
 		}
 	}
-	r.Devices = make([]DeviceMemory, 0, len(s.Devices))
-	for _, d := range s.Devices {
-		m := DeviceMemory{Device: d.Name(), Reserved: reserved[d.Name()]}
+	for _, c := range s.Caches {
+		if !among(c, parts) {
+			r.Caches = append(r.Caches, c.Stats())
+		}
+	}
+	devices = append(devices, s.Devices...)
+	seen := make(map[string]bool, len(devices))
+	for _, d := range devices {
+		name := d.Name()
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		m := DeviceMemory{Device: name, Reserved: reserved[name]}
+		if h, ok := d.(hardware); ok {
+			m.HardwareID = h.UUID()
+		}
 		free, total, err := d.MemInfo()
 		if err != nil {
 			m.Err = err
@@ -155,6 +185,32 @@ func (s Sources) Read(tr *track.Tracker) Reading {
 		r.Devices = append(r.Devices, m)
 	}
 	return r
+}
+
+// among reports whether src is one of the tracker's parts. Every part is a
+// pointer (track.Attach takes one), so the comparison never meets two
+// values of one uncomparable type.
+func among(src any, parts []any) bool {
+	for _, p := range parts {
+		if p == src {
+			return true
+		}
+	}
+	return false
+}
+
+// addSat returns a + b, held at the int64 bounds rather than wrapping, as
+// track.Tracker.ReservedOn holds its sum: allocators that claim huge
+// figures on one device must not read as a negative reservation, which
+// would turn the device's split around.
+func addSat(a, b int64) int64 {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
+		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
+	}
+	return a + b
 }
 
 // split turns a device's MemInfo and what tensorlife reserves there into
@@ -169,15 +225,4 @@ func split(free, total, reserved int64) (f, t, used, outside int64) {
 	used = t - f
 	outside = used - min(max(reserved, 0), used)
 	return f, t, used, outside
-}
-
-// addressOf returns the address of a pointer-shaped source, which tells a
-// pool listed in Sources.Pools from the same pool attached to the tracker;
-// false for a source of another shape.
-func addressOf(src any) (uintptr, bool) {
-	v := reflect.ValueOf(src)
-	if v.Kind() != reflect.Pointer {
-		return 0, false
-	}
-	return v.Pointer(), true
 }

@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/tensorlife/tensorlife/internal/format"
-	"github.com/tensorlife/tensorlife/internal/isnil"
+	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/watch"
@@ -20,7 +21,7 @@ var (
 	// ErrNilWriter means WriteSummary was given a nil io.Writer.
 	ErrNilWriter = errors.New("report: nil writer")
 	// ErrInvalidOption means an option's value cannot be used, or the
-	// Sources it names do not fit the tracker.
+	// Sources it names hold a nil source.
 	ErrInvalidOption = errors.New("report: invalid option")
 )
 
@@ -40,8 +41,8 @@ type optionFunc func(*config) error
 
 func (f optionFunc) apply(c *config) error { return f(c) }
 
-// WithSources adds the figures of pools, caches, devices and a watcher to a
-// summary.
+// WithSources adds the figures of pools, caches and devices made without the
+// tracker to a summary; those made with it are in it already.
 func WithSources(src Sources) Option {
 	return optionFunc(func(c *config) error {
 		c.sources = src
@@ -75,8 +76,9 @@ const heldIndent = 6
 
 // WriteSummary writes a text report of tr's memory in the manner of
 // torch.cuda.memory_summary: totals and peak, the figures of the pools,
-// caches and devices of its Sources, the top call sites by live bytes with
-// the bytes that outlived their request, and a watcher's current suspects.
+// caches and devices made with tr (and of WithSources), the top call sites
+// by live bytes with the bytes that outlived their request, and the current
+// suspects of each watcher of tr.
 // Lines fit in 100 columns; the site lines name the function and file:line
 // that allocated. A tracker with nothing live gets a report saying so.
 //
@@ -85,22 +87,17 @@ const heldIndent = 6
 // so it costs the same at a thousand live tensors as at a million. It may
 // be called concurrently with allocation.
 func WriteSummary(w io.Writer, tr *track.Tracker, opts ...Option) error {
-	if isnil.Value(w) {
+	if invariants.IsNil(w) {
 		return ErrNilWriter
 	}
 	if tr == nil {
 		return track.ErrNilTracker
 	}
 	cfg := config{top: DefaultTopSites, now: time.Now}
-	for _, opt := range opts {
-		if isnil.Value(opt) {
-			return fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := opt.apply(&cfg); err != nil {
-			return err
-		}
+	if err := invariants.ApplyOptions(&cfg, opts, Option.apply, ErrInvalidOption); err != nil {
+		return err
 	}
-	if err := cfg.sources.Validate(tr); err != nil {
+	if err := cfg.sources.Validate(); err != nil {
 		return err
 	}
 	now := cfg.now()
@@ -109,11 +106,11 @@ func WriteSummary(w io.Writer, tr *track.Tracker, opts ...Option) error {
 	writeTotals(&b, totals(tr))
 	reading := cfg.sources.Read(tr)
 	writePools(&b, reading.Pools)
-	writeCaches(&b, cfg.sources.Caches)
+	writeCaches(&b, reading.Caches)
 	writeDevices(&b, reading.Devices)
 	writeSites(&b, tr, cfg.top)
-	if cfg.sources.Watcher != nil {
-		writeSuspects(&b, cfg.sources.Watcher, now)
+	for _, w := range reading.Watchers {
+		writeSuspects(&b, w, now)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -185,15 +182,14 @@ func writePools(b *strings.Builder, pools []pool.Stats) {
 	}
 }
 
-func writeCaches(b *strings.Builder, caches []CacheSource) {
+func writeCaches(b *strings.Builder, caches []mask.CacheStats) {
 	if len(caches) == 0 {
 		return
 	}
 	b.WriteString("\nCaches\n")
 	fmt.Fprintf(b, "  %-16s%13s%13s%10s%12s%12s%12s\n",
 		"name", "bytes", "budget", "entries", "hits", "misses", "evictions")
-	for _, c := range caches {
-		s := c.Stats()
+	for _, s := range caches {
 		budget := "none"
 		if s.MaxBytes > 0 {
 			budget = format.Bytes(s.MaxBytes)

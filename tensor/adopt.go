@@ -4,14 +4,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"reflect"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"weak"
 
-	"github.com/tensorlife/tensorlife/internal/isnil"
+	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -65,9 +62,10 @@ type ForeignMemory struct {
 // ErrAlreadyAdopted (memory overlapping another live adoption on the same
 // device, in any tracker), ErrInvalidShape or ErrSizeMismatch; a device
 // whose MemInfo fails returns its error in a *DeviceError. On any error the
-// memory stays the caller's and Release is not called. Devices are told
-// apart by their value (a pointer, for every device tensorlife makes); the
-// overlap check needs a comparable one and is skipped for any other.
+// memory stays the caller's and Release is not called. The checks against
+// the device's other live adoptions are the device's own (LiveAdoptions,
+// which HostDevice and the CUDA device embed); a device without one is
+// checked against its total memory only.
 //
 // While adopted, the memory is counted as held by tensorlife on its device
 // (track.Tracker.ReservedOn, the summary's Devices section, AdoptedStats),
@@ -89,7 +87,7 @@ type ForeignMemory struct {
 //
 //go:noinline
 func Adopt(ctx context.Context, tracker *track.Tracker, mem ForeignMemory, spec Spec) (*Tensor, error) {
-	if isnil.Value(mem.Device) {
+	if invariants.IsNil(mem.Device) {
 		return nil, fmt.Errorf("%w: Adopt: nil ForeignMemory.Device", ErrNilAllocator)
 	}
 	if mem.Release == nil {
@@ -123,12 +121,12 @@ func Adopt(ctx context.Context, tracker *track.Tracker, mem ForeignMemory, spec 
 		kind = AdoptedKind
 	}
 	a := &adoption{books: adoptionBooks(tracker, mem.Device), tracker: tracker, mem: mem}
-	if err := liveAdoptions.add(a, total); err != nil {
+	if err := a.live().add(a, total); err != nil {
 		return nil, err
 	}
 	t, err := newTensor(ctx, a, spec.DType, spec.Shape, kind, 1)
 	if err != nil {
-		liveAdoptions.remove(a) // a.owned is false: the memory stays the caller's
+		a.live().remove(a) // a.owned is false: the memory stays the caller's
 		return nil, err
 	}
 	a.owned.Store(true)
@@ -151,7 +149,16 @@ type adoption struct {
 	next    *adoption   // the next in the release queue, under its lock
 }
 
-func (a *adoption) Device() Device          { return a.mem.Device }
+func (a *adoption) Device() Device { return a.mem.Device }
+
+// live returns the live adoptions of a's device; nil for a device that
+// keeps none.
+func (a *adoption) live() *LiveAdoptions {
+	if d, ok := a.mem.Device.(adoptionHolder); ok {
+		return d.liveAdoptions()
+	}
+	return nil
+}
 func (a *adoption) Tracker() *track.Tracker { return a.tracker }
 
 // Allocate hands out the adopted memory, once: adopted memory is one
@@ -180,7 +187,7 @@ func (a *adoption) Release(b Block) error {
 	if a.books != nil {
 		a.books.remove(a.mem.Bytes)
 	}
-	liveAdoptions.remove(a)
+	a.live().remove(a)
 	err := callRelease(a.mem.Release, a.mem.Ptr)
 	if err == nil {
 		return nil
@@ -194,7 +201,7 @@ func (a *adoption) Release(b Block) error {
 // adoptedBooks count the adopted memory on one device of one tracker, for
 // the tracker's allocator registry: it is a track.Reserver whose reserved
 // bytes are the adopted bytes not yet released. It lives as long as its
-// tracker (adoptedBooksOf).
+// tracker, on the tracker's shelf (track.Local).
 type adoptedBooks struct {
 	books
 	device string
@@ -247,9 +254,10 @@ func Adoptions(tr *track.Tracker) []AdoptedStats {
 	if tr == nil {
 		return nil
 	}
-	adoptedBooksOf.mu.Lock()
-	list := slices.Clone(adoptedBooksOf.trackers[weak.Make(tr)])
-	adoptedBooksOf.mu.Unlock()
+	shelf := adoptedShelfOf(tr)
+	shelf.mu.Lock()
+	list := slices.Clone(shelf.books)
+	shelf.mu.Unlock()
 	out := make([]AdoptedStats, 0, len(list))
 	for _, b := range list {
 		st := AdoptedStats{AllocatorStats: b.stats(b.device), Pending: b.pending.Load(),
@@ -271,58 +279,56 @@ func adoptionBooks(tracker *track.Tracker, dev Device) *adoptedBooks {
 		return nil
 	}
 	name := dev.Name()
-	key := weak.Make(tracker)
-	adoptedBooksOf.mu.Lock()
-	defer adoptedBooksOf.mu.Unlock()
-	list, known := adoptedBooksOf.trackers[key]
-	for _, b := range list {
+	shelf := adoptedShelfOf(tracker)
+	shelf.mu.Lock()
+	defer shelf.mu.Unlock()
+	for _, b := range shelf.books {
 		if b.device == name {
 			return b
 		}
 	}
 	b := &adoptedBooks{device: name}
 	track.Attach(tracker, b)
-	adoptedBooksOf.trackers[key] = append(list, b)
-	if !known {
-		runtime.AddCleanup(tracker, forgetAdoptedBooks, key)
-	}
+	shelf.books = append(shelf.books, b)
 	return b
 }
 
-// adoptedBooksOf keeps each tracker's adoption books, by device, for as
-// long as the tracker lives: the tracker holds its allocators weakly, and
-// the counts of failed releases (AdoptedStats) must outlive the adoptions
-// they count. An entry goes with its tracker (forgetAdoptedBooks).
-var adoptedBooksOf = struct {
-	mu       sync.Mutex
-	trackers map[weak.Pointer[track.Tracker]][]*adoptedBooks
-}{trackers: make(map[weak.Pointer[track.Tracker]][]*adoptedBooks)}
-
-// forgetAdoptedBooks runs once a tracker is garbage collected.
-func forgetAdoptedBooks(key weak.Pointer[track.Tracker]) {
-	adoptedBooksOf.mu.Lock()
-	delete(adoptedBooksOf.trackers, key)
-	adoptedBooksOf.mu.Unlock()
+// adoptedShelf keeps a tracker's adoption books, one per device, for as
+// long as the tracker lives: the tracker holds its parts weakly, and the
+// counts of failed releases (AdoptedStats) must outlive the adoptions they
+// count. It is the tracker's (track.Local), and goes with it.
+type adoptedShelf struct {
+	mu    sync.Mutex
+	books []*adoptedBooks
 }
 
-// liveAdoptions is the memory every live adoption of the process holds, by
-// device, so that Adopt refuses memory adopted twice and a device's
-// adoptions never add up to more than it has. It is process-wide because
-// one device may serve many trackers; a device's entry goes with its last
-// live adoption, so it holds nothing for a device no adoption uses.
-var liveAdoptions = adoptionRegistry{devices: make(map[Device]*deviceAdoptions)}
+// adoptedShelfKey files the adoption books in a tracker.
+type adoptedShelfKey struct{}
 
-type adoptionRegistry struct {
-	mu      sync.Mutex
-	devices map[Device]*deviceAdoptions
+// adoptedShelfOf returns tr's adoption books.
+func adoptedShelfOf(tr *track.Tracker) *adoptedShelf {
+	return track.Local(tr, adoptedShelfKey{}, func() *adoptedShelf { return &adoptedShelf{} })
 }
 
-// deviceAdoptions are one device's live adoptions: their ranges, sorted
-// by first byte and never overlapping, and their sum.
-type deviceAdoptions struct {
+// LiveAdoptions is a device's record of the foreign memory adopted on it
+// (Adopt) and not yet released, in every tracker: Adopt checks new memory
+// against it, so that memory is not adopted twice and a device's adoptions
+// never add up to more than it has. A Device implementation embeds it, as
+// the CUDA device does (HostDevice keeps one too), to have those checks.
+// The zero value is ready; it must not be copied after first use.
+type LiveAdoptions struct {
+	mu sync.Mutex
+	// spans are the live adoptions' ranges, sorted by first byte and never
+	// overlapping; bytes is their sum.
 	spans []span
 	bytes int64
 }
+
+// liveAdoptions gives Adopt the record of a device that embeds it.
+func (l *LiveAdoptions) liveAdoptions() *LiveAdoptions { return l }
+
+// adoptionHolder is a device that keeps its live adoptions.
+type adoptionHolder interface{ liveAdoptions() *LiveAdoptions }
 
 // span is the memory of one adoption: [ptr, ptr+bytes).
 type span struct {
@@ -341,67 +347,53 @@ func (s span) end() DevicePtr {
 }
 
 // add registers a's memory on its device, whose total memory is total, or
-// says why it cannot be adopted. Inserting keeps the ranges sorted: O(log n)
-// to find the place and a copy of the ranges after it, for n live
-// adoptions on the device.
-func (r *adoptionRegistry) add(a *adoption, total int64) error {
-	dev := a.mem.Device
-	if !reflect.ValueOf(dev).Comparable() {
-		return nil // cannot be a map key; see Adopt
+// says why it cannot be adopted; a nil l (a device without the record)
+// registers nothing. Inserting keeps the ranges sorted: O(log n) to find
+// the place and a copy of the ranges after it, for n live adoptions on the
+// device.
+func (l *LiveAdoptions) add(a *adoption, total int64) error {
+	if l == nil {
+		return nil
 	}
 	s := span{ptr: a.mem.Ptr, bytes: a.mem.Bytes}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	d := r.devices[dev]
-	if d == nil {
-		d = &deviceAdoptions{}
-		r.devices[dev] = d
-	}
-	i, _ := slices.BinarySearchFunc(d.spans, s.ptr, func(x span, p DevicePtr) int { return cmp.Compare(x.ptr, p) })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(l.spans, s.ptr, func(x span, p DevicePtr) int { return cmp.Compare(x.ptr, p) })
 	for _, j := range []int{i - 1, i} {
-		if j < 0 || j >= len(d.spans) {
+		if j < 0 || j >= len(l.spans) {
 			continue
 		}
-		if o := d.spans[j]; o.ptr < s.end() && s.ptr < o.end() {
-			r.dropIfEmpty(dev, d)
+		if o := l.spans[j]; o.ptr < s.end() && s.ptr < o.end() {
 			return fmt.Errorf("%w: Adopt: %d bytes at %#x overlap the %d bytes at %#x adopted on %s",
-				ErrAlreadyAdopted, s.bytes, uintptr(s.ptr), o.bytes, uintptr(o.ptr), dev.Name())
+				ErrAlreadyAdopted, s.bytes, uintptr(s.ptr), o.bytes, uintptr(o.ptr), a.mem.Device.Name())
 		}
 	}
-	if s.bytes > total-d.bytes { // d.bytes <= total: no overflow
-		r.dropIfEmpty(dev, d)
+	if s.bytes > total-l.bytes { // l.bytes <= total: no overflow
 		return fmt.Errorf("%w: Adopt: ForeignMemory.Bytes %d is more than the %d bytes that the live adoptions on %s (%d bytes) leave of its total memory",
-			ErrInvalidSize, s.bytes, max(total-d.bytes, 0), dev.Name(), d.bytes)
+			ErrInvalidSize, s.bytes, max(total-l.bytes, 0), a.mem.Device.Name(), l.bytes)
 	}
-	d.spans = slices.Insert(d.spans, i, s)
-	d.bytes += s.bytes
+	l.spans = slices.Insert(l.spans, i, s)
+	l.bytes += s.bytes
 	return nil
 }
 
-// remove forgets a's memory; harmless if it was never added.
-func (r *adoptionRegistry) remove(a *adoption) {
-	dev := a.mem.Device
-	if !reflect.ValueOf(dev).Comparable() {
+// remove forgets a's memory; harmless if it was never added or l is nil.
+func (l *LiveAdoptions) remove(a *adoption) {
+	if l == nil {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	d := r.devices[dev]
-	if d == nil {
-		return
-	}
-	i, found := slices.BinarySearchFunc(d.spans, a.mem.Ptr, func(x span, p DevicePtr) int { return cmp.Compare(x.ptr, p) })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i, found := slices.BinarySearchFunc(l.spans, a.mem.Ptr, func(x span, p DevicePtr) int { return cmp.Compare(x.ptr, p) })
 	if found {
-		d.bytes -= d.spans[i].bytes
-		d.spans = slices.Delete(d.spans, i, i+1)
+		l.bytes -= l.spans[i].bytes
+		l.spans = slices.Delete(l.spans, i, i+1)
 	}
-	r.dropIfEmpty(dev, d)
 }
 
-// dropIfEmpty forgets a device without live adoptions; the caller holds
-// r.mu.
-func (r *adoptionRegistry) dropIfEmpty(dev Device, d *deviceAdoptions) {
-	if len(d.spans) == 0 {
-		delete(r.devices, dev)
-	}
+// held returns the live adoptions' count and bytes.
+func (l *LiveAdoptions) held() (n int, bytes int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.spans), l.bytes
 }

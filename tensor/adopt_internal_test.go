@@ -2,9 +2,7 @@ package tensor
 
 import (
 	"context"
-	"runtime"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,32 +10,26 @@ import (
 	"github.com/tensorlife/tensorlife/track"
 )
 
-// The process-wide adoption state is keyed by objects and dies with them:
-// a device's live ranges go with its last adoption, a tracker's books with
-// the tracker, so a test that makes a thousand trackers stays flat.
-func TestAdoptionStateDiesWithItsKeys(t *testing.T) {
+// The adoption state lives with what it is about: a device's live ranges
+// in the device, a tracker's books in the tracker. Nothing process-wide
+// holds either, so a test that makes a hundred trackers keeps nothing of
+// them, and two trackers' books never meet.
+func TestAdoptionStateLivesWithItsOwners(t *testing.T) {
 	dev, err := NewHostDevice(1 << 20)
 	require.NoError(t, err)
-	trackers := func() int {
-		adoptedBooksOf.mu.Lock()
-		defer adoptedBooksOf.mu.Unlock()
-		return len(adoptedBooksOf.trackers)
-	}
-	before := trackers()
 	for i := range 100 {
 		tr, err := track.New()
 		require.NoError(t, err)
 		x, err := Adopt(context.Background(), tr, ForeignMemory{Device: dev, Ptr: DevicePtr(i+1) << 20, Bytes: 64,
 			Release: func(DevicePtr) error { return nil }}, Spec{DType: Uint8, Shape: Shape{64}})
 		require.NoError(t, err)
+		n, bytes := dev.adopted.held()
+		assert.Equal(t, 1, n)
+		assert.Equal(t, int64(64), bytes)
+		require.Len(t, adoptedShelfOf(tr).books, 1, "the tracker's own books")
 		require.NoError(t, x.Free())
 	}
-	liveAdoptions.mu.Lock()
-	_, held := liveAdoptions.devices[dev]
-	liveAdoptions.mu.Unlock()
-	assert.False(t, held, "no live adoption: nothing kept for the device")
-	require.Eventually(t, func() bool {
-		runtime.GC()
-		return trackers() <= before
-	}, 5*time.Second, 10*time.Millisecond, "the books went with their trackers")
+	n, bytes := dev.adopted.held()
+	assert.Zero(t, n, "no live adoption: the device holds no range")
+	assert.Zero(t, bytes)
 }

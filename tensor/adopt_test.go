@@ -183,8 +183,9 @@ func TestDeviceAllocatorReportsReserved(t *testing.T) {
 // total bytes, or an error.
 type sizedDevice struct {
 	tensor.Device
-	total int64
-	err   error
+	tensor.LiveAdoptions // its adoptions are its own, as a real device's
+	total                int64
+	err                  error
 }
 
 func (d *sizedDevice) Name() string { return "big" }
@@ -236,19 +237,29 @@ func TestAdoptValidatesAgainstTheDevice(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, y.Free())
 	})
-	t.Run("non-comparable device", func(t *testing.T) {
-		dev := unhashableDevice{sizedDevice: &sizedDevice{total: 1 << 20}, tags: []string{"x"}}
+	t.Run("a device that keeps no record of its adoptions", func(t *testing.T) {
+		dev := plainDevice{total: 1 << 20}
 		x, err := tensor.Adopt(ctx, tr, tensor.ForeignMemory{Device: dev, Ptr: 1, Bytes: 16, Release: noRelease}, spec)
 		require.NoError(t, err, "the overlap check is skipped, nothing panics")
+		y, err := tensor.Adopt(ctx, tr, tensor.ForeignMemory{Device: dev, Ptr: 1, Bytes: 16, Release: noRelease}, spec)
+		require.NoError(t, err, "nothing to check the memory against")
+		_, err = tensor.Adopt(ctx, tr, tensor.ForeignMemory{Device: dev, Ptr: 1, Bytes: 2 << 20, Release: noRelease}, spec)
+		assert.ErrorIs(t, err, tensor.ErrInvalidSize, "the device's total memory still bounds one adoption")
 		require.NoError(t, x.Free())
+		require.NoError(t, y.Free())
 	})
 }
 
-// unhashableDevice cannot be a map key.
-type unhashableDevice struct {
-	*sizedDevice
-	tags []string
+// plainDevice is a device value of no pointer and no LiveAdoptions, not
+// even comparable.
+type plainDevice struct {
+	tensor.Device
+	total int64
+	tags  []string
 }
+
+func (d plainDevice) Name() string                          { return "plain" }
+func (d plainDevice) MemInfo() (free, total int64, e error) { return d.total, d.total, nil }
 
 func TestAdoptRefusesMemoryAdoptedTwice(t *testing.T) {
 	ctx := context.Background()

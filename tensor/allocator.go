@@ -4,8 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/tensorlife/tensorlife/internal/allocid"
-	"github.com/tensorlife/tensorlife/internal/peak"
+	"github.com/tensorlife/tensorlife/internal/hotpath"
 
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -32,7 +31,7 @@ func NewDeviceAllocator(dev Device, tracker *track.Tracker) (*DeviceAllocator, e
 	if dev == nil {
 		return nil, fmt.Errorf("%w: nil device", ErrNilAllocator)
 	}
-	a := &DeviceAllocator{dev: dev, tracker: tracker, id: allocid.New()}
+	a := &DeviceAllocator{dev: dev, tracker: tracker, id: hotpath.NewAllocatorID()}
 	track.Attach(tracker, a)
 	return a, nil
 }
@@ -58,6 +57,17 @@ func (a *DeviceAllocator) Reserved() (device string, bytes int64) {
 
 // Device returns the device allocations come from.
 func (a *DeviceAllocator) Device() Device { return a.dev }
+
+// Headroom returns no budget and the device's free memory, -1 if MemInfo
+// fails (a DeviceAllocator is a track.Headroomer): what a forecast of a
+// leak's end divides by its rate.
+func (a *DeviceAllocator) Headroom() (budget, left int64) {
+	free, _, err := a.dev.MemInfo()
+	if err != nil {
+		return 0, -1
+	}
+	return 0, free
+}
 
 // Tracker returns the tracker tensors are recorded in; nil if untracked.
 func (a *DeviceAllocator) Tracker() *track.Tracker { return a.tracker }
@@ -99,7 +109,7 @@ type books struct {
 // add counts an allocation of bytes.
 func (b *books) add(bytes int64) {
 	b.allocs.Add(1)
-	peak.Raise(&b.peak, b.reserved.Add(bytes))
+	hotpath.RaisePeak(&b.peak, b.reserved.Add(bytes))
 }
 
 // remove counts the release of an allocation of bytes.

@@ -35,7 +35,12 @@ type HostDevice struct {
 	// as invalid, rather than landing in the next block allocated.
 	freeIDs []uint64
 	nextID  uint64
+
+	adopted LiveAdoptions // the foreign memory adopted on the device (Adopt)
 }
+
+// liveAdoptions is the device's record of the memory adopted on it.
+func (d *HostDevice) liveAdoptions() *LiveAdoptions { return &d.adopted }
 
 // liveLocked returns the number of blocks allocated and not freed: every
 // id handed out (1 to nextID-1) is either a live block's, reserved by

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"unicode"
+
+	"github.com/tensorlife/tensorlife/internal/invariants"
 )
 
 // ErrInvalidOption means an option's value cannot be used.
@@ -50,13 +52,8 @@ func DeviceName(name string) Option {
 }
 
 func applyOptions(c *config, opts []Option) error {
-	for _, o := range opts {
-		if o == nil {
-			return fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o.apply(c); err != nil {
-			return err
-		}
+	if err := invariants.ApplyOptions(c, opts, Option.apply, ErrInvalidOption); err != nil {
+		return err
 	}
 	return nil
 }

@@ -155,8 +155,7 @@ func TestDroppedRetainsInACheckAreThreeLeaks(t *testing.T) {
 	dropRetain(t, x)
 	require.NoError(t, x.Free())
 	for i := 0; i < 50 && tr.Totals().GCLeaks < 3; i++ {
-		runtime.GC()
-		time.Sleep(time.Millisecond)
+		collect()
 	}
 	require.EqualValues(t, 3, tr.Totals().GCLeaks)
 

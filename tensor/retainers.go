@@ -4,7 +4,7 @@ import (
 	"sync"
 	"weak"
 
-	"github.com/tensorlife/tensorlife/internal/retainhook"
+	"github.com/tensorlife/tensorlife/internal/hotpath"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -16,49 +16,51 @@ import (
 // record to the handles to look for. It holds no handle alive, and a test
 // that never asks for search pays one atomic load per handle made.
 
-// handleKey names a record: its tracker, weakly, and its id.
-type handleKey struct {
-	tr weak.Pointer[track.Tracker]
-	id uint64
-}
-
-// handles is the registry. Entries whose handles are all freed or
-// collected are swept when the map has doubled since the last sweep, so it
-// stays proportional to the tensors live.
-var handles struct {
+// handleShelf is one tracker's registry: the handles of each record, by
+// record id, weakly. It is the tracker's own (track.Local) and goes with
+// it. Entries whose handles are all freed or collected are swept when the
+// map has doubled since the last sweep, so it stays proportional to the
+// tensors live.
+type handleShelf struct {
 	mu      sync.Mutex
-	m       map[handleKey][]weak.Pointer[Tensor]
+	m       map[uint64][]weak.Pointer[Tensor]
 	sweepAt int
 }
 
-func init() { retainhook.SetLookup(liveHandles) }
+// handleShelfKey files the registry in a tracker.
+type handleShelfKey struct{}
+
+func handlesOf(tr *track.Tracker) *handleShelf {
+	return track.Local(tr, handleShelfKey{}, func() *handleShelf {
+		return &handleShelf{m: make(map[uint64][]weak.Pointer[Tensor])}
+	})
+}
+
+func init() { hotpath.SetHandleLookup(liveHandles) }
 
 // noteHandle registers t, a tracked handle just made. Callers check
-// retainhook.On first.
+// hotpath.RetainersOn first.
 func noteHandle(t *Tensor) {
 	b := t.blk()
 	tr := b.tracker()
 	if tr == nil {
 		return
 	}
-	k := handleKey{tr: weak.Make(tr), id: b.rec.ID()}
+	h := handlesOf(tr)
+	id := b.rec.ID()
 	w := weak.Make(t)
-	handles.mu.Lock()
-	defer handles.mu.Unlock()
-	if handles.m == nil {
-		handles.m = make(map[handleKey][]weak.Pointer[Tensor])
-	}
-	handles.m[k] = append(handles.m[k], w)
-	if len(handles.m) >= handles.sweepAt {
-		sweepHandles()
-		handles.sweepAt = 2*len(handles.m) + 1024
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.m[id] = append(h.m[id], w)
+	if len(h.m) >= h.sweepAt {
+		h.sweep()
+		h.sweepAt = 2*len(h.m) + 1024
 	}
 }
 
-// sweepHandles drops the handles that are freed or collected. handles.mu
-// is held.
-func sweepHandles() {
-	for k, ws := range handles.m {
+// sweep drops the handles that are freed or collected. h.mu is held.
+func (h *handleShelf) sweep() {
+	for id, ws := range h.m {
 		kept := ws[:0]
 		for _, w := range ws {
 			if t := w.Value(); t != nil && !t.Freed() {
@@ -66,16 +68,16 @@ func sweepHandles() {
 			}
 		}
 		if len(kept) == 0 {
-			delete(handles.m, k)
+			delete(h.m, id)
 			continue
 		}
 		clear(ws[len(kept):])
-		handles.m[k] = kept
+		h.m[id] = kept
 	}
 }
 
 // liveHandles returns the handles of the record id of tracker (a
-// *track.Tracker) that are neither freed nor collected: the retainhook
+// *track.Tracker) that are neither freed nor collected: the hotpath handle
 // lookup. The handles returned are strong references: the caller pins
 // them.
 func liveHandles(tracker any, id uint64) []any {
@@ -83,11 +85,11 @@ func liveHandles(tracker any, id uint64) []any {
 	if !ok || tr == nil {
 		return nil
 	}
-	k := handleKey{tr: weak.Make(tr), id: id}
-	handles.mu.Lock()
-	defer handles.mu.Unlock()
+	h := handlesOf(tr)
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	var out []any
-	for _, w := range handles.m[k] {
+	for _, w := range h.m[id] {
 		if t := w.Value(); t != nil && !t.Freed() {
 			out = append(out, t)
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/retainhook"
+	"github.com/tensorlife/tensorlife/internal/hotpath"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -18,7 +18,7 @@ import (
 // TENSORLIFE_RETAINERS=1 (tracktest, imported by this package's tests,
 // turns it on) New and Retain have registered them already.
 func note(t *Tensor) {
-	if !retainhook.On() {
+	if !hotpath.RetainersOn() {
 		noteHandle(t)
 	}
 }
@@ -43,7 +43,7 @@ func TestRegistryResolvesARecordToItsLiveHandles(t *testing.T) {
 	require.NoError(t, err)
 	note(r)
 
-	assert.ElementsMatch(t, []any{x, r}, retainhook.Handles(tr, x.ID()), "the lookup is installed")
+	assert.ElementsMatch(t, []any{x, r}, hotpath.Handles(tr, x.ID()), "the lookup is installed")
 	require.NoError(t, x.Free())
 	assert.Equal(t, []any{r}, liveHandles(tr, x.ID()), "a freed handle is no longer looked for")
 	require.NoError(t, r.Free())
@@ -75,21 +75,22 @@ func TestRegistryHoldsNoHandleAlive(t *testing.T) {
 		default:
 		}
 		require.True(t, time.Now().Before(deadline), "the registered handle was never collected")
-		time.Sleep(time.Millisecond)
+		runtime.Gosched() // let the finalizer goroutine run
 	}
 }
 
 func TestRegistryIsSweptOfFreedHandles(t *testing.T) {
-	_, alloc := registryAllocator(t)
+	tr, alloc := registryAllocator(t)
 	for range 5000 {
 		x, err := New(context.Background(), alloc, Uint8, 1)
 		require.NoError(t, err)
 		note(x)
 		require.NoError(t, x.Free())
 	}
-	handles.mu.Lock()
-	n := len(handles.m)
-	handles.mu.Unlock()
+	h := handlesOf(tr)
+	h.mu.Lock()
+	n := len(h.m)
+	h.mu.Unlock()
 	assert.Less(t, n, 5000, "freed handles are swept as the registry grows")
 }
 
@@ -101,11 +102,27 @@ func TestUntrackedHandlesAreNotRegistered(t *testing.T) {
 	x, err := New(context.Background(), alloc, Uint8, 8)
 	require.NoError(t, err)
 	defer x.Free()
-	handles.mu.Lock()
-	before := len(handles.m)
-	handles.mu.Unlock()
-	noteHandle(x)
-	handles.mu.Lock()
-	assert.Equal(t, before, len(handles.m))
-	handles.mu.Unlock()
+	noteHandle(x) // no tracker: nowhere to register, and nothing fails
+	assert.Empty(t, liveHandles((*track.Tracker)(nil), x.ID()))
+}
+
+// Each tracker's handles are its own: the same record id in two trackers
+// names two records.
+func TestHandlesAreTheTrackers(t *testing.T) {
+	a, allocA := registryAllocator(t)
+	b, allocB := registryAllocator(t)
+	x, err := New(context.Background(), allocA, Uint8, 1)
+	require.NoError(t, err)
+	defer x.Free()
+	y, err := New(context.Background(), allocB, Uint8, 1)
+	require.NoError(t, err)
+	defer y.Free()
+	note(x)
+	note(y)
+	require.Equal(t, x.ID(), y.ID(), "the first record of each tracker")
+	ha, hb := liveHandles(a, x.ID()), liveHandles(b, y.ID())
+	require.Len(t, ha, 1)
+	require.Len(t, hb, 1)
+	assert.Same(t, x, ha[0])
+	assert.Same(t, y, hb[0])
 }

@@ -9,12 +9,10 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/tensorlife/tensorlife/internal/isnil"
-
 	"github.com/tensorlife/tensorlife/internal/format"
 
+	"github.com/tensorlife/tensorlife/internal/hotpath"
 	"github.com/tensorlife/tensorlife/internal/invariants"
-	"github.com/tensorlife/tensorlife/internal/retainhook"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -230,7 +228,7 @@ func Make(ctx context.Context, alloc Allocator, spec Spec) (*Tensor, error) {
 //
 //go:noinline
 func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind string, skip int) (*Tensor, error) {
-	if isnil.Value(alloc) {
+	if invariants.IsNil(alloc) {
 		return nil, ErrNilAllocator
 	}
 	bytes, err := shape.Bytes(dt)
@@ -277,7 +275,7 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 		return nil, err
 	}
 	runtime.SetFinalizer(t, (*Tensor).dropped)
-	if retainhook.On() {
+	if hotpath.RetainersOn() {
 		noteHandle(t)
 	}
 	return t, nil
@@ -288,7 +286,7 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 func newHandle(b *block, site *track.Site, view *window, how uint8) *Tensor {
 	t := &Tensor{b: b, site: site, view: view, how: how}
 	runtime.SetFinalizer(t, (*Tensor).dropped)
-	if retainhook.On() {
+	if hotpath.RetainersOn() {
 		noteHandle(t)
 	}
 	return t

@@ -37,9 +37,26 @@ func untrackedSetup(t *testing.T) (*tensor.HostDevice, *countingAllocator) {
 // settle runs the garbage collector until the finalizers it queued have run.
 func settle() {
 	for range 5 {
-		runtime.GC()
-		time.Sleep(time.Millisecond)
+		collect()
 	}
+}
+
+// sentinel is an object whose finalizer says the finalizer goroutine got to it.
+type sentinel struct{ done chan struct{} }
+
+// collect runs a garbage collection and waits until the finalizer goroutine
+// has run the finalizer of a sentinel that collection found: the
+// finalizers queued before it have run by then (one goroutine runs them in
+// turn). It waits on the runtime, not on a clock.
+//
+//go:noinline
+func collect() {
+	done := make(chan struct{})
+	s := &sentinel{done: done}
+	runtime.SetFinalizer(s, func(s *sentinel) { close(s.done) })
+	s = nil // drop the only reference before collecting
+	runtime.GC()
+	<-done
 }
 
 // collectUntilFree runs the garbage collector until dev holds no memory,

@@ -2,7 +2,9 @@ package timeline_test
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -114,4 +116,28 @@ func (l *ledger) liveAt(t *testing.T, at int64) map[string]int64 {
 		out[o.rec.Site().Location().Function] += b
 	}
 	return out
+}
+
+// stepClock is a tracker clock (track.Clock) that moves by step at each
+// reading, as a workload's events are spread in time, and by advance when
+// told: no test waits for real time to pass.
+type stepClock struct {
+	mu   sync.Mutex
+	now  time.Time
+	step time.Duration
+}
+
+// Now is the clock's time, then one step later.
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now
+	c.now = c.now.Add(c.step)
+	return now
+}
+
+func (c *stepClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }

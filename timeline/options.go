@@ -3,16 +3,16 @@ package timeline
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tensorlife/tensorlife/internal/invariants"
 )
 
 // Errors returned by this package. Every error it returns matches one of
-// these or track.ErrHistoryOff with errors.Is, or wraps an I/O error from the
+// these, track.ErrNilTracker or track.ErrHistoryOff with errors.Is, or wraps an I/O error from the
 // writer or the file system.
 var (
 	// ErrInvalidOption means an option's value cannot be used.
 	ErrInvalidOption = errors.New("timeline: invalid option")
-	// ErrNilTracker means Build was given a nil *track.Tracker.
-	ErrNilTracker = errors.New("timeline: nil tracker")
 	// ErrNilHistory means FromHistory was given a nil *track.HistoryLog.
 	ErrNilHistory = errors.New("timeline: nil history")
 	// ErrLiveNeeded means FromHistory was given a history that dropped
@@ -57,13 +57,8 @@ type config struct {
 
 func newConfig(opts []Option) (config, error) {
 	c := config{bands: DefaultBands, samples: DefaultSamples}
-	for _, o := range opts {
-		if o == nil {
-			return c, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o.apply(&c); err != nil {
-			return c, err
-		}
+	if err := invariants.ApplyOptions(&c, opts, Option.apply, ErrInvalidOption); err != nil {
+		return c, err
 	}
 	return c, nil
 }

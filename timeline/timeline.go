@@ -3,6 +3,7 @@ package timeline
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -178,9 +179,13 @@ type group struct {
 // exit); under concurrent allocation the history and the totals are read
 // moments apart, and the series may be off by the allocations in between.
 // It may be called from any goroutine; it does not stop the tracker.
+//
+// Without BudgetLine, the line drawn is the budget of the pools made with
+// tr (they attach themselves to it, see track.Tracker.Parts): their sum, as
+// the picture sums every device; none if no pool of tr has a budget.
 func Build(tr *track.Tracker, opts ...Option) (*Timeline, error) {
 	if tr == nil {
-		return nil, ErrNilTracker
+		return nil, track.ErrNilTracker
 	}
 	cfg, err := newConfig(opts)
 	if err != nil {
@@ -196,6 +201,9 @@ func Build(tr *track.Tracker, opts ...Option) (*Timeline, error) {
 	}
 	if cfg.title == "" {
 		cfg.title = defaultTitle + " (tracker " + strconv.Quote(tr.Name()) + ")"
+	}
+	if cfg.budgetLine == 0 {
+		cfg.budgetLine = budgetOf(tr)
 	}
 	return build(log, live, cfg), nil
 }
@@ -528,4 +536,23 @@ func (b *builder) markers(win []track.Event) {
 		}
 		b.tl.Markers = append(b.tl.Markers, m)
 	}
+}
+
+// budgeted is a part of a tracker with a memory budget: a *pool.Pool.
+type budgeted interface{ Budget() int64 }
+
+// budgetOf sums the budgets of tr's parts that have one, saturating.
+func budgetOf(tr *track.Tracker) int64 {
+	var sum int64
+	for _, p := range tr.Parts() {
+		b, ok := p.(budgeted)
+		if !ok || b.Budget() <= 0 {
+			continue
+		}
+		if b.Budget() > math.MaxInt64-sum {
+			return math.MaxInt64
+		}
+		sum += b.Budget()
+	}
+	return sum
 }

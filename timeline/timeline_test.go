@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tensorlife/tensorlife/pool"
+	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/timeline"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -187,7 +189,7 @@ func TestBuildErrors(t *testing.T) {
 		opts    []timeline.Option
 		want    error
 	}{
-		{"nil tracker", nil, nil, timeline.ErrNilTracker},
+		{"nil tracker", nil, nil, track.ErrNilTracker},
 		{"history off", newTracker(t), nil, track.ErrHistoryOff},
 		{"nil option", withHistory, []timeline.Option{nil}, timeline.ErrInvalidOption},
 		{"no bands", withHistory, []timeline.Option{timeline.Bands(0)}, timeline.ErrInvalidOption},
@@ -249,12 +251,13 @@ func TestFromHistory(t *testing.T) {
 func TestWindowEndsWithTheWorkload(t *testing.T) {
 	for _, history := range []int{1 << 12, 16} {
 		t.Run(fmt.Sprintf("history %d", history), func(t *testing.T) {
-			tr := newTracker(t, track.KeepHistory(history))
+			clk := &stepClock{now: time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC), step: time.Millisecond}
+			tr := newTracker(t, track.KeepHistory(history), track.Clock(clk.Now))
 			run(t, tr, 40)
 			log, err := tr.History()
 			require.NoError(t, err)
 			last := log.Events[len(log.Events)-1].Time
-			time.Sleep(20 * time.Millisecond) // the program goes on after its workload
+			clk.advance(20 * time.Millisecond) // the program goes on after its workload
 
 			tl, err := timeline.Build(tr)
 			require.NoError(t, err)
@@ -300,4 +303,24 @@ func TestSitesAreGroupedByLine(t *testing.T) {
 	assert.True(t, strings.HasPrefix(tl.Series[0].Name, "timeline_test.allocMask"), "the import path is dropped: %s", tl.Series[0].Name)
 	assert.True(t, strings.HasSuffix(tl.Series[0].File, "helpers_test.go"))
 	assert.Positive(t, tl.Series[0].Line)
+}
+
+// A timeline of a tracker draws the budget of the pools made with it, with
+// no BudgetLine passed.
+func TestBuildDrawsThePoolsBudget(t *testing.T) {
+	tr := newTracker(t, track.KeepHistory(1<<10))
+	dev, err := tensor.NewHostDevice(4 << 20)
+	require.NoError(t, err)
+	p, err := pool.New(dev, pool.Tracker(tr), pool.Budget(1<<20))
+	require.NoError(t, err)
+	x, err := tensor.New(context.Background(), p, tensor.Float32, 256)
+	require.NoError(t, err)
+	require.NoError(t, x.Free())
+	tl, err := timeline.Build(tr)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1<<20), tl.BudgetLine)
+	tl, err = timeline.Build(tr, timeline.BudgetLine(3<<20))
+	require.NoError(t, err)
+	assert.Equal(t, int64(3<<20), tl.BudgetLine, "an explicit line wins")
+	require.NoError(t, p.Close())
 }

@@ -84,22 +84,7 @@ func (t *Tracker) site(skip int) *Site {
 	if n == len(walk) {
 		return t.deepSite(skip + 1) // maybe cut short: no key
 	}
-	h := intern.NewHash().PCs(walk[:n]).Sum()
-	// The table's Lookup, not a method of walkCache around it: inlined
-	// here with the comparison, where a wrapper would be a call.
-	switch e, _ := t.walks.table.Lookup(h, sameWalk(h, walk[:n])); {
-	case e == nil && t.walks.full():
-		// The walk could not be kept, so comparing it would be wasted,
-		// and counted again as a mismatch on every capture.
-		t.stackUncached.Add(1)
-		return t.callersSite(skip+1, nil, 0)
-	case e == nil:
-		return t.callersSite(skip+1, walk[:n], h)
-	case e.site == nil: // a walk that disagreed once is not trusted
-		return t.callersSite(skip+1, nil, 0)
-	default:
-		return e.site
-	}
+	return t.walkedSite(skip+1, walk[:n])
 }
 
 // deepSite is site for a stack deeper than maxDepth physical frames. A walk
@@ -117,14 +102,25 @@ func (t *Tracker) deepSite(skip int) *Site {
 		t.stackFallbacks.Add(1)
 		return t.callersSite(skip+1, nil, 0)
 	}
-	h := intern.NewHash().PCs(walk[:n]).Sum()
-	switch e, _ := t.walks.table.Lookup(h, sameWalk(h, walk[:n])); {
+	return t.walkedSite(skip+1, walk[:n])
+}
+
+// walkedSite returns the site of a trusted walk from the walk cache, or
+// captures the stack with runtime.Callers: for a walk not seen before
+// (caching it, trusted or not), one that disagreed once, or one a full
+// cache cannot keep. site and deepSite share it; skip counts as theirs,
+// plus its own frame.
+func (t *Tracker) walkedSite(skip int, walk []uintptr) *Site {
+	h := intern.NewHash().PCs(walk).Sum()
+	switch e, _ := t.walks.table.Lookup(h, sameWalk(h, walk)); {
 	case e == nil && t.walks.full():
+		// The walk could not be kept, so comparing it would be wasted,
+		// and counted again as a mismatch on every capture.
 		t.stackUncached.Add(1)
 		return t.callersSite(skip+1, nil, 0)
 	case e == nil:
-		return t.callersSite(skip+1, walk[:n], h)
-	case e.site == nil:
+		return t.callersSite(skip+1, walk, h)
+	case e.site == nil: // a walk that disagreed once is not trusted
 		return t.callersSite(skip+1, nil, 0)
 	default:
 		return e.site

@@ -16,16 +16,21 @@ import (
 
 const testPkg = "github.com/tensorlife/tensorlife/track_test."
 
-// newKV is an allocation helper that marks itself, as a service's would.
+// newKV is an allocation helper, as a service's would be; the trackers of
+// these tests name it (helperTracker).
 //
 //go:noinline
 func newKV(tr *track.Tracker, n int64) *track.Record {
-	track.Helper()
 	r := &track.Record{Bytes: n, Meta: track.InternMeta("kv-cache", "", "", nil)}
 	if err := tr.Record(context.Background(), r, 0); err != nil {
 		panic(err)
 	}
 	return r
+}
+
+// helperTracker is a tracker told that newKV is a helper.
+func helperTracker(t *testing.T, opts ...track.Option) *track.Tracker {
+	return newTracker(t, append([]track.Option{track.HelperFunctions(testPkg + "newKV")}, opts...)...)
 }
 
 // unmarkedKV is the same helper without the mark: the control.
@@ -50,7 +55,7 @@ func decode(tr *track.Tracker, kv func(*track.Tracker, int64) *track.Record) *tr
 }
 
 func TestHelperNamesTheCaller(t *testing.T) {
-	tr := newTracker(t)
+	tr := helperTracker(t)
 	p, d := prefill(tr, newKV), decode(tr, newKV)
 	defer release(t, tr, p, d)
 	assert.Equal(t, testPkg+"prefill", p.Site().Location().Function)
@@ -64,33 +69,16 @@ func TestHelperNamesTheCaller(t *testing.T) {
 	assert.Equal(t, testPkg+"unmarkedKV", ud.Site().Location().Function)
 }
 
-// lateKV marks itself only when told: a helper whose first calls came
-// before its mark, as happens when one goroutine symbolizes a site while
-// another runs the helper for the first time.
-//
-//go:noinline
-func lateKV(tr *track.Tracker, n int64, mark bool) *track.Record {
-	if mark {
-		track.Helper()
-	}
-	r := &track.Record{Bytes: n, Meta: track.InternMeta("kv-cache", "", "", nil)}
-	if err := tr.Record(context.Background(), r, 0); err != nil {
-		panic(err)
-	}
-	return r
-}
-
-//go:noinline
-func lateCaller(tr *track.Tracker) *track.Record { return lateKV(tr, 8, false) }
-
-func TestHelperMarkedAfterSymbolizing(t *testing.T) {
-	tr := newTracker(t)
-	r := lateCaller(tr)
-	defer release(t, tr, r)
-	require.Equal(t, testPkg+"lateKV", r.Site().Location().Function, "before the mark")
-	m := lateKV(tr, 8, true)
-	defer release(t, tr, m)
-	assert.Equal(t, testPkg+"lateCaller", r.Site().Location().Function, "a site symbolized before the mark names the caller after it")
+// A helper mark is the tracker's own: a tracker made without it, in the
+// same process and at the same time, names the helper, and two runs of the
+// test (go test -count=2) see the same.
+func TestHelperMarksAreTheTrackers(t *testing.T) {
+	marked, plain := helperTracker(t), newTracker(t)
+	m, p := prefill(marked, newKV), prefill(plain, newKV)
+	defer release(t, marked, m)
+	defer release(t, plain, p)
+	assert.Equal(t, testPkg+"prefill", m.Site().Location().Function)
+	assert.Equal(t, testPkg+"newKV", p.Site().Location().Function, "another tracker's mark is not seen")
 }
 
 //go:noinline
@@ -160,7 +148,7 @@ func fromSession(tr *track.Tracker) *track.Record { return sharedLine(tr) }
 func fromBatch(tr *track.Tracker) *track.Record { return sharedLine(tr) }
 
 func TestDistinctFrameTellsSharedHeadlinesApart(t *testing.T) {
-	tr := newTracker(t)
+	tr := helperTracker(t)
 	a, b, c := fromSession(tr), fromBatch(tr), prefill(tr, newKV)
 	defer release(t, tr, a, b, c)
 	require.Equal(t, a.Site().Location(), b.Site().Location(), "one headline")

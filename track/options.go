@@ -3,8 +3,9 @@ package track
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
-	"github.com/tensorlife/tensorlife/internal/isnil"
+	"github.com/tensorlife/tensorlife/internal/invariants"
 )
 
 // Option configures New. Options are immutable and may be shared.
@@ -18,13 +19,8 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 
 // applyOptions applies opts onto c.
 func applyOptions(c *config, opts []Option) error {
-	for _, opt := range opts {
-		if isnil.Value(opt) {
-			return fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := opt.apply(c); err != nil {
-			return err
-		}
+	if err := invariants.ApplyOptions(c, opts, Option.apply, ErrInvalidOption); err != nil {
+		return err
 	}
 	return nil
 }
@@ -46,7 +42,8 @@ type config struct {
 	logger        *slog.Logger
 	historyEvents int
 	framePointers bool
-	helpers       *helperRules // HelperFunctions; nil if none
+	helpers       *helperRules     // HelperFunctions; nil if none
+	clock         func() time.Time // Clock; nil reads time.Now
 }
 
 func defaultConfig() config {
@@ -57,6 +54,19 @@ func defaultConfig() config {
 		logger:        slog.Default(),
 		framePointers: true,
 	}
+}
+
+// Clock sets where the tracker reads the time (default time.Now): when it
+// started, event times, ages and snapshot times. A test passes a clock of
+// its own to age tensors without waiting; the clock must not go back.
+func Clock(now func() time.Time) Option {
+	return optionFunc(func(c *config) error {
+		if now == nil {
+			return fmt.Errorf("%w: Clock(nil)", ErrInvalidOption)
+		}
+		c.clock = now
+		return nil
+	})
 }
 
 // Name names the tracker in logs and reports.

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/tensorlife/tensorlife/internal/cacheline"
+	"github.com/tensorlife/tensorlife/internal/hotpath"
 )
 
 // jobHorizon is how many jobs of one context stay open. A request begun by
@@ -39,7 +39,7 @@ type requestBook struct {
 
 type bookShard struct {
 	bookData
-	_ [cacheline.Size - unsafe.Sizeof(bookData{})%cacheline.Size]byte
+	_ [hotpath.CacheLine - unsafe.Sizeof(bookData{})%hotpath.CacheLine]byte
 }
 
 type bookData struct {

@@ -47,8 +47,8 @@ type Site struct {
 
 	// helpers are the tracker's HelperFunctions; head caches the index of
 	// the headline frame (the first neither tensorlife's nor a helper's)
-	// with the helper-mark generation it was computed at, (gen+1)<<16 |
-	// index, since Helper may mark a function after s was symbolized.
+	// plus one, 0 until computed: the rules never change once the tracker
+	// is made, so neither does the headline.
 	helpers *helperRules
 	head    atomic.Uint64
 }
@@ -96,13 +96,11 @@ func (s *Site) UserFrames() []Frame {
 }
 
 // headline returns the index of the first frame that is neither
-// tensorlife's nor a helper's. It is computed again whenever a function
-// was marked by Helper since it was last computed: O(frames), once per
-// mark, a load and a compare otherwise.
+// tensorlife's nor a helper's: O(frames) the first time, a load after.
+// Two goroutines may both compute it; they store the same value.
 func (s *Site) headline() int {
-	gen := helperMarks.gen.Load()
-	if v := s.head.Load(); v>>16 == gen+1 {
-		return int(v & 0xffff)
+	if v := s.head.Load(); v != 0 {
+		return int(v - 1)
 	}
 	i := s.user
 	for i < len(s.frames) && (isLibraryFrame(s.frames[i]) || isHelperFrame(s.frames[i], s.helpers)) {
@@ -111,7 +109,7 @@ func (s *Site) headline() int {
 	if i == len(s.frames) {
 		i = s.user // nothing but helpers: name the outermost library caller
 	}
-	s.head.Store((gen+1)<<16 | uint64(i&0xffff))
+	s.head.Store(uint64(i) + 1)
 	return i
 }
 

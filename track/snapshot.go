@@ -319,7 +319,7 @@ func (s *Snapshot) SameTracker(o *Snapshot) bool {
 
 // SiteSnapshot is a snapshot of the counters alone: O(sites), no walk.
 func (t *Tracker) SiteSnapshot() *Snapshot {
-	return &Snapshot{tracker: t, TrackerName: t.cfg.name, Time: time.Now(), Totals: t.Totals(), Sites: t.SiteTotals()}
+	return &Snapshot{tracker: t, TrackerName: t.cfg.name, Time: t.wallNow(), Totals: t.Totals(), Sites: t.SiteTotals()}
 }
 
 // Snapshot copies the whole live set, every allocation listed.
@@ -334,7 +334,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 		return nil, err
 	}
 	t.settle()
-	now := time.Now()
+	now := t.wallNow()
 	groups := newGrouper(f)
 	if f.counted() {
 		t.countedGroups(groups, t.stacks.sites())

@@ -14,8 +14,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/tensorlife/tensorlife/internal/cacheline"
-	"github.com/tensorlife/tensorlife/internal/peak"
+	"github.com/tensorlife/tensorlife/internal/hotpath"
 )
 
 // Errors of the registry.
@@ -63,7 +62,7 @@ const shardCount = 64
 // byte total that the peak is computed from is a tracker-wide atomic.
 type shard struct {
 	shardData
-	_ [cacheline.Size - unsafe.Sizeof(shardData{})%cacheline.Size]byte // no false sharing
+	_ [hotpath.CacheLine - unsafe.Sizeof(shardData{})%hotpath.CacheLine]byte // no false sharing
 }
 
 // liveCount is a shard's live figures of one class.
@@ -249,10 +248,11 @@ type Tracker struct {
 	feeds        feedSet       // SiteFeed
 	classes      classRegistry // LiveByClass
 	leakWatchers watchers
-	misuses      misuseLog         // the latest double frees, for tests
-	allocators   allocatorRegistry // what tensorlife holds per device (allocators.go)
-	requests     requestBook       // the open requests, settled by readers (requestbook.go)
-	owners       ownerRegistry     // the owners tensors were handed to (owner.go)
+	misuses      misuseLog     // the latest double frees, for tests
+	parts        partRegistry  // what was made with the tracker (parts.go)
+	locals       locals        // what packages above track keep per tracker (Local)
+	requests     requestBook   // the open requests, settled by readers (requestbook.go)
+	owners       ownerRegistry // the owners tensors were handed to (owner.go)
 }
 
 // New returns an isolated Tracker.
@@ -261,7 +261,8 @@ func New(opts ...Option) (*Tracker, error) {
 	if err := applyOptions(&cfg, opts); err != nil {
 		return nil, err
 	}
-	t := &Tracker{cfg: cfg, start: time.Now(), walks: newWalkCache(cfg.maxSites)}
+	t := &Tracker{cfg: cfg, walks: newWalkCache(cfg.maxSites)}
+	t.start = t.wallNow()
 	t.stacks = newStackTable(cfg.maxSites, cfg.helpers, &t.feeds)
 	if cfg.historyEvents > 0 {
 		for i := range t.shards {
@@ -342,7 +343,7 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 
 	site.allocs.Add(1)
 	site.allocBytes.Add(r.Bytes)
-	peak.Raise(&t.peakBytes, t.liveBytes.Add(r.Bytes))
+	hotpath.RaisePeak(&t.peakBytes, t.liveBytes.Add(r.Bytes))
 	return nil
 }
 

@@ -27,7 +27,7 @@ func (s *session) writeFiles(w io.Writer) error {
 	if s.o.fixed {
 		title = "agentleak, fixed"
 	}
-	tl, err := timeline.Build(s.tr, timeline.BudgetLine(s.o.budget), timeline.Title(title))
+	tl, err := timeline.Build(s.tr, timeline.Title(title)) // the budget line is the pools'
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}

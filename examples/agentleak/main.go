@@ -36,6 +36,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/tensorlife/tensorlife/internal/devflag"
 	"github.com/tensorlife/tensorlife/tensor"
@@ -95,6 +96,10 @@ type options struct {
 	timeline string // where to write the SVG picture; empty: none
 	trace    string // where to write the Perfetto trace; empty: none
 	oomDir   string // where the out-of-memory dump goes; empty: none
+	// clockStep, when positive, is the tracker's clock: one step per
+	// reading from a fixed start, so that a picture drawn from the run
+	// is the same at every run (scripts/docs-pictures.sh draws docs/'s).
+	clockStep time.Duration
 
 	device devflag.List // -device: host or cuda:N, or several, comma-separated
 }
@@ -119,6 +124,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.profile, "profile", "tensors.pb.gz", "write the live-tensor profile here (empty: skip)")
 	fs.StringVar(&o.timeline, "timeline", "", "write an SVG picture of live memory by site over time here")
 	fs.StringVar(&o.trace, "trace", "", "write a Perfetto trace of the run here")
+	fs.DurationVar(&o.clockStep, "clock-step", 0,
+		"if set, the tracker reads a clock that moves this much at each reading, for a reproducible timeline")
 	fs.StringVar(&o.oomDir, "oom-dir", filepath.Join(os.TempDir(), "agentleak-oom"),
 		"on the first out-of-memory error, write the profile, summary and timeline here (empty: skip)")
 	if err := fs.Parse(args); err != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tensorlife/tensorlife/internal/devflag"
 	"github.com/tensorlife/tensorlife/internal/format"
@@ -55,6 +56,9 @@ func newSession(o options) (*session, error) {
 		// out-of-memory error the leak runs into near request 420.
 		topts = append(topts, track.KeepHistory(1<<16))
 	}
+	if o.clockStep > 0 {
+		topts = append(topts, track.Clock((&stepClock{now: time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC), step: o.clockStep}).Now))
+	}
 	if s.tr, err = track.New(topts...); err != nil {
 		return nil, errors.Join(err, s.close())
 	}
@@ -82,11 +86,6 @@ func newSession(o options) (*session, error) {
 	}))
 	if err != nil {
 		return nil, errors.Join(err, s.close())
-	}
-	if s.dumper != nil {
-		if err := s.dumper.SetSources(s.sources()); err != nil {
-			return nil, errors.Join(err, s.close())
-		}
 	}
 	s.agent = newAgent(o.workload, lanes)
 	return s, nil
@@ -130,7 +129,7 @@ func (s *session) newLane(dev devflag.Device) (_ poolLane, err error) {
 	if len(s.devs) > 1 {
 		name = "prompts@" + dev.Name() // short: the summary shows 16 columns of a name
 	}
-	prompts, err := mask.NewCache(mask.CacheName(name), mask.MaxBytes(1<<20), mask.MaxEntries(16))
+	prompts, err := mask.NewCache(mask.CacheTracker(s.tr), mask.CacheName(name), mask.MaxBytes(1<<20), mask.MaxEntries(16))
 	if err != nil {
 		return poolLane{}, err
 	}
@@ -144,23 +143,6 @@ func (s *session) rebuilds() int64 {
 		n += l.masks.Rebuilds()
 	}
 	return n
-}
-
-// sources are every pool and cache, and with several devices the devices,
-// so the summary splits them. One device's figures are its pool's line, and
-// the summary of a default run stays as it always was.
-func (s *session) sources() report.Sources {
-	src := report.Sources{Watcher: s.watcher}
-	for _, l := range s.lanes {
-		src.Pools = append(src.Pools, l.pool)
-		src.Caches = append(src.Caches, l.prompts)
-	}
-	if len(s.devs) > 1 {
-		for _, d := range s.devs {
-			src.Devices = append(src.Devices, d)
-		}
-	}
-	return src
 }
 
 // result is how the run ended.
@@ -227,7 +209,7 @@ func (s *session) report(w io.Writer, res result) error {
 		fmt.Fprintf(w, "the run stopped:\n%s\n\n", indent(res.err.Error()))
 	}
 
-	err := report.WriteSummary(w, s.tr, report.TopSites(5), report.WithSources(s.sources()))
+	err := report.WriteSummary(w, s.tr, report.TopSites(5))
 	fmt.Fprintln(w)
 	return errors.Join(err, s.writeFiles(w))
 }
@@ -269,4 +251,21 @@ func where(f track.Frame) string {
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
+
+// stepClock is the tracker clock of -clock-step: it moves by step at each
+// reading, so that the events of a run, which is the same at every run,
+// get the same times.
+type stepClock struct {
+	mu   sync.Mutex
+	now  time.Time
+	step time.Duration
+}
+
+// Now returns the clock's time and moves it on.
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(c.step)
+	return c.now
 }

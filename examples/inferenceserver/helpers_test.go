@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -17,8 +18,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/tensorlife/tensorlife/internal/pproftool"
 )
 
 // syncBuffer is a bytes.Buffer that a logger and a test may share.
@@ -203,7 +202,7 @@ func metric(exposition, name string, want ...string) (float64, bool) {
 // saves what it fetches under $PPROF_TMPDIR, the test's directory.
 func pprofTop(t *testing.T, url string, args ...string) []string {
 	t.Helper()
-	bin, err := pproftool.Path()
+	bin, err := pprofPath()
 	require.NoError(t, err, "go tool pprof must be available to this test")
 	tmp := t.TempDir()
 	cmd := exec.Command(bin, append(append([]string{"-top"}, args...), url)...)
@@ -237,3 +236,19 @@ func flatRows(rows []string) []string {
 	}
 	return out
 }
+
+// pprofPath returns the path of the go tool pprof binary. `go tool -n
+// pprof` prints it (building the tool into the cache if needed); it is
+// asked once per test binary, so each run starts the binary directly
+// instead of paying for `go tool` every time.
+var pprofPath = sync.OnceValues(func() (string, error) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.Command(goBin, "tool", "-n", "pprof").Output()
+	if err != nil {
+		return "", fmt.Errorf("go tool -n pprof: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+})

@@ -14,7 +14,6 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 
-	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/oteltrack"
 )
@@ -33,9 +32,10 @@ type telemetry struct {
 	handler  http.Handler
 }
 
-// newTelemetry registers tr's figures, with the sources' (pools, caches,
-// devices, watcher), and returns the pipeline with its /metrics handler.
-func newTelemetry(tr *track.Tracker, sources report.Sources) (*telemetry, error) {
+// newTelemetry registers tr's figures, with those of the pools, caches,
+// devices and watcher made with it, and returns the pipeline with its
+// /metrics handler.
+func newTelemetry(tr *track.Tracker) (*telemetry, error) {
 	registry := prometheus.NewRegistry()
 	// The translation strategy is explicit so that names do not change with
 	// the exporter's default: tensorlife.tensor.memory.usage (By) is scraped
@@ -49,7 +49,7 @@ func newTelemetry(tr *track.Tracker, sources report.Sources) (*telemetry, error)
 	// the service's others.
 	res := resource.NewSchemaless(attribute.String("service.name", serviceName))
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter), sdkmetric.WithResource(res))
-	metrics, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(provider), oteltrack.WithSources(sources))
+	metrics, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(provider))
 	if err != nil {
 		return nil, errors.Join(err, provider.Shutdown(context.Background()))
 	}

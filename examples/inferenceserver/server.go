@@ -110,7 +110,7 @@ func newServer(cfg config, logger *slog.Logger, report io.Writer) (*server, erro
 	if err != nil {
 		return nil, err
 	}
-	s.tel, err = newTelemetry(s.tr, s.sources())
+	s.tel, err = newTelemetry(s.tr)
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +308,7 @@ func (s *server) Shutdown(ctx context.Context) error {
 
 // writeSummary writes the memory summary with every source the server has.
 func (s *server) writeSummary(w io.Writer) error {
-	return report.WriteSummary(w, s.tr, report.WithSources(s.sources()), report.TopSites(5))
+	return report.WriteSummary(w, s.tr, report.TopSites(5))
 }
 
 // serveSummary answers GET /debug/tensors/summary.
@@ -382,18 +382,6 @@ func (g *gate) closeAndWait() {
 	g.wg.Wait()
 }
 
-// sources are the figures the summary and the metrics read besides the
-// tracker's own.
-func (s *server) sources() report.Sources {
-	src := report.Sources{Watcher: s.watcher}
-	for _, l := range s.lanes {
-		src.Pools = append(src.Pools, l.pool)
-		src.Caches = append(src.Caches, l.prompts)
-		src.Devices = append(src.Devices, l.dev)
-	}
-	return src
-}
-
 // lane is one device's share of the server: the device, a pool with the
 // budget over it, a mask builder and a bounded prompt-mask cache over the
 // pool (a mask serves only the device that holds it).
@@ -426,7 +414,7 @@ func newLane(cfg config, logger *slog.Logger, tr *track.Tracker, dev devflag.Dev
 	if several {
 		name = "prompts@" + dev.Name() // short: the summary shows 16 columns of a name
 	}
-	l.prompts, err = mask.NewCache(mask.CacheName(name), mask.MaxBytes(cfg.cache), mask.MaxEntries(64))
+	l.prompts, err = mask.NewCache(mask.CacheTracker(tr), mask.CacheName(name), mask.MaxBytes(cfg.cache), mask.MaxEntries(64))
 	return l, err
 }
 

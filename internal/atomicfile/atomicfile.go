@@ -5,7 +5,9 @@
 // The data goes to a temporary file in the target's directory, named with
 // TempPrefix, which is synced and renamed over the target. A writer killed
 // before the rename leaves its temporary file behind; the next Write in
-// that directory removes such files once they are older than StaleAfter.
+// that directory removes such files once they are older than StaleAfter,
+// and only those: a temporary name carries a check that other programs'
+// files, even named alike, fail.
 //
 // Only regular files are written. A rename replaces whatever name it
 // lands on, so a target that exists and is anything else (a directory, a
@@ -17,8 +19,10 @@ package atomicfile
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -75,7 +79,8 @@ const (
 // runs with umask 077 writes private profiles. Before writing, Write
 // removes temporary files of earlier writes to the same directory that
 // were abandoned (see StaleAfter); errors of that sweep are ignored, as it
-// is housekeeping and not part of this write.
+// is housekeeping and not part of this write. A write that panics leaves
+// no temporary file either; the panic goes on to the caller.
 func Write(path string, write func(io.Writer) error) (err error) {
 	if path == "" {
 		return ErrEmptyPath
@@ -93,10 +98,15 @@ func Write(path string, write func(io.Writer) error) (err error) {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	renamed := false
 	defer func() {
-		if err != nil {
+		// Also when write panics or exits the goroutine: the temporary
+		// file is closed and removed either way, and the panic goes on.
+		if !renamed {
 			_ = tmp.Close() // the write already failed; that error is the one to report
 			_ = os.Remove(tmp.Name())
+		}
+		if err != nil {
 			err = fmt.Errorf("write %s: %w", path, err)
 		}
 	}()
@@ -125,6 +135,7 @@ func Write(path string, write func(io.Writer) error) (err error) {
 	if err = os.Rename(tmp.Name(), target); err != nil {
 		return err
 	}
+	renamed = true
 	syncDir(dir)
 	return nil
 }
@@ -181,22 +192,66 @@ func describe(m fs.FileMode) string {
 
 // createTemp creates a new temporary file for base in dir, named with
 // TempPrefix, at most tempBaseBytes of base (so that a long legal name
-// still leaves room), and a random number. Unlike os.CreateTemp, which
-// creates files 0600, it asks for 0666 and lets the system apply the umask
-// (and a directory's default ACL), which is what a new file written by
-// os.WriteFile gets; the umask cannot be read without changing it for the
-// whole process.
+// still leaves room), a random number and a check of the two (see
+// tempName), so the sweep can tell this package's files from any other.
+// Unlike os.CreateTemp, which creates files 0600, it asks for 0666 and
+// lets the system apply the umask (and a directory's default ACL), which
+// is what a new file written by os.WriteFile gets; the umask cannot be
+// read without changing it for the whole process.
 func createTemp(dir, base string) (*os.File, error) {
-	prefix := filepath.Join(dir, TempPrefix+clip(base, tempBaseBytes)+".")
+	base = clip(base, tempBaseBytes)
 	for range 10000 {
-		name := prefix + strconv.FormatUint(rand.Uint64(), 36) + ".tmp"
+		name := filepath.Join(dir, tempName(base, rand.Uint64()))
 		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
 		return f, err
 	}
-	return nil, &fs.PathError{Op: "createtemp", Path: prefix + "*.tmp", Err: fs.ErrExist}
+	return nil, &fs.PathError{Op: "createtemp", Path: filepath.Join(dir, TempPrefix+base+".*.tmp"), Err: fs.ErrExist}
+}
+
+// tempName is the name of a temporary file for base (already clipped):
+// TempPrefix, base, then the random number n and a check of base and n,
+// both in base 36, and ".tmp". The check is what makes a name this
+// package's own: another program's file that happens to share the prefix
+// and suffix fails it (one chance in 36⁶), so the sweep never removes it.
+func tempName(base string, n uint64) string {
+	return TempPrefix + base + "." + strconv.FormatUint(n, 36) + "-" + tempCheck(base, n) + ".tmp"
+}
+
+// tempCheck is the six base-36 digits that end a temporary name's number.
+func tempCheck(base string, n uint64) string {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(base)) // a hash never fails to write
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], n)
+	_, _ = h.Write(b[:])
+	const digits = 36 * 36 * 36 * 36 * 36 * 36
+	check := strconv.FormatUint(h.Sum64()%digits, 36)
+	return strings.Repeat("0", 6-len(check)) + check
+}
+
+// ownTemp reports whether name is one tempName makes.
+func ownTemp(name string) bool {
+	rest, ok := strings.CutPrefix(name, TempPrefix)
+	if !ok {
+		return false
+	}
+	if rest, ok = strings.CutSuffix(rest, ".tmp"); !ok {
+		return false
+	}
+	dot := strings.LastIndexByte(rest, '.')
+	if dot < 0 {
+		return false
+	}
+	base, num := rest[:dot], rest[dot+1:]
+	digits, check, ok := strings.Cut(num, "-")
+	if !ok || len(base) > tempBaseBytes || len(check) != 6 || digits == "" || strings.ToLower(digits) != digits {
+		return false
+	}
+	n, err := strconv.ParseUint(digits, 36, 64)
+	return err == nil && strconv.FormatUint(n, 36) == digits && tempCheck(base, n) == check
 }
 
 // clip returns at most n bytes of s, cut at a character boundary.
@@ -210,9 +265,11 @@ func clip(s string, n int) string {
 	return s[:n]
 }
 
-// removeStale removes the temporary files in dir that a writer left behind
-// when it died before its rename: regular files named with TempPrefix whose
-// last change is more than StaleAfter before now.
+// removeStale removes the temporary files in dir that a writer of this
+// package left behind when it died before its rename: regular files whose
+// names tempName made (prefix, number and check) and whose last change is
+// more than StaleAfter before now. A file of another program's, however
+// old and however like ours its name, is left alone.
 func removeStale(dir string, now time.Time) {
 	d, err := os.Open(dir)
 	if err != nil {
@@ -222,7 +279,7 @@ func removeStale(dir string, now time.Time) {
 	for {
 		entries, err := d.ReadDir(256)
 		for _, e := range entries {
-			if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), TempPrefix) || !strings.HasSuffix(e.Name(), ".tmp") {
+			if !e.Type().IsRegular() || !ownTemp(e.Name()) {
 				continue
 			}
 			info, err := e.Info()

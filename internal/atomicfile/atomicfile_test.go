@@ -100,3 +100,24 @@ func names(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// TestPanickingWriteLeavesNoTemporaryFile guards the directory against a
+// write function that panics: its temporary file is closed and removed,
+// the target is untouched, and the panic reaches the caller.
+func TestPanickingWriteLeavesNoTemporaryFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.txt")
+	require.NoError(t, os.WriteFile(path, []byte("old"), 0o644))
+	assert.PanicsWithValue(t, "write bug", func() {
+		_ = atomicfile.Write(path, func(w io.Writer) error {
+			_, _ = io.WriteString(w, "partial")
+			panic("write bug")
+		})
+	})
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "no temporary file is left")
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "old", string(got))
+}

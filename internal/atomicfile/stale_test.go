@@ -25,10 +25,40 @@ func age(t *testing.T, path string, d time.Duration) {
 	require.NoError(t, os.Chtimes(path, old, old))
 }
 
+// TestStaleSweepLeavesOtherWritersFiles guards other programs' files from
+// the sweep: a two-hour-old file named with the same prefix and suffix but
+// not by this package (no check, a wrong check, a number out of form) is
+// kept; this package's own file of the same age is removed.
+func TestStaleSweepLeavesOtherWritersFiles(t *testing.T) {
+	dir := t.TempDir()
+	ours := atomicfile.TempName("report.txt", 1<<40)
+	flipped := []byte(ours) // ours with the last digit of its check changed
+	last := len(flipped) - len(".tmp") - 1
+	flipped[last] = map[bool]byte{true: '1', false: '0'}[flipped[last] == '0']
+	others := []string{
+		atomicfile.TempPrefix + "report.txt.abc.tmp",        // an older naming, or another writer's
+		atomicfile.TempPrefix + "report.txt.abc-000000.tmp", // a check that does not match
+		string(flipped),
+		strings.Replace(ours, "report.txt", "other.txt", 1), // the check is of the base too
+		atomicfile.TempPrefix + ".tmp",
+		atomicfile.TempPrefix + "x.-abcdef.tmp",
+	}
+	for _, name := range append([]string{ours}, others...) {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte("partial"), 0o600))
+		age(t, p, 2*time.Hour)
+	}
+	require.NoError(t, atomicfile.Write(filepath.Join(dir, "out.txt"), writeString("new")))
+	assert.NoFileExists(t, filepath.Join(dir, ours), "this package's abandoned file is removed")
+	for _, name := range others {
+		assert.FileExists(t, filepath.Join(dir, name), "another writer's file is kept")
+	}
+}
+
 func TestWriteRemovesAbandonedTemporaryFiles(t *testing.T) {
 	dir := t.TempDir()
-	stale := filepath.Join(dir, atomicfile.TempPrefix+"tensors.pb.gz.abc.tmp")
-	fresh := filepath.Join(dir, atomicfile.TempPrefix+"trace.json.def.tmp")
+	stale := filepath.Join(dir, atomicfile.TempName("tensors.pb.gz", 12345))
+	fresh := filepath.Join(dir, atomicfile.TempName("trace.json", 678))
 	notOurs := filepath.Join(dir, ".tensors.pb.gz.123.tmp") // someone else's naming
 	otherSuffix := filepath.Join(dir, atomicfile.TempPrefix+"notes")
 	ourDir := filepath.Join(dir, atomicfile.TempPrefix+"dir.tmp")

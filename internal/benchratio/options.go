@@ -1,6 +1,10 @@
 package benchratio
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/tensorlife/tensorlife/internal/invariants"
+)
 
 // Option changes how Run measures. Options are validated when Run starts;
 // an invalid one fails the benchmark with an error matching
@@ -58,13 +62,8 @@ func newConfig(name string, measured, baseline func(), opts []Option) (config, e
 	if measured == nil || baseline == nil {
 		return c, fmt.Errorf("benchratio: %s: nil function", name)
 	}
-	for _, o := range opts {
-		if o == nil {
-			return c, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o.apply(&c); err != nil {
-			return c, err
-		}
+	if err := invariants.ApplyOptions(&c, opts, Option.apply, ErrInvalidOption); err != nil {
+		return c, err
 	}
 	if c.baselineName == name {
 		return c, fmt.Errorf("%w: BaselineName(%q): the measured function has that name", ErrInvalidOption, name)

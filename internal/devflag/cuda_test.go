@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/internal/devflag"
-	"github.com/tensorlife/tensorlife/internal/devicetest"
+	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/tensor"
 )
 
@@ -18,7 +18,7 @@ import (
 func TestOpenCUDA(t *testing.T) {
 	dev, err := devflag.Open(devflag.Spec{CUDA: true}, 1<<20)
 	if err != nil {
-		devicetest.NoDevice(t, 0, "no CUDA device: %v", err)
+		devices.NoDevice(t, 0, "no CUDA device: %v", err)
 	}
 	assert.Equal(t, "cuda:0", dev.Name())
 	_, total, err := dev.MemInfo()

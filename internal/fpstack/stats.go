@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/tensorlife/tensorlife/internal/cacheline"
+	"github.com/tensorlife/tensorlife/internal/hotpath"
 )
 
 // EnvVar names the environment variable that operators set to "callers" to
@@ -85,7 +85,7 @@ var stats struct {
 type stripedCounter struct {
 	stripes [counterStripes]struct {
 		n atomic.Uint64
-		_ [cacheline.Size - unsafe.Sizeof(atomic.Uint64{})]byte
+		_ [hotpath.CacheLine - unsafe.Sizeof(atomic.Uint64{})]byte
 	}
 }
 

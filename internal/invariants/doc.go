@@ -8,4 +8,8 @@
 //
 // CI runs the tests both ways. A test of misuse checks both behaviours with
 // Recover: the error, returned or raised.
+//
+// IsNil is the other check every package makes, of its input: an interface
+// handed to a constructor or an option that holds a nil value would panic
+// at its first call, so it is refused where it is passed.
 package invariants

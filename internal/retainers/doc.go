@@ -10,7 +10,7 @@
 //
 // Track/tracktest is its one user (the Retainers option,
 // TENSORLIFE_RETAINERS=1); the hooks that let package tensor and
-// tensor/cuda take part live in internal/retainhook, so that production
+// tensor/cuda take part live in internal/hotpath, so that production
 // binaries link none of this.
 //
 // # How
@@ -22,8 +22,22 @@
 // pointer offsets), finalizers, deferred calls and panics. The search is
 // breadth-first from all roots at once, so the first path to reach a target
 // is a shortest one; ties go to package variables, then user goroutines,
-// then finalizers and the rest, then the runtime's own goroutines. Nothing
+// then finalizers and the rest, then the runtime's own goroutines. Within
+// a goroutine, its own code's frames come before those of the packages it
+// blocks in (the runtime, sync, time): a goroutine parked in select, on a
+// channel or on a mutex is named by the first frame of its code and that
+// frame's local, never by runtime.selectgo's, whose cases point into the
+// caller's frame; a word of the caller's frame that only the runtime's
+// frames point at is named by the caller's frame too, and a frame parked
+// in an inlined call (sync.Mutex.Lock's fast path) is at its own line,
+// from the DWARF's call line. A method value (x.M stored as a func) is
+// followed into its receiver: "→ method value (*T).M, receiver w.items[1]".
+// Nothing
 // else of the runtime is read: no runtime internals, no debugger, no cgo.
+// The dump is named tensorlife-heapdump-<pid>-<digits> in the temporary
+// directory and removed once read; a process killed meanwhile leaves it,
+// and the next search removes the dumps of that naming an hour old or
+// older, nothing else.
 //
 // Names come from the running executable:
 //
@@ -90,7 +104,7 @@
 //   - it runs in test binaries only (testing.Testing), never in a
 //     production handler: it returns ErrNotTest elsewhere;
 //   - it holds tensorlife's own device calls (the cgo calls of tensor/cuda)
-//     off for the dump: retainhook.HoldDevices waits for those in flight and
+//     off for the dump: hotpath.HoldDevices waits for those in flight and
 //     keeps new ones waiting off the CPU;
 //   - before dumping it samples every goroutine a few times, and waits up
 //     to Config.MaxWait (250 ms) while any is seen in a system call or a cgo

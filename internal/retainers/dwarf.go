@@ -459,6 +459,47 @@ func (d *dwarfInfo) readVars(r *dwarf.Reader, inlined string, ranges [][2]uint64
 	}
 }
 
+// callLine returns the line of fn, at the link-time pc, of the outermost
+// call inlined there (DW_AT_call_line): where fn's own code is when its pc
+// lies in an inlined body, such as sync.Mutex.Lock's fast path. false when
+// no call is inlined at pc.
+func (d *dwarfInfo) callLine(fn dfunc, pc uint64) (int64, bool) {
+	if d == nil {
+		return 0, false
+	}
+	r := d.data.Reader()
+	r.Seek(fn.off)
+	if e, err := r.Next(); err != nil || e == nil || !e.Children {
+		return 0, false
+	}
+	for depth := 1; depth > 0; {
+		e, err := r.Next()
+		if err != nil || e == nil {
+			return 0, false
+		}
+		if e.Tag == 0 {
+			depth--
+			continue
+		}
+		switch e.Tag {
+		case dwarf.TagInlinedSubroutine:
+			if rs, err := d.data.Ranges(e); err == nil && len(rs) > 0 && inRanges(rs, pc) {
+				line, ok := e.Val(dwarf.AttrCallLine).(int64)
+				return line, ok
+			}
+		case dwarf.TagLexDwarfBlock:
+			if e.Children {
+				depth++ // a block's inlined calls are fn's too
+				continue
+			}
+		}
+		if e.Children {
+			r.SkipChildren()
+		}
+	}
+	return 0, false
+}
+
 // origin returns the name and type of an abstract entry.
 func (d *dwarfInfo) origin(off dwarf.Offset) (string, dwarf.Offset) {
 	r := d.data.Reader()

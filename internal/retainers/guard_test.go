@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,7 +47,7 @@ func startSyscallLoops(t *testing.T, n int) (stop func()) {
 		go syscallLoop(fd, &flag, &reads, &wg)
 	}
 	for reads.Load() < 10_000 { // the loops are running, not only started
-		time.Sleep(time.Millisecond)
+		runtime.Gosched()
 	}
 	var once sync.Once
 	return func() {

@@ -22,6 +22,7 @@ const (
 	segLoad                   // .Load(): what an atomic pointer holds
 	segLoadKey                // .Load(key): a sync.Map's value
 	segClosure                // → closure F: its captured variable follows
+	segMethod                 // → method value F: its receiver follows
 	segCapture                // captured variable name
 	segUnknown                // → an object whose type is not known, and the offset of the pointer
 	segStack                  // → an object on the stack, and the offset of the pointer
@@ -397,8 +398,11 @@ func (n *namer) stepClosure(b []byte, land, off uint64, o *object) ([]seg, curso
 	if !ok {
 		return []seg{{kind: segUnknown, n: int64(off), size: o.size}}, cursor{}
 	}
-	segs := []seg{{kind: segClosure, text: name}}
 	rel := int64(off - land)
+	if method, ok := strings.CutSuffix(name, "-fm"); ok {
+		return n.stepMethodValue(b, land, rel, o, method)
+	}
+	segs := []seg{{kind: segClosure, text: name}}
 	if n.dw != nil {
 		for _, v := range n.dw.closureVars(entry - n.bin.slide) {
 			vt := n.dw.typ(v.typ)
@@ -416,6 +420,39 @@ func (n *namer) stepClosure(b []byte, land, off uint64, o *object) ([]seg, curso
 		}
 	}
 	segs[0].n, segs[0].size = rel, o.size // no name for the captured variable: its offset
+	return segs, cursor{}
+}
+
+// stepMethodValue names the receiver field that holds the pointer rel
+// bytes into a method value's closure: the compiler's wrapper (method
+// plus "-fm") keeps the receiver right after its code pointer, typed as
+// the method's receiver parameter, so the path goes on into the receiver
+// as into any variable, "→ method value (*T).M, receiver w.items[1]".
+func (n *namer) stepMethodValue(b []byte, land uint64, rel int64, o *object, method string) ([]seg, cursor) {
+	segs := []seg{{kind: segMethod, text: method}}
+	const recvOff = 8 // after the code pointer
+	if n.dw != nil && rel >= recvOff {
+		if entry, ok := n.dw.funcEntry(method); ok {
+			if fn, ok := n.dw.funcAt(entry); ok {
+				for _, v := range n.dw.varsOf(fn) {
+					if !v.param || v.inlined != "" {
+						continue
+					}
+					vt := n.dw.typ(v.typ)
+					if size := n.dw.sizeOf(vt); size <= 0 || rel >= recvOff+size {
+						break
+					}
+					segs = append(segs, seg{kind: segCapture, text: v.name})
+					rest, next, ok := n.locate(vt, sub(b, int64(land)+recvOff), rel-recvOff, false, 0)
+					if !ok {
+						return segs, cursor{}
+					}
+					return append(segs, rest...), next
+				}
+			}
+		}
+	}
+	segs[0].n, segs[0].size = rel, o.size // no name for the receiver: its offset
 	return segs, cursor{}
 }
 
@@ -446,7 +483,16 @@ func render(segs []seg) string {
 			if s.size > 0 {
 				fmt.Fprintf(&b, " (%d B, captured word +%d)", s.size, s.n)
 			}
+		case segMethod:
+			b.WriteString(" → method value " + s.text)
+			if s.size > 0 {
+				fmt.Fprintf(&b, " (%d B, receiver word +%d)", s.size, s.n)
+			}
 		case segCapture:
+			if i > 0 && segs[i-1].kind == segMethod {
+				b.WriteString(", receiver " + s.text)
+				break
+			}
 			b.WriteString(", captured " + s.text)
 		case segStack:
 			fmt.Fprintf(&b, " → stack-allocated object +%d", s.n)
@@ -480,15 +526,32 @@ func runtimeFuncName(pc uint64) (string, uint64, bool) {
 
 // fileLine returns the file:line of pc in this process, the base name of the
 // file only; outer says pc is a return address (not the innermost frame).
-func fileLine(pc uint64, outer bool) string {
-	if outer && pc > 0 {
-		pc--
+// Where calls were inlined at pc, the line is the one in fn, the function
+// the frame is named by: a goroutine parked in an inlined sync.Mutex.Lock
+// is at its own line, not at mutex.go's. Without a frame of fn there, it
+// is the innermost call's.
+func fileLine(pc uint64, outer bool, fn string) string {
+	if !outer {
+		pc++ // CallersFrames takes return addresses, and steps back one
 	}
-	f := runtime.FuncForPC(uintptr(pc))
-	if f == nil {
+	frames := runtime.CallersFrames([]uintptr{uintptr(pc)})
+	var file string
+	var line int
+	for first := true; ; first = false {
+		fr, more := frames.Next()
+		if fr.Function == "" {
+			break
+		}
+		if first || fr.Function == fn {
+			file, line = fr.File, fr.Line
+		}
+		if fr.Function == fn || !more {
+			break
+		}
+	}
+	if file == "" {
 		return ""
 	}
-	file, line := f.FileLine(uintptr(pc))
 	if i := strings.LastIndexByte(file, '/'); i >= 0 {
 		file = file[i+1:]
 	}

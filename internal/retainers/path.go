@@ -3,6 +3,7 @@ package retainers
 import (
 	"debug/dwarf"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -225,7 +226,7 @@ func (n *namer) describeGoroutine(g *goroutine) string {
 		s += " (runtime)"
 	}
 	if name, _, ok := n.funcName(g.gopc); ok && g.gopc != 0 {
-		s += ", created by " + name + " at " + fileLine(g.gopc, true)
+		s += ", created by " + name + " at " + fileLine(g.gopc, true, name)
 	}
 	return s
 }
@@ -240,7 +241,7 @@ func (n *namer) nameFrame(r root, p *Path) ([]seg, cursor) {
 	g := &n.d.goroutines[r.index]
 	f := &g.frames[r.frame]
 	outer := r.frame > 0
-	p.Root = n.describeGoroutine(g) + ": frame " + f.name + " (" + fileLine(f.pc, outer) + ")"
+	p.Root = n.describeGoroutine(g) + ": frame " + f.name + " (" + n.frameLine(f, outer) + ")"
 	addr := f.sp + uint64(r.off)
 	// The frame's own variables, then the parameters of the frame it
 	// called, which live in this frame's outgoing arguments.
@@ -257,10 +258,47 @@ func (n *namer) nameFrame(r root, p *Path) ([]seg, cursor) {
 	return nil, cursor{}
 }
 
+// frameLine returns the file:line frame f is at, in f's own function: where
+// the runtime's line table gives the line of a call inlined there (a
+// goroutine parked in an inlined sync.Mutex.Lock is at mutex.go's line),
+// the DWARF gives the line of the inlined call in f's function, and the
+// file is that function's.
+func (n *namer) frameLine(f *frame, outer bool) string {
+	at := fileLine(f.pc, outer, f.name)
+	pc := f.pc
+	if outer {
+		pc--
+	}
+	fn, ok := n.dw.funcAt(pc - n.bin.slide)
+	if !ok {
+		return at
+	}
+	line, ok := n.dw.callLine(fn, pc-n.bin.slide)
+	if !ok {
+		return at
+	}
+	own := fileLine(fn.lowpc+n.bin.slide, false, f.name) // the function's own file, at its entry
+	file, _, found := strings.Cut(own, ":")
+	if !found || file == "" {
+		return at
+	}
+	return file + ":" + strconv.FormatInt(line, 10)
+}
+
 // nameStackObject names a word of an object on the stack: by the variable
-// whose slot points at the object, then the step into it.
+// whose slot points at the object, then the step into it; or, when that
+// slot is a blocking frame's pointing into its caller's code, by that
+// code's own frame.
 func (n *namer) nameStackObject(r root, p *Path) ([]seg, cursor) {
 	g := &n.d.goroutines[r.index]
+	if blockingFrame(g.frames[r.viaFrame].name) && !blockingFrame(g.frames[r.frame].name) {
+		// The runtime's frames point into the waiter's (selectgo at its
+		// cases, a receive at its destination): the word is the
+		// waiter's, and named by the waiter's frame.
+		own := r
+		own.via = -1
+		return n.nameFrame(own, p)
+	}
 	via := r
 	via.frame, via.off, via.via = r.viaFrame, r.via, -1
 	segs, c := n.nameFrame(via, p)

@@ -13,7 +13,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/tensorlife/tensorlife/internal/retainhook"
+	"github.com/tensorlife/tensorlife/internal/hotpath"
 )
 
 // Defaults of Config.
@@ -138,7 +138,7 @@ var ErrInvalidTarget = errors.New("retainers: a target must be a non-nil pointer
 //
 // Find must only run in tests: it returns ErrNotTest elsewhere. It stops
 // the world for the dump (tens of milliseconds on a test's heap), holds off
-// tensorlife's device calls meanwhile (retainhook.HoldDevices), and refuses
+// tensorlife's device calls meanwhile (hotpath.HoldDevices), and refuses
 // with a *BusyError while goroutines are in system calls or cgo calls,
 // which can crash a dump on Go 1.26 (see the package documentation).
 //
@@ -277,10 +277,13 @@ func estimateDump() int64 {
 }
 
 // writeDump writes a heap dump to a temporary file and reads it back. It
+// removes the dumps that dead processes left first (removeStaleDumps),
 // holds tensorlife's device calls off and waits for the goroutines in
-// system calls to settle first.
+// system calls to settle.
 func writeDump(cfg Config) (buf []byte, pause time.Duration, err error) {
-	f, err := os.CreateTemp("", "tensorlife-heapdump-*")
+	dir := dumpDir()
+	removeStaleDumps(dir, time.Now())
+	f, err := os.CreateTemp(dir, dumpPattern())
 	if err != nil {
 		return nil, 0, fmt.Errorf("retainers: heap dump file: %w", err)
 	}
@@ -290,7 +293,7 @@ func writeDump(cfg Config) (buf []byte, pause time.Duration, err error) {
 		_ = os.Remove(name)
 	}()
 	runtime.GC() // no collection in flight: the dump sweeps the heap itself
-	release := retainhook.HoldDevices()
+	release := hotpath.HoldDevices()
 	if !cfg.unguarded {
 		if err := waitQuiet(cfg.MaxWait); err != nil {
 			release()

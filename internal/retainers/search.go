@@ -60,7 +60,13 @@ func (d *heapDump) roots(skip func(g *goroutine, f *frame, i int) bool) []root {
 			if g.system != system {
 				continue
 			}
-			for fi := range g.frames {
+			// The goroutine's own code first, then the frames it is
+			// blocked in: a goroutine parked in select, on a channel or
+			// on a mutex holds what its code holds, and the runtime's
+			// frames point into that code's frame (selectgo's cases, a
+			// receive's destination), which would otherwise name
+			// runtime.selectgo's local for the user's.
+			for _, fi := range libraryLast(g) {
 				f := &g.frames[fi]
 				if skip != nil && skip(g, f, fi) {
 					continue
@@ -107,6 +113,34 @@ func (d *heapDump) roots(skip func(g *goroutine, f *frame, i int) bool) []root {
 	}
 	frames(true)
 	return out
+}
+
+// libraryLast returns the indices of g's frames, innermost first, those of
+// the packages a goroutine blocks in (blockingFrame) after all others.
+func libraryLast(g *goroutine) []int {
+	order := make([]int, 0, len(g.frames))
+	for pass := range 2 {
+		for fi := range g.frames {
+			if blockingFrame(g.frames[fi].name) == (pass == 1) {
+				order = append(order, fi)
+			}
+		}
+	}
+	return order
+}
+
+// blockingFrame reports whether the function name belongs to a package a
+// goroutine blocks in rather than to the code that called it: the runtime
+// (select, channels, sleeping, semaphores) and package sync (mutexes,
+// wait groups, conditions), whose frames hold the waiter's addresses and
+// nothing of its own that a person would change.
+func blockingFrame(name string) bool {
+	pkg, _ := splitFuncName(name)
+	switch pkg {
+	case "runtime", "sync", "internal/sync", "time":
+		return true
+	}
+	return strings.HasPrefix(pkg, "runtime/") || strings.HasPrefix(pkg, "internal/runtime/")
 }
 
 // frameOf returns the index of g's frame whose memory holds addr; -1 if

@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/tensorlife/tensorlife/internal/format"
-	"github.com/tensorlife/tensorlife/internal/retainhook"
+	"github.com/tensorlife/tensorlife/internal/hotpath"
 
 	"github.com/tensorlife/tensorlife/tensor"
 )
@@ -60,6 +60,11 @@ type Device struct {
 	mu    sync.Mutex
 	table allocTable
 	used  int64 // table.bytes plus allocations in flight, for the limit
+
+	// LiveAdoptions is the foreign memory adopted on the device
+	// (tensor.Adopt): the device's own, so that Adopt refuses memory
+	// adopted twice, in any tracker.
+	tensor.LiveAdoptions
 }
 
 func newDevice(name string, drv driver, cfg config) *Device {
@@ -252,8 +257,8 @@ func (d *Device) Outstanding() (blocks int, bytes int64) {
 // tensor.ErrClosed, and so does a second Close. Pointers from this Device are
 // invalid afterwards.
 func (d *Device) Close() error {
-	fenced := retainhook.EnterDevice() // Close calls the driver too
-	defer retainhook.ExitDevice(fenced)
+	fenced := hotpath.EnterDevice() // Close calls the driver too
+	defer hotpath.ExitDevice(fenced)
 	d.life.Lock()
 	defer d.life.Unlock()
 	if d.closed {
@@ -289,21 +294,21 @@ func (d *Device) Close() error {
 // call is a call admitted to the driver by enter; exit ends it.
 type call struct {
 	d      *Device
-	fenced bool // retainhook.EnterDevice admitted it
+	fenced bool // hotpath.EnterDevice admitted it
 }
 
 // exit ends the call: it releases life and the fence.
 func (c call) exit() {
 	c.d.life.RUnlock()
-	retainhook.ExitDevice(c.fenced)
+	hotpath.ExitDevice(c.fenced)
 }
 
 // enter admits a call that will reach the driver: it passes the fence that
-// keeps cgo calls out of a heap dump (retainhook; a no-op unless a test
+// keeps cgo calls out of a heap dump (hotpath; a no-op unless a test
 // searches for retainers), takes life shared, and fails if the Device is
 // closed. On success the caller must exit the call.
 func (d *Device) enter(op string, bytes int64) (call, error) {
-	c := call{d: d, fenced: retainhook.EnterDevice()}
+	c := call{d: d, fenced: hotpath.EnterDevice()}
 	d.life.RLock()
 	if d.closed {
 		c.exit()

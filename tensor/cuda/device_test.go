@@ -2,14 +2,15 @@ package cuda
 
 import (
 	"errors"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/devicetest"
+	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/tensor"
 )
 
@@ -27,7 +28,7 @@ func openFake(t *testing.T, total int64, opts ...Option) (*Device, *fakeDriver) 
 // The Device logic above the driver passes the conformance suite, with
 // out-of-memory coming from the driver...
 func TestConformanceFakeDriver(t *testing.T) {
-	devicetest.Run(t, func(t *testing.T, capacity int64) tensor.Device {
+	devices.Run(t, func(t *testing.T, capacity int64) tensor.Device {
 		d, _ := openFake(t, capacity)
 		return d
 	})
@@ -35,7 +36,7 @@ func TestConformanceFakeDriver(t *testing.T) {
 
 // ...and from WithMemoryLimit on a larger device.
 func TestConformanceFakeDriverWithLimit(t *testing.T) {
-	devicetest.Run(t, func(t *testing.T, capacity int64) tensor.Device {
+	devices.Run(t, func(t *testing.T, capacity int64) tensor.Device {
 		d, _ := openFake(t, 64*capacity, WithMemoryLimit(capacity))
 		return d
 	})
@@ -192,9 +193,11 @@ func TestClose(t *testing.T) {
 func TestCloseWhileInUse(t *testing.T) {
 	d, drv := openFake(t, 1<<30)
 	var wg sync.WaitGroup
+	var rounds atomic.Int64
 	for range 8 {
 		wg.Go(func() {
 			for {
+				rounds.Add(1)
 				p, err := d.Alloc(64)
 				if err != nil {
 					assert.ErrorIs(t, err, tensor.ErrClosed)
@@ -211,7 +214,9 @@ func TestCloseWhileInUse(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(10 * time.Millisecond)
+	for rounds.Load() < 8*100 { // the calls are in flight, not only started
+		runtime.Gosched()
+	}
 	require.NoError(t, d.Close())
 	wg.Wait()
 	drv.mu.Lock()

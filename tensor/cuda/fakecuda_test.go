@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/cu"
 
-	"github.com/tensorlife/tensorlife/internal/devicetest"
+	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
@@ -40,12 +40,12 @@ func requireFakeDriver(t *testing.T) {
 	t.Helper()
 	dev, err := cu.GetDevice(0)
 	if err != nil {
-		devicetest.NoDevice(t, 0, "no CUDA device: %v", err)
+		devices.NoDevice(t, 0, "no CUDA device: %v", err)
 	}
 	name, err := dev.Name()
 	require.NoError(t, err)
 	if !strings.HasPrefix(name, fakeDevicePrefix) {
-		devicetest.NotFakeDriver(t, name)
+		devices.NotFakeDriver(t, name)
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/retainhook"
+	"github.com/tensorlife/tensorlife/internal/hotpath"
 )
 
 // While a heap dump holds the devices (retainer search in a test), no call
@@ -15,12 +15,12 @@ import (
 // crash the process. This turns retainer search on for the rest of this
 // package's tests, which then pass the fence on every call.
 func TestDriverCallsWaitWhileADumpHoldsTheDevices(t *testing.T) {
-	retainhook.Enable()
+	hotpath.EnableRetainers()
 	d, _ := openFake(t, 1<<20)
 	p, err := d.Alloc(64)
 	require.NoError(t, err)
 
-	release := retainhook.HoldDevices()
+	release := hotpath.HoldDevices()
 	done := make(chan error, 1)
 	go func() { done <- d.Free(p, 64) }()
 	select {

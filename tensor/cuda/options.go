@@ -3,6 +3,8 @@ package cuda
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tensorlife/tensorlife/internal/invariants"
 )
 
 // ErrInvalidOption means an option's value cannot be used; nil options are
@@ -47,13 +49,8 @@ func WithMemoryLimit(bytes int64) Option {
 // newConfig applies opts in order; a later option overrides an earlier one.
 func newConfig(opts []Option) (config, error) {
 	var c config
-	for _, o := range opts {
-		if o == nil {
-			return config{}, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o.apply(&c); err != nil {
-			return config{}, err
-		}
+	if err := invariants.ApplyOptions(&c, opts, Option.apply, ErrInvalidOption); err != nil {
+		return config{}, err
 	}
 	return c, nil
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/cu"
 
-	"github.com/tensorlife/tensorlife/internal/devicetest"
+	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/tensor"
 )
 
@@ -53,7 +53,7 @@ func openDriverDevice(t *testing.T) (*Device, *cuDriver) {
 	t.Helper()
 	d, err := Open(0)
 	if err != nil {
-		devicetest.NoDevice(t, 0, "no CUDA device: %v", err)
+		devices.NoDevice(t, 0, "no CUDA device: %v", err)
 	}
 	t.Cleanup(func() { assert.NoError(t, d.Close()) })
 	drv, ok := d.drv.(*cuDriver)

@@ -3,7 +3,6 @@ package oteltrack
 import (
 	"fmt"
 
-	"github.com/tensorlife/tensorlife/report"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -35,9 +34,11 @@ const (
 	counter
 )
 
-// create makes the instruments for the tracker and for the sources given,
-// and returns them for the callback registration.
-func (in *instruments) create(meter metric.Meter, src *report.Sources) ([]metric.Observable, error) {
+// create makes every instrument and returns them for the callback
+// registration. Those of pools, caches, devices and watchers are made
+// whether or not the tracker has any yet: its parts attach later, and an
+// instrument with nothing to observe exports no series.
+func (in *instruments) create(meter metric.Meter) ([]metric.Observable, error) {
 	specs := []spec{
 		{&in.tensorCount, upDown, "tensorlife.tensor.live", "{tensor}", "Live tensors, recorded and not freed."},
 		{&in.tensorMemory, upDown, "tensorlife.tensor.memory.usage", "By", "Device bytes held by live tensors."},
@@ -53,42 +54,27 @@ func (in *instruments) create(meter metric.Meter, src *report.Sources) ([]metric
 		{&in.stackFallbacks, counter, "tensorlife.stack.fallbacks", "{capture}", "Stack captures the frame-pointer walk could not serve, taken by runtime.Callers."},
 		{&in.stackUncached, counter, "tensorlife.stack.uncached", "{capture}", "Stack captures taken by runtime.Callers because the full walk cache could not keep their walk."},
 		{&in.freeLinesLost, counter, "tensorlife.tensor.free_lines_lost", "{free}", "Frees whose line the full free-line table could not keep: a double-free report cannot name them."},
-	}
-	if len(src.Pools) > 0 {
-		specs = append(specs,
-			spec{&in.poolUsage, upDown, "tensorlife.pool.memory.usage", "By", "Bytes pools hold from the device, by state: active (handed out) or cached (kept for reuse)."},
-			spec{&in.poolLimit, upDown, "tensorlife.pool.memory.limit", "By", "Memory budget of the pools on a device."},
-			spec{&in.poolHits, counter, "tensorlife.pool.hits", "{allocation}", "Allocations served from a pool's cache."},
-			spec{&in.poolMisses, counter, "tensorlife.pool.misses", "{allocation}", "Allocations a pool sent to its device."},
-			spec{&in.poolEvictions, counter, "tensorlife.pool.evictions", "{block}", "Cached blocks a pool returned to its device."},
-			spec{&in.poolOOMs, counter, "tensorlife.pool.oom_errors", "{error}", "Allocations a pool refused for lack of memory."},
-		)
-	}
-	if len(src.Caches) > 0 {
-		specs = append(specs,
-			spec{&in.cacheUsage, upDown, "tensorlife.mask.cache.memory.usage", "By", "Bytes a mask cache holds."},
-			spec{&in.cacheLimit, upDown, "tensorlife.mask.cache.memory.limit", "By", "A mask cache's byte budget."},
-			spec{&in.cacheEntries, upDown, "tensorlife.mask.cache.entry.live", "{entry}", "Entries a mask cache holds."},
-			spec{&in.cacheHits, counter, "tensorlife.mask.cache.hits", "{lookup}", "Mask cache lookups that found a mask."},
-			spec{&in.cacheMisses, counter, "tensorlife.mask.cache.misses", "{lookup}", "Mask cache lookups that found none."},
-			spec{&in.cacheEvictions, counter, "tensorlife.mask.cache.evictions", "{entry}", "Masks a cache evicted to keep its bounds."},
-		)
-	}
-	if len(src.Devices) > 0 {
-		specs = append(specs,
-			spec{&in.deviceUsage, upDown, "tensorlife.device.memory.usage", "By", "Device memory by state: tensorlife (held by tensorlife's allocators), outside (used, not held by tensorlife) or free."},
-			spec{&in.deviceLimit, upDown, "tensorlife.device.memory.limit", "By", "Total memory of the device."},
-			spec{&in.gpuUsage, upDown, "hw.gpu.memory.usage", "By", "GPU memory used, device-wide."},
-			spec{&in.gpuLimit, upDown, "hw.gpu.memory.limit", "By", "Size of the GPU memory."},
-		)
-	}
-	if src.Watcher != nil {
-		specs = append(specs,
-			spec{&in.suspects, upDown, "tensorlife.watcher.suspect.active", "{site}", "Current leak suspects."},
-			spec{&in.flags, counter, "tensorlife.watcher.flags", "{site}", "Times the growth watcher flagged a site as a leak suspect."},
-			spec{&in.windows, counter, "tensorlife.watcher.windows", "{window}", "Windows the growth watcher ended."},
-			spec{&in.runsOutIn, gauge, "tensorlife.watcher.suspect.runs_out_in", "s", "Shortest forecast, over the current leak suspects on a device, of the time until the memory they draw from (a pool budget, else the device's free memory) runs out at their growth rate."},
-		)
+		// The parts' instruments.
+		{&in.poolUsage, upDown, "tensorlife.pool.memory.usage", "By", "Bytes pools hold from the device, by state: active (handed out) or cached (kept for reuse)."},
+		{&in.poolLimit, upDown, "tensorlife.pool.memory.limit", "By", "Memory budget of the pools on a device."},
+		{&in.poolHits, counter, "tensorlife.pool.hits", "{allocation}", "Allocations served from a pool's cache."},
+		{&in.poolMisses, counter, "tensorlife.pool.misses", "{allocation}", "Allocations a pool sent to its device."},
+		{&in.poolEvictions, counter, "tensorlife.pool.evictions", "{block}", "Cached blocks a pool returned to its device."},
+		{&in.poolOOMs, counter, "tensorlife.pool.oom_errors", "{error}", "Allocations a pool refused for lack of memory."},
+		{&in.cacheUsage, upDown, "tensorlife.mask.cache.memory.usage", "By", "Bytes a mask cache holds."},
+		{&in.cacheLimit, upDown, "tensorlife.mask.cache.memory.limit", "By", "A mask cache's byte budget."},
+		{&in.cacheEntries, upDown, "tensorlife.mask.cache.entry.live", "{entry}", "Entries a mask cache holds."},
+		{&in.cacheHits, counter, "tensorlife.mask.cache.hits", "{lookup}", "Mask cache lookups that found a mask."},
+		{&in.cacheMisses, counter, "tensorlife.mask.cache.misses", "{lookup}", "Mask cache lookups that found none."},
+		{&in.cacheEvictions, counter, "tensorlife.mask.cache.evictions", "{entry}", "Masks a cache evicted to keep its bounds."},
+		{&in.deviceUsage, upDown, "tensorlife.device.memory.usage", "By", "Device memory by state: tensorlife (held by tensorlife's allocators), outside (used, not held by tensorlife) or free."},
+		{&in.deviceLimit, upDown, "tensorlife.device.memory.limit", "By", "Total memory of the device."},
+		{&in.gpuUsage, upDown, "hw.gpu.memory.usage", "By", "GPU memory used, device-wide."},
+		{&in.gpuLimit, upDown, "hw.gpu.memory.limit", "By", "Size of the GPU memory."},
+		{&in.suspects, upDown, "tensorlife.watcher.suspect.active", "{site}", "Current leak suspects."},
+		{&in.flags, counter, "tensorlife.watcher.flags", "{site}", "Times the growth watcher flagged a site as a leak suspect."},
+		{&in.windows, counter, "tensorlife.watcher.windows", "{window}", "Windows the growth watcher ended."},
+		{&in.runsOutIn, gauge, "tensorlife.watcher.suspect.runs_out_in", "s", "Shortest forecast, over the current leak suspects on a device, of the time until the memory they draw from (a pool budget, else the device's free memory) runs out at their growth rate."},
 	}
 	out := make([]metric.Observable, 0, len(specs))
 	for _, s := range specs {

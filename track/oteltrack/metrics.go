@@ -1,20 +1,20 @@
 // Package oteltrack publishes a tensorlife tracker's figures as OpenTelemetry
 // metrics: live tensors and their memory by device and kind, allocations,
-// frees, leaks, misuse and out-of-memory errors, and, when passed as
-// report.Sources, the memory of pools, mask caches and devices and the growth
-// watcher's suspects.
+// frees, leaks, misuse and out-of-memory errors, and the memory of the
+// pools, mask caches and devices and the growth watchers' suspects made
+// with the tracker, which attached themselves to it (report.Sources adds
+// those made without it).
 //
 // It is the only tensorlife package that imports OpenTelemetry, so a program
 // that tracks tensors without exporting metrics does not link it. It is
 // named, like the OpenTelemetry contrib packages, after what it instruments.
 //
-//	src := report.Sources{Pools: []report.PoolSource{p}, Watcher: watcher}
-//	m, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(provider), oteltrack.WithSources(src))
+//	m, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(provider))
 //	defer m.Stop()
 //
 // Every instrument is observable and read in one callback when a reader
 // collects, and that callback reads counters only (Tracker.Totals,
-// Tracker.LiveByClass, the sources' Stats): a collection costs
+// Tracker.LiveByClass, the parts' Stats): a collection costs
 // O(devices × kinds + pools + caches), never a walk of the live set, and
 // recording or releasing a tensor costs nothing extra.
 //
@@ -46,7 +46,7 @@
 //	tensorlife.stack.uncached          {capture}     Counter        captures past a full walk cache, by runtime.Callers
 //	tensorlife.tensor.free_lines_lost  {free}        Counter        frees whose line the full free-line table lost
 //
-// With Sources.Pools, per tensorlife.device (pools on one device add up):
+// With pools, per tensorlife.device (pools on one device add up):
 //
 //	tensorlife.pool.memory.usage       By            UpDownCounter  [tensorlife.pool.memory.state = active | cached]
 //	tensorlife.pool.memory.limit       By            UpDownCounter  the budget, where one is set
@@ -57,7 +57,7 @@
 // Reserved memory, PyTorch's name for what the allocator holds from the
 // device, is the sum over both states.
 //
-// With Sources.Caches, per tensorlife.cache.name:
+// With mask caches, per tensorlife.cache.name:
 //
 //	tensorlife.mask.cache.memory.usage By            UpDownCounter
 //	tensorlife.mask.cache.memory.limit By            UpDownCounter  the byte budget
@@ -65,7 +65,8 @@
 //	tensorlife.mask.cache.hits, .misses {lookup}     Counter
 //	tensorlife.mask.cache.evictions    {entry}       Counter
 //
-// With Sources.Devices, per tensorlife.device, as the device reports it:
+// With devices (those of the tracker's pools and allocators, and
+// Sources.Devices), per tensorlife.device, as the device reports it:
 //
 //	tensorlife.device.memory.usage     By            UpDownCounter  [tensorlife.device.memory.state = tensorlife | outside | free]
 //	tensorlife.device.memory.limit     By            UpDownCounter  the device's total memory
@@ -85,7 +86,7 @@
 // on it reports the same values under the same hw.id, so aggregate them with
 // max, not sum. The host device is no GPU and is never reported as one.
 //
-// With Sources.Watcher:
+// With growth watchers (several add up):
 //
 //	tensorlife.watcher.suspect.active   {site}        UpDownCounter  current leak suspects
 //	tensorlife.watcher.flags           {site}        Counter        times a site became a suspect
@@ -112,20 +113,17 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/tensorlife/tensorlife/internal/isnil"
+	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/watch"
 )
 
 // Errors returned by this package.
 var (
 	// ErrInvalidOption means an option's value cannot be used.
 	ErrInvalidOption = errors.New("oteltrack: invalid option")
-	// ErrNilTracker means Register was given a nil *track.Tracker.
-	ErrNilTracker = errors.New("oteltrack: nil tracker")
 	// ErrStopped means Metrics.Stop was called a second time.
 	ErrStopped = errors.New("oteltrack: metrics already stopped")
 )
@@ -153,7 +151,7 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 // otel.GetMeterProvider() at registration).
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) error {
-		if isnil.Value(mp) {
+		if invariants.IsNil(mp) {
 			return fmt.Errorf("%w: WithMeterProvider(nil)", ErrInvalidOption)
 		}
 		c.provider = mp
@@ -161,9 +159,10 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	})
 }
 
-// WithSources adds the figures of pools, caches, devices and a growth
-// watcher (see the package doc for the instruments each brings). The same
-// Sources value serves report.WriteSummary.
+// WithSources adds the figures of pools, caches and devices made without the
+// tracker (see the package doc for the instruments each brings); those made
+// with it are found on it. The same Sources value serves
+// report.WriteSummary.
 func WithSources(src report.Sources) Option {
 	return optionFunc(func(c *config) error {
 		c.sources = src
@@ -217,18 +216,13 @@ type Metrics struct {
 // an error matching ErrInvalidOption and registers nothing.
 func Register(tr *track.Tracker, opts ...Option) (*Metrics, error) {
 	if tr == nil {
-		return nil, ErrNilTracker
+		return nil, track.ErrNilTracker
 	}
 	var cfg config
-	for _, o := range opts {
-		if isnil.Value(o) {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o.apply(&cfg); err != nil {
-			return nil, err
-		}
+	if err := invariants.ApplyOptions(&cfg, opts, Option.apply, ErrInvalidOption); err != nil {
+		return nil, err
 	}
-	if err := cfg.sources.Validate(tr); err != nil {
+	if err := cfg.sources.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: WithSources: %w", ErrInvalidOption, err)
 	}
 	if cfg.provider == nil {
@@ -236,7 +230,7 @@ func Register(tr *track.Tracker, opts ...Option) (*Metrics, error) {
 	}
 	meter := cfg.provider.Meter(ScopeName, metric.WithInstrumentationVersion(moduleVersion()))
 	m := &Metrics{tr: tr, src: cfg.sources, attrs: make(map[attrKey]metric.ObserveOption)}
-	obs, err := m.inst.create(meter, &cfg.sources)
+	obs, err := m.inst.create(meter)
 	if err != nil {
 		return nil, fmt.Errorf("oteltrack: creating instruments: %w", err)
 	}
@@ -265,9 +259,6 @@ const (
 	attrCache       = "tensorlife.cache.name"
 	attrDeviceState = "tensorlife.device.memory.state"
 )
-
-// uuider is a device that names its hardware (the CUDA device).
-type uuider interface{ UUID() string }
 
 // observe is the one callback. It reads counters and sources only, and never
 // fails a collection for one source: a device that cannot report is left
@@ -310,8 +301,8 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 			o.ObserveInt64(in.poolOOMs, p.OOMs, attrs)
 		}
 	}
-	if len(m.src.Caches) > 0 {
-		for name, c := range sumCaches(m.src.Caches) {
+	if len(reading.Caches) > 0 {
+		for name, c := range sumCaches(reading.Caches) {
 			attrs := m.attr(attrKey{a: attrCache, av: name})
 			o.ObserveInt64(in.cacheUsage, c.Bytes, attrs)
 			o.ObserveInt64(in.cacheLimit, c.MaxBytes, attrs)
@@ -321,7 +312,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 			o.ObserveInt64(in.cacheEvictions, c.Evictions, attrs)
 		}
 	}
-	for i, d := range reading.Devices {
+	for _, d := range reading.Devices {
 		if d.Err != nil || d.Total <= 0 {
 			continue
 		}
@@ -330,20 +321,32 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(in.deviceUsage, d.Outside, m.attr(attrKey{attrDevice, d.Device, attrDeviceState, "outside"}))
 		o.ObserveInt64(in.deviceUsage, d.Free, m.attr(attrKey{attrDevice, d.Device, attrDeviceState, "free"}))
 		o.ObserveInt64(in.deviceLimit, d.Total, m.attr(attrKey{a: attrDevice, av: d.Device}))
-		if u, ok := m.src.Devices[i].(uuider); ok {
-			if id := u.UUID(); id != "" {
-				attrs := m.attr(attrKey{"hw.id", id, "hw.type", "gpu"})
-				o.ObserveInt64(in.gpuUsage, d.Used, attrs)
-				o.ObserveInt64(in.gpuLimit, d.Total, attrs)
-			}
+		if id := d.HardwareID; id != "" {
+			attrs := m.attr(attrKey{"hw.id", id, "hw.type", "gpu"})
+			o.ObserveInt64(in.gpuUsage, d.Used, attrs)
+			o.ObserveInt64(in.gpuLimit, d.Total, attrs)
 		}
 	}
-	if w := m.src.Watcher; w != nil {
-		o.ObserveInt64(in.suspects, int64(w.SuspectCount()))
+	if len(reading.Watchers) > 0 {
+		// Suspects of several watchers add up; the flags are the tracker's.
+		var suspects, windows int64
+		for _, w := range reading.Watchers {
+			suspects += int64(w.SuspectCount())
+			windows += int64(w.WindowsEnded())
+		}
+		o.ObserveInt64(in.suspects, suspects)
 		o.ObserveInt64(in.flags, tt.Event(track.EventLeakSuspect))
-		o.ObserveInt64(in.windows, int64(w.WindowsEnded()))
-		if w.SuspectCount() > 0 {
-			for k, secs := range shortestForecasts(w.Suspects()) {
+		o.ObserveInt64(in.windows, windows)
+		if suspects > 0 {
+			shortest := map[forecastKey]int64{}
+			for _, w := range reading.Watchers {
+				if w.SuspectCount() > 0 {
+					for _, sus := range w.Suspects() {
+						shorter(shortest, forecastKey{sus.Device, sus.HeadroomOf}, sus.RunsOutIn)
+					}
+				}
+			}
+			for k, secs := range shortest {
 				o.ObserveInt64(in.runsOutIn, secs, m.attr(attrKey{attrDevice, k.device, attrForecastOf, k.of}))
 			}
 		}
@@ -389,10 +392,9 @@ func sumPools(pools []pool.Stats) map[string]pool.Stats {
 }
 
 // sumCaches adds up caches that share a name.
-func sumCaches(caches []report.CacheSource) map[string]mask.CacheStats {
+func sumCaches(caches []mask.CacheStats) map[string]mask.CacheStats {
 	out := make(map[string]mask.CacheStats, len(caches))
-	for _, c := range caches {
-		s := c.Stats()
+	for _, s := range caches {
 		t := out[s.Name]
 		t.Name = s.Name
 		t.Bytes += s.Bytes
@@ -409,19 +411,15 @@ func sumCaches(caches []report.CacheSource) map[string]mask.CacheStats {
 // forecastKey is a device and what runs out on it.
 type forecastKey struct{ device, of string }
 
-// shortestForecasts returns the shortest forecast of the suspects on each
-// device, in whole seconds, rounded up: a forecast under a second is 1.
-func shortestForecasts(suspects []watch.Suspect) map[forecastKey]int64 {
-	out := map[forecastKey]int64{}
-	for _, s := range suspects {
-		if s.RunsOutIn <= 0 {
-			continue
-		}
-		secs := int64((s.RunsOutIn + time.Second - 1) / time.Second)
-		k := forecastKey{s.Device, s.HeadroomOf}
-		if cur, ok := out[k]; !ok || secs < cur {
-			out[k] = secs
-		}
+// shorter keeps in shortest the shorter of its forecast for k and d, in
+// whole seconds, rounded up (a forecast under a second is 1); d of 0 is
+// unknown and kept nowhere.
+func shorter(shortest map[forecastKey]int64, k forecastKey, d time.Duration) {
+	if d <= 0 {
+		return
 	}
-	return out
+	secs := int64((d + time.Second - 1) / time.Second)
+	if cur, ok := shortest[k]; !ok || secs < cur {
+		shortest[k] = secs
+	}
 }

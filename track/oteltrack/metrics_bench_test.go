@@ -2,6 +2,7 @@ package oteltrack_test
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -42,14 +43,14 @@ func liveTracker(b *testing.B, n int) *sdkmetric.ManualReader {
 		b.Fatal(err)
 	}
 	_, err = oteltrack.Register(tr, oteltrack.WithMeterProvider(mp), oteltrack.WithSources(report.Sources{
-		Pools:   []report.PoolSource{&fakePool{pool.Stats{Device: "cuda:0", Reserved: 1 << 20}}},
-		Caches:  []report.CacheSource{&fakeCache{mask.CacheStats{Name: "masks"}}},
-		Watcher: w,
-	}))
+		Pools:  []report.PoolSource{&fakePool{pool.Stats{Device: "cuda:0", Reserved: 1 << 20}}},
+		Caches: []report.CacheSource{&fakeCache{mask.CacheStats{Name: "masks"}}},
+	})) // the watcher is found on the tracker
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
+		runtime.KeepAlive(w)
 		for i := range recs {
 			_ = tr.Release(&recs[i])
 		}

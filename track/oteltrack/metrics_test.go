@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -186,7 +187,8 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 	mp, collect := metricsReader(t)
 	m, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(mp), oteltrack.WithSources(report.Sources{
 		Pools: pools, Caches: []report.CacheSource{cache},
-		Devices: []report.DeviceSource{dev, brokenDevice{}, gpu{free: 60 << 30, total: 80 << 30}}, Watcher: w}))
+		Devices: []report.DeviceSource{dev, brokenDevice{}, gpu{free: 60 << 30, total: 80 << 30}}}))
+	defer runtime.KeepAlive(w) // found on the tracker, which holds it weakly
 	require.NoError(t, err)
 
 	const (
@@ -324,10 +326,6 @@ func TestMetricsDefaultProvider(t *testing.T) {
 func TestMetricsRejectBadInput(t *testing.T) {
 	tr, err := track.New(track.Name("one"))
 	require.NoError(t, err)
-	other, err := track.New(track.Name("other"))
-	require.NoError(t, err)
-	otherWatcher, err := watch.New(other)
-	require.NoError(t, err)
 
 	tests := []struct {
 		name string
@@ -339,7 +337,6 @@ func TestMetricsRejectBadInput(t *testing.T) {
 		{"typed nil pool", []oteltrack.Option{oteltrack.WithSources(report.Sources{Pools: []report.PoolSource{(*fakePool)(nil)}})}},
 		{"nil cache", []oteltrack.Option{oteltrack.WithSources(report.Sources{Caches: []report.CacheSource{nil}})}},
 		{"nil device", []oteltrack.Option{oteltrack.WithSources(report.Sources{Devices: []report.DeviceSource{nil}})}},
-		{"watcher of another tracker", []oteltrack.Option{oteltrack.WithSources(report.Sources{Watcher: otherWatcher})}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -350,7 +347,7 @@ func TestMetricsRejectBadInput(t *testing.T) {
 	}
 	t.Run("nil tracker", func(t *testing.T) {
 		_, err := oteltrack.Register(nil)
-		assert.ErrorIs(t, err, oteltrack.ErrNilTracker)
+		assert.ErrorIs(t, err, track.ErrNilTracker)
 	})
 }
 
@@ -398,13 +395,13 @@ func TestMetricsForecast(t *testing.T) {
 		require.NoError(t, err)
 		dev, err := tensor.NewHostDevice(1 << 20)
 		require.NoError(t, err)
-		_, err = tensor.NewDeviceAllocator(dev, tr) // reaches the device's free memory
+		alloc, err := tensor.NewDeviceAllocator(dev, tr) // reaches the device's free memory
 		require.NoError(t, err)
 		w, err := watch.New(tr, watch.MinGrowth(0), watch.OnSuspect(func(watch.Suspect) {}))
 		require.NoError(t, err)
 		leak := &siteDriver{tr: tr, bytes: 512}
 		for win := 1; win <= 8; win++ {
-			time.Sleep(time.Second)
+			<-time.After(time.Second)
 			leak.setLive(t, win)
 			require.NoError(t, w.Tick())
 		}
@@ -412,12 +409,14 @@ func TestMetricsForecast(t *testing.T) {
 		require.Len(t, s, 1)
 		require.Positive(t, s[0].RunsOutIn)
 		mp, collect := metricsReader(t)
-		m, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(mp), oteltrack.WithSources(report.Sources{Watcher: w}))
+		m, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(mp)) // the watcher attached itself to tr
 		require.NoError(t, err)
 		defer func() { require.NoError(t, m.Stop()) }()
 		_, points := pointsOf(t, collect()["tensorlife.watcher.suspect.runs_out_in"])
 		assert.Equal(t, map[string]int64{"tensorlife.device=host,tensorlife.forecast.memory=device memory": 2048}, points,
 			"1 MiB free at 512 B/s")
+		runtime.KeepAlive(w) // the tracker holds its parts weakly
+		runtime.KeepAlive(alloc)
 		leak.setLive(t, 0)
 	})
 }

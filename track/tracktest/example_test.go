@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
-	"time"
 
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
@@ -83,7 +82,7 @@ func ExampleContext_droppedHandle() {
 	_, _ = tensor.New(ctx, alloc, tensor.Float32, 4) // the handle is dropped without Free
 	for tr.Totals().LiveCount > 0 {
 		runtime.GC() // the collector finds it and the tracker reclaims it
-		time.Sleep(time.Millisecond)
+		runtime.Gosched()
 	}
 
 	t.end() // the scope still reports it, with its site

@@ -1,6 +1,10 @@
 package tracktest
 
-import "io"
+import (
+	"io"
+
+	"github.com/tensorlife/tensorlife/track"
+)
 
 // SwapProcess replaces the process exit and stderr that VerifyTestMain and
 // a nil TestingT use, and returns a function that restores them. Tests that
@@ -11,9 +15,5 @@ func SwapProcess(exitFunc func(int), w io.Writer) (restore func()) {
 	return func() { exit, stderr = oldExit, oldStderr }
 }
 
-// Cursors returns how many trackers the misuse cursors remember.
-func Cursors() int {
-	cursors.mu.Lock()
-	defer cursors.mu.Unlock()
-	return len(cursors.last)
-}
+// Cursor returns where the next check of tr begins reading its misuses.
+func Cursor(tr *track.Tracker) uint64 { return cursor(tr) }

@@ -13,12 +13,11 @@ import (
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
-// newKVTensor is a service's allocation helper: it marks itself, so the
-// report names its callers.
+// newKVTensor is a service's allocation helper: the tracker names it
+// (HelperFunctions), so the report names its callers.
 //
 //go:noinline
 func newKVTensor(e *env) *tensor.Tensor {
-	track.Helper()
 	x, err := tensor.New(context.Background(), e.alloc, tensor.Float32, 16)
 	if err != nil {
 		panic(err)
@@ -36,7 +35,7 @@ func fromPrefill(e *env) *tensor.Tensor { return attend(e) }
 func fromDecode(e *env) *tensor.Tensor { return attend(e) }
 
 func TestReportNamesHelperCallersAndTellsThemApart(t *testing.T) {
-	e := newEnv(t, "helpers")
+	e := newEnv(t, "helpers", track.HelperFunctions(thisPackage+".newKVTensor"))
 	a, b := fromPrefill(e), fromDecode(e)
 	err := tracktest.Find(e.tr, fast...)
 	require.ErrorIs(t, err, tracktest.ErrLeaked)

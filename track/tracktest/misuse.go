@@ -3,10 +3,8 @@ package tracktest
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
-	"weak"
 
 	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
@@ -103,44 +101,37 @@ type misuseWatch struct {
 	now bool
 }
 
-// cursors remembers, per tracker, the misuses VerifyNone and Find already
-// reported, so each is reported by the first such check after it. It is
-// the package's one process-wide state, and it holds its trackers weakly:
-// a cleanup drops a tracker's cursor once the tracker is collected, so a
-// test binary that checks a tracker per test does not keep them all.
-var cursors struct {
+// misuseCursor remembers the misuses of one tracker that VerifyNone and
+// Find already reported, so each is reported by the first such check after
+// it. It is the tracker's own (track.Local): it goes with the tracker, and
+// no two trackers, so no two tests, share one.
+type misuseCursor struct {
 	mu   sync.Mutex
-	last map[weak.Pointer[track.Tracker]]uint64
+	last uint64
+}
+
+// misuseCursorKey files the cursor in a tracker.
+type misuseCursorKey struct{}
+
+func cursorOf(tr *track.Tracker) *misuseCursor {
+	return track.Local(tr, misuseCursorKey{}, func() *misuseCursor { return &misuseCursor{} })
 }
 
 // cursor returns where tr's next VerifyNone or Find begins reading its
 // misuses: 0 before the first one.
 func cursor(tr *track.Tracker) uint64 {
-	cursors.mu.Lock()
-	defer cursors.mu.Unlock()
-	return cursors.last[weak.Make(tr)]
+	c := cursorOf(tr)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
 }
 
 // advanceCursor marks tr's misuses up to latest reported.
 func advanceCursor(tr *track.Tracker, latest uint64) {
-	key := weak.Make(tr)
-	cursors.mu.Lock()
-	defer cursors.mu.Unlock()
-	if cursors.last == nil {
-		cursors.last = make(map[weak.Pointer[track.Tracker]]uint64)
-	}
-	last, ok := cursors.last[key]
-	if !ok {
-		runtime.AddCleanup(tr, forgetCursor, key)
-	}
-	cursors.last[key] = max(last, latest)
-}
-
-// forgetCursor runs once the tracker of key is collected.
-func forgetCursor(key weak.Pointer[track.Tracker]) {
-	cursors.mu.Lock()
-	defer cursors.mu.Unlock()
-	delete(cursors.last, key)
+	c := cursorOf(tr)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.last = max(c.last, latest)
 }
 
 // watchMisuse begins watching tr's misuses: from now for a scope or the

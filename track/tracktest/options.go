@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -103,13 +104,8 @@ func AllowMisuse() ScopeOption {
 // one place options are checked.
 func newConfig(e entry, opts []Option) (*config, error) {
 	c := &config{entry: e, retries: defaultRetries, settle: defaultSettle, retainers: retainersFromEnv}
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil option passed to %v", ErrInvalidOption, e)
-		}
-		if err := o.apply(c); err != nil {
-			return nil, err
-		}
+	if err := invariants.ApplyOptions(c, opts, Option.apply, ErrInvalidOption); err != nil {
+		return nil, fmt.Errorf("%w (passed to %v)", err, e)
 	}
 	return c, nil
 }

@@ -206,7 +206,7 @@ func TestContextRejectsOptionsThatCannotApply(t *testing.T) {
 	}{
 		{"IgnoreLabel of the scope label", tracktest.IgnoreLabel(tracktest.ScopeLabel, "x"), `IgnoreLabel("tensorlife.test", "x") cannot be used with Context`},
 		{"invalid value", tracktest.MaxRetries(-3), "MaxRetries(-3)"},
-		{"nil", nil, "nil option passed to Context"},
+		{"nil", nil, "nil option (passed to Context)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,12 +1,14 @@
 package tracktest_test
 
 import (
+	"context"
 	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
@@ -32,18 +34,24 @@ func TestChecksKeepNoTrackerAlive(t *testing.T) {
 	}
 	check() // what the package keeps once, whatever it checks
 	before := heapInUse()
-	kept := tracktest.Cursors() // trackers other tests still hold, such as track.Default()
 	for range 500 {
 		check()
 	}
 	grown := heapInUse() - before
 	assert.Less(t, grown, int64(16<<20), "the heap grew by %d KiB over 500 checked trackers", grown>>10)
+}
 
-	// The cursors of collected trackers go too. Cleanups run on their own
-	// goroutine after a collection; give them collections, not time.
-	for i := 0; i < 100 && tracktest.Cursors() > kept; i++ {
-		runtime.GC()
-		runtime.Gosched()
-	}
-	assert.LessOrEqual(t, tracktest.Cursors(), kept, "no cursor outlives its tracker")
+// A tracker's misuse cursor is its own: a check of one tracker moves no
+// other's, so tests with trackers of their own never see each other's.
+func TestMisuseCursorIsTheTrackers(t *testing.T) {
+	a, b := newEnv(t, "a"), newEnv(t, "b")
+	x := a.newTensor(t, context.Background(), 4)
+	require.NoError(t, x.Free())
+	err, _ := invariants.Recover(x.Free) // a misuse of a's alone; it panics in an invariants build
+	require.Error(t, err)
+	_, _, latest := a.tr.MisuseSince(0)
+	require.Positive(t, latest)
+	_ = tracktest.Find(a.tr, tracktest.AllowMisuse())
+	assert.Equal(t, latest, tracktest.Cursor(a.tr))
+	assert.Zero(t, tracktest.Cursor(b.tr))
 }

@@ -62,19 +62,19 @@
 // Each suspect carries RunsOutIn: how long until the memory it draws from
 // runs out if its outlived bytes keep growing at the rate of its windows
 // since its growth began (at most History windows, from the first that
-// grew, over the time they took). The memory is the headroom of the pools
-// with a budget on the suspect's device (track.Budgeted: budget less what
-// their blocks hold; the smallest, if several), the rate then scaled by
-// what the pool's blocks hold over its tensors' bytes (the pool rounds each
-// tensor up), else the device's free memory as an attached allocator
-// reaches it; neither known, or no time between the windows (counted
-// windows ended at one instant), the forecast is 0, unknown. It is updated
+// grew, over the time they took). The tracker's allocators on the
+// suspect's device tell the memory (track.Headroomer): the smallest
+// headroom of the pools with a budget there (budget less what their
+// blocks hold), the rate then scaled by what the pools' blocks hold over
+// their tensors' bytes (a pool rounds each tensor up); else the device's
+// free memory. Neither known, or no time between the windows (counted
+// windows ended at one instant), the forecast is 0: unknown. It is updated
 // at each window while the site is a suspect. The model is linear and
 // forecasts this leak alone: other sites' growth, a cache filling and
-// in-flight memory at its peak make memory run out sooner. Measured against the moment a 4 MiB
-// budget really runs out, the forecast made at the first flag was within
-// 25% for a steady leak and within 40% under bursty traffic from several
-// goroutines (forecast_test.go).
+// in-flight memory at its peak make memory run out sooner. Measured
+// against the moment a 4 MiB budget really runs out, the forecast made at
+// the first flag was within 25% for a steady leak and within 40% under
+// bursty traffic from several goroutines (forecast_test.go).
 //
 // Suspects are reported through OnSuspect (default: a log/slog warning with
 // the stack, the handles that hold the memory, the forecast and Advice),

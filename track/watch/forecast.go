@@ -4,7 +4,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -122,7 +121,7 @@ func runsOutIn(left int64, of string, perSecond float64) time.Duration {
 // headroom returns the bytes the allocators on device may still take, and
 // of what: the smallest headroom of the pools with a budget there (the
 // first to refuse), else the device's free memory as one of the
-// allocators reaches it; of is empty when neither is known. scale is what
+// allocators tells it (track.Headroomer); of is empty when neither is known. scale is what
 // a tensor byte costs that headroom: a pool rounds each tensor up to a
 // size class, so its blocks hold more than its tensors, and a leak of
 // tensor bytes spends the budget faster by as much (at least 1).
@@ -133,15 +132,17 @@ func (w *Watcher) headroom(device string) (left int64, of string, scale float64)
 		if d, _ := a.Reserved(); d != device {
 			continue
 		}
-		if b, ok := a.(track.Budgeted); ok {
-			if budget, l := b.Headroom(); budget > 0 && (of != HeadroomPoolBudget || l < left) {
+		h, ok := a.(track.Headroomer)
+		if !ok {
+			continue
+		}
+		switch budget, l := h.Headroom(); {
+		case budget > 0:
+			if of != HeadroomPoolBudget || l < left {
 				left, of, held = l, HeadroomPoolBudget, budget-l
 			}
-		}
-		if d, ok := a.(interface{ Device() tensor.Device }); ok && !haveFree {
-			if f, _, err := d.Device().MemInfo(); err == nil {
-				free, haveFree = f, true
-			}
+		case l >= 0 && !haveFree:
+			free, haveFree = l, true
 		}
 	}
 	scale = 1

@@ -97,7 +97,7 @@ func (f *forecastRun) request(t *testing.T, rng *rand.Rand, inFlight int, hold t
 		}
 		held = append(held, x)
 	}
-	time.Sleep(hold)
+	<-time.After(hold)
 	x, err := leakBlock(ctx, f.p)
 	if !ok(err) {
 		return false
@@ -162,14 +162,14 @@ func TestForecastUnderBurstyTraffic(t *testing.T) {
 				for g := range uint64(4) {
 					wg.Go(func() {
 						rng := rand.New(rand.NewPCG(seed, g))
-						time.Sleep(time.Duration(rng.IntN(8000)) * time.Microsecond) // each its own phase
+						<-time.After(time.Duration(rng.IntN(8000)) * time.Microsecond) // each its own phase
 						for {
 							select {
 							case <-done:
 								return
 							default:
 							}
-							time.Sleep(4*time.Millisecond + time.Duration(rng.IntN(4000))*time.Microsecond)
+							<-time.After(4*time.Millisecond + time.Duration(rng.IntN(4000))*time.Microsecond)
 							if !f.request(t, rng, rng.IntN(4), time.Duration(rng.IntN(2000))*time.Microsecond) {
 								stop.Do(func() { close(done) })
 								return
@@ -197,7 +197,7 @@ func TestNoForecastForASteadySet(t *testing.T) {
 			ctx, end := track.WithRequest(context.Background())
 			x, err := activations(ctx, f.p, 8<<10+rng.IntN(56<<10))
 			require.NoError(t, err)
-			time.Sleep(2 * time.Millisecond)
+			<-time.After(2 * time.Millisecond)
 			e, err := leakBlock(ctx, f.p)
 			require.NoError(t, err)
 			require.NoError(t, e.HandTo(owner))
@@ -223,7 +223,7 @@ func TestForecastHeadroom(t *testing.T) {
 	leak := func(t *testing.T, p *pool.Pool, w *watch.Watcher, sleep time.Duration) []*tensor.Tensor {
 		var kept []*tensor.Tensor
 		for range 10 {
-			time.Sleep(sleep)
+			<-time.After(sleep)
 			ctx, end := track.WithRequest(context.Background())
 			x, err := leakBlock(ctx, p)
 			require.NoError(t, err)

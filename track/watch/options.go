@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/tensorlife/tensorlife/internal/isnil"
+	"github.com/tensorlife/tensorlife/internal/invariants"
 )
 
 // ErrInvalidOption means an option's value cannot be used, or options that
@@ -62,13 +62,8 @@ func defaultConfig() config {
 // apply applies opts, then fills the defaults that depend on other options
 // and checks the options against each other.
 func (c *config) apply(opts []Option) error {
-	for _, opt := range opts {
-		if isnil.Value(opt) {
-			return fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := opt.apply(c); err != nil {
-			return err
-		}
+	if err := invariants.ApplyOptions(c, opts, Option.apply, ErrInvalidOption); err != nil {
+		return err
 	}
 	if c.ticks > 0 && c.interval > 0 {
 		return fmt.Errorf("%w: EveryTicks and Every both given: a window is counted or timed", ErrInvalidOption)

@@ -125,10 +125,7 @@ func TestPanickingCallbackKillsNothing(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			tr, w, logged := newPanicky(t, watch.Every(time.Second))
 			require.NoError(t, w.Start())
-			kept := leakFor(t, tr, 10, func() {
-				time.Sleep(time.Second) // fake time: one window ends
-				synctest.Wait()
-			})
+			kept := leakFor(t, tr, 10, func() { elapse(time.Second) }) // fake time: one window ends
 			assert.Equal(t, int64(1), w.CallbackPanics())
 			assert.Contains(t, logged.String(), "OnSuspect callback panicked")
 			require.NoError(t, w.Stop())

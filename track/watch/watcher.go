@@ -200,7 +200,9 @@ func (h *siteHistory) fillTo(n uint64) {
 // sites that have any, a map entry each; sites without cost nothing. An
 // invalid option returns an error matching ErrInvalidOption. Each
 // watcher's windows are its own: watchers of one tracker, made, stopped or
-// dropped, never change each other's verdicts.
+// dropped, never change each other's verdicts. The watcher attaches itself
+// to tr (track.Attach), weakly, so that a summary or a metrics bridge of tr
+// shows its suspects.
 func New(tr *track.Tracker, opts ...Option) (*Watcher, error) {
 	if tr == nil {
 		return nil, track.ErrNilTracker
@@ -221,6 +223,7 @@ func New(tr *track.Tracker, opts ...Option) (*Watcher, error) {
 		}
 	}
 	w.times[0] = time.Now()
+	track.Attach(tr, w)
 	return w, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -376,19 +377,19 @@ func TestWatcherStop(t *testing.T) {
 // Timed windows run in a synctest bubble: the clock moves only when every
 // goroutine of the test waits, so each window ends at a known instant.
 func TestWatcherTimedWindows(t *testing.T) {
+	// In a synctest bubble the windows' clock is fake: elapse moves it, and
+	// a window ends exactly when its time has come.
 	t.Run("start and stop", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			_, w, _ := newWatchedTracker(t, watch.Every(time.Second))
+			_, w, _ := newWatchedTracker(t, watch.Every(watch.MinEvery))
 			assert.ErrorIs(t, w.Tick(), watch.ErrWindowKind)
 			require.NoError(t, w.Start())
 			assert.ErrorIs(t, w.Start(), watch.ErrRunning)
 			assert.ErrorIs(t, w.Run(context.Background()), watch.ErrRunning)
-			time.Sleep(2*time.Second + time.Millisecond)
-			synctest.Wait()
-			assert.Equal(t, uint64(2), w.WindowsEnded())
+			elapse(2 * watch.MinEvery)
+			require.Equal(t, uint64(2), w.WindowsEnded())
 			require.NoError(t, w.Stop())
-			time.Sleep(5 * time.Second)
-			synctest.Wait()
+			elapse(5 * watch.MinEvery)
 			assert.Equal(t, uint64(2), w.WindowsEnded(), "no window ends after Stop returns")
 			assert.ErrorIs(t, w.Stop(), watch.ErrStopped)
 			assert.ErrorIs(t, w.Start(), watch.ErrStopped)
@@ -396,13 +397,12 @@ func TestWatcherTimedWindows(t *testing.T) {
 	})
 	t.Run("run until the context ends", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			_, w, _ := newWatchedTracker(t, watch.Every(time.Second))
+			_, w, _ := newWatchedTracker(t, watch.Every(watch.MinEvery))
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- w.Run(ctx) }()
-			time.Sleep(time.Second + time.Millisecond)
-			synctest.Wait()
-			assert.Equal(t, uint64(1), w.WindowsEnded())
+			elapse(watch.MinEvery)
+			require.Equal(t, uint64(1), w.WindowsEnded())
 			cancel()
 			assert.ErrorIs(t, <-done, context.Canceled)
 			require.NoError(t, w.Stop())
@@ -410,12 +410,11 @@ func TestWatcherTimedWindows(t *testing.T) {
 	})
 	t.Run("run until stopped", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			_, w, _ := newWatchedTracker(t, watch.Every(time.Second))
+			_, w, _ := newWatchedTracker(t, watch.Every(watch.MinEvery))
 			done := make(chan error, 1)
 			go func() { done <- w.Run(context.Background()) }()
-			time.Sleep(time.Second + time.Millisecond)
-			synctest.Wait()
-			assert.Equal(t, uint64(1), w.WindowsEnded())
+			elapse(watch.MinEvery)
+			require.Equal(t, uint64(1), w.WindowsEnded())
 			require.NoError(t, w.Stop())
 			assert.NoError(t, <-done)
 		})
@@ -475,13 +474,14 @@ func TestWatcherLogsTheForecast(t *testing.T) {
 		require.NoError(t, err)
 		dev, err := tensor.NewHostDevice(1 << 20)
 		require.NoError(t, err)
-		_, err = tensor.NewDeviceAllocator(dev, tr)
+		alloc, err := tensor.NewDeviceAllocator(dev, tr) // reaches the device's free memory
 		require.NoError(t, err)
+		defer runtime.KeepAlive(alloc) // the tracker holds its allocators weakly
 		w, err := watch.New(tr, watch.Logger(slog.New(slog.NewTextHandler(&buf, nil))))
 		require.NoError(t, err)
 		site := &siteDriver{tr: tr, bytes: 4096}
 		for win := 1; win <= 6; win++ {
-			time.Sleep(time.Second)
+			<-time.After(time.Second)
 			site.setLive(t, win)
 			require.NoError(t, w.Tick())
 		}
@@ -592,4 +592,13 @@ func TestWatcherAgentLoop(t *testing.T) {
 			t.Logf("flagged after %d requests", flaggedAt)
 		})
 	}
+}
+
+// elapse lets d pass on the clock of the synctest bubble it is called in,
+// a little more so that what is due at d has happened, and returns once
+// every other goroutine of the bubble is blocked: the windows due by then
+// have ended.
+func elapse(d time.Duration) {
+	<-time.After(d + time.Microsecond)
+	synctest.Wait()
 }

@@ -7,11 +7,11 @@ package leaky
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
@@ -143,7 +143,7 @@ func TestLeakBesideBusySyscalls(t *testing.T) {
 		})
 	}
 	for reads.Load() < 10_000 { // the loops are running, not only started
-		time.Sleep(time.Millisecond)
+		runtime.Gosched()
 	}
 	defer func() {
 		done.Store(true)

@@ -1,0 +1,360 @@
+package pprofexport_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/pprof/profile"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/internal/benchratio"
+	"github.com/tensorlife/tensorlife/pprofexport"
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// TestWrittenProfileIsProfile guards the streaming writers: what Write
+// encodes as it reads the snapshot is, once parsed, the profile Profile
+// builds, sample for sample, with labels, held-by owners, leaked halves,
+// long shapes, renamed request labels and the stacks.
+func TestWrittenProfileIsProfile(t *testing.T) {
+	prog := newProgram(t, track.ReclaimLeaks(false))
+	prog.masks("r1", 3)
+	prog.kv("r2", 2)
+	prog.churn("r1", 4)
+	v := keepView(t, prog.alloc)
+	t.Cleanup(func() { require.NoError(t, v.Free()) })
+	ctx := track.WithLabels(context.Background(), "bytes", "b", "label_x", "lx", "model", "m1", "empty", "")
+	recs := make([]track.Record, 3)
+	for i := range recs {
+		recs[i] = track.Record{Bytes: 4096, Meta: track.InternMeta("mask", "host", "bool", []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10})}
+		require.NoError(t, prog.tracker.Record(ctx, &recs[i], 0))
+	}
+	zero := track.Record{Meta: track.InternMeta("empty", "host", "bool", []int{0})}
+	require.NoError(t, prog.tracker.Record(ctx, &zero, 0))
+	t.Cleanup(func() {
+		for i := range recs {
+			require.NoError(t, prog.tracker.Release(&recs[i]))
+		}
+		require.NoError(t, prog.tracker.Release(&zero))
+	})
+	prog.tracker.ReportDropped(&recs[0], nil, "")
+
+	for _, opts := range [][]pprofexport.ProfileOption{
+		nil,
+		{pprofexport.LabelKeys("model")},
+		{pprofexport.LabelKeys()},
+		{pprofexport.KeepLibraryFrames(true)},
+		{pprofexport.Outlived()},
+	} {
+		snap := prog.tracker.Snapshot()
+		built, err := pprofexport.Profile(snap, opts...)
+		require.NoError(t, err)
+		var want, got bytes.Buffer
+		require.NoError(t, built.Write(&want))
+		require.NoError(t, pprofexport.Write(&got, snap, opts...))
+		wantP, err := profile.Parse(&want)
+		require.NoError(t, err)
+		gotP, err := profile.Parse(&got)
+		require.NoError(t, err)
+		require.NoError(t, gotP.CheckValid())
+		assert.Equal(t, wantP.String(), gotP.String(), "options %v", opts)
+		assert.Equal(t, wantP.DocURL, gotP.DocURL)
+		assert.Equal(t, wantP.DefaultSampleType, gotP.DefaultSampleType)
+		assert.Equal(t, wantP.Mapping, gotP.Mapping)
+	}
+	empty, err := track.New()
+	require.NoError(t, err)
+	var got bytes.Buffer
+	require.NoError(t, pprofexport.Write(&got, empty.Snapshot()))
+	p, err := profile.Parse(&got)
+	require.NoError(t, err)
+	assert.Empty(t, p.Sample, "an empty snapshot is a valid profile with no samples")
+}
+
+// uniquelyLabelled returns a tracker whose n live tensors each carry a
+// request id of their own, one site and one shape.
+func uniquelyLabelled(t testing.TB, n int) *track.Tracker {
+	tr, err := track.New(track.Name("labelled"))
+	require.NoError(t, err)
+	recs := make([]track.Record, n)
+	meta := track.InternMeta("activation", "host", "float16", []int{64})
+	for i := range recs {
+		ctx := track.WithLabels(context.Background(), "request", fmt.Sprintf("req-%08d", i))
+		recs[i].Bytes, recs[i].Meta = 128, meta
+		require.NoError(t, tr.Record(ctx, &recs[i], 0))
+	}
+	t.Cleanup(func() {
+		for i := range recs {
+			require.NoError(t, tr.Release(&recs[i]))
+		}
+	})
+	return tr
+}
+
+// TestLabelKeysProfileCostsWhatItWrites guards a LabelKeys profile against
+// allocating per sample what a profile.Profile and its encoder hold: at
+// 200k unique request ids, writing the profile of the snapshot allocates
+// at most 64 MiB (it took 647 MiB when built, then encoded), a small
+// multiple of the bytes it writes.
+func TestLabelKeysProfileCostsWhatItWrites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("200k tensors")
+	}
+	tr := uniquelyLabelled(t, 200_000)
+	snap, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{"request"}})
+	require.NoError(t, err)
+	require.Len(t, snap.Groups, 200_000)
+
+	var out countingWriter
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	require.NoError(t, pprofexport.Write(&out, snap, pprofexport.LabelKeys("request")))
+	runtime.ReadMemStats(&after)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("a LabelKeys(request) profile of 200k ids: %.1f MiB allocated for %.0f KiB written (%.1f×)",
+		float64(allocated)/(1<<20), float64(int64(out))/(1<<10), float64(allocated)/float64(int64(out)))
+	assert.LessOrEqual(t, allocated, uint64(64<<20))
+	assert.Less(t, float64(allocated), 64*float64(int64(out)), "a small multiple of what it writes")
+	runtime.KeepAlive(snap)
+
+	// A diff or delta of the same labels adds them up in a table of a few
+	// dozen bytes per sample, not in three profiles.
+	out = 0
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	require.NoError(t, pprofexport.WriteDiff(&out, snap, snap, pprofexport.LabelKeys("request")))
+	runtime.ReadMemStats(&after)
+	allocated = after.TotalAlloc - before.TotalAlloc
+	t.Logf("a LabelKeys(request) diff of 200k ids: %.1f MiB allocated for %d bytes written", float64(allocated)/(1<<20), int64(out))
+	assert.LessOrEqual(t, allocated, uint64(64<<20))
+
+	// The text view shows no label: under LabelKeys it groups by none (it
+	// took 280 MiB for 667 bytes).
+	h := newHandler(t, tr, pprofexport.LabelKeys("request"))
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tensorsPath+"?debug=1", nil))
+	runtime.ReadMemStats(&after)
+	require.Equal(t, http.StatusOK, rec.Code)
+	allocated = after.TotalAlloc - before.TotalAlloc
+	t.Logf("?debug=1 under LabelKeys(request): %.0f KiB allocated for %d bytes", float64(allocated)/(1<<10), rec.Body.Len())
+	assert.Less(t, allocated, uint64(1<<20))
+}
+
+// BenchmarkWriteLabelKeys measures writing a LabelKeys(request) profile of
+// 200k uniquely labelled groups: bytes allocated per byte written, and per
+// sample.
+func BenchmarkWriteLabelKeys(b *testing.B) {
+	tr := uniquelyLabelled(b, 200_000)
+	snap, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{"request"}})
+	require.NoError(b, err)
+	var out countingWriter
+	var before, after runtime.MemStats
+	b.ReportAllocs()
+	runtime.ReadMemStats(&before)
+	for b.Loop() {
+		require.NoError(b, pprofexport.Write(&out, snap, pprofexport.LabelKeys("request")))
+	}
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(int64(out)), "alloc-bytes/written-byte")
+}
+
+// BenchmarkStreamedProfile compares writing a snapshot's profile as it is
+// read (Write) with building the profile.Profile and encoding it, at the
+// same compression level, in alternating rounds: 1,000 sites without
+// labels, and 20k groups of unique request ids under LabelKeys.
+func BenchmarkStreamedProfile(b *testing.B) {
+	labelled := uniquelyLabelled(b, 20_000)
+	labelledSnap, err := labelled.SnapshotOf(track.Filter{LabelKeys: []string{"request"}})
+	require.NoError(b, err)
+	for _, bc := range []struct {
+		name string
+		snap *track.Snapshot
+		opts []pprofexport.ProfileOption
+	}{
+		{"sites=1000", liveTensors(b, 10_000).snap, nil},
+		{"labelled=20k", labelledSnap, []pprofexport.ProfileOption{pprofexport.LabelKeys("request")}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			zw, err := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
+			require.NoError(b, err)
+			streamed := func() {
+				if err := pprofexport.Write(io.Discard, bc.snap, bc.opts...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			built := func() {
+				p, err := pprofexport.Profile(bc.snap, bc.opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				zw.Reset(io.Discard)
+				if err := p.WriteUncompressed(zw); err != nil {
+					b.Fatal(err)
+				}
+				if err := zw.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			settle(b)
+			benchratio.Run(b, "streamed", streamed, built, benchratio.BaselineName("built"), benchratio.RoundOps(5))
+		})
+	}
+}
+
+// canonical renders a parsed profile's samples in an order-free form: each
+// sample's stack, labels and values, sorted; and the numbers of locations
+// and functions, which a merge keeps only where samples use them.
+func canonical(t *testing.T, p *profile.Profile) []string {
+	t.Helper()
+	var out []string
+	for _, s := range p.Sample {
+		var b strings.Builder
+		for _, loc := range s.Location {
+			for _, ln := range loc.Line {
+				fmt.Fprintf(&b, "%s:%d ", ln.Function.Name, ln.Line)
+			}
+		}
+		keys := slices.Sorted(maps.Keys(s.Label))
+		for _, k := range keys {
+			fmt.Fprintf(&b, "%s=%v ", k, s.Label[k])
+		}
+		for _, k := range slices.Sorted(maps.Keys(s.NumLabel)) {
+			fmt.Fprintf(&b, "%s#%v%v ", k, s.NumLabel[k], s.NumUnit[k])
+		}
+		fmt.Fprintf(&b, "%v", s.Value)
+		out = append(out, b.String())
+	}
+	slices.Sort(out)
+	return append(out, fmt.Sprintf("locations %d functions %d time %d duration %d comments %q",
+		len(p.Location), len(p.Function), p.TimeNanos, p.DurationNanos, p.Comments))
+}
+
+// TestWrittenDiffIsDiffProfile guards the streamed diffs and deltas: what
+// WriteDiff and the handler's ?seconds=N write is, once parsed, the profile
+// DiffProfile and DeltaProfile build with profile.Merge: the same samples,
+// labels and values, nothing that cancelled out, only the stacks used.
+func TestWrittenDiffIsDiffProfile(t *testing.T) {
+	prog := newProgram(t, track.ReclaimLeaks(false))
+	prog.masks("r1", 3)
+	prog.kv("r2", 2)
+	before := prog.tracker.Snapshot()
+	counters := prog.tracker.SiteSnapshot()
+	prog.masks("r3", 2)
+	prog.churn("r1", 4)
+	v := keepView(t, prog.alloc)
+	t.Cleanup(func() { require.NoError(t, v.Free()) })
+	recs := make([]track.Record, 2)
+	ctx := track.WithLabels(context.Background(), "bytes", "b", "model", "m1")
+	for i := range recs {
+		recs[i] = track.Record{Bytes: 4096, Meta: track.InternMeta("mask", "host", "bool", []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10})}
+		require.NoError(t, prog.tracker.Record(ctx, &recs[i], 0))
+	}
+	t.Cleanup(func() {
+		for i := range recs {
+			require.NoError(t, prog.tracker.Release(&recs[i]))
+		}
+	})
+	prog.tracker.ReportDropped(&recs[0], nil, "")
+	after := prog.tracker.Snapshot()
+
+	parse := func(b []byte) *profile.Profile {
+		p, err := profile.ParseData(b)
+		require.NoError(t, err)
+		require.NoError(t, p.CheckValid())
+		return p
+	}
+	for _, tc := range []struct {
+		name          string
+		before, after *track.Snapshot
+		opts          []pprofexport.DiffOption
+	}{
+		{"diff", before, after, nil},
+		{"no change", after, after, nil},
+		{"label keys", before, after, []pprofexport.DiffOption{pprofexport.LabelKeys("model")}},
+		{"no labels", before, after, []pprofexport.DiffOption{pprofexport.LabelKeys()}},
+		{"library frames", before, after, []pprofexport.DiffOption{pprofexport.KeepLibraryFrames(true)}},
+		{"from counters", counters, after, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			built, err := pprofexport.DiffProfile(tc.before, tc.after, tc.opts...)
+			require.NoError(t, err)
+			var want, got bytes.Buffer
+			require.NoError(t, built.Write(&want))
+			require.NoError(t, pprofexport.WriteDiff(&got, tc.before, tc.after, tc.opts...))
+			wantC := canonical(t, parse(want.Bytes()))
+			assert.Equal(t, wantC, canonical(t, parse(got.Bytes())))
+			if tc.before != tc.after {
+				assert.Greater(t, len(wantC), 3, "%q", wantC)
+			}
+		})
+	}
+	var got bytes.Buffer
+	err := pprofexport.WriteDiff(&got, after, before)
+	assert.ErrorIs(t, err, pprofexport.ErrSnapshotOrder)
+	assert.Zero(t, got.Len(), "nothing is written for a refused pair")
+	other, err := track.New()
+	require.NoError(t, err)
+	assert.ErrorIs(t, pprofexport.WriteDiff(&got, before, other.Snapshot()), pprofexport.ErrTrackerMismatch)
+	assert.ErrorIs(t, pprofexport.WriteDiff(&got, nil, before), pprofexport.ErrNilSnapshot)
+}
+
+// BenchmarkStreamedDiff compares WriteDiff, which adds both snapshots up
+// in a table and streams what is left, with merging the two built profiles
+// (DiffProfile) and encoding the result, in alternating rounds: 20k groups
+// of unique request ids on both sides, half of them changed.
+func BenchmarkStreamedDiff(b *testing.B) {
+	tr := uniquelyLabelled(b, 20_000)
+	before, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{"request"}})
+	require.NoError(b, err)
+	recs := make([]track.Record, 10_000)
+	meta := track.InternMeta("activation", "host", "float16", []int{64})
+	for i := range recs {
+		ctx := track.WithLabels(context.Background(), "request", fmt.Sprintf("new-%08d", i))
+		recs[i].Bytes, recs[i].Meta = 128, meta
+		require.NoError(b, tr.Record(ctx, &recs[i], 0))
+	}
+	b.Cleanup(func() {
+		for i := range recs {
+			require.NoError(b, tr.Release(&recs[i]))
+		}
+	})
+	after, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{"request"}})
+	require.NoError(b, err)
+	opt := pprofexport.LabelKeys("request")
+	zw, err := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
+	require.NoError(b, err)
+	streamed := func() {
+		if err := pprofexport.WriteDiff(io.Discard, before, after, opt); err != nil {
+			b.Fatal(err)
+		}
+	}
+	merged := func() {
+		p, err := pprofexport.DiffProfile(before, after, opt)
+		if err != nil {
+			b.Fatal(err)
+		}
+		zw.Reset(io.Discard)
+		if err := p.WriteUncompressed(zw); err != nil {
+			b.Fatal(err)
+		}
+		if err := zw.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	settle(b)
+	benchratio.Run(b, "streamed", streamed, merged, benchratio.BaselineName("merged"), benchratio.RoundOps(3))
+}
