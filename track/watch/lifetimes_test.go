@@ -307,8 +307,15 @@ func TestSparseLeakAmidBurstyTrafficFrom4Goroutines(t *testing.T) {
 	tr, w, log := watchedTracker(t, "sparse")
 	named, kept := burstyTraffic(t, tr, w, log, true)
 	require.NotZero(t, named, "the sparse leak is named")
-	t.Logf("1 KiB every 20th request named after %d requests", named)
-	assert.LessOrEqual(t, named, 200)
+	// When the callback runs, and so which request sees it first, depends on
+	// how the 4 goroutines are scheduled (it runs on the goroutine whose
+	// Tick flagged the site); the window that flagged it does not: one
+	// window per request, the slow rule flags at the 6th that grew.
+	flagged := log.all()[0]
+	t.Logf("1 KiB every 20th request flagged at window %d with %d kept, reported by request %d",
+		flagged.SinceWindow, flagged.OutlivedCount, named)
+	assert.LessOrEqual(t, flagged.SinceWindow, uint64(160), "flagged by the 160th request")
+	assert.LessOrEqual(t, flagged.OutlivedCount, int64(8), "flagged by its 8th kept tensor")
 	for fn := range sitesNamed(log) {
 		assert.Contains(t, fn, "keptEvery20th", "no other site is flagged")
 	}

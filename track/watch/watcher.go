@@ -529,6 +529,7 @@ func (w *Watcher) endWindow(fromLoop bool) {
 	w.times[n%uint64(len(w.times))] = now
 	w.changed = w.feed.Changed(w.changed[:0])
 	var flagged []*siteHistory
+	var reports []Suspect
 	for _, st := range w.changed {
 		cur := st.OutlivedBytes
 		id := st.Site.ID()
@@ -558,6 +559,7 @@ func (w *Watcher) endWindow(fromLoop bool) {
 		}
 		if w.judge(h, st, n, now) {
 			flagged = append(flagged, h)
+			reports = append(reports, *h.suspect) // its figures at the flag
 		}
 	}
 	// Suspects that did not change are judged too: one that stopped
@@ -586,7 +588,7 @@ func (w *Watcher) endWindow(fromLoop bool) {
 	if len(flagged) == 0 {
 		return
 	}
-	reports := w.copies(flagged, n)
+	w.addForecasts(reports)
 	sortSuspects(reports)
 	w.nameHolders(reports)
 	if fromLoop {
@@ -602,18 +604,23 @@ func (w *Watcher) endWindow(fromLoop bool) {
 	}
 }
 
-// copies returns the suspects of flagged that are still the ones flagged at
-// window n, as reported.
-func (w *Watcher) copies(flagged []*siteHistory, n uint64) []Suspect {
+// addForecasts copies into the reports of the sites just flagged the
+// device and the forecast made for them since, where they are still the
+// suspects flagged: the rest of a report is its figures at the flag, even
+// if later windows ended before it is reported.
+func (w *Watcher) addForecasts(reports []Suspect) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make([]Suspect, 0, len(flagged))
-	for _, h := range flagged {
-		if s := h.suspect; s != nil && s.SinceWindow == n {
-			out = append(out, *s)
+	for i := range reports {
+		r := &reports[i]
+		h := w.sites[r.Site.ID()]
+		if h == nil || h.suspect == nil || h.suspect.SinceWindow != r.SinceWindow {
+			continue
 		}
+		s := h.suspect
+		r.Device, r.RunsOutIn, r.GrowthPerSecond = s.Device, s.RunsOutIn, s.GrowthPerSecond
+		r.Headroom, r.HeadroomOf, r.ForecastAt = s.Headroom, s.HeadroomOf, s.ForecastAt
 	}
-	return out
 }
 
 // callOnSuspect runs OnSuspect under recover: a callback that panics is
