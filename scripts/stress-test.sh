@@ -15,7 +15,10 @@ count=${1:-20}
 burners=()
 tests=
 stop() {
-	for pid in "${burners[@]}" $tests; do
+	# The tests run in a process group of their own: killing the group
+	# stops go test and the test binaries it started.
+	if [[ -n $tests ]]; then kill -- -"$tests" 2>/dev/null || true; fi
+	for pid in "${burners[@]}"; do
 		kill "$pid" 2>/dev/null || true
 	done
 	for pid in "${burners[@]}" $tests; do
@@ -34,8 +37,10 @@ cd "$root_dir"
 # The watcher's own tests, and those of the packages that read its verdicts.
 # In the background, waited for: a signal then interrupts the wait and the
 # trap stops the tests and the burners alike.
+set -m # the next job gets a process group of its own
 go test -race -count="$count" -cpu 1,2,4 -timeout 90m ./track/watch/ ./track/oteltrack/ ./report/ &
 tests=$!
+set +m
 status=0
 wait "$tests" || status=$?
 tests=

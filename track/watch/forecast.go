@@ -66,11 +66,14 @@ func (w *Watcher) forecast() {
 		h.fillTo(n)
 		// From the first window that grew: the time before it, since the
 		// baseline, says nothing of the rate, only of when it began.
-		from := max(h.baseAt, n-min(n, uint64(w.cfg.history)))
+		start := max(h.baseAt, n-min(n, uint64(w.cfg.history)))
+		from := start
 		for from < n && h.value(from+1) <= h.value(from) {
 			from++
 		}
-		from++
+		if from++; from >= n {
+			from = start // no growth within reach but the last window: the whole span
+		}
 		e := estimate{suspect: h.suspect, device: h.suspect.Device, at: w.times[n%size]}
 		if dt := e.at.Sub(w.times[from%size]).Seconds(); dt > 0 {
 			e.perSecond = float64(h.value(n)-h.value(from)) / dt
