@@ -34,12 +34,15 @@
 // # What the failing allocation waits for
 //
 // OutOfMemory runs on the goroutine whose allocation failed, which waits
-// for it. It takes one snapshot of the live set there (a walk of the
-// tracker's registry, as a profile scrape makes), so the profile shows the
-// memory as it was when the allocation failed, before the failing request
-// frees what it held. Everything else (the summary's figures, the
-// timeline, symbolizing, encoding, the files) happens on a goroutine of the
-// dumper's that starts for that dump and ends when it is written. The
+// for it. It copies there the tracker's counters that the default
+// profile is read from (track.Tracker.Counts), by site and shape, with no
+// request label and no walk of the registry: O(sites × shapes) whatever
+// the live set holds, about 80 bytes a site. The profile, built from that
+// copy, shows the memory as it was when the allocation failed, before the
+// failing request frees what it held. Everything else (the snapshot, the
+// summary's figures, the timeline, symbolizing, encoding, the files)
+// happens on a goroutine of the dumper's that starts for that dump and
+// ends when it is written. The
 // summary is read there, moments later; the error at its head holds the
 // pool's figures and top sites of the moment itself. Close stops taking
 // dumps and waits for the one being written; Wait waits without stopping.

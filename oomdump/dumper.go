@@ -119,18 +119,22 @@ func (d *Dumper) OutOfMemory(e *tensor.OOMError) {
 	d.mu.Unlock()
 
 	// The live set as it was when the allocation failed: the failing
-	// request frees what it held as soon as the error reaches it.
-	// SnapshotOf with no filter walks the live set once and keeps its
-	// groups, not one entry per tensor; a zero Filter always validates.
-	job.snap, _ = d.tr.SnapshotOf(track.Filter{})
+	// request frees what it held as soon as the error reaches it. What is
+	// taken here is a copy of the counters the default profile is read
+	// from, by site and shape (no label, no walk of the live set, a shard's
+	// lock held only to copy the pointers of its few special records); the
+	// snapshot is built from it on the dumper's goroutine. A dump must not make the
+	// failing allocation wait for a walk of a live set that is, by then, as
+	// large as it gets.
+	job.counts = d.tr.Counts()
 	go d.write(job, done)
 }
 
 // dumpJob is what the dumper's goroutine writes.
 type dumpJob struct {
 	Dump
-	seq  int
-	snap *track.Snapshot
+	seq    int
+	counts *track.Counts // the live set when the allocation failed
 }
 
 // write writes one dump's files, then calls OnDump, records the dump and
@@ -202,7 +206,7 @@ func (d *Dumper) writeFiles(job *dumpJob, files *[]string) error {
 		return nil
 	}
 	path := prefix + ".pb.gz"
-	if err := put(path, pprofexport.WriteFile(path, job.snap)); err != nil {
+	if err := put(path, pprofexport.WriteFile(path, job.counts.Snapshot())); err != nil {
 		return err
 	}
 	path = prefix + ".summary.txt"

@@ -107,21 +107,15 @@ func (p *Pool) otherReserved() int64 {
 }
 
 // topLiveSites reads the tracker's per-site counters (no walk of the live
-// set) and returns the sites holding the most live bytes. The tracker is
+// set, no list of every site) and returns the sites holding the most live
+// bytes. The tracker is
 // shared by every allocator that records into it, so sites on other devices
 // may be listed too.
 func (p *Pool) topLiveSites() []track.SiteStats {
 	if p.tracker == nil || p.topSites == 0 {
 		return nil
 	}
-	var out []track.SiteStats
-	for _, st := range p.tracker.SiteTotals() { // sorted by live bytes
-		if len(out) == p.topSites || st.LiveBytes <= 0 {
-			break
-		}
-		out = append(out, st)
-	}
-	return out
+	return p.tracker.TopSites(p.topSites)
 }
 
 // ActiveBlocksError is what Close returns when tensors still hold blocks of

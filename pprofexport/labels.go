@@ -19,6 +19,10 @@ const (
 	LabelKind = "kind"
 	// LabelShape is the string label holding the shape, as [2 3 4].
 	LabelShape = "shape"
+	// OtherShapes is LabelShape's value on the sample of a site's tensors
+	// past the shapes it counts apart (track.Group.OtherShapes): the
+	// default profile shows at most 64 shapes per site, and this sample.
+	OtherShapes = "other shapes"
 	// LabelBytes is the numeric label holding the size of each tensor of a
 	// sample, in bytes, as "bytes" does in a Go heap profile
 	// (-tagfocus=bytes=1mb: selects tensors of a megabyte or more).
@@ -74,6 +78,7 @@ type labelKey struct {
 	rank                int
 	dims                [8]int
 	longShape           string
+	otherShapes         bool
 	labels              string // the request labels kept, encoded
 	perTensor           int64
 	leaked              bool
@@ -135,9 +140,10 @@ func (lb *labeler) labels(g *track.Group, leaked bool) *sampleLabels {
 	if g.HeldBy != nil {
 		k.heldSite, k.heldHow = g.HeldBy.Site, g.HeldBy.How
 	}
-	if g.Count > 0 {
-		k.perTensor = g.Bytes / g.Count
+	if g.Count > 0 && !g.OtherShapes {
+		k.perTensor = g.Bytes / g.Count // the other shapes' tensors differ in size
 	}
+	k.otherShapes = g.OtherShapes
 	if len(g.Shape) <= len(k.dims) {
 		copy(k.dims[:], g.Shape)
 	} else {
@@ -152,7 +158,7 @@ func (lb *labeler) labels(g *track.Group, leaked bool) *sampleLabels {
 	if g.HeldBy != nil {
 		held = g.HeldBy.String()
 	}
-	eachLabel(g, leaked, format.Shape(g.Shape), held, kept.pairs, func(key, value string) {
+	eachLabel(g, leaked, shapeLabel(g), held, kept.pairs, func(key, value string) {
 		l.label[key] = append(l.label[key], value)
 	})
 	// A zero numeric label is lost in the encoding, as an empty string is.
@@ -169,6 +175,15 @@ func (lb *labeler) labels(g *track.Group, leaked bool) *sampleLabels {
 // owner, already rendered), whether they leaked, then the request labels
 // kept (names renamed, values interleaved). Empty values are left out: the
 // profile format cannot tell an empty string label from a missing one.
+// shapeLabel is the shape label's value of g: OtherShapes for the
+// tensors of a site past the shapes it counts apart.
+func shapeLabel(g *track.Group) string {
+	if g.OtherShapes {
+		return OtherShapes
+	}
+	return format.Shape(g.Shape)
+}
+
 func eachLabel(g *track.Group, leaked bool, shape, held string, kept []string, set func(key, value string)) {
 	put := func(key, value string) {
 		if value != "" {

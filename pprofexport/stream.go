@@ -160,12 +160,16 @@ func (s *streamer) live(g *track.Group, leaked bool, v [numValues]int64) {
 		}
 		return true
 	})
-	eachLabel(g, leaked, s.shape(g.Shape), s.heldBy(g.HeldBy), s.kept, func(key, value string) {
+	shape := OtherShapes
+	if !g.OtherShapes {
+		shape = s.shape(g.Shape)
+	}
+	eachLabel(g, leaked, shape, s.heldBy(g.HeldBy), s.kept, func(key, value string) {
 		s.sub = appendVarintField(s.sub[:0], 1, uint64(s.intern(key)))
 		s.sub = appendVarintField(s.sub, 2, uint64(s.intern(value)))
 		s.msg = appendMessage(s.msg, 3, s.sub)
 	})
-	if g.Count > 0 {
+	if g.Count > 0 && !g.OtherShapes { // the other shapes' tensors differ in size
 		if per := g.Bytes / g.Count; per != 0 {
 			s.sub = appendVarintField(s.sub[:0], 1, uint64(s.intern(LabelBytes)))
 			s.sub = appendVarintField(s.sub, 3, uint64(per))

@@ -1,101 +1,238 @@
 package track
 
 import (
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// A snapshot for the default profile (no filter but the label keys it
-// shows, and none of those) is read from counters kept on the record path,
-// so a scrape costs O(sites × shapes), not O(live tensors): every site counts
-// its live tensors by Meta, in up to maxSiteMetas slots claimed on first use.
+// A site's figures live in counters kept on the record path, so that a
+// scrape of the default profile (no filter but the label keys it shows, and
+// none of those), Stats and the out-of-memory error cost O(sites × shapes),
+// never O(live tensors).
+//
+// Every site counts its records by Meta and byte size in up to maxSiteMetas
+// slots, claimed on first use and kept: a slot counts only the records it
+// has seen made and released, one atomic add each, and its bytes are that
+// count times the slot's size. The slots are the site's exact figures
+// (Site.Stats sums them) and the profile's groups alike.
+//
+// The bound: a site keeps at most maxSiteMetas distinct (Meta, bytes)
+// values apart; a record of a further one (a KV cache whose shape follows
+// the sequence length) is counted in the site's other-shapes counters, two
+// atomic adds at Record and two at Release instead of one each, and the
+// profile shows it in one group marked Group.OtherShapes. The site's
+// figures stay exact either way; what the profile shows per shape is
+// bounded by maxSiteMetas + 1 groups per site, and a record costs at most
+// inlineMetas slot compares and one map lookup to place.
+//
 // A record whose holders make it a group of its own (its own handle freed
-// while a View or Retain holds it, or a handle the collector found dropped),
-// or whose site has no slot left, is special: its shard keeps it in a set,
-// and the snapshot walks that set alone.
+// while a View or Retain holds it, or a handle the collector found dropped)
+// is special: it stays counted in its slot, which counts it as moved, and
+// its shard keeps it in a set, which the snapshot walks alone.
 
 const (
-	inlineMetas  = 4    // the slots every site has
-	maxSiteMetas = 64   // the slots a site may have
-	noSlot       = 0x7f // all slot bits set: the record is special
-	slotShift    = 8    // a record's slot in its word: bits 8..14
+	inlineMetas  = 4  // the slots every site has
+	maxSiteMetas = 64 // the slots a site may have
+	otherSlot    = 0x7f
+	slotShift    = 8 // a record's slot in its word: bits 8..14
 	slotMask     = 0x7f << slotShift
+	specialFlag  = 1 << 15 // counted apart in its shard's special set
 )
 
-type metaCount struct {
-	meta         atomic.Pointer[Meta]
-	count, bytes atomic.Int64
+// slotKey is what a slot counts: records of one Meta and byte size.
+type slotKey struct {
+	meta  *Meta
+	bytes int64
 }
 
-// siteMetas are a site's live figures by Meta.
+// metaCount is one slot. Live records are allocs - frees; of those, moved
+// are counted in their shard's special set. size is the key's bytes,
+// stored before the key is: a reader that sees the key multiplies by it
+// without following the key's pointer, one cache line fewer a slot.
+type metaCount struct {
+	key                  atomic.Pointer[slotKey]
+	size                 atomic.Int64
+	allocs, frees, moved atomic.Int64
+	claiming             atomic.Bool // set by the one goroutine claiming it
+}
+
+// otherCount are a site's records past its slots, of any Meta and size.
+type otherCount struct {
+	allocs, allocBytes, frees, freedBytes, moved, movedBytes atomic.Int64
+}
+
+// siteMetas are a site's counters by Meta and size.
 type siteMetas struct {
+	other  otherCount
 	inline [inlineMetas]metaCount
 	more   atomic.Pointer[[maxSiteMetas - inlineMetas]metaCount]
+	index  atomic.Pointer[map[slotKey]int] // the keys of more: replaced whole, under mu
+	mu     sync.Mutex                      // claims past the inline slots
 }
 
-// at returns slot i, making the slots past the inline ones on first use
-// when grow is set; nil when they do not exist.
-func (sm *siteMetas) at(i int, grow bool) *metaCount {
+// matches reports whether c is the slot of m and bytes, claiming it when
+// free. A goroutine that finds it being claimed waits the moment the
+// claimer takes to publish the key: once per slot.
+func (c *metaCount) matches(m *Meta, bytes int64) bool {
+	p := c.key.Load()
+	for p == nil {
+		if c.claiming.CompareAndSwap(false, true) {
+			c.size.Store(bytes)
+			c.key.Store(&slotKey{meta: m, bytes: bytes})
+			return true
+		}
+		runtime.Gosched()
+		p = c.key.Load()
+	}
+	return p.meta == m && p.bytes == bytes
+}
+
+// slot returns the index of the slot of m and bytes, claiming a free one;
+// otherSlot when every slot holds another key. Lock-free but for a claim
+// past the inline slots: a slot, once claimed, keeps its key. Slots are
+// claimed in order, so the first keys a site sees keep theirs; past the
+// inline ones a key is found through an index rebuilt at each claim (at
+// most maxSiteMetas - inlineMetas times per site), so that a site with
+// many shapes places each record in one map lookup, not a scan.
+func (sm *siteMetas) slot(m *Meta, bytes int64) int {
+	for i := range sm.inline {
+		if sm.inline[i].matches(m, bytes) {
+			return i
+		}
+	}
+	if idx := sm.index.Load(); idx != nil {
+		if i, ok := (*idx)[slotKey{meta: m, bytes: bytes}]; ok {
+			return i
+		}
+		if len(*idx) == maxSiteMetas-inlineMetas {
+			return otherSlot
+		}
+	}
+	return sm.claimMore(m, bytes)
+}
+
+// claimMore claims the next slot past the inline ones for m and bytes,
+// unless another goroutine did or none is left.
+func (sm *siteMetas) claimMore(m *Meta, bytes int64) int {
+	key := slotKey{meta: m, bytes: bytes}
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	var idx map[slotKey]int
+	if p := sm.index.Load(); p != nil {
+		idx = *p
+	}
+	if i, ok := idx[key]; ok {
+		return i
+	}
+	n := len(idx)
+	if n == maxSiteMetas-inlineMetas {
+		return otherSlot
+	}
+	more := sm.more.Load()
+	if more == nil {
+		more = new([maxSiteMetas - inlineMetas]metaCount)
+		sm.more.Store(more)
+	}
+	more[n].size.Store(bytes) // before the key, as matches does
+	more[n].key.Store(&key)
+	next := make(map[slotKey]int, n+1)
+	for k, v := range idx {
+		next[k] = v
+	}
+	next[key] = inlineMetas + n
+	sm.index.Store(&next)
+	return inlineMetas + n
+}
+
+// at returns slot i, nil when it does not exist.
+func (sm *siteMetas) at(i int) *metaCount {
 	if i < inlineMetas {
 		return &sm.inline[i]
 	}
 	more := sm.more.Load()
 	if more == nil {
-		if !grow {
-			return nil
-		}
-		sm.more.CompareAndSwap(nil, new([maxSiteMetas - inlineMetas]metaCount))
-		more = sm.more.Load()
+		return nil
 	}
 	return &more[i-inlineMetas]
 }
 
-// slot returns the index of m's slot, claiming a free one; noSlot when
-// every slot holds another Meta. Lock-free: a slot, once claimed, keeps
-// its Meta.
-func (sm *siteMetas) slot(m *Meta) int {
-	for i := range maxSiteMetas {
-		c := sm.at(i, true)
-		p := c.meta.Load()
-		if p == nil && c.meta.CompareAndSwap(nil, m) {
-			return i
+// slots calls f for each claimed slot and its key.
+func (sm *siteMetas) slots(f func(c *metaCount, k *slotKey)) {
+	for i := range sm.inline {
+		k := sm.inline[i].key.Load()
+		if k == nil {
+			return // claimed in order: the rest, and those past them, are free
 		}
-		if p == m || c.meta.Load() == m {
-			return i
+		f(&sm.inline[i], k)
+	}
+	if more := sm.more.Load(); more != nil {
+		for i := range more {
+			k := more[i].key.Load()
+			if k == nil {
+				break // claimed in order too
+			}
+			f(&more[i], k)
 		}
 	}
-	return noSlot
 }
 
-// add counts a record of bytes in slot i (negative to take it back).
-func (sm *siteMetas) add(i int, count, bytes int64) {
-	c := sm.at(i, false)
-	c.count.Add(count)
-	c.bytes.Add(bytes)
+// figures returns the site's made and released records and bytes: frees
+// are read first, so that live figures read this way are never negative.
+func (sm *siteMetas) figures() (allocs, allocBytes, frees, freedBytes int64) {
+	frees, freedBytes = sm.other.frees.Load(), sm.other.freedBytes.Load()
+	sm.slots(func(c *metaCount, _ *slotKey) {
+		n := c.frees.Load()
+		frees += n
+		freedBytes += n * c.size.Load()
+	})
+	allocs, allocBytes = sm.other.allocs.Load(), sm.other.allocBytes.Load()
+	sm.slots(func(c *metaCount, _ *slotKey) {
+		n := c.allocs.Load()
+		allocs += n
+		allocBytes += n * c.size.Load()
+	})
+	return allocs, allocBytes, frees, freedBytes
+}
+
+// allocated reports the records ever made at the site.
+func (sm *siteMetas) allocated() int64 {
+	n := sm.other.allocs.Load()
+	sm.slots(func(c *metaCount, _ *slotKey) { n += c.allocs.Load() })
+	return n
+}
+
+// made counts a record of bytes made in slot i.
+func (sm *siteMetas) made(i int, bytes int64) {
+	if i == otherSlot {
+		sm.other.allocs.Add(1)
+		sm.other.allocBytes.Add(bytes)
+		return
+	}
+	sm.at(i).allocs.Add(1)
+}
+
+// released counts a record of bytes released from slot i; special says it
+// was counted as moved.
+func (sm *siteMetas) released(i int, bytes int64, special bool) {
+	if i == otherSlot {
+		if special {
+			sm.other.moved.Add(-1)
+			sm.other.movedBytes.Add(-bytes)
+		}
+		sm.other.frees.Add(1)
+		sm.other.freedBytes.Add(bytes)
+		return
+	}
+	c := sm.at(i)
+	if special {
+		c.moved.Add(-1)
+	}
+	c.frees.Add(1)
 }
 
 func (r *Record) slot() int { return int(r.word.Load()&slotMask) >> slotShift }
-
-// count adds r to its site's slot, or to its shard's special records.
-// Called at Record with the shard's lock held.
-func (sh *shardData) count(r *Record, m *Meta) {
-	i := r.site.metas.slot(m)
-	r.word.Or(uint32(i) << slotShift)
-	if i == noSlot {
-		sh.addSpecial(r)
-		return
-	}
-	r.site.metas.add(i, 1, r.Bytes)
-}
-
-// uncount undoes count, at Release, with the shard's lock held.
-func (sh *shardData) uncount(r *Record) {
-	if i := r.slot(); i != noSlot {
-		r.site.metas.add(i, -1, -r.Bytes)
-		return
-	}
-	delete(sh.special, r)
-}
 
 func (sh *shardData) addSpecial(r *Record) {
 	if sh.special == nil {
@@ -104,21 +241,26 @@ func (sh *shardData) addSpecial(r *Record) {
 	sh.special[r] = struct{}{}
 }
 
-// makeSpecial moves the live record r from its site's slot to its shard's
-// special records: its holders or leaked flag now set it apart.
+// makeSpecial counts the live record r apart from its site's slot, in its
+// shard's special records: its holders or leaked flag now set it apart.
 func (t *Tracker) makeSpecial(r *Record) {
-	if r.slot() == noSlot {
+	if r.word.Load()&specialFlag != 0 {
 		return
 	}
 	sh := &t.shards[r.id%shardCount]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	i := r.slot()
-	if i == noSlot || r.state() != stateLive {
+	w := r.word.Load()
+	if w&specialFlag != 0 || w&stateMask != stateLive {
 		return
 	}
-	r.site.metas.add(i, -1, -r.Bytes)
-	r.word.Or(slotMask)
+	r.word.Or(specialFlag)
+	if i := r.slot(); i == otherSlot {
+		r.site.metas.other.moved.Add(1)
+		r.site.metas.other.movedBytes.Add(r.Bytes)
+	} else {
+		r.site.metas.at(i).moved.Add(1)
+	}
 	sh.addSpecial(r)
 }
 
@@ -130,43 +272,180 @@ func (f Filter) counted() bool {
 		len(f.LabelKeys) == 0
 }
 
-// countedGroups fills groups from the sites' slots and the shards'
-// special records: O(sites × shapes + special records). The slots are
-// read without locks, each exact, not all at one instant; their groups
-// have no Oldest.
-func (t *Tracker) countedGroups(groups *grouper, sites []*Site) {
+// Counts are the counters the default profile's snapshot is read from,
+// copied at one moment by Tracker.Counts, for a caller that must not wait
+// for the snapshot itself: the allocation that just failed, whose dump
+// (package oomdump) needs the live set as it was then. Snapshot builds the
+// snapshot from them later, on another goroutine. Counts are immutable and
+// safe for concurrent use.
+type Counts struct {
+	tracker *Tracker
+	time    time.Time
+	totals  Totals
+	sites   []countedSite
+	slots   []countedSlot // the sites' live groups, in the order of sites
+	special []Group
+}
+
+// countedSite is one site's figures, and how many of Counts.slots are its.
+type countedSite struct {
+	site                                                      *Site
+	allocs, allocBytes, gcLeaks, outlivedCount, outlivedBytes int64
+	slots                                                     int
+}
+
+// countedSlot is the live count and bytes of one Meta at a site; a nil
+// meta stands for the site's other shapes.
+type countedSlot struct {
+	meta         *Meta
+	count, bytes int64
+}
+
+// Counts copies the counters of the default profile's snapshot: O(sites ×
+// shapes + special records), two allocations of about 80 bytes a site, no
+// walk of the live set, and each shard's lock held only to copy the
+// pointers of its special records. (*Counts).Snapshot is SnapshotOf(Filter{LabelKeys: []string{}})
+// as it would have been when Counts ran.
+func (t *Tracker) Counts() *Counts {
+	c := &Counts{tracker: t, totals: t.Totals(), time: time.Now()} // Totals settles the requests
+	sites := t.stacks.sites()
+	c.sites = make([]countedSite, 0, len(sites))
+	c.slots = make([]countedSlot, 0, len(sites)+1)
 	for _, s := range sites {
+		cs := countedSite{site: s, gcLeaks: s.gcLeaks.Load(), outlivedCount: s.outlivedCount.Load(),
+			outlivedBytes: s.outlivedBytes.Load()}
+		first := len(c.slots)
+		add := func(m *Meta, n, bytes int64) {
+			for i := first; i < len(c.slots) && m != nil; i++ { // one Meta in slots of several sizes: one group
+				if c.slots[i].meta == m {
+					c.slots[i].count += n
+					c.slots[i].bytes += bytes
+					return
+				}
+			}
+			c.slots = append(c.slots, countedSlot{meta: m, count: n, bytes: bytes})
+		}
+		// One pass: each slot's frees are read before its allocs, so that
+		// no figure read here is negative.
 		for i := range maxSiteMetas {
-			c := s.metas.at(i, false)
-			if c == nil {
+			sl := s.metas.at(i)
+			if sl == nil {
 				break
 			}
-			m := c.meta.Load()
-			if m == nil {
-				break
+			k := sl.key.Load()
+			if k == nil {
+				break // claimed in order
 			}
-			if n, b := c.count.Load(), c.bytes.Load(); n > 0 {
-				groups.addN(s, m.Kind, m.Device, m.DType, m.Shape, Labels{}, nil, n, b, 0, false, time.Time{})
+			moved, frees := sl.moved.Load(), sl.frees.Load()
+			allocs := sl.allocs.Load()
+			cs.allocs += allocs
+			cs.allocBytes += allocs * k.bytes
+			if n := allocs - frees - moved; n > 0 {
+				add(k.meta, n, n*k.bytes)
 			}
 		}
+		o := &s.metas.other
+		moved, movedBytes, frees, freed := o.moved.Load(), o.movedBytes.Load(), o.frees.Load(), o.freedBytes.Load()
+		allocs, allocBytes := o.allocs.Load(), o.allocBytes.Load()
+		cs.allocs += allocs
+		cs.allocBytes += allocBytes
+		if n := allocs - frees - moved; n > 0 {
+			add(nil, n, allocBytes-freed-movedBytes)
+		}
+		if cs.allocs == 0 {
+			continue
+		}
+		cs.slots = len(c.slots) - first
+		c.sites = append(c.sites, cs)
 	}
+	c.special = t.specialGroups()
+	return c
+}
+
+// Snapshot builds the default profile's snapshot from c: every call
+// returns a snapshot of its own, of the moment c was taken.
+func (c *Counts) Snapshot() *Snapshot { return c.snapshot(Filter{LabelKeys: []string{}}) }
+
+// snapshot builds c's snapshot under the counted filter f. Groups have no
+// Oldest but the special records'.
+func (c *Counts) snapshot(f Filter) *Snapshot {
+	t := c.tracker
+	snap := &Snapshot{tracker: t, TrackerName: t.cfg.name, Time: c.time, Totals: c.totals, Filter: f}
+	groups := make([]Group, 0, len(c.slots)+len(c.special))
+	stats := make([]SiteStats, 0, len(c.sites))
+	index := make(map[*Site]int, len(c.sites))
+	slots := c.slots
+	for _, cs := range c.sites {
+		st := SiteStats{Site: cs.site, AllocCount: cs.allocs, AllocBytes: cs.allocBytes, GCLeaks: cs.gcLeaks,
+			OutlivedCount: cs.outlivedCount, OutlivedBytes: cs.outlivedBytes}
+		first := len(groups)
+		for _, sl := range slots[:cs.slots] {
+			st.LiveCount += sl.count
+			st.LiveBytes += sl.bytes
+			g := Group{Site: cs.site, Count: sl.count, Bytes: sl.bytes, OtherShapes: sl.meta == nil}
+			if m := sl.meta; m != nil {
+				g.Kind, g.Device, g.DType, g.Shape = m.Kind, m.Device, m.DType, m.Shape
+			}
+			groups = append(groups, g)
+		}
+		slots = slots[cs.slots:]
+		if len(groups)-first > 1 {
+			sortGroups(groups[first:])
+		}
+		index[cs.site] = len(stats)
+		stats = append(stats, st)
+	}
+	if len(c.special) > 0 {
+		for _, g := range c.special {
+			if i, ok := index[g.Site]; ok {
+				st := &stats[i] // outlived figures are the site's counters already
+				st.LiveCount += g.Count
+				st.LiveBytes += g.Bytes
+				if st.Oldest.IsZero() || g.Oldest.Before(st.Oldest) {
+					st.Oldest = g.Oldest
+				}
+			}
+		}
+		groups = append(groups, c.special...)
+		sortGroups(groups) // else in order already: by site, then bytes
+	}
+	sortSites(stats)
+	snap.Groups, snap.Sites = groups, stats
+	return snap
+}
+
+// specialGroups returns the groups of the shards' special records.
+func (t *Tracker) specialGroups() []Group {
+	// Each shard's lock is held to copy its special records' pointers,
+	// not to read them: reading a record takes its holder set's lock.
+	var recs []*Record
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		for r := range sh.special {
-			m := metaOf(r)
-			leaked := r.leaked()
-			var held *Holder
-			if h, ok := r.heldBy(); ok {
-				held = &h
-			}
-			var nLeaked int64
-			if leaked {
-				nLeaked = 1
-			}
-			groups.addN(r.site, m.Kind, m.Device, m.DType, m.Shape, Labels{}, held, 1, r.Bytes, nLeaked,
-				r.outlived(), r.time())
+			recs = append(recs, r)
 		}
 		sh.mu.Unlock()
 	}
+	if len(recs) == 0 {
+		return nil
+	}
+	groups := newGrouper(Filter{LabelKeys: []string{}})
+	for _, r := range recs {
+		if r.state() != stateLive {
+			continue // released since: its slot no longer counts it either
+		}
+		m := metaOf(r)
+		var held *Holder
+		if h, ok := r.heldBy(); ok {
+			held = &h
+		}
+		var nLeaked int64
+		if r.leaked() {
+			nLeaked = 1
+		}
+		groups.addN(r.site, m.Kind, m.Device, m.DType, m.Shape, Labels{}, held, 1, r.Bytes, nLeaked,
+			r.outlived(), r.time())
+	}
+	return groups.finish(map[*Site]*SiteStats{})
 }

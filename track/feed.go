@@ -82,7 +82,7 @@ func (f *SiteFeed) Changed(dst []SiteStats) []SiteStats {
 			if sf.slot >= 0 {
 				s.told.And(^bit)
 			}
-			if s.allocs.Load() > 0 {
+			if s.metas.allocated() > 0 {
 				dst = append(dst, s.Stats())
 			}
 		}
@@ -123,12 +123,10 @@ func (f *siteFeed) close() {
 	f.slot = -1
 }
 
-// Stats reads the site's counters: O(1). Oldest is not filled.
+// Stats reads the site's counters: O(shapes), one for most sites. Oldest
+// is not filled.
 func (s *Site) Stats() SiteStats {
-	// Frees are read first: a free never precedes its allocation, so
-	// live figures read this way are never negative.
-	frees, freed := s.frees.Load(), s.freedBytes.Load()
-	allocs, allocBytes := s.allocs.Load(), s.allocBytes.Load()
+	allocs, allocBytes, frees, freed := s.metas.figures()
 	return SiteStats{Site: s, LiveCount: allocs - frees, LiveBytes: allocBytes - freed,
 		AllocCount: allocs, AllocBytes: allocBytes, GCLeaks: s.gcLeaks.Load(),
 		OutlivedCount: s.outlivedCount.Load(), OutlivedBytes: s.outlivedBytes.Load()}

@@ -57,6 +57,11 @@ type holderSet struct {
 	// nothing; handovers counts the HandOvers not yet handed back.
 	owner     *ownerBook
 	handovers int32
+	// counted is what the record adds to its site's holder counters
+	// (HeldBy): heldBy's answer when last changed; released, set at
+	// Release, keeps it at nothing after.
+	counted  Holder
+	released bool
 }
 
 // ownerOf returns what HandOver gave r to, nil if nothing or if that owner
@@ -139,6 +144,7 @@ func (r *Record) Hold(site *Site, how string) {
 	s := r.holderSet()
 	s.mu.Lock()
 	s.find(site, how, true).live++
+	s.recount(r)
 	s.mu.Unlock()
 }
 
@@ -157,6 +163,7 @@ func (r *Record) Unhold(site *Site, how string) {
 	} else if e := s.find(site, how, false); e.live > 0 {
 		e.live--
 	}
+	s.recount(r)
 	s.mu.Unlock()
 	if site == nil {
 		r.tracker.makeSpecial(r) // extra owners hold it now: a group of its own
@@ -172,6 +179,7 @@ func (r *Record) markDropped(site *Site, how string) {
 		if s := r.holders.Load(); s != nil {
 			s.mu.Lock()
 			s.own = -1
+			s.recount(r)
 			s.mu.Unlock()
 		}
 		return // without a set, the leaked flag says the own handle dropped
@@ -182,6 +190,7 @@ func (r *Record) markDropped(site *Site, how string) {
 		e.live--
 		e.dropped++
 	}
+	s.recount(r)
 	s.mu.Unlock()
 }
 
@@ -228,6 +237,11 @@ func (r *Record) heldBy() (h Holder, ok bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.heldBy()
+}
+
+// heldBy is Record.heldBy with s.mu held.
+func (s *holderSet) heldBy() (h Holder, ok bool) {
 	if s.own == 1 {
 		return Holder{}, false
 	}
@@ -238,7 +252,7 @@ func (r *Record) heldBy() (h Holder, ok bool) {
 			}
 		}
 		if s.other.live > 0 {
-			yield(Holder{How: "handle", Live: int(s.other.live), Dropped: int(s.other.dropped)})
+			yield(Holder{How: otherHandles, Live: int(s.other.live), Dropped: int(s.other.dropped)})
 		}
 	})
 }
@@ -264,46 +278,143 @@ func heldFrom(holders iter.Seq[Holder]) (held Holder, ok bool) {
 	return held, ok
 }
 
+// recount brings r's share of its site's holder counters to what heldBy
+// answers now. Called with s.mu held after every change of s: O(1) but for
+// the site's lock, which nothing holds longer than one update.
+func (s *holderSet) recount(r *Record) {
+	var now Holder
+	if !s.released {
+		now, _ = s.heldBy()
+	}
+	now = Holder{Site: now.Site, How: now.How, Live: now.Live}
+	if was := s.counted; was.Live > 0 {
+		if was.Live == now.Live && was.How == now.How && was.Site == now.Site {
+			return
+		}
+		r.site.held.sub(was)
+	}
+	s.counted = Holder{}
+	if now.Live > 0 {
+		s.counted = r.site.held.add(now)
+	}
+}
+
+// release takes r's share out of its site's holder counters for good, at
+// Release.
+func (s *holderSet) release(r *Record) {
+	s.mu.Lock()
+	s.released = true
+	s.recount(r)
+	s.mu.Unlock()
+}
+
+// maxSiteHolders bounds the holders a site counts apart for HeldBy; the
+// handles of further ones are counted together as handles made at other
+// sites, so a site held from many lines costs bounded memory.
+const maxSiteHolders = 16
+
+// otherHandles is Holder.How of handles counted together, made at other
+// sites (Holder.Site nil).
+const otherHandles = "handle"
+
+// siteHolders counts, per holder, the live handles that keep a site's
+// records alive once their own handles are gone: what HeldBy reads, kept
+// as records are held and released so that the out-of-memory error and
+// the watcher never walk the live set for it. Its lock is taken after a
+// record's holder set's, never the other way, and only on changes of
+// records that have extra holders: a plain tensor never takes it.
+type siteHolders struct {
+	mu      sync.Mutex
+	entries []siteHolder // at most maxSiteHolders
+	other   int64        // the handles counted together
+}
+
+type siteHolder struct {
+	site *Site
+	how  string
+	live int64
+}
+
+// add counts h.Live handles of h's holder and returns the holder they are
+// counted under: h's own, or the shared one past the bound. An entry is
+// reused only once it counts nothing, so that sub finds it.
+func (sh *siteHolders) add(h Holder) Holder {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if h.Site != nil || h.How != otherHandles {
+		free := -1
+		for i := range sh.entries {
+			e := &sh.entries[i]
+			if e.site == h.Site && e.how == h.How {
+				e.live += int64(h.Live)
+				return h
+			}
+			if e.live == 0 && free < 0 {
+				free = i
+			}
+		}
+		switch {
+		case free >= 0:
+			sh.entries[free] = siteHolder{site: h.Site, how: h.How, live: int64(h.Live)}
+			return h
+		case len(sh.entries) < maxSiteHolders:
+			sh.entries = append(sh.entries, siteHolder{site: h.Site, how: h.How, live: int64(h.Live)})
+			return h
+		}
+	}
+	sh.other += int64(h.Live)
+	return Holder{How: otherHandles, Live: h.Live}
+}
+
+// sub takes back what add counted under h.
+func (sh *siteHolders) sub(h Holder) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if h.Site != nil || h.How != otherHandles {
+		for i := range sh.entries {
+			if e := &sh.entries[i]; e.site == h.Site && e.how == h.How {
+				e.live -= int64(h.Live)
+				return
+			}
+		}
+	}
+	sh.other -= int64(h.Live)
+}
+
+// list returns the site's holders with live handles.
+func (sh *siteHolders) list() []Holder {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	out := []Holder{}
+	for _, e := range sh.entries {
+		if e.live > 0 {
+			out = append(out, Holder{Site: e.site, How: e.how, Live: int(e.live)})
+		}
+	}
+	if sh.other > 0 {
+		out = append(out, Holder{How: otherHandles, Live: int(sh.other)})
+	}
+	return out
+}
+
 // HeldBy returns, per site, up to max extra owners holding its allocations
-// after their own handles were freed, most first: one walk of the live set.
-func (t *Tracker) HeldBy(sites []*Site, max int) [][]Holder {
-	type key struct {
-		site *Site
-		how  string
-	}
-	index := make(map[*Site]int, len(sites))
-	for i, s := range sites {
-		index[s] = i
-	}
-	t.settle()
-	counts := make([]map[key]int, len(sites))
-	for i := range counts {
-		counts[i] = map[key]int{}
-	}
-	for i := range t.shards {
-		sh := &t.shards[i]
-		sh.mu.Lock()
-		for r := sh.head; r != nil; r = r.next {
-			j, ok := index[r.site]
-			if !ok {
-				continue
-			}
-			if h, ok := r.heldBy(); ok {
-				counts[j][key{h.Site, h.How}] += h.Live
-			}
-		}
-		sh.mu.Unlock()
-	}
+// after their own handles were freed, most first. It reads counters kept
+// as records are held and released: O(sites × holders), no walk of the
+// live set and no shard lock, so that it is cheap on the out-of-memory
+// path.
+func (t *Tracker) HeldBy(sites []*Site, limit int) [][]Holder {
+	t.settle() // as every reader does: O(requests open), no shard lock
 	out := make([][]Holder, len(sites))
-	for i, count := range counts {
-		hs := make([]Holder, 0, len(count))
-		for k, n := range count {
-			hs = append(hs, Holder{Site: k.site, How: k.how, Live: n})
+	for i, s := range sites {
+		if s == nil {
+			out[i] = []Holder{}
+			continue
 		}
+		hs := s.held.list()
 		slices.SortFunc(hs, func(a, b Holder) int {
 			return cmp.Or(cmp.Compare(b.Live, a.Live), strings.Compare(a.How, b.How), cmp.Compare(siteID(a.Site), siteID(b.Site)))
 		})
-		out[i] = hs[:min(max, len(hs))]
+		out[i] = hs[:min(max(limit, 0), len(hs))]
 	}
 	return out
 }

@@ -21,25 +21,25 @@ const maxDepth = 32
 // symbolized on first use. It lives as long as its Tracker; sites of one
 // tracker compare by pointer.
 type Site struct {
-	id       int
-	hash     uint64
-	pcs      []uintptr
-	overflow bool
-
-	// Live figures are derived (allocs - frees) so that recording and
-	// releasing each touch two counters.
-	allocs     atomic.Int64
-	allocBytes atomic.Int64
-	frees      atomic.Int64
-	freedBytes atomic.Int64
-	gcLeaks    atomic.Int64
+	// A feed's read of a changed site (Stats) touches told, the counters
+	// below and metas' first ones: kept first and together, they share
+	// few cache lines.
+	told  atomic.Uint64 // the feeds told of a change not yet read
+	feeds *feedSet      // the tracker's, told when outlived figures change
+	// Made and released records are counted by Meta and size in metas
+	// (counted.go), one add each; live figures are derived from them.
+	gcLeaks atomic.Int64
 	// outlivedBytes and outlivedCount are the live allocations that
 	// outlived their request (see WithRequest): what a watcher judges.
 	outlivedBytes atomic.Int64
 	outlivedCount atomic.Int64
-	metas         siteMetas     // live figures by Meta, for snapshots read from counters
-	feeds         *feedSet      // the tracker's, told when outlived figures change
-	told          atomic.Uint64 // the feeds told of a change not yet read
+	metas         siteMetas   // made and released records by Meta and size
+	held          siteHolders // the handles holding its records once their own are gone (HeldBy)
+
+	id       int
+	hash     uint64
+	pcs      []uintptr
+	overflow bool
 
 	symOnce sync.Once
 	frames  []Frame

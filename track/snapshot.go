@@ -82,6 +82,12 @@ type Group struct {
 	Leaked              int64   // how many of Count the collector found without Free
 	Outlived            bool    // these outlived their request
 	HeldBy              *Holder // the extra owner holding them once their own handle is gone
+	// OtherShapes marks, in a snapshot read from counters, the tensors of
+	// a site past the 64 kinds, devices, dtypes and shapes (and sizes) it
+	// counts apart: one group, Kind, Device, DType and Shape empty, so that
+	// a profile shows a bounded number of groups per site whatever the
+	// shapes. The site's figures count them exactly.
+	OtherShapes bool
 }
 
 // Snapshot is an immutable copy of the live set, per site and group.
@@ -177,6 +183,7 @@ type groupKey struct {
 	heldSite            *Site
 	heldHow             string
 	outlived            bool
+	otherShapes         bool
 }
 
 // grouper aggregates allocations into Groups, for SnapshotOf (from records)
@@ -295,6 +302,19 @@ func (gr *grouper) addN(site *Site, kind, device, dtype string, shape []int, lab
 	}
 }
 
+// addOther counts count tensors of bytes in all at site in its
+// other-shapes group.
+func (gr *grouper) addOther(site *Site, count, bytes int64) {
+	k := groupKey{site: site, otherShapes: true}
+	g := gr.groups[k]
+	if g == nil {
+		g = &Group{Site: site, OtherShapes: true}
+		gr.groups[k] = g
+	}
+	g.Count += count
+	g.Bytes += bytes
+}
+
 // finish returns the groups in order and adds their live figures to their
 // sites in bySite, making the entries it lacks.
 func (gr *grouper) finish(bySite map[*Site]*SiteStats) []Group {
@@ -337,8 +357,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 	now := t.wallNow()
 	groups := newGrouper(f)
 	if f.counted() {
-		t.countedGroups(groups, t.stacks.sites())
-		return t.finishSnapshot(f, now, groups, nil), nil
+		return t.Counts().snapshot(f), nil
 	}
 	sinceStart := int64(now.Sub(t.start))
 	wantReq := scopeOf(f.Request).req
@@ -387,19 +406,15 @@ func (t *Tracker) finishSnapshot(f Filter, now time.Time, groups *grouper, alloc
 
 	bySite := make(map[*Site]*SiteStats)
 	for _, s := range t.stacks.sites() {
-		if s.allocs.Load() > 0 {
+		if s.metas.allocated() > 0 {
 			bySite[s] = &SiteStats{Site: s}
 		}
 	}
 	snap.Groups = groups.finish(bySite)
 	snap.Sites = make([]SiteStats, 0, len(bySite))
 	for s, st := range bySite {
-		st.AllocCount = s.allocs.Load()
-		st.AllocBytes = s.allocBytes.Load()
+		st.AllocCount, st.AllocBytes, _, _ = s.metas.figures()
 		st.GCLeaks = s.gcLeaks.Load()
-		if f.counted() {
-			st.OutlivedCount, st.OutlivedBytes = s.outlivedCount.Load(), s.outlivedBytes.Load()
-		}
 		snap.Sites = append(snap.Sites, *st)
 	}
 	sortSites(snap.Sites)
@@ -496,9 +511,20 @@ func sortGroups(groups []Group) {
 
 // groupOrder breaks ties between groups of one site deterministically.
 func groupOrder(a, b Group) int {
-	return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.DType, b.DType),
+	return cmp.Or(compareBool(a.OtherShapes, b.OtherShapes), strings.Compare(a.Kind, b.Kind), strings.Compare(a.DType, b.DType),
 		strings.Compare(a.Device, b.Device), strings.Compare(format.Shape(a.Shape), format.Shape(b.Shape)),
 		strings.Compare(a.Labels.String(), b.Labels.String()), strings.Compare(heldName(a.HeldBy), heldName(b.HeldBy)))
+}
+
+// compareBool orders false first.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 func heldName(h *Holder) string {
@@ -521,13 +547,53 @@ func (t *Tracker) SiteTotals() []SiteStats {
 	sites := t.stacks.sites()
 	out := make([]SiteStats, 0, len(sites))
 	for _, s := range sites {
-		if s.allocs.Load() == 0 {
+		if s.metas.allocated() == 0 {
 			continue
 		}
 		out = append(out, s.Stats())
 	}
 	sortSites(out)
 	return out
+}
+
+// TopSites returns up to n sites with live bytes, most first (as
+// SiteTotals orders them), from their counters: O(sites × n), allocating
+// only what it returns, so that an out-of-memory error names its top sites
+// without listing and sorting every site.
+func (t *Tracker) TopSites(n int) []SiteStats {
+	if n <= 0 {
+		return nil
+	}
+	t.settle() // requests whose contexts are done count as ended before the read
+	var top []SiteStats
+	for _, s := range t.stacks.sites() {
+		st := s.Stats()
+		if st.LiveBytes <= 0 {
+			continue
+		}
+		if len(top) == n && !siteBefore(st, top[n-1]) {
+			continue
+		}
+		if top == nil {
+			top = make([]SiteStats, 0, n)
+		}
+		i := len(top)
+		for i > 0 && siteBefore(st, top[i-1]) {
+			i--
+		}
+		if len(top) < n {
+			top = append(top, SiteStats{})
+		}
+		copy(top[i+1:], top[i:len(top)-1])
+		top[i] = st
+	}
+	return top
+}
+
+// siteBefore reports whether a sorts before b in sortSites' order.
+func siteBefore(a, b SiteStats) bool {
+	return cmp.Or(cmp.Compare(b.LiveBytes, a.LiveBytes), cmp.Compare(b.AllocBytes, a.AllocBytes),
+		cmp.Compare(a.Site.id, b.Site.id)) < 0
 }
 
 // Top returns up to n sites with live bytes, most first.

@@ -177,8 +177,9 @@ type Record struct {
 	holders atomic.Pointer[holderSet] // extra owners; nil while only the own handle holds it
 	id      uint64
 	born    int64 // nanoseconds since the tracker started, monotonic
-	// word packs the state (stateMask), the flags and, above classShift,
-	// the index of the record's device and kind in its shard.
+	// word packs the state (stateMask), the flags, the record's slot at
+	// its site and the special flag (bits 8..15, counted.go) and, above
+	// classShift, the index of the record's device and kind in its shard.
 	word       atomic.Uint32
 	prev, next *Record  // the shard's list
 	req        *request // the request it was made under; nil if none
@@ -320,6 +321,8 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	r.req = sc.req
 	sc.req.join(t, r)
 
+	m := metaOf(r)
+	slot := site.metas.slot(m, r.Bytes) // lock-free: outside the shard's lock
 	sh := &t.shards[r.id%shardCount]
 	sh.mu.Lock()
 	r.next = sh.head
@@ -329,10 +332,8 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	sh.head = r
 	sh.allocs++
 	sh.allocBytes += r.Bytes
-	m := metaOf(r)
 	class := sh.class(&t.classes, m.Device, m.Kind)
-	r.word.Or(uint32(class) << classShift)
-	sh.count(r, m)
+	r.word.Or(uint32(class)<<classShift | uint32(slot)<<slotShift)
 	c := &sh.classes[class]
 	c.count++
 	c.bytes += r.Bytes
@@ -341,8 +342,9 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	}
 	sh.mu.Unlock()
 
-	site.allocs.Add(1)
-	site.allocBytes.Add(r.Bytes)
+	// One add for the site's figures and its profile group alike
+	// (counted.go): a slot's bytes are its count times its size.
+	site.metas.made(slot, r.Bytes)
 	hotpath.RaisePeak(&t.peakBytes, t.liveBytes.Add(r.Bytes))
 	return nil
 }
@@ -397,10 +399,14 @@ func (t *Tracker) Release(r *Record) error {
 	r.prev, r.next = nil, nil
 	outlived := r.leave()
 	r.leaveOwner()
-	sh.uncount(r)
+	w := r.word.Load()
+	special := w&specialFlag != 0
+	if special {
+		delete(sh.special, r)
+	}
 	sh.frees++
 	sh.freedBytes += r.Bytes
-	c := &sh.classes[r.class()]
+	c := &sh.classes[w>>classShift]
 	c.count--
 	c.bytes -= r.Bytes
 	if t.cfg.historyEvents > 0 {
@@ -408,8 +414,10 @@ func (t *Tracker) Release(r *Record) error {
 	}
 	sh.mu.Unlock()
 
-	r.site.frees.Add(1)
-	r.site.freedBytes.Add(r.Bytes)
+	r.site.metas.released(int(w&slotMask)>>slotShift, r.Bytes, special)
+	if hs := r.holders.Load(); hs != nil {
+		hs.release(r)
+	}
 	if outlived {
 		r.site.outlived(-r.Bytes, -1)
 	}
@@ -510,7 +518,7 @@ func (t *Tracker) Totals() Totals {
 		GCLeaks:    t.gcLeaks.Load(),
 		Misuse:     t.misuse.Load(),
 		Sites:      int(t.stacks.count.Load()),
-		Overflowed: t.stacks.overflow.allocs.Load(),
+		Overflowed: t.stacks.overflow.metas.allocated(),
 
 		LabelsTruncated: t.labelsTruncated.Load(),
 
