@@ -93,3 +93,19 @@ func (p *Pool) stats() (s Stats, largestCached int64) {
 func (p *Pool) Reserved() (device string, bytes int64) {
 	return p.dev.Name(), p.reserved.Load()
 }
+
+// Headroom returns the pool's budget (0: none) and the bytes it may still
+// hand out before it refuses an allocation: the budget less the bytes in
+// blocks handed out, since cached blocks go back to the device before an
+// allocation is refused; without a budget, the device's free memory (-1 if
+// MemInfo fails). A Pool is a trackalloc.Headroomer.
+func (p *Pool) Headroom() (budget, left int64) {
+	if p.budget == 0 {
+		free, _, err := p.dev.MemInfo()
+		if err != nil {
+			return 0, -1
+		}
+		return 0, free
+	}
+	return p.budget, max(p.budget-p.active.load(), 0)
+}

@@ -278,7 +278,13 @@ func writeSuspects(b *strings.Builder, w *watch.Watcher, now time.Time) {
 		for _, h := range s.HeldBy { // wider than the site column: a description is long
 			fmt.Fprintf(b, "%*s%s\n", heldIndent, "", clip(format.HeldBy(h.String(), h.Live), summaryWidth-heldIndent))
 		}
+		if s.RunsOutIn > 0 {
+			fmt.Fprintf(b, "%*s%s\n", heldIndent, "", clip(fmt.Sprintf("%s: the %s on %s, %s left, forecast %s",
+				format.Forecast(s.RunsOutIn, s.GrowthPerSecond), s.HeadroomOf, s.Device, format.Bytes(s.Headroom),
+				s.ForecastAt.UTC().Format("15:04:05")), summaryWidth-heldIndent))
+		}
 	}
+	format.Wrap(b, "  what to do: ", watch.Advice+".", summaryWidth)
 }
 
 // writeVia writes, under a site's row, "via caller (file.go:line)": the

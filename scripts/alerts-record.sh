@@ -14,8 +14,8 @@
 #   REQUESTS  requests served between two scrapes
 #
 # docs/alerts/tensorlife.rules.test.yml was recorded with
-#   scripts/alerts-record.sh BIN 70 50 -leak -capacity 83886080
-#   scripts/alerts-record.sh BIN 70 50 -capacity 83886080
+#   scripts/alerts-record.sh BIN 180 10 -leak -capacity 83886080
+#   scripts/alerts-record.sh BIN 180 10 -capacity 83886080
 # (the leaky server, then the same without the leak), on a 64 MiB budget
 # (the server's default) over an 80 MiB device. It needs bash only.
 set -euo pipefail
@@ -40,6 +40,7 @@ http() { # METHOD PORT PATH: prints the response body
 	exec 3<&-
 }
 
+: >"$work/log" # made before the server's shell opens it: read at once below
 "$bin/inferenceserver" -addr 127.0.0.1:0 -debug-addr 127.0.0.1:0 "$@" >"$work/log" 2>&1 &
 pid=$!
 port= debug=
@@ -56,23 +57,36 @@ if [[ -z $port || -z $debug ]]; then
 fi
 
 # The series the rules read, as the Prometheus exporter names them.
-wanted='^(tensorlife_watcher_suspect_active|tensorlife_device_memory_usage_bytes|tensorlife_device_memory_limit_bytes|tensorlife_pool_memory_usage_bytes|tensorlife_pool_memory_limit_bytes)[{ ]'
+wanted='^(tensorlife_watcher_suspect_active|tensorlife_watcher_suspect_runs_out_in_seconds|tensorlife_device_memory_usage_bytes|tensorlife_device_memory_limit_bytes|tensorlife_pool_memory_usage_bytes|tensorlife_pool_memory_limit_bytes)[{ ]'
 for ((step = 0; step < steps; step++)); do
 	for ((i = 0; i < requests; i++)); do
 		http POST "$port" "/generate?prompt=64&tokens=32&batch=2" >/dev/null
 	done
 	http GET "$debug" /metrics | grep -E "$wanted" | sed "s/^/$step /" >>"$work/samples"
+	printf '%s %s\n' "$step" "$(date +%s.%N)" >>"$work/times"
 done
 
 # One series per metric and label set; a step the series was not scraped
 # at is "_", promtool's missing value.
+#
+# The watcher's forecast (tensorlife_watcher_suspect_runs_out_in_seconds) is
+# in the recording's real seconds, while the test lays a step out as a
+# minute: each value is rescaled by 60 s over the real time of a step,
+# averaged over the last 3 steps (about the watcher's 32 windows of
+# History, at 10 requests a step).
 awk -v steps="$steps" '
+FNR == NR { at[$1] = $2; next }
 {
 	step = $1; value = $NF
 	series = $2
 	for (i = 3; i < NF; i++) series = series " " $i
 	sub(/\{/, "{job=\"inference\",instance=\"inference:6060\",", series)
 	if (!(series in seen)) { seen[series] = 1; order[++n] = series }
+	if (series ~ /^tensorlife_watcher_suspect_runs_out_in_seconds/) {
+		back = step < 3 ? step : 3
+		if (back == 0) next # no step time yet
+		value = value * 60 * back / (at[step] - at[step - back])
+	}
 	v[series, step] = sprintf("%.0f", value)
 }
 END {
@@ -81,4 +95,4 @@ END {
 		for (i = 0; i < steps; i++) line = line (i ? " " : "") ((s, i) in v ? v[s, i] : "_")
 		printf "      - series: %s\n        values: \"%s\"\n", "\x27" s "\x27", line
 	}
-}' "$work/samples"
+}' "$work/times" "$work/samples"

@@ -61,6 +61,17 @@ func (a *DeviceAllocator) Reserved() (device string, bytes int64) {
 // Device returns the device allocations come from.
 func (a *DeviceAllocator) Device() Device { return a.dev }
 
+// Headroom returns no budget and the device's free memory, -1 if MemInfo
+// fails (a DeviceAllocator is a trackalloc.Headroomer): what a forecast of a
+// leak's end divides by its rate.
+func (a *DeviceAllocator) Headroom() (budget, left int64) {
+	free, _, err := a.dev.MemInfo()
+	if err != nil {
+		return 0, -1
+	}
+	return 0, free
+}
+
 // Tracker returns the tracker tensors are recorded in; nil if untracked.
 func (a *DeviceAllocator) Tracker() *track.Tracker { return a.tracker }
 

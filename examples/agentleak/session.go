@@ -192,9 +192,16 @@ func (s *session) report(w io.Writer, res result) error {
 			s.rebuilds(), rebuild.Labels, where(rebuild.Location), mask.Advice)
 	}
 	if suspect != nil {
-		fmt.Fprintf(w, "leak suspect after %d requests: growing %s per request, %s live in %d tensors, at\n%s\n\n",
+		fmt.Fprintf(w, "leak suspect after %d requests: growing %s per request, %s live in %d tensors, at\n%s\n",
 			suspectAt, format.Bytes(suspect.GrowthPerWindow), format.Bytes(suspect.LiveBytes),
 			suspect.LiveCount, where(suspect.Site.Location()))
+		if suspect.RunsOutIn > 0 {
+			fmt.Fprintf(w, "  %s: the %s on %s, %s left\n", format.Forecast(suspect.RunsOutIn, suspect.GrowthPerSecond),
+				suspect.HeadroomOf, suspect.Device, format.Bytes(suspect.Headroom))
+		}
+		var advice strings.Builder
+		format.Wrap(&advice, "  ", watch.Advice+".", 100)
+		fmt.Fprintf(w, "%s\n", advice.String())
 	} else {
 		fmt.Fprintf(w, "no leak suspect: no call site kept growing\n\n")
 	}

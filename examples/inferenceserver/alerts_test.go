@@ -57,7 +57,7 @@ func TestAlertRulesReadTheServersMetrics(t *testing.T) {
 		assert.True(t, ok, "the rules read %s%s, which /metrics does not serve", name, match[2])
 		read[name] = true
 	}
-	for _, name := range []string{"tensorlife_watcher_suspect_active", "tensorlife_pool_memory_limit_bytes",
+	for _, name := range []string{"tensorlife_watcher_suspect_active", "tensorlife_watcher_suspect_runs_out_in_seconds", "tensorlife_pool_memory_limit_bytes",
 		"tensorlife_pool_memory_usage_bytes", "tensorlife_device_memory_usage_bytes", "tensorlife_device_memory_limit_bytes"} {
 		assert.True(t, read[name], "the rules read %s", name)
 	}
@@ -95,7 +95,7 @@ func TestAlertRulesFireOnTheRecordedLeak(t *testing.T) {
 	}
 	out, err := exec.Command(promtool, "check", "rules", alertRules).CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	assert.Contains(t, string(out), "SUCCESS: 7 rules found")
+	assert.Contains(t, string(out), "SUCCESS: 8 rules found")
 	out, err = exec.Command(promtool, "test", "rules", alertRulesTest).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, string(out), "SUCCESS")

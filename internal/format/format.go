@@ -183,3 +183,38 @@ func File(file string) string {
 	}
 	return file
 }
+
+// Forecast renders a leak's forecast as every report says it: "runs out in
+// ~2h10m at 12 KiB/s". The time is rounded to what a forecast can claim:
+// minutes past an hour, seconds past a minute.
+func Forecast(runsOutIn time.Duration, bytesPerSecond float64) string {
+	var in string
+	switch d := runsOutIn; {
+	case d >= time.Hour:
+		in = strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+	case d >= time.Minute:
+		in = d.Round(time.Second).String()
+	default:
+		in = Age(d)
+	}
+	return "runs out in ~" + in + " at " + Bytes(int64(bytesPerSecond)) + "/s"
+}
+
+// Wrap writes text after prefix in lines of at most width bytes, the
+// following lines indented as far as the prefix.
+func Wrap(b *strings.Builder, prefix, text string, width int) {
+	indent := strings.Repeat(" ", len(prefix))
+	line, words := prefix, 0
+	for _, word := range strings.Fields(text) {
+		if words > 0 && len(line)+1+len(word) > width {
+			b.WriteString(line + "\n")
+			line, words = indent, 0
+		}
+		if words > 0 {
+			line += " "
+		}
+		line += word
+		words++
+	}
+	b.WriteString(line + "\n")
+}

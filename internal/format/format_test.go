@@ -92,3 +92,19 @@ func TestFile(t *testing.T) {
 		assert.Equal(t, tc.want, File(tc.in), "File(%q)", tc.in)
 	}
 }
+
+func TestForecast(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		2*time.Hour + 10*time.Minute + 20*time.Second: "runs out in ~2h10m at 12 KiB/s",
+		3*time.Minute + 4200*time.Millisecond:         "runs out in ~3m4s at 12 KiB/s",
+		1500 * time.Millisecond:                       "runs out in ~1.5s at 12 KiB/s",
+	} {
+		assert.Equal(t, want, Forecast(d, 12<<10), d.String())
+	}
+}
+
+func TestWrap(t *testing.T) {
+	var b strings.Builder
+	Wrap(&b, "  do: ", "free it on the path named or hand it to an owner", 24)
+	assert.Equal(t, "  do: free it on the\n      path named or hand\n      it to an owner\n", b.String())
+}

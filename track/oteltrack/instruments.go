@@ -16,7 +16,7 @@ type instruments struct {
 	cacheHits, cacheMisses, cacheEvictions                metric.Int64Observable
 	deviceUsage, deviceLimit, gpuUsage, gpuLimit          metric.Int64Observable
 	suspects, flags, windows, stackFallbacks              metric.Int64Observable
-	stackUncached, freeLinesLost                          metric.Int64Observable
+	stackUncached, freeLinesLost, runsOutIn               metric.Int64Observable
 }
 
 // spec describes one instrument: where it goes and what it is.
@@ -74,6 +74,7 @@ func (in *instruments) create(meter metric.Meter) ([]metric.Observable, error) {
 		{&in.suspects, upDown, "tensorlife.watcher.suspect.active", "{site}", "Current leak suspects."},
 		{&in.flags, counter, "tensorlife.watcher.flags", "{site}", "Times the growth watcher flagged a site as a leak suspect."},
 		{&in.windows, counter, "tensorlife.watcher.windows", "{window}", "Windows the growth watcher ended."},
+		{&in.runsOutIn, gauge, "tensorlife.watcher.suspect.runs_out_in", "s", "Shortest forecast, over the current leak suspects on a device, of the time until the memory they draw from (a pool budget, else the device's free memory) runs out at their growth rate."},
 	}
 	out := make([]metric.Observable, 0, len(specs))
 	for _, s := range specs {

@@ -91,6 +91,13 @@
 //	tensorlife.watcher.suspect.active   {site}        UpDownCounter  current leak suspects
 //	tensorlife.watcher.flags           {site}        Counter        times a site became a suspect
 //	tensorlife.watcher.windows         {window}      Counter        windows the watcher ended
+//	tensorlife.watcher.suspect.runs_out_in  s        Gauge          shortest forecast of the suspects on a device
+//
+// tensorlife.watcher.suspect.runs_out_in is the shortest Suspect.RunsOutIn
+// of the current suspects on each device, in whole seconds (at least 1),
+// with tensorlife.device and tensorlife.forecast.memory ("pool budget" or
+// "device memory": what runs out). A device without a suspect with a
+// forecast has no point, so an alert on it clears when the suspect does.
 package oteltrack
 
 import (
@@ -100,6 +107,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -245,6 +253,7 @@ func (m *Metrics) Stop() error {
 // Attribute keys.
 const (
 	attrDevice      = "tensorlife.device"
+	attrForecastOf  = "tensorlife.forecast.memory"
 	attrKind        = "tensorlife.tensor.kind"
 	attrPoolState   = "tensorlife.pool.memory.state"
 	attrCache       = "tensorlife.cache.name"
@@ -328,6 +337,19 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(in.suspects, suspects)
 		o.ObserveInt64(in.flags, tt.Event(track.EventLeakSuspect))
 		o.ObserveInt64(in.windows, windows)
+		if suspects > 0 {
+			shortest := map[forecastKey]int64{}
+			for _, w := range reading.Watchers {
+				if w.SuspectCount() > 0 {
+					for _, sus := range w.Suspects() {
+						shorter(shortest, forecastKey{sus.Device, sus.HeadroomOf}, sus.RunsOutIn)
+					}
+				}
+			}
+			for k, secs := range shortest {
+				o.ObserveInt64(in.runsOutIn, secs, m.attr(attrKey{attrDevice, k.device, attrForecastOf, k.of}))
+			}
+		}
 	}
 	return nil
 }
@@ -384,4 +406,20 @@ func sumCaches(caches []mask.CacheStats) map[string]mask.CacheStats {
 		out[s.Name] = t
 	}
 	return out
+}
+
+// forecastKey is a device and what runs out on it.
+type forecastKey struct{ device, of string }
+
+// shorter keeps in shortest the shorter of its forecast for k and d, in
+// whole seconds, rounded up (a forecast under a second is 1); d of 0 is
+// unknown and kept nowhere.
+func shorter(shortest map[forecastKey]int64, k forecastKey, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	secs := int64((d + time.Second - 1) / time.Second)
+	if cur, ok := shortest[k]; !ok || secs < cur {
+		shortest[k] = secs
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -118,7 +120,7 @@ func pointsOf(t *testing.T, m metricdata.Metrics) (string, map[string]int64) {
 	default:
 		t.Fatalf("%s: unexpected data %T", m.Name, m.Data)
 	}
-	allowed := []attribute.Key{"tensorlife.device", "tensorlife.tensor.kind", "tensorlife.cache.name",
+	allowed := []attribute.Key{"tensorlife.device", "tensorlife.tensor.kind", "tensorlife.cache.name", "tensorlife.forecast.memory",
 		"tensorlife.pool.memory.state", "tensorlife.device.memory.state", "hw.id", "hw.type"}
 	points := make(map[string]int64, len(dps))
 	for _, dp := range dps {
@@ -241,6 +243,9 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 		"tensorlife.watcher.suspect.active": {"{site}", "updown", map[string]int64{"": 1}},
 		"tensorlife.watcher.flags":          {"{site}", "counter", map[string]int64{"": 1}},
 		"tensorlife.watcher.windows":        {"{window}", "counter", map[string]int64{"": 6}},
+		// Its value is the real time the windows took: checked on fake
+		// time in TestMetricsForecast.
+		"tensorlife.watcher.suspect.runs_out_in": {"s", "gauge", nil},
 	}
 
 	got := collect()
@@ -266,7 +271,9 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 			assert.NotEmpty(t, m.Description)
 			kind, points := pointsOf(t, m)
 			assert.Equal(t, w.kind, kind)
-			assert.Equal(t, w.points, points)
+			if w.points != nil {
+				assert.Equal(t, w.points, points)
+			}
 		})
 	}
 
@@ -378,4 +385,39 @@ func ExampleRegister() {
 	}
 	// Output:
 	// tensorlife.tensor.memory.usage tensorlife.device=cuda:0,tensorlife.tensor.kind=mask 4096 By
+}
+
+// The forecast gauge is the shortest forecast of the suspects per device,
+// in seconds: on fake time, a leak of 512 B a second into a host device's
+// free memory.
+func TestMetricsForecast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr, err := track.New()
+		require.NoError(t, err)
+		dev, err := tensor.NewHostDevice(1 << 20)
+		require.NoError(t, err)
+		alloc, err := tensor.NewDeviceAllocator(dev, tr) // reaches the device's free memory
+		require.NoError(t, err)
+		w, err := watch.New(tr, watch.MinGrowth(0), watch.OnSuspect(func(watch.Suspect) {}))
+		require.NoError(t, err)
+		leak := &siteDriver{tr: tr, bytes: 512}
+		for win := 1; win <= 8; win++ {
+			<-time.After(time.Second)
+			leak.setLive(t, win)
+			require.NoError(t, w.Tick())
+		}
+		s := w.Suspects()
+		require.Len(t, s, 1)
+		require.Positive(t, s[0].RunsOutIn)
+		mp, collect := metricsReader(t)
+		m, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(mp)) // the watcher attached itself to tr
+		require.NoError(t, err)
+		defer func() { require.NoError(t, m.Stop()) }()
+		_, points := pointsOf(t, collect()["tensorlife.watcher.suspect.runs_out_in"])
+		assert.Equal(t, map[string]int64{"tensorlife.device=host,tensorlife.forecast.memory=device memory": 2048}, points,
+			"1 MiB free at 512 B/s")
+		runtime.KeepAlive(w) // the tracker holds its parts weakly
+		runtime.KeepAlive(alloc)
+		leak.setLive(t, 0)
+	})
 }

@@ -174,6 +174,19 @@ type Reserver interface {
 	Reserved() (device string, bytes int64)
 }
 
+// Headroomer is an attached allocator that tells how much it may still
+// take, found by type assertion on Allocators (a pool, a DeviceAllocator):
+// a forecast of when a leak runs out of memory divides that by the leak's
+// rate.
+type Headroomer interface {
+	Reserver
+	// Headroom returns the allocator's budget in bytes (0: none) and the
+	// bytes it may still take before an allocation fails: with a budget,
+	// the budget less what its blocks hold; without, its device's free
+	// memory, or -1 when the device cannot tell.
+	Headroom() (budget, left int64)
+}
+
 // Attach adds part to t's parts, weakly, after those attached before it;
 // attaching a part twice keeps its first place. Pools, DeviceAllocators,
 // adoption books, watchers and mask caches attach themselves, so that a

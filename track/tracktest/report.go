@@ -294,8 +294,9 @@ func (e *LeakError) advice() []string {
 	var out []string
 	if liveOwn {
 		out = append(out, "Free live tensors before the check (defer their Free); one kept in a map, a channel or "+
-			"a callback is freed by whoever deletes, drains or unregisters it; ignore those meant to outlive "+
-			"the check (IgnoreSite, IgnoreKind, IgnoreLabel, IgnoreCurrent).")
+			"a callback is freed by whoever deletes, drains or unregisters it; one meant to outlive its request "+
+			"is handed to an owner (tensor.(*Tensor).HandTo with a track.Owner) that frees it; ignore those "+
+			"meant to outlive the check (IgnoreSite, IgnoreKind, IgnoreLabel, IgnoreCurrent).")
 	}
 	if liveExtra {
 		out = append(out, "A View or Retain is an owner of its own: free each one when done with it; the memory "+
@@ -307,7 +308,8 @@ func (e *LeakError) advice() []string {
 	}
 	if droppedOwn || e.MoreDropped > 0 {
 		out = append(out, "A dropped tensor's handle became unreachable before Free: free it on every path, "+
-			"errors included, and free what a map entry or a channel holds before deleting or abandoning it.")
+			"errors included, and free what a map entry or a channel holds before deleting or abandoning it; "+
+			"one meant to outlive its request is handed to an owner (tensor.(*Tensor).HandTo with a track.Owner).")
 	}
 	if droppedExtra {
 		out = append(out, "A View or Retain became unreachable before Free: each extra owner needs its own Free, "+

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,6 +18,16 @@ import (
 // The workloads below drive a watcher with default options, one window per
 // request, the way a service ticks it, with every request under its own
 // track.WithRequest scope. Each allocating line is its own site.
+
+// longRun is n windows, or a quarter of them under the race detector: the
+// healthy workloads' verdicts are checked at full length without it, and
+// their concurrency with it.
+func longRun(n int) int {
+	if raceEnabled {
+		return n / 4
+	}
+	return n
+}
 
 // record allocates bytes at the caller's line under ctx.
 //
@@ -64,24 +73,34 @@ func seedMask(t testing.TB, ctx context.Context, tr *track.Tracker, tokens int) 
 	return record(t, ctx, tr, int64(tokens*tokens))
 }
 
+// The seed's leak (examples/agentleak's shape: a mask per decode step, each
+// kept in a global map) is named within 8 requests in every one of 20 runs
+// of differing prompts, steps and activations.
 func TestSeedLeakNamedWithin8Requests(t *testing.T) {
-	tr, w, log := watchedTracker(t, "seed")
-	var kept []*track.Record // the seed's bug: every mask kept in a global map
-	named := flaggedAt(t, w, log, 40, func(int) {
-		ctx, end := track.WithRequest(context.Background())
-		defer end()
-		for step := 1; step <= 16; step++ {
-			kept = append(kept, seedMask(t, ctx, tr, 64+step))
-			release(t, tr, record(t, ctx, tr, 1<<20)) // in flight, freed at once
+	named := 0
+	for run := uint64(1); run <= 20; run++ {
+		tr, w, log := watchedTracker(t, "seed")
+		rng := rand.New(rand.NewPCG(run, 0x5eed))
+		var kept []*track.Record // the seed's bug: every mask kept in a global map
+		at := flaggedAt(t, w, log, 40, func(int) {
+			ctx, end := track.WithRequest(context.Background())
+			defer end()
+			prompt := 32 + rng.IntN(64)
+			for step := 1; step <= 8+rng.IntN(24); step++ {
+				kept = append(kept, seedMask(t, ctx, tr, prompt+step))
+				release(t, tr, record(t, ctx, tr, 256<<10+rng.Int64N(2<<20))) // in flight, freed at once
+			}
+		})
+		if assert.NotZero(t, at, "run %d: the leak is named", run) && assert.LessOrEqual(t, at, 8, "run %d", run) {
+			named++
 		}
-	})
-	require.NotZero(t, named, "the leak is named")
-	t.Logf("the seed's leak is named after %d requests", named)
-	assert.LessOrEqual(t, named, 8)
-	s := log.all()[0]
-	assert.Contains(t, s.Site.Location().Function, "seedMask")
-	assert.Positive(t, s.OutlivedBytes)
-	release(t, tr, kept...)
+		if s := log.all(); len(s) > 0 {
+			assert.Contains(t, s[0].Site.Location().Function, "seedMask")
+			assert.Positive(t, s[0].OutlivedBytes)
+		}
+		release(t, tr, kept...)
+	}
+	t.Logf("the seed's leak is named within 8 requests in %d of 20 runs", named)
 }
 
 // server runs requests that overlap: each lives for its own number of
@@ -139,14 +158,14 @@ func TestInFlightMemoryIsNeverJudged(t *testing.T) {
 		run  func(t *testing.T, s *server, w *watch.Watcher)
 	}{
 		{"64 concurrent requests of 1 to 40 windows", func(t *testing.T, s *server, w *watch.Watcher) {
-			for range 2000 {
+			for range longRun(2000) {
 				s.window(t, 64, 1, 40, size(s.rng, 4<<10, 64<<10))
 				require.NoError(t, w.Tick())
 			}
 		}},
 		{"load doubling then halving", func(t *testing.T, s *server, w *watch.Watcher) {
 			for _, c := range []int{8, 16, 32, 64, 32, 16, 8} {
-				for range 200 {
+				for range longRun(200) {
 					s.window(t, c, 2, 12, size(s.rng, 16<<10, 32<<10))
 					require.NoError(t, w.Tick())
 				}
@@ -165,7 +184,7 @@ func TestInFlightMemoryIsNeverJudged(t *testing.T) {
 			}
 		}},
 		{"bursty 0.25 to 2 MiB", func(t *testing.T, s *server, w *watch.Watcher) {
-			for i := range 1000 {
+			for i := range longRun(1000) {
 				s.window(t, 1+i%7*3, 1, 5, size(s.rng, 256<<10, 2<<20))
 				require.NoError(t, w.Tick())
 			}
@@ -289,8 +308,15 @@ func TestSparseLeakAmidBurstyTrafficFrom4Goroutines(t *testing.T) {
 	tr, w, log := watchedTracker(t, "sparse")
 	named, kept := burstyTraffic(t, tr, w, log, true)
 	require.NotZero(t, named, "the sparse leak is named")
-	t.Logf("1 KiB every 20th request named after %d requests", named)
-	assert.LessOrEqual(t, named, 200)
+	// When the callback runs, and so which request sees it first, depends on
+	// how the 4 goroutines are scheduled (it runs on the goroutine whose
+	// Tick flagged the site); the window that flagged it does not: one
+	// window per request, the slow rule flags at the 6th that grew.
+	flagged := log.all()[0]
+	t.Logf("1 KiB every 20th request flagged at window %d with %d kept, reported by request %d",
+		flagged.SinceWindow, flagged.OutlivedCount, named)
+	assert.LessOrEqual(t, flagged.SinceWindow, uint64(160), "flagged by the 160th request")
+	assert.LessOrEqual(t, flagged.OutlivedCount, int64(8), "flagged by its 8th kept tensor")
 	for fn := range sitesNamed(log) {
 		assert.Contains(t, fn, "keptEvery20th", "no other site is flagged")
 	}
@@ -334,30 +360,10 @@ func TestLeaksOnOnePath(t *testing.T) {
 			if ctx.Err() == nil || request%3 != 0 {
 				release(t, tr, buf) // only a request cancelled mid-way leaks
 			}
-			waitOutlived(t, tr, buf, request%3 == 0)
 		})
 		require.NotZero(t, named)
 		assert.Contains(t, log.all()[0].Site.Location().Function, "stepBuffer")
 	})
-}
-
-// waitOutlived waits for a request ended by its context (its end runs on a
-// goroutine of the context package) to flag r, when want says it will.
-func waitOutlived(t *testing.T, tr *track.Tracker, r *track.Record, want bool) {
-	t.Helper()
-	if !want {
-		return
-	}
-	require.Eventually(t, func() bool {
-		snap, err := tr.SnapshotOf(track.Filter{Outlived: true, Allocations: true})
-		require.NoError(t, err)
-		for _, a := range snap.Allocations {
-			if a.ID == r.ID() {
-				return true
-			}
-		}
-		return false
-	}, 5*time.Second, time.Millisecond)
 }
 
 func TestDroppedWatcherChangesNothing(t *testing.T) {

@@ -155,7 +155,9 @@ func WarmUp(n int) Option {
 // OnSuspect sets the function called once each time a site becomes a leak
 // suspect. It runs on the goroutine that ended the window (a Tick caller or
 // the loop of Run or Start), after the watcher's lock is released; it must
-// not block. The default logs a warning through the Logger.
+// not block. It runs under recover: a panic is logged through the Logger
+// and counted (Watcher.CallbackPanics), and the watcher goes on. The
+// default logs a warning through the Logger.
 func OnSuspect(f func(Suspect)) Option {
 	return optionFunc(func(c *config) error {
 		if f == nil {

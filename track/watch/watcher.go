@@ -4,7 +4,10 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,6 +32,14 @@ var (
 	ErrWindowKind = errors.New("watch: call does not fit the watcher's kind of window")
 )
 
+// Advice is what a suspect's reports tell the reader to do: the memory
+// outlived the request that made it, so either a path (an error path, a
+// cancelled request, an early return) does not free it, or it is meant to
+// outlive requests and should say so by its owner.
+const Advice = "free it on the path named, errors and cancellations included; " +
+	"if it is meant to outlive its request, hand it to an owner: tensor.(*Tensor).HandTo with a track.Owner " +
+	"(one with MaxBytes is held to its bound)"
+
 // Suspect is a call site whose outlived bytes keep growing: a likely leak.
 type Suspect struct {
 	Site      *track.Site
@@ -41,12 +52,39 @@ type Suspect struct {
 	// BaselineBytes had outlived their request when the growth that flagged
 	// the site began; the site stops being a suspect when it falls back.
 	BaselineBytes int64
-	// GrowthPerWindow is the average growth of the outlived bytes over the
-	// last K windows, or over the run of growth that flagged a slow leak.
+	// GrowthPerWindow is the average growth of the outlived bytes since
+	// the growth began: at the flag, over the last K windows (or over the
+	// run of growth that flagged a slow leak), then over every window since.
 	GrowthPerWindow int64
 	Grew, OfWindows int // the outlived bytes grew in Grew of the last OfWindows (K) windows
 	Since           time.Time
 	SinceWindow     uint64 // the window that flagged it, counted from 1
+	// Device is the device the site's tensors are on (the one with most of
+	// its live bytes), as the tracker names it; read when the site is
+	// flagged.
+	Device string
+	// RunsOutIn forecasts, if the outlived bytes keep growing at
+	// GrowthPerSecond, how long until the memory they draw from runs out:
+	// Headroom divided by the rate. 0 means unknown: the windows' times
+	// say nothing yet (counted windows ended at one instant), the site
+	// did not grow over them, or no attached allocator tells the
+	// headroom. Updated at each window while the site is a suspect. See
+	// the package doc for the model and its limits.
+	RunsOutIn time.Duration
+	// GrowthPerSecond is the rate the forecast extrapolates: the growth of
+	// the outlived bytes over the windows since the growth began (at most
+	// History), over the time those windows took. Against a pool's budget
+	// it is scaled by what the pool's blocks hold over what its tensors
+	// do: the pool rounds each tensor up to its size class.
+	GrowthPerSecond float64
+	// Headroom is what the forecast divides by the rate: the bytes the
+	// site's allocator may still take, HeadroomOf says which: "pool budget"
+	// (a budget less what a pool's blocks hold) or "device memory" (the
+	// device's free bytes).
+	Headroom   int64
+	HeadroomOf string
+	// ForecastAt is the end of the window RunsOutIn was made at.
+	ForecastAt time.Time
 	// HeldBy names, when extra owners (a View, a Retain, a cache entry)
 	// keep the site's tensors alive after their own handles were freed,
 	// those owners by the line that made them, most handles first: the
@@ -65,14 +103,27 @@ type Watcher struct {
 	ticks        atomic.Uint64
 	windows      atomic.Uint64
 	suspectCount atomic.Int64
+	panics       atomic.Int64
 
-	// mu guards the feed and the per-site histories; a window end holds it
-	// while judging, so windows are judged in the order they end.
-	mu       sync.Mutex
-	feed     *trackalloc.SiteFeed
-	changed  []track.SiteStats // the feed's buffer, reused
-	sites    []*siteHistory    // by Site.ID; nil for sites not seen yet
-	suspects []*siteHistory    // the sites that are suspects now
+	// mu guards the feed, the per-site state and the window times; a
+	// window end holds it while judging, so windows are judged in the
+	// order they end.
+	mu      sync.Mutex
+	feed    *trackalloc.SiteFeed
+	changed []track.SiteStats // the feed's buffer, reused
+	// sites are the histories of the sites that changed within the last
+	// History windows, and of the suspects. levels are the outlived bytes
+	// (and runs) of the other sites with any: a site with nothing outlived costs
+	// nothing, one that holds a level costs a map entry, and only a site
+	// that changed lately costs a history. A watcher's memory is
+	// O(sites it judges), never O(sites ever seen).
+	sites      map[int]*siteHistory
+	sitesPeak  int // the most entries sites had since it was last copied
+	levels     map[int]level
+	levelsPeak int
+	settle     []settling     // sites to fold back into levels once they stop changing, oldest first
+	suspects   []*siteHistory // the sites that are suspects now
+	times      []time.Time    // window end times by window modulo History+1; times[0] is New's
 
 	// lifeMu guards stopping and the loop's state.
 	lifeMu     sync.Mutex
@@ -81,6 +132,23 @@ type Watcher struct {
 	running    bool
 	loopExited chan struct{} // closed when the running loop returns
 	inCallback atomic.Bool   // the loop is calling OnSuspect
+}
+
+// level is a settled site: its outlived bytes, unchanged for a whole
+// history, and its current run (see siteHistory), kept so that a sparse
+// leak whose steps lie further apart than History windows keeps its run.
+type level struct {
+	bytes    int64
+	runStart uint64
+	runBase  int64
+	runSteps int
+	lastGrow uint64
+}
+
+// settling is a site queued to leave sites: at window at, it changed last.
+type settling struct {
+	id int
+	at uint64
 }
 
 // siteHistory is one site's outlived bytes at the end of recent windows, in
@@ -93,13 +161,21 @@ type siteHistory struct {
 	suspect *Suspect // nil unless the site is a suspect now
 	ring    []int64
 	at      uint64 // the latest window written into ring
+	queued  bool   // in settle
 
 	// The current run: the windows since its outlived bytes last shrank.
 	runStart uint64 // the window the run began at
 	runBase  int64  // outlived bytes then
 	runSteps int    // windows of the run in which they grew
 	lastGrow uint64 // the last window in which they grew
-	quiet    uint64 // a slow suspect clears after this many windows without growth
+
+	// A suspect's growth since its flag: its highest outlived bytes, the
+	// window they were reached, and the longest stretch of windows
+	// between two new highs since its growth began (see keepsGrowing).
+	peak       int64
+	peakAt     uint64
+	longestGap uint64
+	baseAt     uint64 // the window of its BaselineBytes
 }
 
 func (h *siteHistory) value(i uint64) int64 { return h.ring[i%uint64(len(h.ring))] }
@@ -121,11 +197,13 @@ func (h *siteHistory) fillTo(n uint64) {
 
 // New returns a watcher of tr. It reads every site once as the baseline of
 // the first window and starts nothing: with counted windows, call Tick;
-// with timed windows, call Run or Start. An invalid option returns an error
-// matching ErrInvalidOption. Each watcher's windows are its own: watchers of
-// one tracker, made, stopped or dropped, never change each other's verdicts.
-// The watcher attaches itself to tr (track.Attach), weakly, so that a
-// summary or a metrics bridge of tr shows its suspects.
+// with timed windows, call Run or Start. It keeps the outlived bytes of the
+// sites that have any, a map entry each; sites without cost nothing. An
+// invalid option returns an error matching ErrInvalidOption. Each
+// watcher's windows are its own: watchers of one tracker, made, stopped or
+// dropped, never change each other's verdicts. The watcher attaches itself
+// to tr (track.Attach), weakly, so that a summary or a metrics bridge of tr
+// shows its suspects.
 func New(tr *track.Tracker, opts ...Option) (*Watcher, error) {
 	if tr == nil {
 		return nil, track.ErrNilTracker
@@ -134,15 +212,18 @@ func New(tr *track.Tracker, opts ...Option) (*Watcher, error) {
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
-	w := &Watcher{tr: tr, cfg: cfg, done: make(chan struct{}), feed: trackalloc.NewSiteFeed(tr)}
+	w := &Watcher{tr: tr, cfg: cfg, done: make(chan struct{}), feed: trackalloc.NewSiteFeed(tr),
+		sites: map[int]*siteHistory{}, levels: map[int]level{}, times: make([]time.Time, cfg.history+1)}
 	if cfg.onSuspect == nil {
 		logger, name := cfg.logger, tr.Name()
 		w.cfg.onSuspect = func(s Suspect) { logSuspect(logger, name, s, w.Suspects()) }
 	}
 	for _, st := range w.feed.Changed(nil) {
-		h := w.history(st.Site, 0)
-		h.ring[0], h.runBase = st.OutlivedBytes, st.OutlivedBytes
+		if st.OutlivedBytes != 0 {
+			w.levels[st.Site.ID()] = level{bytes: st.OutlivedBytes, runBase: st.OutlivedBytes}
+		}
 	}
+	w.times[0] = time.Now()
 	trackalloc.Attach(tr, w)
 	return w, nil
 }
@@ -150,20 +231,77 @@ func New(tr *track.Tracker, opts ...Option) (*Watcher, error) {
 // Tracker returns the tracker w watches.
 func (w *Watcher) Tracker() *track.Tracker { return w.tr }
 
-// history returns the site's history, making it on first sight at window n:
-// a site first seen then had nothing outlived before. Called with w.mu held
-// or before w is shared.
+// history returns the site's history, making it at window n: from the
+// site's level if it holds one, else from nothing outlived. Called with
+// w.mu held.
 func (w *Watcher) history(s *track.Site, n uint64) *siteHistory {
 	id := s.ID()
-	for id >= len(w.sites) {
-		w.sites = append(w.sites, nil)
+	if h := w.sites[id]; h != nil {
+		return h
 	}
-	h := w.sites[id]
-	if h == nil {
-		h = &siteHistory{site: s, ring: make([]int64, w.cfg.history+1), at: n, runStart: n}
-		w.sites[id] = h
+	h := &siteHistory{site: s, ring: make([]int64, w.cfg.history+1), at: n, runStart: n}
+	if l, ok := w.levels[id]; ok {
+		delete(w.levels, id)
+		for i := range h.ring {
+			h.ring[i] = l.bytes
+		}
+		h.runStart, h.runBase, h.runSteps, h.lastGrow = l.runStart, l.runBase, l.runSteps, l.lastGrow
 	}
+	w.sites[id] = h
 	return h
+}
+
+// settleSites folds the sites that have not changed for a whole history
+// back into levels (or into nothing, with nothing outlived): their ring
+// holds one value, which is all a level is. Called with w.mu held at the
+// end of window n; O(sites it folds).
+func (w *Watcher) settleSites(n uint64) {
+	i := 0
+	for ; i < len(w.settle) && w.settle[i].at+uint64(w.cfg.history) < n; i++ {
+		e := w.settle[i]
+		h := w.sites[e.id]
+		if h == nil {
+			continue
+		}
+		if h.at != e.at || h.suspect != nil {
+			if h.suspect == nil {
+				w.settle = append(w.settle, settling{id: e.id, at: h.at}) // changed since: wait again
+			} else {
+				h.queued = false // a suspect is queued again when it clears
+			}
+			continue
+		}
+		delete(w.sites, e.id)
+		if v := h.value(h.at); v != 0 {
+			w.levels[e.id] = level{bytes: v, runStart: h.runStart, runBase: h.runBase, runSteps: h.runSteps,
+				lastGrow: h.lastGrow}
+		}
+	}
+	w.settle = w.settle[i:]
+	// Go maps and slices keep their largest size: after a wave of changes
+	// (a deploy, a burst of new sites), copy what is left into smaller ones.
+	if i > 0 && len(w.sites) < w.sitesPeak/4 {
+		smaller := make(map[int]*siteHistory, len(w.sites)) // maps.Clone would keep the size
+		maps.Copy(smaller, w.sites)
+		w.sites, w.sitesPeak = smaller, len(w.sites)
+		w.settle = slices.Clone(w.settle)
+		w.changed = nil
+	}
+	w.sitesPeak = max(w.sitesPeak, len(w.sites))
+	if len(w.levels) < w.levelsPeak/4 {
+		smaller := make(map[int]level, len(w.levels))
+		maps.Copy(smaller, w.levels)
+		w.levels, w.levelsPeak = smaller, len(w.levels)
+	}
+	w.levelsPeak = max(w.levelsPeak, len(w.levels))
+}
+
+// queueSettle queues h to be folded into levels once it stops changing.
+func (w *Watcher) queueSettle(h *siteHistory) {
+	if !h.queued {
+		h.queued = true
+		w.settle = append(w.settle, settling{id: h.site.ID(), at: h.at})
+	}
 }
 
 // maxSuspectHolders bounds Suspect.HeldBy.
@@ -183,7 +321,7 @@ func (w *Watcher) nameHolders(flagged []Suspect) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, s := range flagged {
-		if h := w.sites[s.Site.ID()]; h.suspect != nil && h.suspect.SinceWindow == s.SinceWindow {
+		if h := w.sites[s.Site.ID()]; h != nil && h.suspect != nil && h.suspect.SinceWindow == s.SinceWindow {
 			h.suspect.HeldBy = s.HeldBy
 		}
 	}
@@ -214,13 +352,17 @@ func logSuspect(l *slog.Logger, tracker string, s Suspect, current []Suspect) {
 		slog.Int("windows", s.OfWindows),
 		slog.Int64("live_bytes", s.LiveBytes),
 		slog.Int64("outlived_bytes", s.OutlivedBytes),
+		slog.Duration("runs_out_in", s.RunsOutIn),
+		slog.String("runs_out_of", forecastOf(s)),
 		slog.Any("held_by", held),
+		slog.String("advice", Advice),
 		slog.String("stack", s.Site.Stack("")))
 }
 
 // Tick counts one request; every EveryTicks calls it ends a window, which
-// costs O(sites that changed + suspects) and may call OnSuspect before
-// returning. After Stop it returns ErrStopped; on a watcher with timed
+// costs O(sites that changed + suspects), asks the tracker's allocators for
+// their headroom while there are suspects (the forecast), and may call
+// OnSuspect before returning. After Stop it returns ErrStopped; on a watcher with timed
 // windows, ErrWindowKind.
 func (w *Watcher) Tick() error {
 	if w.stopped.Load() {
@@ -375,7 +517,8 @@ func sortSuspects(s []Suspect) {
 }
 
 // endWindow reads the sites that changed, judges them and the suspects,
-// and reports the newly flagged ones after releasing the lock.
+// forecasts the suspects, and reports the newly flagged ones after
+// releasing the lock.
 func (w *Watcher) endWindow(fromLoop bool) {
 	now := time.Now()
 	w.mu.Lock()
@@ -384,13 +527,22 @@ func (w *Watcher) endWindow(fromLoop bool) {
 		return
 	}
 	n := w.windows.Add(1)
+	w.times[n%uint64(len(w.times))] = now
 	w.changed = w.feed.Changed(w.changed[:0])
-	var flagged []Suspect
+	var flagged []*siteHistory
+	var reports []Suspect
 	for _, st := range w.changed {
+		cur := st.OutlivedBytes
+		id := st.Site.ID()
+		if w.sites[id] == nil && w.levels[id].bytes == cur {
+			continue // back where it was, or nothing outlived from the start: no history to keep
+		}
 		h := w.history(st.Site, n-1)
 		h.fillTo(n - 1)
-		cur := st.OutlivedBytes
 		h.ring[n%uint64(len(h.ring))], h.at = cur, n
+		if h.suspect == nil {
+			w.queueSettle(h)
+		}
 		if n <= w.cfg.warmUp {
 			// Still warming up: the whole history is the latest value.
 			for i := range h.ring {
@@ -406,8 +558,9 @@ func (w *Watcher) endWindow(fromLoop bool) {
 			h.runSteps++
 			h.lastGrow = n
 		}
-		if s, ok := w.judge(h, st, n, now); ok {
-			flagged = append(flagged, s)
+		if w.judge(h, st, n, now) {
+			flagged = append(flagged, h)
+			reports = append(reports, *h.suspect) // its figures at the flag
 		}
 	}
 	// Suspects that did not change are judged too: one that stopped
@@ -418,32 +571,91 @@ func (w *Watcher) endWindow(fromLoop bool) {
 			w.judge(h, h.site.Stats(), n, now)
 		}
 	}
-	w.suspects = slices.DeleteFunc(w.suspects, func(h *siteHistory) bool { return h.suspect == nil })
+	w.suspects = slices.DeleteFunc(w.suspects, func(h *siteHistory) bool {
+		if h.suspect == nil {
+			w.queueSettle(h)
+			return true
+		}
+		return false
+	})
+	w.settleSites(n)
 	w.suspectCount.Store(int64(len(w.suspects)))
 	w.mu.Unlock()
 
+	if len(flagged) > 0 {
+		w.nameDevices(flagged, n)
+	}
+	w.forecast()
 	if len(flagged) == 0 {
 		return
 	}
-	sortSuspects(flagged)
-	w.nameHolders(flagged)
+	w.addForecasts(reports)
+	sortSuspects(reports)
+	w.nameHolders(reports)
 	if fromLoop {
 		w.inCallback.Store(true)
 		defer w.inCallback.Store(false)
 	}
-	for _, s := range flagged {
+	for _, s := range reports {
 		if w.stopped.Load() {
 			return // nothing is reported after Stop has returned
 		}
 		trackalloc.Note(w.tr, track.EventLeakSuspect, s.Site, s.OutlivedBytes)
-		w.cfg.onSuspect(s)
+		w.callOnSuspect(s)
 	}
 }
+
+// addForecasts copies into the reports of the sites just flagged the
+// device and the forecast made for them since, where they are still the
+// suspects flagged: the rest of a report is its figures at the flag, even
+// if later windows ended before it is reported.
+func (w *Watcher) addForecasts(reports []Suspect) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range reports {
+		r := &reports[i]
+		h := w.sites[r.Site.ID()]
+		if h == nil || h.suspect == nil || h.suspect.SinceWindow != r.SinceWindow {
+			continue
+		}
+		s := h.suspect
+		r.Device, r.RunsOutIn, r.GrowthPerSecond = s.Device, s.RunsOutIn, s.GrowthPerSecond
+		r.Headroom, r.HeadroomOf, r.ForecastAt = s.Headroom, s.HeadroomOf, s.ForecastAt
+	}
+}
+
+// callOnSuspect runs OnSuspect under recover: a callback that panics is
+// counted and logged, and neither the request that ticked nor the loop of
+// Start dies of it.
+func (w *Watcher) callOnSuspect(s Suspect) {
+	defer func() {
+		if p := recover(); p != nil {
+			w.panics.Add(1)
+			w.logPanic(p, s)
+		}
+	}()
+	w.cfg.onSuspect(s)
+}
+
+// logPanic logs a callback's panic; a logger that panics in turn is not
+// let through either.
+func (w *Watcher) logPanic(p any, s Suspect) {
+	defer func() { _ = recover() }()
+	w.cfg.logger.Error("tensorlife: the watcher's OnSuspect callback panicked; the watcher goes on",
+		slog.String("tracker", w.tr.Name()),
+		slog.String("site", s.Site.String()),
+		slog.String("panic", fmt.Sprint(p)),
+		slog.String("stack", string(debug.Stack())))
+}
+
+// CallbackPanics returns how many times OnSuspect panicked. Each panic is
+// recovered and logged as an error through the Logger.
+func (w *Watcher) CallbackPanics() int64 { return w.panics.Load() }
 
 // judge applies the suspect rules to one site at window n, whose figures
 // at the window's end are st, and reports whether the site became a
 // suspect now. Called with w.mu held.
-func (w *Watcher) judge(h *siteHistory, st track.SiteStats, n uint64, now time.Time) (Suspect, bool) {
+func (w *Watcher) judge(h *siteHistory, st track.SiteStats, n uint64, now time.Time) bool {
 	judged := n - w.cfg.warmUp // windows since the warm-up
 	span := min(uint64(w.cfg.windows), judged)
 	grew := 0
@@ -451,6 +663,20 @@ func (w *Watcher) judge(h *siteHistory, st track.SiteStats, n uint64, now time.T
 		if h.value(i) > h.value(i-1) {
 			grew++
 		}
+	}
+	live, start := h.value(n), h.value(n-span)
+	net := live - start
+
+	if s := h.suspect; s != nil {
+		if live <= s.BaselineBytes || !w.keepsGrowing(h, live, n) {
+			h.suspect = nil
+			return false
+		}
+		s.LiveBytes, s.LiveCount = st.LiveBytes, st.LiveCount
+		s.OutlivedBytes, s.OutlivedCount = live, st.OutlivedCount
+		s.Grew = grew
+		s.GrowthPerWindow = (live - s.BaselineBytes) / int64(max(n-h.baseAt, 1))
+		return false
 	}
 	// What the site gave back over the history it has; while the history
 	// fills, scaled up to a full one, so that a few early windows of a
@@ -461,25 +687,6 @@ func (w *Watcher) judge(h *siteHistory, st track.SiteStats, n uint64, now time.T
 		gaveBack += max(h.value(i-1)-h.value(i), 0)
 	}
 	bar := float64(gaveBack) * float64(w.cfg.history) / float64(seen)
-	live, start := h.value(n), h.value(n-span)
-	net := live - start
-
-	if s := h.suspect; s != nil {
-		plateau := net <= 0
-		if h.quiet > 0 { // a slow suspect
-			plateau = n-h.lastGrow >= h.quiet
-		}
-		if live <= s.BaselineBytes || plateau {
-			h.suspect = nil
-			return Suspect{}, false
-		}
-		s.LiveBytes, s.LiveCount = st.LiveBytes, st.LiveCount
-		s.OutlivedBytes, s.OutlivedCount = live, st.OutlivedCount
-		if h.quiet == 0 {
-			s.Grew, s.GrowthPerWindow = grew, net/int64(span)
-		}
-		return Suspect{}, false
-	}
 	fast := grew >= w.cfg.mostOf && net > w.cfg.minGrowth && float64(net) > bar
 	// A slow leak: grew just now, in at least MostOf windows of a run of a
 	// whole history that never shrank, by more than MinGrowth.
@@ -487,19 +694,44 @@ func (w *Watcher) judge(h *siteHistory, st track.SiteStats, n uint64, now time.T
 	slow := !fast && h.lastGrow == n && h.runSteps >= w.cfg.mostOf && run >= uint64(w.cfg.history) &&
 		live-h.runBase > w.cfg.minGrowth
 	if !fast && !slow {
-		return Suspect{}, false
+		return false
 	}
 	s := &Suspect{Site: h.site, LiveBytes: st.LiveBytes, LiveCount: st.LiveCount,
 		OutlivedBytes: live, OutlivedCount: st.OutlivedCount, BaselineBytes: start,
 		GrowthPerWindow: net / int64(span), Grew: grew, OfWindows: w.cfg.windows, Since: now, SinceWindow: n}
-	h.quiet = 0
+	h.baseAt = n - span
 	if slow {
-		interval := (run + uint64(h.runSteps) - 1) / uint64(h.runSteps)
-		h.quiet = max(uint64(w.cfg.windows), 2*interval)
 		s.BaselineBytes = h.runBase
+		h.baseAt = h.runStart
 		s.GrowthPerWindow = (live - h.runBase) / int64(run)
+	}
+	h.peak, h.peakAt, h.longestGap = live, n, 0
+	// The gaps of the growth that flagged it, as far as the ring reaches.
+	last := max(h.baseAt, n-min(n, uint64(w.cfg.history)))
+	for i := last + 1; i <= n; i++ {
+		if h.value(i) > h.value(i-1) {
+			h.longestGap = max(h.longestGap, i-last)
+			last = i
+		}
 	}
 	h.suspect = s
 	w.suspects = append(w.suspects, h)
-	return *s, true
+	return true
+}
+
+// keepsGrowing is the rule that keeps a suspect one suspect for as long as
+// it grows: it stays until its outlived bytes have not passed their highest
+// since the flag for 2·K windows, or for 4 times the longest stretch between
+// two new highs since its growth began, if longer. A leak that grows every
+// window clears 2·K windows after it stops; one that grows in bursts, or
+// every few requests at random, is not cleared by the pauses its own pace
+// has shown. Called with w.mu held at window n.
+func (w *Watcher) keepsGrowing(h *siteHistory, live int64, n uint64) bool {
+	if live > h.peak {
+		h.longestGap = max(h.longestGap, n-h.peakAt)
+		h.peak, h.peakAt = live, n
+		return true
+	}
+	quiet := max(2*uint64(w.cfg.windows), 4*h.longestGap)
+	return n-h.peakAt < quiet
 }

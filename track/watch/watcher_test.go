@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/watch"
@@ -201,7 +203,7 @@ func TestWatcherPlateau(t *testing.T) {
 		wantCleared uint64 // first window it is no longer a suspect
 	}{
 		{"warm-up shorter than most-of", 5, 0, 0},
-		{"growth then plateau", 10, 6, 18},
+		{"growth then plateau", 10, 6, 26},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -221,7 +223,7 @@ func TestWatcherPlateau(t *testing.T) {
 			}
 			require.Len(t, log.all(), 1)
 			assert.Equal(t, tt.wantFlag, log.all()[0].SinceWindow)
-			assert.Equal(t, tt.wantCleared, cleared, "cleared K windows into the plateau")
+			assert.Equal(t, tt.wantCleared, cleared, "cleared 2·K windows into the plateau")
 		})
 	}
 }
@@ -373,6 +375,8 @@ func TestWatcherStop(t *testing.T) {
 	assert.ErrorIs(t, w.Start(), watch.ErrWindowKind)
 }
 
+// Timed windows run in a synctest bubble: the clock moves only when every
+// goroutine of the test waits, so each window ends at a known instant.
 func TestWatcherTimedWindows(t *testing.T) {
 	// In a synctest bubble the windows' clock is fake: elapse moves it, and
 	// a window ends exactly when its time has come.
@@ -417,23 +421,23 @@ func TestWatcherTimedWindows(t *testing.T) {
 		})
 	})
 	t.Run("stop from the callback", func(t *testing.T) {
-		tr, err := track.New()
-		require.NoError(t, err)
-		stopped := make(chan error, 1)
-		var w *watch.Watcher
-		w, err = watch.New(tr, watch.Every(watch.MinEvery), watch.Windows(1), watch.MostOf(1),
-			watch.MinGrowth(0), watch.OnSuspect(func(watch.Suspect) { stopped <- w.Stop() }))
-		require.NoError(t, err)
-		site := &siteDriver{tr: tr, bytes: 512}
-		site.setLive(t, 1)
-		require.NoError(t, w.Start())
-		select {
-		case err := <-stopped:
-			assert.NoError(t, err)
-		case <-time.After(10 * time.Second):
-			t.Fatal("the watcher never reported the growing site")
-		}
-		assert.ErrorIs(t, w.Stop(), watch.ErrStopped)
+		synctest.Test(t, func(t *testing.T) {
+			tr, err := track.New()
+			require.NoError(t, err)
+			stopped := make(chan error, 1)
+			var w *watch.Watcher
+			w, err = watch.New(tr, watch.Every(watch.MinEvery), watch.Windows(1), watch.MostOf(1),
+				watch.MinGrowth(0), watch.OnSuspect(func(watch.Suspect) { stopped <- w.Stop() }))
+			require.NoError(t, err)
+			site := &siteDriver{tr: tr, bytes: 512}
+			site.setLive(t, 1)
+			require.NoError(t, w.Start())
+			assert.NoError(t, <-stopped, "the first window reports the site, and its callback stops the watcher")
+			synctest.Wait()
+			assert.Equal(t, uint64(1), w.WindowsEnded())
+			assert.ErrorIs(t, w.Stop(), watch.ErrStopped)
+			site.setLive(t, 0)
+		})
 	})
 	t.Run("counted windows cannot run", func(t *testing.T) {
 		_, w, _ := newWatchedTracker(t)
@@ -459,6 +463,34 @@ func TestWatcherDefaultReportLogs(t *testing.T) {
 	assert.Contains(t, out, "TestWatcherDefaultReportLogs")
 	assert.Contains(t, out, "growth_per_window=4096")
 	assert.Contains(t, out, "live_bytes=24576")
+	assert.Contains(t, out, "runs_out_in=0s", "no allocator tells a headroom: unknown")
+	assert.Contains(t, out, "tensor.(*Tensor).HandTo with a track.Owner", "the advice")
+}
+
+// The log line carries the forecast, and what runs out.
+func TestWatcherLogsTheForecast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		tr, err := track.New(track.Name("logged"))
+		require.NoError(t, err)
+		dev, err := tensor.NewHostDevice(1 << 20)
+		require.NoError(t, err)
+		alloc, err := tensor.NewDeviceAllocator(dev, tr) // reaches the device's free memory
+		require.NoError(t, err)
+		defer runtime.KeepAlive(alloc) // the tracker holds its allocators weakly
+		w, err := watch.New(tr, watch.Logger(slog.New(slog.NewTextHandler(&buf, nil))))
+		require.NoError(t, err)
+		site := &siteDriver{tr: tr, bytes: 4096}
+		for win := 1; win <= 6; win++ {
+			<-time.After(time.Second)
+			site.setLive(t, win)
+			require.NoError(t, w.Tick())
+		}
+		out := buf.String()
+		assert.Contains(t, out, "runs_out_in=4m16s", "1 MiB free at 4 KiB a second")
+		assert.Contains(t, out, `runs_out_of="device memory on host"`)
+		site.setLive(t, 0)
+	})
 }
 
 func TestWatcherConcurrentTicks(t *testing.T) {
@@ -523,10 +555,10 @@ func TestWatcherAgentLoop(t *testing.T) {
 		{"leaky: every mask kept", 64, func() func(int, *track.Record) bool {
 			return func(int, *track.Record) bool { return true }
 		}, 64},
-		{"fixed: every mask freed", 10000, func() func(int, *track.Record) bool {
+		{"fixed: every mask freed", longRun(10000), func() func(int, *track.Record) bool {
 			return func(int, *track.Record) bool { return false }
 		}, 0},
-		{"fixed with a bounded cache of the longest mask per length bucket", 2000, func() func(int, *track.Record) bool {
+		{"fixed with a bounded cache of the longest mask per length bucket", longRun(2000), func() func(int, *track.Record) bool {
 			longest := map[int]int{}
 			return func(step int, _ *track.Record) bool {
 				bucket := step / 8
