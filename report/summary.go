@@ -107,6 +107,7 @@ func WriteSummary(w io.Writer, tr *track.Tracker, opts ...Option) error {
 	reading := cfg.sources.Read(tr)
 	writePools(&b, reading.Pools)
 	writeCaches(&b, reading.Caches)
+	writeOwners(&b, tr.Owners())
 	writeDevices(&b, reading.Devices)
 	writeSites(&b, tr, cfg.top)
 	for _, w := range reading.Watchers {
@@ -199,6 +200,39 @@ func writeCaches(b *strings.Builder, caches []mask.CacheStats) {
 	}
 }
 
+// writeOwners writes what each owner tensors were handed to holds (a
+// cache, a session store), against its bound, with the line that filled it
+// most: an owner over its bound is a leak suspect of its own.
+func writeOwners(b *strings.Builder, owners []track.OwnerStats) {
+	if len(owners) == 0 {
+		return
+	}
+	b.WriteString("\nOwners (what tensors were handed to)\n")
+	const head = "  %-16s%13s%9s%13s  "
+	fmt.Fprintf(b, head+"%s\n", "name", "bytes", "tensors", "bound", "filled most at")
+	room := summaryWidth - len(fmt.Sprintf(head, "", "", "", ""))
+	for _, o := range owners {
+		bound := "none"
+		if o.MaxBytes > 0 {
+			bound = format.Bytes(o.MaxBytes)
+		}
+		where := ""
+		if len(o.Sites) > 0 {
+			where = "other lines"
+			if o.Sites[0].Site != nil {
+				where = siteLine(o.Sites[0].Site, room)
+			}
+		}
+		fmt.Fprintf(b, head+"%s\n", clip(o.Name, 16), format.Bytes(o.Bytes), strconv.FormatInt(o.Count, 10), bound, where)
+		if o.OverBound() {
+			fmt.Fprintf(b, "%*sOVER ITS BOUND by %s\n", 4, "", format.Bytes(o.Bytes-o.MaxBytes))
+		}
+		if o.Dropped {
+			fmt.Fprintf(b, "%*sdropped without giving its tensors back: each handle is reported as the collector finds it\n", 4, "")
+		}
+	}
+}
+
 // writeDevices writes each device's memory split by whose it is: used,
 // of it what tensorlife's allocators reserved and what is outside
 // tensorlife, then free and total.
@@ -267,11 +301,25 @@ func writeSuspects(b *strings.Builder, w *watch.Watcher, now time.Time) {
 	const head = "  %12s %14s %5s %9s  "
 	fmt.Fprintf(b, head+"%s\n", "outlived", "growth/window", "grew", "since", "site")
 	room := summaryWidth - len(fmt.Sprintf(head, "", "", "", ""))
-	sites := make([]*track.Site, len(suspects))
-	for i := range suspects {
-		sites[i] = suspects[i].Site
-	}
+	sites := make([]*track.Site, 0, len(suspects))
 	for _, s := range suspects {
+		if !s.IsOwner() {
+			sites = append(sites, s.Site)
+		}
+	}
+	owners := false
+	for _, s := range suspects {
+		if s.IsOwner() {
+			owners = true
+			where := "other lines"
+			if s.Site != nil {
+				where = siteLine(s.Site, room)
+			}
+			fmt.Fprintf(b, head+"%s\n", format.Bytes(s.OutlivedBytes), "-", "over", format.Age(now.Sub(s.Since)), where)
+			fmt.Fprintf(b, "%*s%s\n", heldIndent, "", clip(fmt.Sprintf("owner %q holds %d tensors, over its bound of %s",
+				s.Owner, s.OutlivedCount, format.Bytes(s.OwnerMaxBytes)), summaryWidth-heldIndent))
+			continue
+		}
 		fmt.Fprintf(b, head+"%s\n", format.Bytes(s.OutlivedBytes), format.Bytes(s.GrowthPerWindow),
 			fmt.Sprintf("%d/%d", s.Grew, s.OfWindows), format.Age(now.Sub(s.Since)), siteLine(s.Site, room))
 		writeVia(b, s.Site, sites, summaryWidth-room, room)
@@ -285,6 +333,9 @@ func writeSuspects(b *strings.Builder, w *watch.Watcher, now time.Time) {
 		}
 	}
 	format.Wrap(b, "  what to do: ", watch.Advice+".", summaryWidth)
+	if owners {
+		format.Wrap(b, "  for an owner: ", watch.OwnerAdvice+".", summaryWidth)
+	}
 }
 
 // writeVia writes, under a site's row, "via caller (file.go:line)": the

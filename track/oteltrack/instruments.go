@@ -17,6 +17,7 @@ type instruments struct {
 	deviceUsage, deviceLimit, gpuUsage, gpuLimit          metric.Int64Observable
 	suspects, flags, windows, stackFallbacks              metric.Int64Observable
 	stackUncached, freeLinesLost, runsOutIn               metric.Int64Observable
+	ownerUsage, ownerLimit, ownerTensors                  metric.Int64Observable
 }
 
 // spec describes one instrument: where it goes and what it is.
@@ -62,6 +63,9 @@ func (in *instruments) create(meter metric.Meter) ([]metric.Observable, error) {
 		{&in.poolEvictions, counter, "tensorlife.pool.evictions", "{block}", "Cached blocks a pool returned to its device."},
 		{&in.poolOOMs, counter, "tensorlife.pool.oom_errors", "{error}", "Allocations a pool refused for lack of memory."},
 		{&in.cacheUsage, upDown, "tensorlife.mask.cache.memory.usage", "By", "Bytes a mask cache holds."},
+		{&in.ownerUsage, upDown, "tensorlife.owner.memory.usage", "By", "Bytes of the tensors handed to an owner."},
+		{&in.ownerLimit, upDown, "tensorlife.owner.memory.limit", "By", "An owner's byte bound."},
+		{&in.ownerTensors, upDown, "tensorlife.owner.tensor.live", "{tensor}", "Tensors handed to an owner."},
 		{&in.cacheLimit, upDown, "tensorlife.mask.cache.memory.limit", "By", "A mask cache's byte budget."},
 		{&in.cacheEntries, upDown, "tensorlife.mask.cache.entry.live", "{entry}", "Entries a mask cache holds."},
 		{&in.cacheHits, counter, "tensorlife.mask.cache.hits", "{lookup}", "Mask cache lookups that found a mask."},

@@ -65,6 +65,14 @@
 //	tensorlife.mask.cache.hits, .misses {lookup}     Counter
 //	tensorlife.mask.cache.evictions    {entry}       Counter
 //
+// With owners tensors were handed to (track.Owner; a mask cache is one),
+// per tensorlife.owner.name, what each holds; an owner over its limit is
+// a leak suspect, counted in tensorlife.watcher.suspect.active:
+//
+//	tensorlife.owner.memory.usage  By        UpDownCounter
+//	tensorlife.owner.memory.limit  By        UpDownCounter  its MaxBytes, when it has one
+//	tensorlife.owner.tensor.live   {tensor}  UpDownCounter
+//
 // With devices (those of the tracker's pools and allocators, and
 // Sources.Devices), per tensorlife.device, as the device reports it:
 //
@@ -257,6 +265,7 @@ const (
 	attrKind        = "tensorlife.tensor.kind"
 	attrPoolState   = "tensorlife.pool.memory.state"
 	attrCache       = "tensorlife.cache.name"
+	attrOwner       = "tensorlife.owner.name"
 	attrDeviceState = "tensorlife.device.memory.state"
 )
 
@@ -310,6 +319,14 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 			o.ObserveInt64(in.cacheHits, c.Hits, attrs)
 			o.ObserveInt64(in.cacheMisses, c.Misses, attrs)
 			o.ObserveInt64(in.cacheEvictions, c.Evictions, attrs)
+		}
+	}
+	for _, ow := range m.tr.Owners() { // O(owners): counters kept as tensors are handed over and back
+		attrs := m.attr(attrKey{a: attrOwner, av: ow.Name})
+		o.ObserveInt64(in.ownerUsage, ow.Bytes, attrs)
+		o.ObserveInt64(in.ownerTensors, ow.Count, attrs)
+		if ow.MaxBytes > 0 {
+			o.ObserveInt64(in.ownerLimit, ow.MaxBytes, attrs)
 		}
 	}
 	for _, d := range reading.Devices {

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,7 +91,20 @@ type Suspect struct {
 	// those owners by the line that made them, most handles first: the
 	// line to change. Filled once, when the site is flagged.
 	HeldBy []track.Holder
+
+	// Owner is set for an owner that holds more than its byte bound
+	// (track.Owner.MaxBytes; see OwnerStats.OverBound) rather than a site
+	// whose outlived bytes grow: its name. OwnerMaxBytes is its bound and
+	// OwnerSites the lines that filled it, most bytes first; Site is the
+	// first of them, and OutlivedBytes and OutlivedCount what the owner
+	// holds. It stays a suspect while it holds more than its bound.
+	Owner         string
+	OwnerMaxBytes int64
+	OwnerSites    []track.OwnerSite
 }
+
+// IsOwner reports whether s is an owner over its byte bound, not a site.
+func (s Suspect) IsOwner() bool { return s.Owner != "" }
 
 // Watcher watches a tracker's outlived bytes per call site over windows of
 // requests or time and names the sites that keep growing: leak suspects.
@@ -104,6 +118,8 @@ type Watcher struct {
 	windows      atomic.Uint64
 	suspectCount atomic.Int64
 	panics       atomic.Int64
+	// owners are the owners over their byte bound now, by name; under mu.
+	owners map[string]*Suspect
 
 	// mu guards the feed, the per-site state and the window times; a
 	// window end holds it while judging, so windows are judged in the
@@ -331,13 +347,19 @@ func (w *Watcher) nameHolders(flagged []Suspect) {
 // the same line, it adds the frame that tells them apart, as every report
 // does.
 func logSuspect(l *slog.Logger, tracker string, s Suspect, current []Suspect) {
+	if s.IsOwner() {
+		logOwnerSuspect(l, tracker, s)
+		return
+	}
 	held := make([]string, len(s.HeldBy))
 	for i, h := range s.HeldBy {
 		held[i] = format.HeldBy(h.String(), h.Live) // as every report says it
 	}
-	sites := make([]*track.Site, len(current))
-	for i := range current {
-		sites[i] = current[i].Site
+	sites := make([]*track.Site, 0, len(current))
+	for _, c := range current {
+		if !c.IsOwner() {
+			sites = append(sites, c.Site)
+		}
 	}
 	via := ""
 	if f, ok := s.Site.DistinctFrame(sites); ok {
@@ -478,9 +500,12 @@ func (w *Watcher) Stop() error {
 // Suspects returns the current leak suspects, most outlived bytes first.
 func (w *Watcher) Suspects() []Suspect {
 	w.mu.Lock()
-	out := make([]Suspect, 0, len(w.suspects))
+	out := make([]Suspect, 0, len(w.suspects)+len(w.owners))
 	for _, h := range w.suspects {
 		out = append(out, *h.suspect)
+	}
+	for _, o := range w.owners {
+		out = append(out, *o)
 	}
 	w.mu.Unlock()
 	sortSuspects(out)
@@ -512,8 +537,15 @@ func (w *Watcher) Rules() Rules {
 func sortSuspects(s []Suspect) {
 	slices.SortFunc(s, func(a, b Suspect) int {
 		return cmp.Or(cmp.Compare(b.OutlivedBytes, a.OutlivedBytes), cmp.Compare(b.LiveBytes, a.LiveBytes),
-			cmp.Compare(a.Site.ID(), b.Site.ID()))
+			cmp.Compare(siteID(a.Site), siteID(b.Site)), strings.Compare(a.Owner, b.Owner))
 	})
+}
+
+func siteID(s *track.Site) int {
+	if s == nil {
+		return -1
+	}
+	return s.ID()
 }
 
 // endWindow reads the sites that changed, judges them and the suspects,
@@ -521,6 +553,7 @@ func sortSuspects(s []Suspect) {
 // releasing the lock.
 func (w *Watcher) endWindow(fromLoop bool) {
 	now := time.Now()
+	owners := w.tr.Owners() // O(owners), before the watcher's lock: the tracker's books have their own
 	w.mu.Lock()
 	if w.stopped.Load() {
 		w.mu.Unlock()
@@ -579,14 +612,15 @@ func (w *Watcher) endWindow(fromLoop bool) {
 		return false
 	})
 	w.settleSites(n)
-	w.suspectCount.Store(int64(len(w.suspects)))
+	ownerReports := w.judgeOwners(owners, n, now)
+	w.suspectCount.Store(int64(len(w.suspects) + len(w.owners)))
 	w.mu.Unlock()
 
 	if len(flagged) > 0 {
 		w.nameDevices(flagged, n)
 	}
 	w.forecast()
-	if len(flagged) == 0 {
+	if len(flagged) == 0 && len(ownerReports) == 0 {
 		return
 	}
 	w.addForecasts(reports)
@@ -603,6 +637,53 @@ func (w *Watcher) endWindow(fromLoop bool) {
 		trackalloc.Note(w.tr, track.EventLeakSuspect, s.Site, s.OutlivedBytes)
 		w.callOnSuspect(s)
 	}
+	for _, s := range ownerReports {
+		if w.stopped.Load() {
+			return
+		}
+		trackalloc.Note(w.tr, track.EventLeakSuspect, s.Site, s.OutlivedBytes)
+		w.callOnSuspect(s)
+	}
+}
+
+// judgeOwners makes a suspect of each owner over its byte bound that is
+// not one yet, returning those to report, and clears the owners back
+// within their bounds. Called with w.mu held.
+func (w *Watcher) judgeOwners(owners []track.OwnerStats, n uint64, now time.Time) []Suspect {
+	var flagged []*Suspect
+	over := make(map[string]bool, len(owners))
+	for _, o := range owners {
+		if !o.OverBound() || over[o.Name] {
+			continue
+		}
+		over[o.Name] = true
+		s := w.owners[o.Name]
+		if s == nil {
+			s = &Suspect{Owner: o.Name, Since: now, SinceWindow: n}
+			if w.owners == nil {
+				w.owners = make(map[string]*Suspect)
+			}
+			w.owners[o.Name] = s
+			flagged = append(flagged, s)
+		}
+		s.OwnerMaxBytes, s.OwnerSites = o.MaxBytes, o.Sites
+		s.OutlivedBytes, s.OutlivedCount = o.Bytes, o.Count
+		s.LiveBytes, s.LiveCount = o.Bytes, o.Count
+		s.Site = nil
+		if len(o.Sites) > 0 {
+			s.Site = o.Sites[0].Site
+		}
+	}
+	for name := range w.owners {
+		if !over[name] {
+			delete(w.owners, name)
+		}
+	}
+	reports := make([]Suspect, len(flagged))
+	for i, s := range flagged {
+		reports[i] = *s // its figures at the flag
+	}
+	return reports
 }
 
 // addForecasts copies into the reports of the sites just flagged the
@@ -622,6 +703,31 @@ func (w *Watcher) addForecasts(reports []Suspect) {
 		r.Device, r.RunsOutIn, r.GrowthPerSecond = s.Device, s.RunsOutIn, s.GrowthPerSecond
 		r.Headroom, r.HeadroomOf, r.ForecastAt = s.Headroom, s.HeadroomOf, s.ForecastAt
 	}
+}
+
+// OwnerAdvice is what a suspect owner's report says to do: an owner with a
+// byte bound is trusted to keep it, and one that does not is a leak.
+const OwnerAdvice = "the owner holds more than its bound (track.Owner.MaxBytes): free what it evicts " +
+	"(each Free of the handle it keeps gives a tensor back), or raise the bound if it is meant to hold more"
+
+// logOwnerSuspect is logSuspect for an owner over its byte bound.
+func logOwnerSuspect(l *slog.Logger, tracker string, s Suspect) {
+	lines := make([]string, 0, len(s.OwnerSites))
+	for _, o := range s.OwnerSites {
+		where := "other lines"
+		if o.Site != nil {
+			where = o.Site.String()
+		}
+		lines = append(lines, fmt.Sprintf("%s in %d tensors: %s", format.Bytes(o.Bytes), o.Count, where))
+	}
+	l.Warn("tensorlife: leak suspect: an owner holds more than its byte bound",
+		slog.String("tracker", tracker),
+		slog.String("owner", s.Owner),
+		slog.Int64("bytes", s.OutlivedBytes),
+		slog.Int64("tensors", s.OutlivedCount),
+		slog.Int64("max_bytes", s.OwnerMaxBytes),
+		slog.Any("filled_at", lines),
+		slog.String("advice", OwnerAdvice))
 }
 
 // callOnSuspect runs OnSuspect under recover: a callback that panics is
