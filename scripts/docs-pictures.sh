@@ -14,7 +14,8 @@ cd "$(dirname "$0")/.."
 mode=${1:-write}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-go build -o "$work/agentleak" ./examples/agentleak
+# -trimpath: the pictures name files by module path, the same in every checkout.
+go build -trimpath -o "$work/agentleak" ./examples/agentleak
 
 draw() { # draw NAME [FLAGS...]: the picture of one run into $work/NAME.svg
 	local name=$1
