@@ -80,13 +80,18 @@ func (r *Record) ownerOf() *Owner {
 	return s.owner.owner.Value()
 }
 
+// handedSet returns r's holder set if r is handed to an owner, else nil.
+func (r *Record) handedSet() *holderSet {
+	if r.word.Load()&handedFlag == 0 {
+		return nil
+	}
+	return r.holders.Load()
+}
+
 // leaveOwner takes r out of its owner's figures, on release. Called with
 // r's shard lock held.
 func (r *Record) leaveOwner() {
-	if r.word.Load()&handedFlag == 0 {
-		return
-	}
-	s := r.holders.Load()
+	s := r.handedSet()
 	if s == nil {
 		return
 	}

@@ -270,10 +270,7 @@ func (t *Tracker) handBackLocked(r *Record) {
 // collected: a handle of r was found dropped, and nothing holds r for that
 // owner any more. Called with r's shard lock held.
 func (t *Tracker) releaseToDeadOwner(r *Record) {
-	if r.word.Load()&handedFlag == 0 {
-		return
-	}
-	s := r.holders.Load()
+	s := r.handedSet()
 	if s == nil {
 		return
 	}
