@@ -650,6 +650,9 @@ func (w *Watcher) endWindow(fromLoop bool) {
 // not one yet, returning those to report, and clears the owners back
 // within their bounds. Called with w.mu held.
 func (w *Watcher) judgeOwners(owners []track.OwnerStats, n uint64, now time.Time) []Suspect {
+	if len(owners) == 0 && len(w.owners) == 0 {
+		return nil // most windows of most services: nothing to judge, nothing made
+	}
 	var flagged []*Suspect
 	over := make(map[string]bool, len(owners))
 	for _, o := range owners {
