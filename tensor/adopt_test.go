@@ -14,6 +14,7 @@ import (
 	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
@@ -46,16 +47,16 @@ func TestAdoptOwnsForeignMemory(t *testing.T) {
 	assert.Equal(t, "github.com/tensorlife/tensorlife/tensor_test.adoptHere", x.Site().Location().Function)
 	v, _ := x.Labels().Get("request")
 	assert.Equal(t, "r1", v)
-	assert.Equal(t, int64(1<<10), tr.ReservedOn("host"), "adopted memory is tensorlife's")
-	classes := tr.LiveByClass()
+	assert.Equal(t, int64(1<<10), trackalloc.ReservedOn(tr, "host"), "adopted memory is tensorlife's")
+	classes := trackalloc.LiveByClass(tr)
 	require.Len(t, classes, 1)
-	assert.Equal(t, track.ClassStats{Device: "host", Kind: "adopted", LiveCount: 1, LiveBytes: 1 << 10}, classes[0])
+	assert.Equal(t, trackalloc.ClassStats{Device: "host", Kind: "adopted", LiveCount: 1, LiveBytes: 1 << 10}, classes[0])
 
 	// Copies go through the device, into the foreign buffer.
 	require.NoError(t, x.CopyFromHost(make([]byte, 1<<10)))
 
 	freeThroughView(t, x, releases, dev)
-	assert.Zero(t, tr.ReservedOn("host"))
+	assert.Zero(t, trackalloc.ReservedOn(tr, "host"))
 
 	_, err = x.Ptr()
 	assert.ErrorIs(t, err, tensor.ErrFreed, "use after free")
@@ -118,7 +119,7 @@ func TestAdoptBadInputLeavesMemoryToCaller(t *testing.T) {
 		})
 	}
 	assert.Zero(t, releases.Load(), "a failed Adopt never releases")
-	assert.Zero(t, tr.ReservedOn("host"))
+	assert.Zero(t, trackalloc.ReservedOn(tr, "host"))
 }
 
 func TestAdoptReleaseErrorIsReturned(t *testing.T) {
@@ -173,7 +174,7 @@ func TestDeviceAllocatorReportsReserved(t *testing.T) {
 	require.NoError(t, err)
 	s := alloc.Stats()
 	assert.Equal(t, tensor.AllocatorStats{Device: "host", Reserved: 1000, Peak: 1000, Blocks: 1, Allocs: 1}, s)
-	assert.Equal(t, int64(1000), tr.ReservedOn("host"))
+	assert.Equal(t, int64(1000), trackalloc.ReservedOn(tr, "host"))
 	require.NoError(t, x.Free())
 	assert.Zero(t, alloc.Stats().Reserved)
 	assert.Equal(t, int64(1), alloc.Stats().Frees)
@@ -208,7 +209,7 @@ func TestAdoptValidatesAgainstTheDevice(t *testing.T) {
 		assert.Nil(t, x)
 		assert.ErrorIs(t, err, tensor.ErrInvalidSize)
 		assert.Contains(t, err.Error(), "total memory")
-		assert.Zero(t, tr.ReservedOn("big"))
+		assert.Zero(t, trackalloc.ReservedOn(tr, "big"))
 	})
 	t.Run("MemInfo fails", func(t *testing.T) {
 		broken := errors.New("driver gone")
@@ -229,9 +230,9 @@ func TestAdoptValidatesAgainstTheDevice(t *testing.T) {
 		y, err := tensor.Adopt(ctx, tr, mem, spec)
 		assert.Nil(t, y)
 		assert.ErrorIs(t, err, tensor.ErrInvalidSize)
-		assert.Equal(t, int64(1<<62), tr.ReservedOn("big"))
+		assert.Equal(t, int64(1<<62), trackalloc.ReservedOn(tr, "big"))
 		require.NoError(t, x.Free())
-		assert.Zero(t, tr.ReservedOn("big"))
+		assert.Zero(t, trackalloc.ReservedOn(tr, "big"))
 		// Once the first is released the second fits.
 		y, err = tensor.Adopt(ctx, tr, mem, spec)
 		require.NoError(t, err)
@@ -294,7 +295,7 @@ func TestAdoptRefusesMemoryAdoptedTwice(t *testing.T) {
 			assert.ErrorIs(t, err, tensor.ErrInvalidPointer)
 		})
 	}
-	assert.Equal(t, int64(256), tr.ReservedOn("host"))
+	assert.Equal(t, int64(256), trackalloc.ReservedOn(tr, "host"))
 
 	// Adjacent memory and the same address on another device are distinct.
 	next, err := tensor.Adopt(ctx, tr, tensor.ForeignMemory{Device: dev, Ptr: first.Ptr + 256, Bytes: 16, Release: release}, spec)

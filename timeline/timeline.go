@@ -193,7 +193,7 @@ func Build(tr *track.Tracker, opts ...Option) (*Timeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	log, err := tr.History()
+	log, err := trackalloc.History(tr)
 	if err != nil {
 		return nil, fmt.Errorf("timeline: %w", err)
 	}
@@ -213,11 +213,11 @@ func Build(tr *track.Tracker, opts ...Option) (*Timeline, error) {
 const defaultTitle = "Live memory by site"
 
 // FromHistory builds the timeline of a history read earlier (see Build), as
-// Tracker.History returns it: events oldest first.
+// trackalloc.History returns it: events oldest first.
 // live are the per-site live figures at the moment log was read
 // (Tracker.SiteTotals or Snapshot.Sites); they are needed only when the
 // history dropped events, and ignored otherwise.
-func FromHistory(log *track.HistoryLog, live []track.SiteStats, opts ...Option) (*Timeline, error) {
+func FromHistory(log *trackalloc.HistoryLog, live []track.SiteStats, opts ...Option) (*Timeline, error) {
 	if log == nil {
 		return nil, ErrNilHistory
 	}
@@ -247,7 +247,7 @@ func delta(e *track.Event) int64 {
 	return 0
 }
 
-func build(log *track.HistoryLog, live []track.SiteStats, cfg config) *Timeline {
+func build(log *trackalloc.HistoryLog, live []track.SiteStats, cfg config) *Timeline {
 	after := completeAfter(log)
 	first := firstAfter(log.Events, after)
 	win := log.Events[first:]

@@ -4,12 +4,13 @@ import (
 	"sort"
 
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // completeAfter returns the time after which log holds every event that
 // happened (all events with a later Time are in it), or -1 when it dropped
 // nothing and so is complete since the tracker started.
-func completeAfter(log *track.HistoryLog) int64 {
+func completeAfter(log *trackalloc.HistoryLog) int64 {
 	if log.Dropped == 0 {
 		return -1
 	}

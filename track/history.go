@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// Event is one entry of the history.
+// Event is one entry of a tracker's history (KeepHistory), as
+// trackalloc.History copies it.
 type Event struct {
 	Kind      EventKind
 	Time      int64 // nanoseconds since Tracker.Started
@@ -55,21 +56,13 @@ func (r *ring) snapshot(dst []Event) []Event {
 	return append(dst, r.events[:r.next]...)
 }
 
-// HistoryLog is a copy of the event history.
-type HistoryLog struct {
-	Start        time.Time // Event.Time counts from it
-	Events       []Event   // oldest first
-	Dropped      int64     // overwritten events
-	DroppedUntil int64     // the latest Time among them
-	Capacity     int
-}
-
-// History returns a copy of the event history, oldest first.
-func (t *Tracker) History() (*HistoryLog, error) {
+// history copies the event history, oldest first, with the count of
+// events overwritten, the latest Time among them and the rings' capacity
+// (trackalloc.History).
+func (t *Tracker) history() (events []Event, dropped, droppedUntil int64, capacity int, err error) {
 	if t.cfg.historyEvents <= 0 {
-		return nil, ErrHistoryOff
+		return nil, 0, 0, 0, ErrHistoryOff
 	}
-	log := &HistoryLog{Start: t.start, Capacity: shardCount * ringSize(t.cfg.historyEvents)}
 	// Size the copy first, so that no shard lock is held while a large
 	// slice regrows.
 	kept := 0
@@ -79,19 +72,19 @@ func (t *Tracker) History() (*HistoryLog, error) {
 		kept += sh.history.kept()
 		sh.mu.Unlock()
 	}
-	log.Events = make([]Event, 0, kept+kept/8)
+	events = make([]Event, 0, kept+kept/8)
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
-		log.Events = sh.history.snapshot(log.Events)
-		log.Dropped += sh.history.dropped
-		log.DroppedUntil = max(log.DroppedUntil, sh.history.droppedUntil)
+		events = sh.history.snapshot(events)
+		dropped += sh.history.dropped
+		droppedUntil = max(droppedUntil, sh.history.droppedUntil)
 		sh.mu.Unlock()
 	}
-	slices.SortFunc(log.Events, func(a, b Event) int {
+	slices.SortFunc(events, func(a, b Event) int {
 		return cmp.Or(cmp.Compare(a.Time, b.Time), cmp.Compare(a.ID, b.ID), cmp.Compare(a.Kind, b.Kind))
 	})
-	return log, nil
+	return events, dropped, droppedUntil, shardCount * ringSize(t.cfg.historyEvents), nil
 }
 
 func ringSize(total int) int { return max(16, (total+shardCount-1)/shardCount) }

@@ -433,7 +433,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 	now := t.wallNow()
 	groups := newGrouper(f)
 	if f.counted() {
-		return t.Counts().snapshot(f), nil
+		return t.counts().snapshot(f), nil
 	}
 	sinceStart := int64(now.Sub(t.start))
 	wantReq := scopeOf(f.Request).req

@@ -77,19 +77,6 @@ func Note(t *track.Tracker, k track.EventKind, site *track.Site, bytes int64) {
 	hotpath.Track.Note(t, k, site, bytes)
 }
 
-// NoteMisuse records a misuse of r (a double free, a use after free): it is
-// counted, kept in t's history if kept, and listed by MisuseSince.
-func NoteMisuse(t *track.Tracker, r *track.Record, m track.Misuse) { hotpath.Track.NoteMisuse(t, r, m) }
-
-// MisuseSince returns the misuses t noted after sequence number seq, the
-// number lost past its bound, and the latest sequence number: a test
-// helper's cursor.
-func MisuseSince(t *track.Tracker, seq uint64) (ms []track.Misuse, lost, latest uint64) {
-	got, lost, latest := hotpath.Track.MisuseSince(t, seq)
-	ms, _ = got.([]track.Misuse)
-	return ms, lost, latest
-}
-
 // Caller interns up to depth (<= 32) frames of the caller's stack, skip as
 // in Record: the site of an event that is not an allocation.
 //
@@ -169,7 +156,7 @@ func (f *SiteFeed) Close() { hotpath.Track.FeedClose(f.feed) }
 
 // Reserver is what a tracker needs of an allocator that takes device memory:
 // the device and the bytes it holds there. An attached part that is a
-// Reserver counts as tensorlife's memory on its device (Tracker.ReservedOn).
+// Reserver counts as tensorlife's memory on its device (ReservedOn).
 type Reserver interface {
 	Reserved() (device string, bytes int64)
 }
