@@ -3,7 +3,6 @@ package timeline
 import (
 	"sort"
 
-	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
@@ -18,6 +17,6 @@ func completeAfter(log *trackalloc.HistoryLog) int64 {
 }
 
 // firstAfter returns the index of the first event later than t.
-func firstAfter(events []track.Event, t int64) int {
+func firstAfter(events []trackalloc.Event, t int64) int {
 	return sort.Search(len(events), func(i int) bool { return events[i].Time > t })
 }

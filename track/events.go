@@ -32,12 +32,12 @@ func (t *Tracker) noteKind(k EventKind, site *Site, bytes int64) {
 	if k >= numEventKinds || k <= EventGCLeak {
 		return
 	}
-	t.note(Event{Kind: k, Bytes: bytes, Site: site}, k == EventDoubleFree)
+	t.note(event{Kind: k, Bytes: bytes, Site: site}, k == EventDoubleFree)
 }
 
 // note counts e by its kind, and as misuse if misuse is set, and with
 // History on records it, timed now: what Note and NoteMisuse share.
-func (t *Tracker) note(e Event, misuse bool) {
+func (t *Tracker) note(e event, misuse bool) {
 	t.events[e.Kind].Add(1)
 	if misuse {
 		t.misuse.Add(1)
@@ -51,7 +51,7 @@ func (t *Tracker) note(e Event, misuse bool) {
 // remember keeps e in the event history, in the ring of shard i (modulo the
 // shard count): a record's events go to its own shard, noted events are
 // spread over all. Callers check that the history is on.
-func (t *Tracker) remember(i uint64, e Event) {
+func (t *Tracker) remember(i uint64, e event) {
 	sh := &t.shards[i%shardCount]
 	sh.mu.Lock()
 	sh.history.add(e)
@@ -68,7 +68,7 @@ func (t *Tracker) noteMisuse(r *Record, k EventKind, site *Site) {
 	if site == nil {
 		site = r.site
 	}
-	t.note(Event{Kind: k, ID: r.id, Bytes: r.Bytes, Site: site, Labels: r.Labels()}, true)
+	t.note(event{Kind: k, ID: r.id, Bytes: r.Bytes, Site: site, Labels: r.Labels()}, true)
 }
 
 // madeUnder reports whether the request req (a record's, nil if none) is

@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// Event is one entry of a tracker's history (KeepHistory), as
-// trackalloc.History copies it.
-type Event struct {
+// event is one entry of a tracker's history (KeepHistory), as
+// trackalloc.Event shows it.
+type event struct {
 	Kind      EventKind
-	Time      int64 // nanoseconds since Tracker.Started
+	Time      int64 // nanoseconds since the tracker started
 	ID        uint64
 	Bytes     int64
 	Site      *Site  // nil if unknown
@@ -21,14 +21,14 @@ type Event struct {
 
 // ring is one shard's part of the history. Guarded by the shard's mutex.
 type ring struct {
-	events       []Event
+	events       []event
 	next         int   // where the next event goes
 	total        int64 // events ever added
 	dropped      int64 // events overwritten
 	droppedUntil int64 // the latest Time of an overwritten event
 }
 
-func (r *ring) add(e Event) {
+func (r *ring) add(e event) {
 	if len(r.events) == 0 {
 		return
 	}
@@ -48,7 +48,7 @@ func (r *ring) add(e Event) {
 func (r *ring) kept() int { return int(min(r.total, int64(len(r.events)))) }
 
 // snapshot appends the ring's events, oldest first.
-func (r *ring) snapshot(dst []Event) []Event {
+func (r *ring) snapshot(dst []event) []event {
 	if r.total < int64(len(r.events)) {
 		return append(dst, r.events[:r.next]...)
 	}
@@ -59,7 +59,7 @@ func (r *ring) snapshot(dst []Event) []Event {
 // history copies the event history, oldest first, with the count of
 // events overwritten, the latest Time among them and the rings' capacity
 // (trackalloc.History).
-func (t *Tracker) history() (events []Event, dropped, droppedUntil int64, capacity int, err error) {
+func (t *Tracker) history() (events []event, dropped, droppedUntil int64, capacity int, err error) {
 	if t.cfg.historyEvents <= 0 {
 		return nil, 0, 0, 0, ErrHistoryOff
 	}
@@ -72,7 +72,7 @@ func (t *Tracker) history() (events []Event, dropped, droppedUntil int64, capaci
 		kept += sh.history.kept()
 		sh.mu.Unlock()
 	}
-	events = make([]Event, 0, kept+kept/8)
+	events = make([]event, 0, kept+kept/8)
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
@@ -81,7 +81,7 @@ func (t *Tracker) history() (events []Event, dropped, droppedUntil int64, capaci
 		droppedUntil = max(droppedUntil, sh.history.droppedUntil)
 		sh.mu.Unlock()
 	}
-	slices.SortFunc(events, func(a, b Event) int {
+	slices.SortFunc(events, func(a, b event) int {
 		return cmp.Or(cmp.Compare(a.Time, b.Time), cmp.Compare(a.ID, b.ID), cmp.Compare(a.Kind, b.Kind))
 	})
 	return events, dropped, droppedUntil, shardCount * ringSize(t.cfg.historyEvents), nil

@@ -44,10 +44,15 @@ func init() {
 			q, _ := req.(*request)
 			return madeUnder(q, ctx)
 		},
-		History: func(t any) (any, time.Time, int64, int64, int, error) {
+		History: func(t any, grow func(n int), put func(hotpath.Event)) (time.Time, int64, int64, int, error) {
 			tr := t.(*Tracker)
 			events, dropped, until, capacity, err := tr.history()
-			return events, tr.start, dropped, until, capacity, err
+			grow(len(events))
+			for _, e := range events {
+				put(hotpath.Event{Kind: e.Kind, Time: e.Time, ID: e.ID, Bytes: e.Bytes, Site: e.Site,
+					AllocKind: e.AllocKind, Device: e.Device, Labels: e.Labels})
+			}
+			return tr.start, dropped, until, capacity, err
 		},
 		Counts: func(t any) func() any {
 			c := t.(*Tracker).counts()

@@ -266,7 +266,7 @@ func New(opts ...Option) (*Tracker, error) {
 	t.stacks = newStackTable(cfg.maxSites, cfg.helpers, &t.feeds)
 	if cfg.historyEvents > 0 {
 		for i := range t.shards {
-			t.shards[i].history.events = make([]Event, ringSize(cfg.historyEvents))
+			t.shards[i].history.events = make([]event, ringSize(cfg.historyEvents))
 		}
 	}
 	if t.cfg.onLeak == nil {
@@ -600,9 +600,9 @@ func (t *Tracker) logLeak(l LeakReport) {
 		slog.String("stack", l.Site.Stack("")))
 }
 
-func (r *Record) event(k EventKind, at int64) Event {
+func (r *Record) event(k EventKind, at int64) event {
 	m := metaOf(r)
-	return Event{Kind: k, Time: at, ID: r.id, Bytes: r.Bytes, Site: r.site, AllocKind: m.Kind, Device: m.Device, Labels: r.Labels()}
+	return event{Kind: k, Time: at, ID: r.id, Bytes: r.Bytes, Site: r.site, AllocKind: m.Kind, Device: m.Device, Labels: r.Labels()}
 }
 
 // time returns when r was recorded.

@@ -27,7 +27,7 @@ type TrackFuncs struct {
 	NoteMisuse    func(t, r, kind, site any)
 	RequestOf     func(r any) any
 	MadeUnder     func(req any, ctx context.Context) bool
-	History       func(t any) (events any, start time.Time, dropped, droppedUntil int64, capacity int, err error)
+	History       func(t any, grow func(n int), put func(Event)) (start time.Time, dropped, droppedUntil int64, capacity int, err error)
 	Counts        func(t any) (snapshot func() any)
 	LiveByClass   func(t any, f func(device, kind string, count, bytes int64))
 	Caller        func(t any, skip, depth int) any
@@ -48,3 +48,16 @@ type TrackFuncs struct {
 
 // Track holds track's operations from its init on.
 var Track TrackFuncs
+
+// Event is one event of a tracker's history on its way to trackalloc:
+// Kind is a track.EventKind, Site a *track.Site, Labels a track.Labels.
+type Event struct {
+	Kind      any
+	Time      int64
+	ID        uint64
+	Bytes     int64
+	Site      any
+	AllocKind string
+	Device    string
+	Labels    any
+}

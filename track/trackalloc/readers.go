@@ -26,25 +26,44 @@ func Counts(t *track.Tracker) (snapshot func() *track.Snapshot) {
 	}
 }
 
+// Event is one entry of a tracker's history (track.KeepHistory).
+type Event struct {
+	Kind      track.EventKind
+	Time      int64 // nanoseconds since HistoryLog.Start, the tracker's start
+	ID        uint64
+	Bytes     int64
+	Site      *track.Site // nil if unknown
+	AllocKind string      // the allocation's kind, if any
+	Device    string      // the allocation's device, if any
+	Labels    track.Labels
+}
+
 // HistoryLog is a copy of a tracker's event history (track.KeepHistory).
 type HistoryLog struct {
-	Start        time.Time     // track.Event.Time counts from it: the tracker's Started
-	Events       []track.Event // oldest first
-	Dropped      int64         // overwritten events
-	DroppedUntil int64         // the latest Time among them
-	Capacity     int           // the events the history keeps at most
+	Start        time.Time // Event.Time counts from it: the tracker's start
+	Events       []Event   // oldest first
+	Dropped      int64     // overwritten events
+	DroppedUntil int64     // the latest Time among them
+	Capacity     int       // the events the history keeps at most
 }
 
 // History returns a copy of t's event history, oldest first, or an error
 // matching track.ErrHistoryOff when t keeps none.
 func History(t *track.Tracker) (*HistoryLog, error) {
-	events, start, dropped, until, capacity, err := hotpath.Track.History(t)
+	var events []Event
+	start, dropped, until, capacity, err := hotpath.Track.History(t,
+		func(n int) { events = make([]Event, 0, n) },
+		func(e hotpath.Event) {
+			ev := Event{Time: e.Time, ID: e.ID, Bytes: e.Bytes, AllocKind: e.AllocKind, Device: e.Device}
+			ev.Kind, _ = e.Kind.(track.EventKind)
+			ev.Site, _ = e.Site.(*track.Site)
+			ev.Labels, _ = e.Labels.(track.Labels)
+			events = append(events, ev)
+		})
 	if err != nil {
 		return nil, err
 	}
-	log := &HistoryLog{Start: start, Dropped: dropped, DroppedUntil: until, Capacity: capacity}
-	log.Events, _ = events.([]track.Event)
-	return log, nil
+	return &HistoryLog{Start: start, Events: events, Dropped: dropped, DroppedUntil: until, Capacity: capacity}, nil
 }
 
 // ClassStats are the live figures of one device and kind.
