@@ -219,7 +219,7 @@ func (d *Dumper) writeFiles(job *dumpJob, files *[]string) error {
 		topts = append(topts, timeline.BudgetLine(job.OOM.Limit))
 	}
 	tl, err := timeline.Build(d.tr, topts...)
-	if errors.Is(err, track.ErrHistoryOff) {
+	if errors.Is(err, trackalloc.ErrHistoryOff) {
 		return nil // no history, no timeline: the dump is complete
 	}
 	if err != nil {

@@ -321,7 +321,7 @@ func checkPair(before, after *track.Snapshot, what string) error {
 	if before == nil || after == nil {
 		return ErrNilSnapshot
 	}
-	if !before.SameTracker(after) {
+	if before.Tracker == nil || before.Tracker != after.Tracker {
 		return fmt.Errorf("%w: %s of tracker %q and tracker %q", ErrTrackerMismatch, what, before.TrackerName, after.TrackerName)
 	}
 	if after.Time.Before(before.Time) {

@@ -83,7 +83,7 @@ func TestHoldersListEveryLiveHandle(t *testing.T) {
 	}
 	hs := tr.Snapshot().Allocations[0].Holders
 	require.Len(t, hs, 2)
-	assert.True(t, hs[0].Own())
+	assert.Equal(t, "allocation", hs[0].How)
 	assert.Equal(t, x.Site(), hs[0].Site)
 	assert.Equal(t, "Retain", hs[1].How)
 	assert.Equal(t, 2, hs[1].Live)
@@ -92,7 +92,7 @@ func TestHoldersListEveryLiveHandle(t *testing.T) {
 	}
 	hs = tr.Snapshot().Allocations[0].Holders
 	require.Len(t, hs, 1)
-	assert.True(t, hs[0].Own())
+	assert.Equal(t, "allocation", hs[0].How)
 	require.NoError(t, x.Free())
 }
 

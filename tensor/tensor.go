@@ -582,7 +582,12 @@ func (t *Tensor) Bytes() int64 {
 func (t *Tensor) HeldBytes() int64 { return t.blk().rec.Bytes }
 
 // Kind returns the kind the tensor was made with.
-func (t *Tensor) Kind() string { return t.blk().rec.Kind() }
+func (t *Tensor) Kind() string {
+	if m := t.blk().rec.Meta; m != nil {
+		return m.Kind
+	}
+	return ""
+}
 
 // Device returns the device the memory is on.
 func (t *Tensor) Device() Device { return t.blk().alloc.Device() }

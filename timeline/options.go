@@ -8,7 +8,7 @@ import (
 )
 
 // Errors returned by this package. Every error it returns matches one of
-// these, track.ErrNilTracker or track.ErrHistoryOff with errors.Is, or wraps an I/O error from the
+// these, track.ErrNilTracker or trackalloc.ErrHistoryOff with errors.Is, or wraps an I/O error from the
 // writer or the file system.
 var (
 	// ErrInvalidOption means an option's value cannot be used.

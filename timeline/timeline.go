@@ -173,7 +173,7 @@ type group struct {
 
 // Build reads tr's event history and live site totals and builds the
 // timeline of its window (see Timeline). It returns an error matching
-// track.ErrHistoryOff unless tr was made with track.History.
+// trackalloc.ErrHistoryOff unless tr was made with track.KeepHistory.
 //
 // When the history dropped events, the series are rebuilt backwards from
 // the live bytes per site at the moment of the call. Build is exact when no

@@ -191,7 +191,7 @@ func TestBuildErrors(t *testing.T) {
 		want    error
 	}{
 		{"nil tracker", nil, nil, track.ErrNilTracker},
-		{"history off", newTracker(t), nil, track.ErrHistoryOff},
+		{"history off", newTracker(t), nil, trackalloc.ErrHistoryOff},
 		{"nil option", withHistory, []timeline.Option{nil}, timeline.ErrInvalidOption},
 		{"no bands", withHistory, []timeline.Option{timeline.Bands(0)}, timeline.ErrInvalidOption},
 		{"too many bands", withHistory, []timeline.Option{timeline.Bands(timeline.MaxBands + 1)}, timeline.ErrInvalidOption},

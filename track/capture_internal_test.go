@@ -42,7 +42,7 @@ func TestFramePointerSitesMatchCallers(t *testing.T) {
 			for _, tr := range []*Tracker{walked, plain} { // one call instruction for both
 				recs = append(recs, captureVia(t, tr, depth))
 			}
-			assert.Equal(t, recs[1].Site().PCs(), recs[0].Site().PCs(), "depth %d", depth)
+			assert.Equal(t, recs[1].Site().pcs, recs[0].Site().pcs, "depth %d", depth)
 			require.NoError(t, walked.release(recs[0]))
 			require.NoError(t, plain.release(recs[1]))
 		}
@@ -96,7 +96,7 @@ func TestFullWalkCacheServesCallers(t *testing.T) {
 	for _, tr := range []*Tracker{walked, plain} { // one call instruction for both
 		recs = append(recs, captureLeaf(t, tr))
 	}
-	assert.Equal(t, recs[1].Site().PCs(), recs[0].Site().PCs())
+	assert.Equal(t, recs[1].Site().pcs, recs[0].Site().pcs)
 	assert.Zero(t, walked.walks.table.Len(), "nothing cached")
 	assert.Zero(t, walked.walks.table.Refused(), "a full cache is not asked to keep the walk")
 	tt := walked.Totals()

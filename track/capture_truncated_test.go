@@ -66,7 +66,7 @@ func TestTruncatedWalkNeverServesAnotherStacksSite(t *testing.T) {
 			for _, tr := range []*Tracker{walked, plain} { // one call instruction for both
 				recs = append(recs, root(leafValue(&leafer{t, tr}), depth))
 			}
-			require.Equal(t, recs[1].Site().PCs(), recs[0].Site().PCs(), "depth %d: the walk served another stack's site", depth)
+			require.Equal(t, recs[1].Site().pcs, recs[0].Site().pcs, "depth %d: the walk served another stack's site", depth)
 			require.NoError(t, walked.release(recs[0]))
 			require.NoError(t, plain.release(recs[1]))
 		}
@@ -122,7 +122,7 @@ func TestSitesStayExactUnderGCChurn(t *testing.T) {
 				for _, tr := range []*Tracker{walked, plain} {
 					recs = append(recs, root(leafValue(&leafer{t, tr}), depth))
 				}
-				a, b := recs[0].Site().PCs(), recs[1].Site().PCs()
+				a, b := recs[0].Site().pcs, recs[1].Site().pcs
 				if !equalPCs(a, b) {
 					wrong.Store(depth, true)
 				}

@@ -365,7 +365,7 @@ func (t *Tracker) counts() *counts {
 // Oldest but the special records'.
 func (c *counts) snapshot(f Filter) *Snapshot {
 	t := c.tracker
-	snap := &Snapshot{tracker: t, TrackerName: t.cfg.name, Time: c.time, Totals: c.totals, Filter: f}
+	snap := &Snapshot{Tracker: t, TrackerName: t.cfg.name, Time: c.time, Totals: c.totals, Filter: f}
 	groups := make([]Group, 0, len(c.slots)+len(c.special))
 	stats := make([]SiteStats, 0, len(c.sites))
 	index := make(map[*Site]int, len(c.sites))

@@ -114,8 +114,7 @@ func (f *siteFeed) close() {
 	f.slot = -1
 }
 
-// Stats reads the site's counters: O(shapes), one for most sites. Oldest
-// is not filled.
+// Stats reads the site's counters, O(shapes); Oldest is not filled.
 func (s *Site) Stats() SiteStats {
 	allocs, allocBytes, frees, freed := s.metas.figures()
 	return SiteStats{Site: s, LiveCount: allocs - frees, LiveBytes: allocBytes - freed,

@@ -74,7 +74,7 @@ func TestHeldByCountersAgreeWithTheWalk(t *testing.T) {
 	check("own handle dropped while a view holds it")
 	r3.markDropped(view, "View")
 	check("the view dropped too")
-	pcs := view.PCs()
+	pcs := view.pcs
 	many := leaves(t, tr, maxSiteHolders+3)
 	for i, r := range many {
 		r.hold(tr.intern([]uintptr{pcs[0] + uintptr(i+1)}), "Retain")

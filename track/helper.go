@@ -94,10 +94,9 @@ const (
 )
 
 // HelperFunctions marks functions as allocation helpers of this tracker, as
-// testing.T.Helper marks a test's: reports name their caller instead.
-// A name is "pkg/path.fn", "pkg/path.(*T).m" (generic ones by that name too)
-// or a prefix ending in "." or "/"; at most 256 distinct names of up to 1024
-// bytes. Totals.HelpersUnmatched counts those no stack has matched.
+// testing.T.Helper does: reports name their caller. A name is "pkg/path.fn",
+// "pkg/path.(*T).m" or a prefix ending in "." or "/"; at most 256 names of
+// up to 1024 bytes (Totals.HelpersUnmatched: those no stack has matched).
 func HelperFunctions(names ...string) Option {
 	names = append([]string(nil), names...) // the caller may reuse its slice
 	return optionFunc(func(c *config) error {

@@ -58,10 +58,10 @@ func (r *ring) snapshot(dst []event) []event {
 
 // history copies the event history, oldest first, with the count of
 // events overwritten, the latest Time among them and the rings' capacity
-// (trackalloc.History).
-func (t *Tracker) history() (events []event, dropped, droppedUntil int64, capacity int, err error) {
+// (trackalloc.History); false if it keeps none.
+func (t *Tracker) history() (events []event, dropped, droppedUntil int64, capacity int, ok bool) {
 	if t.cfg.historyEvents <= 0 {
-		return nil, 0, 0, 0, ErrHistoryOff
+		return nil, 0, 0, 0, false
 	}
 	// Size the copy first, so that no shard lock is held while a large
 	// slice regrows.
@@ -84,7 +84,7 @@ func (t *Tracker) history() (events []event, dropped, droppedUntil int64, capaci
 	slices.SortFunc(events, func(a, b event) int {
 		return cmp.Or(cmp.Compare(a.Time, b.Time), cmp.Compare(a.ID, b.ID), cmp.Compare(a.Kind, b.Kind))
 	})
-	return events, dropped, droppedUntil, shardCount * ringSize(t.cfg.historyEvents), nil
+	return events, dropped, droppedUntil, shardCount * ringSize(t.cfg.historyEvents), true
 }
 
 func ringSize(total int) int { return max(16, (total+shardCount-1)/shardCount) }

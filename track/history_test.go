@@ -13,7 +13,7 @@ import (
 
 func TestHistoryOffByDefault(t *testing.T) {
 	_, err := trackalloc.History(newTracker(t))
-	assert.ErrorIs(t, err, track.ErrHistoryOff)
+	assert.ErrorIs(t, err, trackalloc.ErrHistoryOff)
 	_, err = track.New(track.KeepHistory(0))
 	assert.ErrorIs(t, err, track.ErrInvalidOption)
 	_, err = track.New(track.KeepHistory(-5))

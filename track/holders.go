@@ -11,8 +11,7 @@ import (
 	"github.com/tensorlife/tensorlife/internal/format"
 )
 
-// Holder is a kind of handle keeping an allocation alive (its own, a View, a
-// Retain, a cache entry) by the line that made it.
+// Holder is a kind of handle keeping an allocation alive, by its line.
 type Holder struct {
 	Site    *Site  // where the handle was made; nil for those past the bound
 	How     string // "Retain", "View", an owner's name; "allocation" for the own handle
@@ -23,11 +22,7 @@ type Holder struct {
 // howOwn is Holder.How of an allocation's own handle, the one New returned.
 const howOwn = "allocation"
 
-// Own reports whether h is the allocation's own handle.
-func (h Holder) Own() bool { return h.How == howOwn }
-
-// String describes h as every report does: "a View made at decode.go:88
-// (pkg.decode)".
+// String describes h as reports do: "a View made at decode.go:88 (pkg.decode)".
 func (h Holder) String() string {
 	what := "a " + h.How
 	if h.How == howOwn {
@@ -274,7 +269,7 @@ func heldFrom(holders iter.Seq[Holder]) (held Holder, ok bool) {
 		if h.Live <= 0 {
 			continue
 		}
-		if h.Own() {
+		if h.How == howOwn {
 			return Holder{}, false
 		}
 		if !ok {

@@ -31,7 +31,7 @@ func TestHeldByAgreesWithHolderList(t *testing.T) {
 	r.unhold(b, howOwn)
 	r.markDropped(a, "View")
 	check("view dropped")
-	pcs := a.PCs()
+	pcs := a.pcs
 	for i := range maxHolders + 1 {
 		r.hold(tr.intern([]uintptr{pcs[0] + uintptr(i)}), "Retain")
 	}

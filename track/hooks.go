@@ -44,15 +44,15 @@ func init() {
 			q, _ := req.(*request)
 			return madeUnder(q, ctx)
 		},
-		History: func(t any, grow func(n int), put func(hotpath.Event)) (time.Time, int64, int64, int, error) {
+		History: func(t any, grow func(n int), put func(hotpath.Event)) (time.Time, int64, int64, int, bool) {
 			tr := t.(*Tracker)
-			events, dropped, until, capacity, err := tr.history()
+			events, dropped, until, capacity, ok := tr.history()
 			grow(len(events))
 			for _, e := range events {
 				put(hotpath.Event{Kind: e.Kind, Time: e.Time, ID: e.ID, Bytes: e.Bytes, Site: e.Site,
 					AllocKind: e.AllocKind, Device: e.Device, Labels: e.Labels})
 			}
-			return tr.start, dropped, until, capacity, err
+			return tr.start, dropped, until, capacity, ok
 		},
 		Counts: func(t any) func() any {
 			c := t.(*Tracker).counts()

@@ -10,8 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// Labels is an immutable set of key/value pairs carried by a context and
-// attached to what is allocated under it, as pprof.Labels.
+// Labels is an immutable set of key/value pairs, as pprof.Labels.
 type Labels struct {
 	set *labelSet
 }
@@ -59,15 +58,11 @@ func cut(s string) (string, bool) {
 const badKey = "!BADKEY"
 
 // WithLabels returns a context whose allocations carry the labels kv (key,
-// value pairs) besides ctx's, at most 16 keys of 256 bytes (longer ones are
-// cut and marked "…", further keys dropped under "!DROPPED", and counted:
-// Totals.LabelsTruncated). When ctx can end and is under no request yet, it
-// also begins one that ends when ctx is done, as WithRequest does; every
-// reader sees that end at once. Such a request is a job of ctx: on a
-// worker's long-lived context, each WithLabels call begins one, and a job
-// also ends once 64 later jobs of the same context have allocated, so that
-// what a job leaks is judged (see WithRequest to end a job exactly). No
-// goroutine or callback is registered per call.
+// value pairs) besides ctx's, at most 16 keys of 256 bytes (the rest cut or
+// dropped: Totals.LabelsTruncated). When ctx can end and is under no
+// request yet, it begins one that ends with ctx, as WithRequest does; on a
+// worker's long-lived context each call begins a job, which also ends once
+// 64 later jobs of that context have allocated. It starts no goroutine.
 func WithLabels(ctx context.Context, kv ...string) context.Context {
 	if len(kv) == 0 {
 		return ctx
@@ -250,9 +245,8 @@ func (l Labels) Equal(o Labels) bool {
 	return l.Len() == 0 || slices.Equal(l.set.kv, o.set.kv)
 }
 
-// String renders the labels as {k=v, k=v} in key order; a key or value
-// that holds a separator, a quote, a space or an unprintable rune is quoted
-// (strconv.Quote), so that two label sets never render alike.
+// String renders the labels as {k=v, k=v} in key order, quoting keys and
+// values (strconv.Quote) that could make two sets render alike.
 func (l Labels) String() string {
 	var b strings.Builder
 	b.WriteByte('{')

@@ -6,8 +6,7 @@ import (
 	"github.com/tensorlife/tensorlife/internal/intern"
 )
 
-// Meta is an allocation's kind, device, dtype and shape, shared by every
-// record alike (InternMeta); it must not be modified.
+// Meta is an allocation's kind, device, dtype and shape, shared (InternMeta).
 type Meta struct {
 	Kind   string // "tensor", "mask", "kv-cache", ...
 	Device string // "cuda:0"

@@ -56,9 +56,8 @@ func defaultConfig() config {
 	}
 }
 
-// Clock sets where the tracker reads the time (default time.Now): when it
-// started, event times, ages and snapshot times. A test passes a clock of
-// its own to age tensors without waiting; the clock must not go back.
+// Clock sets the tracker's clock (default time.Now), which must not go back:
+// a test passes its own to age tensors without waiting.
 func Clock(now func() time.Time) Option {
 	return optionFunc(func(c *config) error {
 		if now == nil {
@@ -80,9 +79,8 @@ func Name(name string) Option {
 	})
 }
 
-// MaxSites bounds the stack table at n stacks, 1..1<<24 (default 4096). New
-// allocates about 48 B per allowed stack (768 MiB at the bound); further
-// stacks count as overflow.
+// MaxSites bounds the stack table at n stacks, 1..1<<24 (default 4096), at
+// about 48 B each, allocated by New; further stacks count as overflow.
 func MaxSites(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < 1 || n > maxSitesLimit {
@@ -93,8 +91,8 @@ func MaxSites(n int) Option {
 	})
 }
 
-// OnLeak sets what is called for a tensor the collector found never freed;
-// it runs on the cleanup goroutine and must not block.
+// OnLeak sets what reports a dropped handle; it runs under recover, on the
+// cleanup goroutine, and must not block.
 func OnLeak(f func(LeakReport)) Option {
 	return optionFunc(func(c *config) error {
 		if f == nil {
@@ -105,8 +103,7 @@ func OnLeak(f func(LeakReport)) Option {
 	})
 }
 
-// ReclaimLeaks returns a leaked tensor's memory once reported (default
-// true); false keeps it live for profiles and tests.
+// ReclaimLeaks frees a leaked tensor once reported (default true).
 func ReclaimLeaks(reclaim bool) Option {
 	return optionFunc(func(c *config) error {
 		c.reclaimLeaks = reclaim
@@ -125,9 +122,8 @@ func Logger(l *slog.Logger) Option {
 	})
 }
 
-// KeepHistory keeps the last n events, 1..1<<22, in rings the shard locks
-// guard; New allocates about 80 B an event (320 MiB at the bound).
-// Overwritten events are counted as dropped.
+// KeepHistory keeps the last n events, 1..1<<22, at about 80 B each,
+// allocated by New (trackalloc.History); older ones are counted as dropped.
 func KeepHistory(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n <= 0 || n > maxHistoryEvents {

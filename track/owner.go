@@ -8,22 +8,17 @@ import (
 	"weak"
 )
 
-// Owner holds tensors past their request on purpose (HandOver): a cache, a
-// session store. With MaxBytes > 0 what it holds is never judged by growth;
-// an owner holding more than MaxBytes is a leak suspect of its own
-// (Tracker.Owners, OwnerStats.OverBound). Without a bound it is judged by
-// its growth, so an unbounded cache is still found.
-//
-// A tracker refers to an owner weakly: an owner dropped without giving its
-// tensors back (a cache dropped without Close) is collected with the
-// handles it held, and each handle is reported dropped at the line that
-// made it. Set the fields before the first HandOver, and do not copy an
-// Owner after it.
+// Owner holds tensors past their request on purpose: a cache, a session
+// store (tensor.Tensor.HandTo). With MaxBytes > 0 what it holds is never
+// judged by growth, and holding more is a leak suspect of its own
+// (OwnerStats.OverBound); without, it is judged by growth, so an unbounded
+// cache is still found. A tracker holds an owner weakly: one dropped with
+// tensors still handed to it is collected, and each handle it held is
+// reported dropped. Set the fields before the first hand-over; do not copy.
 type Owner struct {
 	Name     string
-	MaxBytes int64 // the owner's byte budget; 0 if it has none
-
-	book atomic.Pointer[ownerBook] // made at the first HandOver
+	MaxBytes int64                     // the owner's byte budget; 0 if it has none
+	book     atomic.Pointer[ownerBook] // made at the first HandOver
 }
 
 // maxOwnerSites bounds the lines an owner's figures keep apart; what
@@ -118,23 +113,17 @@ func (r *ownerRegistry) add(b *ownerBook) {
 type OwnerStats struct {
 	Name     string
 	MaxBytes int64
-	// Count and Bytes are the live tensors handed to it and their bytes.
-	Count int64
-	Bytes int64
-	// Sites are the lines that made what it holds, most bytes first.
-	Sites []OwnerSite
-	// Dropped: the Owner was collected while it still held these; each of
-	// its handles is reported dropped as the collector finds it.
-	Dropped bool
+	Count    int64       // the live tensors handed to it
+	Bytes    int64       // and their bytes
+	Sites    []OwnerSite // the lines that made them, most bytes first
+	Dropped  bool        // the Owner was collected while it held these
 }
 
-// OverBound reports whether the owner holds more than its byte budget: a
-// bounded cache that does not keep its bound.
+// OverBound reports whether the owner holds more than its MaxBytes.
 func (s OwnerStats) OverBound() bool { return s.MaxBytes > 0 && s.Bytes > s.MaxBytes }
 
-// Owners returns the owners tensors of t were handed to that hold some now,
-// most bytes first: O(owners). Owners that were collected and hold nothing
-// are forgotten.
+// Owners returns the owners that hold tensors of t now, most bytes first,
+// from counters: O(owners).
 func (t *Tracker) Owners() []OwnerStats {
 	t.owners.mu.Lock()
 	books := t.owners.books[:0:0]

@@ -144,20 +144,14 @@ func (c *scopeCtx) Value(key any) any {
 func (c *scopeCtx) String() string { return fmt.Sprintf("%v.WithValue(track scope)", c.Context) }
 
 // WithRequest begins a request under ctx and returns its context and the
-// function that ends it; it also ends when ctx is done. A tensor made under
-// it and live at its end has outlived it: what a watcher judges. Memory in
-// flight is never judged. Every reader (Totals, SiteTotals, snapshots,
-// watchers, profiles, out-of-memory errors) sees the end at once, whether
-// it came from the returned function or from ctx.
+// function that ends it; it also ends when ctx is done, and every reader
+// sees the end at once. A tensor made under it and live at its end has
+// outlived it (one made under no request, from birth); memory in flight is
+// never judged. A request begun under another is part of it.
 //
-// A request begun under another (a test's scope, a server's request) is
-// part of it: Filter.Request and Allocation.MadeUnder of the outer one
-// find what is made under the inner one.
-//
-// Servers whose request contexts end with the request need only WithLabels.
-// A worker that takes jobs on one long-lived context should begin a request
-// per job: ctx, end := track.WithRequest(workerCtx); defer end(). Tensors
-// made under no request count as outlived from birth.
+// Servers whose request contexts end with the request need only WithLabels;
+// a worker taking jobs on one long-lived context begins a request per job:
+// ctx, end := track.WithRequest(workerCtx); defer end().
 func WithRequest(ctx context.Context) (context.Context, context.CancelFunc) {
 	if ctx == nil {
 		ctx = context.Background()

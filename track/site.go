@@ -17,8 +17,7 @@ import (
 // maxDepth is the deepest call stack kept per site, as in runtime/pprof.
 const maxDepth = 32
 
-// Site is an interned call stack, shared by every allocation made from it,
-// symbolized on first use. It lives as long as its Tracker; sites of one
+// Site is an interned call stack, symbolized on first use; sites of one
 // tracker compare by pointer.
 type Site struct {
 	// A feed's read of a changed site (Stats) touches told, the counters
@@ -80,9 +79,6 @@ func (s *Site) ID() int { return s.id }
 
 // Overflow reports whether s is the overflow site.
 func (s *Site) Overflow() bool { return s.overflow }
-
-// PCs returns a copy of the program counters, as runtime.Callers gives.
-func (s *Site) PCs() []uintptr { return append([]uintptr(nil), s.pcs...) }
 
 // Frames returns the stack, leaf first, inlined calls expanded; shared.
 func (s *Site) Frames() []Frame {
@@ -250,8 +246,7 @@ func (t *stackTable) sites() []*Site {
 	return t.order[:len(t.order):len(t.order)]
 }
 
-// DistinctFrame returns the frame that tells s apart from others that share
-// its Location (one line reached from two callers); false if none does.
+// DistinctFrame returns the frame telling s apart from others of its Location.
 func (s *Site) DistinctFrame(others []*Site) (f Frame, ok bool) {
 	loc := s.Location()
 	var rivals []*Site

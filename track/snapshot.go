@@ -29,15 +29,6 @@ type Allocation struct {
 	req      *request // for Filter.Request in Snapshot.Select
 }
 
-// LiveHolders counts the handles neither freed nor found dropped.
-func (a *Allocation) LiveHolders() int {
-	n := 0
-	for _, h := range a.Holders {
-		n += h.Live
-	}
-	return n
-}
-
 // allocation copies r, its labels, flags and holders read now.
 func (r *Record) allocation() Allocation {
 	leaked := r.leaked()
@@ -54,8 +45,7 @@ func (r *Record) allocationOf(m *Meta, labels Labels, leaked bool, holders []Hol
 	}
 }
 
-// MadeUnder reports whether a was made under ctx's request, or under a
-// request begun within it (WithRequest under ctx's request).
+// MadeUnder reports whether a was made under ctx's request or one within it.
 func (a *Allocation) MadeUnder(ctx context.Context) bool {
 	req := scopeOf(ctx).req
 	return req != nil && a.req.within(req)
@@ -74,8 +64,7 @@ type SiteStats struct {
 	OutlivedBytes int64     // and their bytes
 }
 
-// Group aggregates the live allocations alike in every field: one profile
-// sample, so profiles cost O(groups), not O(tensors).
+// Group is the live allocations alike in every field: one profile sample.
 type Group struct {
 	Site     *Site
 	Kind     string
@@ -89,17 +78,15 @@ type Group struct {
 	Leaked   int64   // how many of Count the collector found without Free
 	Outlived bool    // these outlived their request
 	HeldBy   *Holder // the extra owner holding them once their own handle is gone
-	// OtherShapes marks, in a snapshot read from counters, the tensors of
-	// a site past the 64 kinds, devices, dtypes and shapes (and sizes) it
-	// counts apart: one group, Kind, Device, DType and Shape empty, so that
-	// a profile shows a bounded number of groups per site whatever the
-	// shapes. The site's figures count them exactly.
+	// OtherShapes marks, in a snapshot read from counters, the one group
+	// (Kind, Device, DType and Shape empty) of a site's tensors past the 64
+	// shapes it counts apart, so that a profile's groups stay bounded.
 	OtherShapes bool
 }
 
 // Snapshot is an immutable copy of the live set, per site and group.
 type Snapshot struct {
-	tracker     *Tracker
+	Tracker     *Tracker // what it was taken of
 	TrackerName string
 	Time        time.Time
 	Totals      Totals // unfiltered
@@ -111,8 +98,7 @@ type Snapshot struct {
 	Allocations []Allocation // by id, with Filter.Allocations
 }
 
-// Filter selects what a snapshot holds; the zero Filter selects every live
-// allocation and lists none.
+// Filter selects what a snapshot holds; the zero Filter, all, listing none.
 type Filter struct {
 	MinAge      time.Duration     // at least this old
 	Outlived    bool              // outlived their request: what a watcher judges
@@ -122,10 +108,9 @@ type Filter struct {
 	LeakedOnly  bool              // found by the collector without Free
 	Labels      map[string]string // carrying all these labels
 	Allocations bool              // list each match in Snapshot.Allocations
-	// LabelKeys, when not nil, are the label keys groups are told apart by
-	// and carry (empty: none): memory bounded by sites and shapes whatever
-	// the labels hold. Empty, with no other field set, the snapshot is read
-	// from counters, O(sites × shapes), without Oldest.
+	// LabelKeys, when not nil, are the only label keys groups carry, so
+	// memory is bounded whatever the labels hold. Empty, with no other field
+	// set, the snapshot is read from counters, O(sites × shapes).
 	LabelKeys []string
 	Oldest    bool // fill Oldest even so: a walk
 }
@@ -408,14 +393,9 @@ func (gr *grouper) finish(bySite map[*Site]*SiteStats) []Group {
 	return out
 }
 
-// SameTracker reports whether s and o are of one tracker.
-func (s *Snapshot) SameTracker(o *Snapshot) bool {
-	return s != nil && o != nil && s.tracker != nil && s.tracker == o.tracker
-}
-
 // SiteSnapshot is a snapshot of the counters alone: O(sites), no walk.
 func (t *Tracker) SiteSnapshot() *Snapshot {
-	return &Snapshot{tracker: t, TrackerName: t.cfg.name, Time: t.wallNow(), Totals: t.Totals(), Sites: t.SiteTotals()}
+	return &Snapshot{Tracker: t, TrackerName: t.cfg.name, Time: t.wallNow(), Totals: t.Totals(), Sites: t.SiteTotals()}
 }
 
 // Snapshot copies the whole live set, every allocation listed.
@@ -478,7 +458,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 // snapshots always have the same cumulative figures to subtract; with a
 // filter, a site's live figures count only its matches.
 func (t *Tracker) finishSnapshot(f Filter, now time.Time, groups *grouper, allocs []Allocation) *Snapshot {
-	snap := &Snapshot{tracker: t, TrackerName: t.cfg.name, Time: now, Totals: t.Totals(), Filter: f, Allocations: allocs}
+	snap := &Snapshot{Tracker: t, TrackerName: t.cfg.name, Time: now, Totals: t.Totals(), Filter: f, Allocations: allocs}
 	slices.SortFunc(snap.Allocations, func(a, b Allocation) int { return cmp.Compare(a.ID, b.ID) })
 
 	bySite := make(map[*Site]*SiteStats)
@@ -502,8 +482,7 @@ func (t *Tracker) finishSnapshot(f Filter, now time.Time, groups *grouper, alloc
 // list its allocations (Filter.Allocations).
 var errNoAllocations = fmt.Errorf("%w: the snapshot does not list its allocations (Filter.Allocations)", ErrInvalidOption)
 
-// Select returns the part of s that f selects, from s.Allocations, without a
-// second walk; without them, or for a bad f, the error matches ErrInvalidOption.
+// Select filters s.Allocations by f, or fails with ErrInvalidOption.
 func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
@@ -532,7 +511,7 @@ func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
 		maps.Copy(merged.Labels, s.Filter.Labels)
 		maps.Copy(merged.Labels, f.Labels)
 	}
-	out := &Snapshot{tracker: s.tracker, TrackerName: s.TrackerName, Time: s.Time, Totals: s.Totals, Filter: merged}
+	out := &Snapshot{Tracker: s.Tracker, TrackerName: s.TrackerName, Time: s.Time, Totals: s.Totals, Filter: merged}
 	groups := newGrouper(merged)
 	wantReq := scopeOf(f.Request).req
 	for _, a := range s.Allocations {
@@ -652,10 +631,8 @@ func (t *Tracker) SiteTotals() []SiteStats {
 	return out
 }
 
-// TopSites returns up to n sites with live bytes, most first (as
-// SiteTotals orders them), from their counters: O(sites × n), allocating
-// only what it returns, so that an out-of-memory error names its top sites
-// without listing and sorting every site.
+// TopSites returns up to n sites with live bytes, most first, from their
+// counters: O(sites × n), allocating only what it returns.
 func (t *Tracker) TopSites(n int) []SiteStats {
 	if n <= 0 {
 		return nil

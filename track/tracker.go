@@ -19,13 +19,11 @@ import (
 
 // Errors of the registry.
 var (
-	// ErrMisuse: a record passed wrongly (nil, recorded or released twice,
-	// never recorded, of another tracker, of negative size, or handed to a
-	// nil owner); the message says how, and Totals.Misuse counts it.
+	// ErrMisuse: a record passed wrongly (nil, twice, never recorded, of
+	// another tracker); the message says how; Totals.Misuse counts it.
 	ErrMisuse        = errors.New("track: record misused")
 	ErrNilTracker    = errors.New("track: nil tracker")
 	ErrInvalidOption = errors.New("track: invalid option") // an option or filter that cannot be used
-	ErrHistoryOff    = errors.New("track: event history is off (enable it with track.KeepHistory)")
 )
 
 // Misuses of a record, each wrapping ErrMisuse.
@@ -161,16 +159,12 @@ func (sh *shardData) class(reg *classRegistry, device, kind string) uint16 {
 	return id
 }
 
-// Record is one allocation in the registry. The caller fills Bytes and Meta,
-// owns its memory (tensor embeds it in a block) and passes it to
-// trackalloc.Record. Packed to keep a live tensor within 256 B of host memory, it
-// must not point back at what it tracks, or no leak could be found.
+// Record is one allocation in the registry, which an allocator embeds in
+// what it hands out, fills and passes to trackalloc.Record. Packed to keep a
+// live tensor within 256 B, it never points back at what it tracks.
 type Record struct {
-	Bytes int64 // device bytes the allocation holds
-	// Meta is the allocation's kind, device, dtype and shape, shared
-	// (InternMeta); nil reads as the zero Meta.
-	Meta *Meta
-
+	Bytes   int64 // device bytes the allocation holds
+	Meta    *Meta // its kind, device, dtype and shape (InternMeta); nil for none
 	tracker *Tracker
 	site    *Site
 	labels  atomic.Pointer[labelSet]  // a Labels; atomic so that SetLabels races no reader
@@ -207,9 +201,6 @@ func (r *Record) class() uint16 { return uint16(r.word.Load() >> classShift) }
 
 // setLeaked flags r leaked.
 func (r *Record) setLeaked() { r.word.Or(leakedFlag) }
-
-// Kind returns the allocation's kind, from its Meta.
-func (r *Record) Kind() string { return metaOf(r).Kind }
 
 // ID returns r's id, unique in its tracker; 0 before Record.
 func (r *Record) ID() uint64 { return r.id }
@@ -465,27 +456,22 @@ func (t *Tracker) intern(pcs []uintptr) *Site {
 
 // Totals are a tracker's counters at one moment.
 type Totals struct {
-	LiveCount  int64
-	LiveBytes  int64
-	PeakBytes  int64
-	Allocs     int64 // since start
-	AllocBytes int64 // their bytes
-	Frees      int64 // since start
-	GCLeaks    int64 // handles found dropped
-	Misuse     int64 // double frees, foreign releases, reuses
-	Sites      int   // call stacks kept
-	Overflowed int64 // allocations past MaxSites
-	// OutlivedCount and OutlivedBytes are the live tensors that outlived
-	// their request: what a watcher judges, summed over the sites.
-	OutlivedCount   int64
-	OutlivedBytes   int64
-	LabelsTruncated int64 // tensors recorded with labels cut to the bounds (WithLabels)
-	// Served by runtime.Callers: StackFallbacks, captures the walk refused;
-	// StackUncached, captures past a full walk cache. StackMismatches are
-	// walks not trusted since they named other frames.
-	StackFallbacks   int64
-	StackMismatches  int64
-	StackUncached    int64
+	LiveCount        int64
+	LiveBytes        int64
+	PeakBytes        int64
+	Allocs           int64 // since start
+	AllocBytes       int64 // their bytes
+	Frees            int64 // since start
+	GCLeaks          int64 // handles found dropped
+	Misuse           int64 // double frees, foreign releases, reuses
+	Sites            int   // call stacks kept
+	Overflowed       int64 // allocations past MaxSites
+	OutlivedCount    int64 // live tensors that outlived their request: what a watcher judges
+	OutlivedBytes    int64 // and their bytes
+	LabelsTruncated  int64 // tensors recorded with labels cut to the bounds (WithLabels)
+	StackFallbacks   int64 // captures the frame-pointer walk refused, served by runtime.Callers
+	StackMismatches  int64 // walks not trusted, since they named other frames
+	StackUncached    int64 // captures past a full walk cache, served by runtime.Callers
 	FreeLinesLost    int64 // frees whose line the full free-line table lost
 	HelpersUnmatched int   // HelperFunctions names no stack has matched yet
 	events           [numEventKinds]int64

@@ -1,6 +1,7 @@
 package trackalloc
 
 import (
+	"errors"
 	"math"
 	"time"
 
@@ -47,11 +48,15 @@ type HistoryLog struct {
 	Capacity     int       // the events the history keeps at most
 }
 
+// ErrHistoryOff is History's error for a tracker made without
+// track.KeepHistory.
+var ErrHistoryOff = errors.New("trackalloc: event history is off (enable it with track.KeepHistory)")
+
 // History returns a copy of t's event history, oldest first, or an error
-// matching track.ErrHistoryOff when t keeps none.
+// matching ErrHistoryOff when t keeps none.
 func History(t *track.Tracker) (*HistoryLog, error) {
 	var events []Event
-	start, dropped, until, capacity, err := hotpath.Track.History(t,
+	start, dropped, until, capacity, ok := hotpath.Track.History(t,
 		func(n int) { events = make([]Event, 0, n) },
 		func(e hotpath.Event) {
 			ev := Event{Time: e.Time, ID: e.ID, Bytes: e.Bytes, AllocKind: e.AllocKind, Device: e.Device}
@@ -60,8 +65,8 @@ func History(t *track.Tracker) (*HistoryLog, error) {
 			ev.Labels, _ = e.Labels.(track.Labels)
 			events = append(events, ev)
 		})
-	if err != nil {
-		return nil, err
+	if !ok {
+		return nil, ErrHistoryOff
 	}
 	return &HistoryLog{Start: start, Events: events, Dropped: dropped, DroppedUntil: until, Capacity: capacity}, nil
 }

@@ -175,7 +175,7 @@ func (c *config) check(tr *track.Tracker, scope scope, drops *dropLog) *LeakErro
 	}
 	for _, a := range live {
 		delete(found, a.ID)
-		if a.LiveHolders() > 0 || !a.Leaked {
+		if liveHolders(&a) > 0 || !a.Leaked {
 			le.add(a, Live)
 		}
 		if a.Leaked {

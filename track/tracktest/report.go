@@ -80,7 +80,7 @@ type LeakError struct {
 	Leaks []Leak
 	// Tensors and Bytes count the listed tensors and their memory, each
 	// tensor once however many of its handles are listed; Handles counts
-	// those handles (Live ones by Allocation.LiveHolders, Dropped ones by
+	// those handles (Live ones by Holder.Live, Dropped ones by
 	// Holder.Dropped).
 	Tensors int
 	Handles int
@@ -122,7 +122,7 @@ func (e *LeakError) addLeak(l Leak) {
 // the dropped handles of one line.
 func (l *Leak) handles() int {
 	if l.State == Live {
-		return max(1, l.LiveHolders())
+		return max(1, liveHolders(&l.Allocation))
 	}
 	return max(1, l.Holder.Dropped)
 }
@@ -269,7 +269,7 @@ func (e *LeakError) advice() []string {
 	liveOwners, droppedOwners := map[string]bool{}, map[string]bool{} // named owners: caches
 	kind := func(h track.Holder, owners map[string]bool) (own, extra bool) {
 		switch {
-		case h.How == "" || h.Own():
+		case h.How == "" || ownHandle(h):
 			return true, false
 		case h.How == "View" || h.How == "Retain" || h.How == "handle":
 			return false, true
@@ -347,7 +347,7 @@ func writeSite(b *strings.Builder, leaks []Leak, sites []*track.Site) {
 		}
 		if l.State != Live {
 			fmt.Fprintf(b, ", %s", l.State)
-			if l.Holder.How != "" && !l.Holder.Own() {
+			if l.Holder.How != "" && !ownHandle(l.Holder) {
 				fmt.Fprintf(b, ": %s", l.Holder)
 			}
 			if l.Holder.Dropped > 1 {
@@ -369,7 +369,7 @@ func writeSite(b *strings.Builder, leaks []Leak, sites []*track.Site) {
 // writeHolders names the handles that keep a live tensor when any but its
 // own handle does: the line to change is where the holder was made.
 func writeHolders(b *strings.Builder, hs []track.Holder) {
-	if len(hs) == 1 && hs[0].Own() {
+	if len(hs) == 1 && ownHandle(hs[0]) {
 		return // the site line already names it
 	}
 	for _, h := range hs {
@@ -385,3 +385,16 @@ func plural(n int, noun string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }
+
+// liveHolders counts a's handles neither freed nor found dropped.
+func liveHolders(a *track.Allocation) int {
+	n := 0
+	for _, h := range a.Holders {
+		n += h.Live
+	}
+	return n
+}
+
+// ownHandle reports whether h is its allocation's own handle, the one New
+// returned (track.Holder.How "allocation").
+func ownHandle(h track.Holder) bool { return h.How == "allocation" }
