@@ -57,7 +57,8 @@ type Suspect struct {
 	// the growth began: at the flag, over the last K windows (or over the
 	// run of growth that flagged a slow leak), then over every window since.
 	GrowthPerWindow int64
-	Grew, OfWindows int // the outlived bytes grew in Grew of the last OfWindows (K) windows
+	Grew            int // the outlived bytes grew in Grew of the last OfWindows windows
+	OfWindows       int // the windows judged (K)
 	Since           time.Time
 	SinceWindow     uint64 // the window that flagged it, counted from 1
 	// Device is the device the site's tensors are on (the one with most of
