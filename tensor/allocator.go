@@ -100,10 +100,8 @@ func (a *DeviceAllocator) Release(b Block) error {
 	return nil
 }
 
-// books count the memory an allocator that caches nothing holds from a
-// device: a DeviceAllocator's, and the adoptions' on one device of a
-// tracker (adoptedBooks). Each figure is exact; they are not read at one
-// instant together.
+// books count the memory a DeviceAllocator holds from its device. Each
+// figure is exact; they are not read at one instant together.
 type books struct {
 	reserved, peak atomic.Int64
 	allocs, frees  atomic.Int64

@@ -46,14 +46,6 @@ var (
 	// ErrNoDevice means a device could not be opened: no driver, no GPU, or a
 	// binary built without the device's support.
 	ErrNoDevice = errors.New("tensor: device unavailable")
-	// ErrAlreadyAdopted means Adopt was given memory that overlaps memory
-	// another live adoption on the same device holds: releasing both would
-	// release it twice. It matches ErrInvalidPointer too.
-	ErrAlreadyAdopted = fmt.Errorf("tensor: memory already adopted: %w", ErrInvalidPointer)
-	// ErrForeignPanic means a function tensorlife was handed
-	// (ForeignMemory.Release) panicked; tensorlife recovered the panic. The
-	// *ForeignPanicError that matches it holds the panic's value and stack.
-	ErrForeignPanic = errors.New("tensor: foreign function panicked")
 )
 
 // DeviceError is a failure reported by a device driver, with the operation,
@@ -156,39 +148,3 @@ func (e *OOMError) Is(target error) bool { return target == ErrOutOfMemory }
 
 // Unwrap returns the device error, if any.
 func (e *OOMError) Unwrap() error { return e.Err }
-
-// ForeignPanicError is a panic that tensorlife recovered from a function it
-// was handed, a ForeignMemory.Release: foreign code must not take the
-// process down. It matches ErrForeignPanic, and unwraps to the panic's
-// value when that is an error.
-type ForeignPanicError struct {
-	Func  string // what panicked: "ForeignMemory.Release"
-	Value any    // what was passed to panic
-	Stack string // the panicking goroutine's stack, cut at maxPanicStack bytes
-}
-
-// maxPanicStack bounds the stack a ForeignPanicError keeps.
-const maxPanicStack = 8 << 10
-
-func (e *ForeignPanicError) Error() string {
-	return fmt.Sprintf("tensor: %s panicked: %s", e.Func, clipText(fmt.Sprint(e.Value), 256))
-}
-
-// Is reports whether target is ErrForeignPanic.
-func (e *ForeignPanicError) Is(target error) bool { return target == ErrForeignPanic }
-
-// Unwrap returns the panic's value if it is an error, so that a panic with
-// a sentinel still matches it.
-func (e *ForeignPanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
-}
-
-// clipText cuts s to at most n bytes, saying how long it was: error texts
-// never echo unbounded input.
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return fmt.Sprintf("%s... (%d bytes)", strings.ToValidUTF8(s[:n], ""), len(s))
-}

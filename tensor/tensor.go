@@ -328,8 +328,9 @@ func (b *block) unref(gc bool) error {
 }
 
 // release gives the record and the memory back. With gc set it runs on the
-// runtime's finalizer goroutine, where no foreign code may run: adopted
-// memory is queued for a releaser instead (see Adopt).
+// runtime's finalizer goroutine, where no foreign code may run: the memory
+// of an allocator whose Release is foreign code (tensor/foreign's) is
+// queued for a goroutine of that allocator's instead.
 func (b *block) release(gc bool) error {
 	var err error
 	if tr := b.tracker(); tr != nil {
@@ -337,8 +338,8 @@ func (b *block) release(gc bool) error {
 	}
 	if b.rec.Bytes > 0 {
 		if gc {
-			if a, ok := b.alloc.(*adoption); ok {
-				releases.push(a)
+			if q, ok := b.alloc.(hotpath.DroppedReleaser); ok {
+				q.QueueDropped(hotpath.Dropped{})
 				return err
 			}
 		}
