@@ -33,22 +33,18 @@ type Spec struct {
 // Tensor is an owned handle to a block of device memory with a dtype and a
 // shape. The handle is an owner: Free gives its ownership up, and the memory
 // returns to its allocator when the last owner has freed (see Retain). After
-// Free, every operation on the handle returns ErrFreed, and is noted to the
-// tracker as a use after free; a second Free returns a *DoubleFreeError
-// naming the allocation and first free sites; the accessors (ID, DType,
-// Shape, Bytes, Kind, Device) keep answering, so error messages can still
-// describe it.
+// Free, every operation returns ErrFreed and is noted to the tracker as a
+// use after free, and a second Free returns a *DoubleFreeError; the
+// accessors (ID, DType, Shape, Bytes, Kind, Device) keep answering, so
+// error messages can still describe the handle.
 //
 // Every handle remembers the line that made it (New, Retain, View), so a
 // leak report names the handle that still holds the memory: "held by a View
 // made at decode.go:88".
 //
-// A handle dropped without Free is found by the garbage collector and
-// reported as a leak by its tracker, at the line that made that handle,
-// which by default also gives its ownership up. Do not rely on that: it is
-// a diagnosis, not a way to free. The handle carries a runtime finalizer
-// for this (not runtime.AddCleanup, whose argument box and closure would
-// cost 40 B more per live tensor): do not set one on it.
+// A handle dropped without Free is reported as a leak, a diagnosis and not
+// a way to free; it carries a finalizer for that, so never set one on it
+// (see the package doc).
 //
 // A Tensor is safe for concurrent reads and copies; Free must not race with
 // other calls on the same handle. Tensors must not be copied by value.
