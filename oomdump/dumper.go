@@ -22,6 +22,7 @@ import (
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/timeline"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // Dumper writes a dump of a tracker's memory into a directory when it hears
@@ -126,7 +127,7 @@ func (d *Dumper) OutOfMemory(e *tensor.OOMError) {
 	// snapshot is built from it on the dumper's goroutine. A dump must not make the
 	// failing allocation wait for a walk of a live set that is, by then, as
 	// large as it gets.
-	job.counts = d.tr.Counts()
+	job.counts = trackalloc.Counts(d.tr)
 	go d.write(job, done)
 }
 
@@ -134,7 +135,7 @@ func (d *Dumper) OutOfMemory(e *tensor.OOMError) {
 type dumpJob struct {
 	Dump
 	seq    int
-	counts *track.Counts // the live set when the allocation failed
+	counts func() *track.Snapshot // the live set when the allocation failed
 }
 
 // write writes one dump's files, then calls OnDump, records the dump and
@@ -206,7 +207,7 @@ func (d *Dumper) writeFiles(job *dumpJob, files *[]string) error {
 		return nil
 	}
 	path := prefix + ".pb.gz"
-	if err := put(path, pprofexport.WriteFile(path, job.counts.Snapshot())); err != nil {
+	if err := put(path, pprofexport.WriteFile(path, job.counts())); err != nil {
 		return err
 	}
 	path = prefix + ".summary.txt"

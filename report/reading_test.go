@@ -94,7 +94,7 @@ func TestDeviceSplitAlwaysAddsUp(t *testing.T) {
 
 // TestDeviceSplitSaturatesReserved guards the device split against wrapping:
 // adopted bytes near MaxInt64 meeting another allocator on the same device
-// name add up to MaxInt64, as Tracker.ReservedOn saturates, never to a
+// name add up to MaxInt64, as trackalloc.ReservedOn saturates, never to a
 // negative reservation; huge negative claims hold at MinInt64 likewise.
 func TestDeviceSplitSaturatesReserved(t *testing.T) {
 	for _, tc := range []struct {

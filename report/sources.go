@@ -203,7 +203,7 @@ func among(src any, parts []any) bool {
 }
 
 // addSat returns a + b, held at the int64 bounds rather than wrapping, as
-// track.Tracker.ReservedOn holds its sum: allocators that claim huge
+// trackalloc.ReservedOn holds its sum: allocators that claim huge
 // figures on one device must not read as a negative reservation, which
 // would turn the device's split around.
 func addSat(a, b int64) int64 {

@@ -515,8 +515,8 @@ func (t *Tensor) useAfterFree() {
 // misuse describes a misuse of kind of this freed handle, which tr
 // recorded: the tensor, where it was made and where it was first freed.
 // The caller adds the line of the misuse.
-func (t *Tensor) misuse(tr *track.Tracker, kind track.EventKind) track.Misuse {
-	m := track.Misuse{Kind: kind, Allocated: t.blk().rec.Site()}
+func (t *Tensor) misuse(tr *track.Tracker, kind track.EventKind) trackalloc.Misuse {
+	m := trackalloc.Misuse{Kind: kind, Allocated: t.blk().rec.Site()}
 	m.FirstFree, m.FirstDeferred = trackalloc.FreeSite(tr, t.state.Load()-freedUnknown)
 	return m
 }

@@ -162,7 +162,7 @@ func TestDoubleFreeNamesBothSites(t *testing.T) {
 	assert.Equal(t, "github.com/tensorlife/tensorlife/tensor_test.freeAgain", ms[0].SecondFree.Location().Function)
 	assert.Equal(t, dfe.FirstFree, ms[0].FirstFree)
 	assert.Equal(t, x.ID(), ms[0].ID)
-	h, err := tr.History()
+	h, err := trackalloc.History(tr)
 	require.NoError(t, err)
 	var second *track.Site
 	for _, e := range h.Events {

@@ -71,7 +71,7 @@ type ledger struct {
 	when []int64 // the operation's time; -1 if the history dropped it
 }
 
-func newLedger(log *track.HistoryLog, ops []op) *ledger {
+func newLedger(log *trackalloc.HistoryLog, ops []op) *ledger {
 	type key struct {
 		id   uint64
 		free bool

@@ -13,7 +13,7 @@ import (
 var (
 	// ErrInvalidOption means an option's value cannot be used.
 	ErrInvalidOption = errors.New("timeline: invalid option")
-	// ErrNilHistory means FromHistory was given a nil *track.HistoryLog.
+	// ErrNilHistory means FromHistory was given a nil *trackalloc.HistoryLog.
 	ErrNilHistory = errors.New("timeline: nil history")
 	// ErrLiveNeeded means FromHistory was given a history that dropped
 	// events but no live site totals to rebuild the series from: without

@@ -25,7 +25,7 @@ type Timeline struct {
 	// Title heads the picture and names the trace's process.
 	Title string
 	// Start is the tracker's start. Every time in a Timeline is nanoseconds
-	// since Start, as in track.Event.
+	// since Start, as in trackalloc.Event.
 	Start time.Time
 	// From and To bound the window. When the history kept every event since
 	// Start, From is the first event's time (0 if there is none); after it
@@ -66,12 +66,12 @@ type Timeline struct {
 	// Capacity is the number of events the history keeps.
 	Capacity int
 
-	events    []track.Event // the window, for the trace
+	events    []trackalloc.Event // the window, for the trace
 	groups    []group
 	siteGroup []int32 // group index by slot (track.Site.ID and device); -1 unknown
 	// devices are the window's devices in order of first event, when more
 	// than one: then groups are per line and device. Few, so a linear scan
-	// finds one (and equal strings share their bytes: track.Event.Device).
+	// finds one (and equal strings share their bytes: trackalloc.Event.Device).
 	devices []string
 }
 
@@ -98,7 +98,7 @@ func (tl *Timeline) deviceIndex(device string) int {
 
 // windowDevices returns the devices of win's allocations and frees in
 // order of first event, or nil when there are fewer than two.
-func windowDevices(win []track.Event) []string {
+func windowDevices(win []trackalloc.Event) []string {
 	var devices []string
 	for i := range win {
 		if !changesBytes(win[i].Kind) {
@@ -193,7 +193,7 @@ func Build(tr *track.Tracker, opts ...Option) (*Timeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	log, err := tr.History()
+	log, err := trackalloc.History(tr)
 	if err != nil {
 		return nil, fmt.Errorf("timeline: %w", err)
 	}
@@ -213,11 +213,11 @@ func Build(tr *track.Tracker, opts ...Option) (*Timeline, error) {
 const defaultTitle = "Live memory by site"
 
 // FromHistory builds the timeline of a history read earlier (see Build), as
-// Tracker.History returns it: events oldest first.
+// trackalloc.History returns it: events oldest first.
 // live are the per-site live figures at the moment log was read
 // (Tracker.SiteTotals or Snapshot.Sites); they are needed only when the
 // history dropped events, and ignored otherwise.
-func FromHistory(log *track.HistoryLog, live []track.SiteStats, opts ...Option) (*Timeline, error) {
+func FromHistory(log *trackalloc.HistoryLog, live []track.SiteStats, opts ...Option) (*Timeline, error) {
 	if log == nil {
 		return nil, ErrNilHistory
 	}
@@ -237,7 +237,7 @@ func FromHistory(log *track.HistoryLog, live []track.SiteStats, opts ...Option) 
 func changesBytes(k track.EventKind) bool { return k == track.EventAlloc || k == track.EventFree }
 
 // delta is what e does to its site's live bytes.
-func delta(e *track.Event) int64 {
+func delta(e *trackalloc.Event) int64 {
 	switch e.Kind {
 	case track.EventAlloc:
 		return e.Bytes
@@ -247,7 +247,7 @@ func delta(e *track.Event) int64 {
 	return 0
 }
 
-func build(log *track.HistoryLog, live []track.SiteStats, cfg config) *Timeline {
+func build(log *trackalloc.HistoryLog, live []track.SiteStats, cfg config) *Timeline {
 	after := completeAfter(log)
 	first := firstAfter(log.Events, after)
 	win := log.Events[first:]
@@ -378,7 +378,7 @@ func label(f track.Frame) string {
 
 // rankGroups walks the window once for each group's peak and picks the
 // series: the bands groups that held the most at once.
-func (b *builder) rankGroups(win []track.Event, bands int) {
+func (b *builder) rankGroups(win []trackalloc.Event, bands int) {
 	tl := b.tl
 	for i := range win {
 		if changesBytes(win[i].Kind) {
@@ -426,7 +426,7 @@ func (b *builder) rankGroups(win []track.Event, bands int) {
 }
 
 // sample walks the window again, recording each series at the given times.
-func (b *builder) sample(win []track.Event, times []int64) {
+func (b *builder) sample(win []trackalloc.Event, times []int64) {
 	tl := b.tl
 	gs := tl.groups
 	tl.Times = times
@@ -487,7 +487,7 @@ func (b *builder) sample(win []track.Event, times []int64) {
 
 // sampleTimes returns the instants to sample: From, every distinct event
 // time and To when they are at most n, else n evenly spaced instants.
-func sampleTimes(win []track.Event, from, to int64, n int) []int64 {
+func sampleTimes(win []trackalloc.Event, from, to int64, n int) []int64 {
 	times := []int64{from}
 	for i := range win {
 		if t := win[i].Time; changesBytes(win[i].Kind) && t > times[len(times)-1] {
@@ -520,7 +520,7 @@ func evenTimes(from, to int64, n int) []int64 {
 }
 
 // markers lists the window's notable events.
-func (b *builder) markers(win []track.Event) {
+func (b *builder) markers(win []trackalloc.Event) {
 	names := map[*track.Site]string{}
 	for i := range win {
 		e := &win[i]

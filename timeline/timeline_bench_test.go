@@ -123,7 +123,7 @@ func BenchmarkWriteTraceEncodingJSON(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	log, err := tr.History()
+	log, err := trackalloc.History(tr)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func BenchmarkFromHistory(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	log, err := tr.History()
+	log, err := trackalloc.History(tr)
 	if err != nil {
 		b.Fatal(err)
 	}

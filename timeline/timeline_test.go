@@ -49,7 +49,7 @@ func TestBuildRebuildsLiveBytesPerSite(t *testing.T) {
 			ops := run(t, tr, tc.steps)
 			tl, err := timeline.Build(tr, tc.opts...)
 			require.NoError(t, err)
-			log, err := tr.History()
+			log, err := trackalloc.History(tr)
 			require.NoError(t, err)
 
 			require.Equal(t, tc.wantDropped, tl.Dropped > 0, "dropped %d", tl.Dropped)
@@ -118,7 +118,7 @@ func TestBandsFoldTheRestIntoOther(t *testing.T) {
 	ops := run(t, tr, 50)
 	tl, err := timeline.Build(tr, timeline.Bands(1))
 	require.NoError(t, err)
-	log, err := tr.History()
+	log, err := trackalloc.History(tr)
 	require.NoError(t, err)
 
 	require.Len(t, tl.Series, 2)
@@ -216,7 +216,7 @@ func TestFromHistory(t *testing.T) {
 	run(t, tr, 40)
 	built, err := timeline.Build(tr, timeline.Title("run"))
 	require.NoError(t, err)
-	log, err := tr.History()
+	log, err := trackalloc.History(tr)
 	require.NoError(t, err)
 
 	fromLog, err := timeline.FromHistory(log, nil, timeline.Title("run"))
@@ -236,7 +236,7 @@ func TestFromHistory(t *testing.T) {
 
 	small := newTracker(t, track.KeepHistory(1))
 	run(t, small, 2000)
-	dropped, err := small.History()
+	dropped, err := trackalloc.History(small)
 	require.NoError(t, err)
 	require.Positive(t, dropped.Dropped)
 	_, err = timeline.FromHistory(dropped, nil)
@@ -255,7 +255,7 @@ func TestWindowEndsWithTheWorkload(t *testing.T) {
 			clk := &stepClock{now: time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC), step: time.Millisecond}
 			tr := newTracker(t, track.KeepHistory(history), track.Clock(clk.Now))
 			run(t, tr, 40)
-			log, err := tr.History()
+			log, err := trackalloc.History(tr)
 			require.NoError(t, err)
 			last := log.Events[len(log.Events)-1].Time
 			clk.advance(20 * time.Millisecond) // the program goes on after its workload

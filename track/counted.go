@@ -272,13 +272,11 @@ func (f Filter) counted() bool {
 		len(f.LabelKeys) == 0
 }
 
-// Counts are the counters the default profile's snapshot is read from,
-// copied at one moment by Tracker.Counts, for a caller that must not wait
-// for the snapshot itself: the allocation that just failed, whose dump
-// (package oomdump) needs the live set as it was then. Snapshot builds the
-// snapshot from them later, on another goroutine. Counts are immutable and
-// safe for concurrent use.
-type Counts struct {
+// counts are the counters the default profile's snapshot is read from,
+// copied at one moment (trackalloc.Counts), for a caller that must not
+// wait for the snapshot itself: the allocation that just failed, whose
+// dump needs the live set as it was then. They are immutable.
+type counts struct {
 	tracker *Tracker
 	time    time.Time
 	totals  Totals
@@ -287,7 +285,7 @@ type Counts struct {
 	special []Group
 }
 
-// countedSite is one site's figures, and how many of Counts.slots are its.
+// countedSite is one site's figures, and how many of counts.slots are its.
 type countedSite struct {
 	site                                                      *Site
 	allocs, allocBytes, gcLeaks, outlivedCount, outlivedBytes int64
@@ -301,13 +299,13 @@ type countedSlot struct {
 	count, bytes int64
 }
 
-// Counts copies the counters of the default profile's snapshot: O(sites ×
+// counts copies the counters of the default profile's snapshot: O(sites ×
 // shapes + special records), two allocations of about 80 bytes a site, no
 // walk of the live set, and each shard's lock held only to copy the
-// pointers of its special records. (*Counts).Snapshot is SnapshotOf(Filter{LabelKeys: []string{}})
-// as it would have been when Counts ran.
-func (t *Tracker) Counts() *Counts {
-	c := &Counts{tracker: t, totals: t.Totals(), time: time.Now()} // Totals settles the requests
+// pointers of its special records. Its snapshot is SnapshotOf(Filter{LabelKeys: []string{}})
+// as it would have been when counts ran.
+func (t *Tracker) counts() *counts {
+	c := &counts{tracker: t, totals: t.Totals(), time: t.wallNow()} // Totals settles the requests
 	sites := t.stacks.sites()
 	c.sites = make([]countedSite, 0, len(sites))
 	c.slots = make([]countedSlot, 0, len(sites)+1)
@@ -362,13 +360,10 @@ func (t *Tracker) Counts() *Counts {
 	return c
 }
 
-// Snapshot builds the default profile's snapshot from c: every call
-// returns a snapshot of its own, of the moment c was taken.
-func (c *Counts) Snapshot() *Snapshot { return c.snapshot(Filter{LabelKeys: []string{}}) }
-
-// snapshot builds c's snapshot under the counted filter f. Groups have no
+// snapshot builds c's snapshot under the counted filter f: every call
+// returns a snapshot of its own, of the moment c was taken. Groups have no
 // Oldest but the special records'.
-func (c *Counts) snapshot(f Filter) *Snapshot {
+func (c *counts) snapshot(f Filter) *Snapshot {
 	t := c.tracker
 	snap := &Snapshot{tracker: t, TrackerName: t.cfg.name, Time: c.time, Totals: c.totals, Filter: f}
 	groups := make([]Group, 0, len(c.slots)+len(c.special))

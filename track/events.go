@@ -1,9 +1,6 @@
 package track
 
-import (
-	"context"
-	"sync"
-)
+import "context"
 
 // EventKind names something that happened to memory.
 type EventKind uint8
@@ -35,12 +32,12 @@ func (t *Tracker) noteKind(k EventKind, site *Site, bytes int64) {
 	if k >= numEventKinds || k <= EventGCLeak {
 		return
 	}
-	t.note(Event{Kind: k, Bytes: bytes, Site: site}, k == EventDoubleFree)
+	t.note(event{Kind: k, Bytes: bytes, Site: site}, k == EventDoubleFree)
 }
 
 // note counts e by its kind, and as misuse if misuse is set, and with
 // History on records it, timed now: what Note and NoteMisuse share.
-func (t *Tracker) note(e Event, misuse bool) {
+func (t *Tracker) note(e event, misuse bool) {
 	t.events[e.Kind].Add(1)
 	if misuse {
 		t.misuse.Add(1)
@@ -54,83 +51,29 @@ func (t *Tracker) note(e Event, misuse bool) {
 // remember keeps e in the event history, in the ring of shard i (modulo the
 // shard count): a record's events go to its own shard, noted events are
 // spread over all. Callers check that the history is on.
-func (t *Tracker) remember(i uint64, e Event) {
+func (t *Tracker) remember(i uint64, e event) {
 	sh := &t.shards[i%shardCount]
 	sh.mu.Lock()
 	sh.history.add(e)
 	sh.mu.Unlock()
 }
 
-// Misuse is one double free or use after free, with its lines.
-type Misuse struct {
-	Kind           EventKind // EventDoubleFree or EventUseAfterFree
-	Seq            uint64    // order among the tracker's misuses, from 1
-	ID             uint64    // the record's id
-	Bytes          int64
-	Labels         Labels
-	Allocated      *Site // nil when unknown
-	FirstFree      *Site // nil when unknown
-	SecondFree     *Site // of a double free
-	Use            *Site // of a use after free
-	FirstDeferred  bool  // the first Free ran from a defer statement
-	SecondDeferred bool  // the second Free did
-	req            *request
-}
-
-// MadeUnder reports whether m's allocation was made under ctx's request.
-func (m *Misuse) MadeUnder(ctx context.Context) bool {
-	req := scopeOf(ctx).req
-	return req != nil && m.req.within(req)
-}
-
-// misuseLogSize bounds the misuses a tracker remembers for MisuseSince;
-// older ones are counted, not kept.
-const misuseLogSize = 256
-
-// misuseLog keeps the latest misuses under its own lock: misuse is rare,
-// and a test checks it once.
-type misuseLog struct {
-	mu   sync.Mutex
-	seq  uint64
-	ring [misuseLogSize]Misuse
-}
-
-// NoteMisuse notes a double free or use after free of r, for MisuseSince.
-func (t *Tracker) noteMisuse(r *Record, m Misuse) {
-	if m.Kind != EventDoubleFree && m.Kind != EventUseAfterFree || r == nil {
+// noteMisuse counts a double free or use after free of r, at site (the
+// second free or the use; r's own site if nil), and keeps it in the
+// history if kept. The misuse itself is trackalloc's to list.
+func (t *Tracker) noteMisuse(r *Record, k EventKind, site *Site) {
+	if k != EventDoubleFree && k != EventUseAfterFree || r == nil {
 		return
 	}
-	m.ID, m.Bytes, m.Labels, m.Allocated, m.req = r.id, r.Bytes, r.Labels(), r.site, r.req
-	site := m.SecondFree
-	if m.Kind == EventUseAfterFree {
-		site = m.Use
-	}
 	if site == nil {
-		site = m.Allocated
+		site = r.site
 	}
-	t.note(Event{Kind: m.Kind, ID: m.ID, Bytes: m.Bytes, Site: site, Labels: m.Labels}, true)
-	l := &t.misuses
-	l.mu.Lock()
-	l.seq++
-	m.Seq = l.seq
-	l.ring[l.seq%misuseLogSize] = m
-	l.mu.Unlock()
+	t.note(event{Kind: k, ID: r.id, Bytes: r.Bytes, Site: site, Labels: r.Labels()}, true)
 }
 
-// MisuseSince returns the misuses noted after seq, how many of those are
-// lost, and the latest seq.
-func (t *Tracker) misuseSince(seq uint64) (ms []Misuse, lost, latest uint64) {
-	l := &t.misuses
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	latest = l.seq
-	first := seq + 1
-	if latest >= misuseLogSize && first <= latest-misuseLogSize {
-		lost = latest - misuseLogSize + 1 - first
-		first = latest - misuseLogSize + 1
-	}
-	for s := first; s <= latest; s++ {
-		ms = append(ms, l.ring[s%misuseLogSize])
-	}
-	return ms, lost, latest
+// madeUnder reports whether the request req (a record's, nil if none) is
+// ctx's request or was begun within it.
+func madeUnder(req *request, ctx context.Context) bool {
+	anc := scopeOf(ctx).req
+	return anc != nil && req.within(anc)
 }

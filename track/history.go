@@ -6,10 +6,11 @@ import (
 	"time"
 )
 
-// Event is one entry of the history.
-type Event struct {
+// event is one entry of a tracker's history (KeepHistory), as
+// trackalloc.Event shows it.
+type event struct {
 	Kind      EventKind
-	Time      int64 // nanoseconds since Tracker.Started
+	Time      int64 // nanoseconds since the tracker started
 	ID        uint64
 	Bytes     int64
 	Site      *Site  // nil if unknown
@@ -20,14 +21,14 @@ type Event struct {
 
 // ring is one shard's part of the history. Guarded by the shard's mutex.
 type ring struct {
-	events       []Event
+	events       []event
 	next         int   // where the next event goes
 	total        int64 // events ever added
 	dropped      int64 // events overwritten
 	droppedUntil int64 // the latest Time of an overwritten event
 }
 
-func (r *ring) add(e Event) {
+func (r *ring) add(e event) {
 	if len(r.events) == 0 {
 		return
 	}
@@ -47,7 +48,7 @@ func (r *ring) add(e Event) {
 func (r *ring) kept() int { return int(min(r.total, int64(len(r.events)))) }
 
 // snapshot appends the ring's events, oldest first.
-func (r *ring) snapshot(dst []Event) []Event {
+func (r *ring) snapshot(dst []event) []event {
 	if r.total < int64(len(r.events)) {
 		return append(dst, r.events[:r.next]...)
 	}
@@ -55,21 +56,13 @@ func (r *ring) snapshot(dst []Event) []Event {
 	return append(dst, r.events[:r.next]...)
 }
 
-// HistoryLog is a copy of the event history.
-type HistoryLog struct {
-	Start        time.Time // Event.Time counts from it
-	Events       []Event   // oldest first
-	Dropped      int64     // overwritten events
-	DroppedUntil int64     // the latest Time among them
-	Capacity     int
-}
-
-// History returns a copy of the event history, oldest first.
-func (t *Tracker) History() (*HistoryLog, error) {
+// history copies the event history, oldest first, with the count of
+// events overwritten, the latest Time among them and the rings' capacity
+// (trackalloc.History).
+func (t *Tracker) history() (events []event, dropped, droppedUntil int64, capacity int, err error) {
 	if t.cfg.historyEvents <= 0 {
-		return nil, ErrHistoryOff
+		return nil, 0, 0, 0, ErrHistoryOff
 	}
-	log := &HistoryLog{Start: t.start, Capacity: shardCount * ringSize(t.cfg.historyEvents)}
 	// Size the copy first, so that no shard lock is held while a large
 	// slice regrows.
 	kept := 0
@@ -79,19 +72,19 @@ func (t *Tracker) History() (*HistoryLog, error) {
 		kept += sh.history.kept()
 		sh.mu.Unlock()
 	}
-	log.Events = make([]Event, 0, kept+kept/8)
+	events = make([]event, 0, kept+kept/8)
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
-		log.Events = sh.history.snapshot(log.Events)
-		log.Dropped += sh.history.dropped
-		log.DroppedUntil = max(log.DroppedUntil, sh.history.droppedUntil)
+		events = sh.history.snapshot(events)
+		dropped += sh.history.dropped
+		droppedUntil = max(droppedUntil, sh.history.droppedUntil)
 		sh.mu.Unlock()
 	}
-	slices.SortFunc(log.Events, func(a, b Event) int {
+	slices.SortFunc(events, func(a, b event) int {
 		return cmp.Or(cmp.Compare(a.Time, b.Time), cmp.Compare(a.ID, b.ID), cmp.Compare(a.Kind, b.Kind))
 	})
-	return log, nil
+	return events, dropped, droppedUntil, shardCount * ringSize(t.cfg.historyEvents), nil
 }
 
 func ringSize(total int) int { return max(16, (total+shardCount-1)/shardCount) }

@@ -12,7 +12,7 @@ import (
 )
 
 func TestHistoryOffByDefault(t *testing.T) {
-	_, err := newTracker(t).History()
+	_, err := trackalloc.History(newTracker(t))
 	assert.ErrorIs(t, err, track.ErrHistoryOff)
 	_, err = track.New(track.KeepHistory(0))
 	assert.ErrorIs(t, err, track.ErrInvalidOption)
@@ -35,7 +35,7 @@ func TestHistoryRecordsEventsInOrder(t *testing.T) {
 	trackalloc.Note(tr, track.EventOOM, b.Site(), 1<<20)
 	trackalloc.Note(tr, track.EventAlloc, nil, 1) // recorded by the tracker itself: ignored
 
-	log, err := tr.History()
+	log, err := trackalloc.History(tr)
 	require.NoError(t, err)
 	assert.Zero(t, log.Dropped)
 	var kinds []track.EventKind
@@ -68,7 +68,7 @@ func TestHistoryCountsWhatItDrops(t *testing.T) {
 	for range 5000 {
 		require.NoError(t, trackalloc.Release(tr, recordA(tr, ctx, 4, "tensor")))
 	}
-	log, err := tr.History()
+	log, err := trackalloc.History(tr)
 	require.NoError(t, err)
 	assert.Equal(t, log.Capacity, len(log.Events), "a full history keeps exactly its capacity")
 	assert.EqualValues(t, 10000-len(log.Events), log.Dropped, "every overwritten event is counted")

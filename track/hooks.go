@@ -2,6 +2,7 @@ package track
 
 import (
 	"context"
+	"time"
 
 	"github.com/tensorlife/tensorlife/internal/hotpath"
 )
@@ -30,9 +31,35 @@ func init() {
 		Note: func(t, k, site any, bytes int64) {
 			t.(*Tracker).noteKind(k.(EventKind), site.(*Site), bytes)
 		},
-		NoteMisuse: func(t, r, m any) { t.(*Tracker).noteMisuse(r.(*Record), m.(Misuse)) },
-		MisuseSince: func(t any, seq uint64) (any, uint64, uint64) {
-			return t.(*Tracker).misuseSince(seq)
+		NoteMisuse: func(t, r, k, site any) {
+			t.(*Tracker).noteMisuse(r.(*Record), k.(EventKind), site.(*Site))
+		},
+		RequestOf: func(r any) any {
+			if q := r.(*Record).req; q != nil {
+				return q
+			}
+			return nil
+		},
+		MadeUnder: func(req any, ctx context.Context) bool {
+			q, _ := req.(*request)
+			return madeUnder(q, ctx)
+		},
+		History: func(t any, grow func(n int), put func(hotpath.Event)) (time.Time, int64, int64, int, error) {
+			tr := t.(*Tracker)
+			events, dropped, until, capacity, err := tr.history()
+			grow(len(events))
+			for _, e := range events {
+				put(hotpath.Event{Kind: e.Kind, Time: e.Time, ID: e.ID, Bytes: e.Bytes, Site: e.Site,
+					AllocKind: e.AllocKind, Device: e.Device, Labels: e.Labels})
+			}
+			return tr.start, dropped, until, capacity, err
+		},
+		Counts: func(t any) func() any {
+			c := t.(*Tracker).counts()
+			return func() any { return c.snapshot(Filter{LabelKeys: []string{}}) }
+		},
+		LiveByClass: func(t any, f func(device, kind string, count, bytes int64)) {
+			t.(*Tracker).liveByClass(f)
 		},
 		Caller:     func(t any, skip, depth int) any { return t.(*Tracker).caller(skip+2, depth) },
 		CallerSite: func(t any, skip int) any { return t.(*Tracker).callerSite(skip + 2) },

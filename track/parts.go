@@ -1,7 +1,6 @@
 package track
 
 import (
-	"math"
 	"sync"
 )
 
@@ -35,12 +34,6 @@ type partRegistry struct {
 type attached struct {
 	key any
 	get func() any // nil once the part has been collected
-}
-
-// reserver is what a tracker needs of an allocator that takes device memory
-// (trackalloc.Reserver): the device and the bytes it holds there.
-type reserver interface {
-	Reserved() (device string, bytes int64)
 }
 
 // attachKey adds a part, known by its weak pointer key and reached by get,
@@ -108,31 +101,6 @@ func (t *Tracker) partList() []any {
 		}
 	}
 	return out
-}
-
-// allocators returns the attached parts that are reservers, in order.
-func (t *Tracker) allocators() []reserver {
-	var out []reserver
-	for _, p := range t.partList() {
-		if r, ok := p.(reserver); ok {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// ReservedOn returns what the attached allocators hold on device.
-func (t *Tracker) ReservedOn(device string) int64 {
-	var sum int64
-	for _, s := range t.allocators() {
-		if d, bytes := s.Reserved(); d == device && bytes > 0 {
-			if bytes > math.MaxInt64-sum {
-				return math.MaxInt64 // saturate: a sum of huge claims never wraps
-			}
-			sum += bytes
-		}
-	}
-	return sum
 }
 
 // locals is what packages above track keep per tracker (Local).

@@ -433,7 +433,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 	now := t.wallNow()
 	groups := newGrouper(f)
 	if f.counted() {
-		return t.Counts().snapshot(f), nil
+		return t.counts().snapshot(f), nil
 	}
 	sinceStart := int64(now.Sub(t.start))
 	wantReq := scopeOf(f.Request).req
@@ -707,60 +707,4 @@ func (s *Snapshot) Top(n int) []SiteStats {
 		}
 	}
 	return out
-}
-
-// SiteDelta is how one site changed.
-type SiteDelta struct {
-	Site         *Site
-	LiveCount    int64 // change
-	LiveBytes    int64 // change
-	AllocCount   int64 // made in between
-	AllocBytes   int64 // and their bytes
-	OldLiveBytes int64
-	NewLiveBytes int64
-}
-
-// Delta is what changed between two snapshots.
-type Delta struct {
-	From   time.Time
-	To     time.Time
-	Grew   []SiteDelta // most change first
-	Shrank []SiteDelta // most change first
-}
-
-// Diff tells what changed from before to after.
-func Diff(before, after *Snapshot) Delta {
-	d := Delta{From: before.Time, To: after.Time}
-	was := make(map[*Site]SiteStats, len(before.Sites))
-	for _, s := range before.Sites {
-		was[s.Site] = s
-	}
-	seen := make(map[*Site]bool, len(after.Sites))
-	add := func(o, n SiteStats, site *Site) {
-		sd := SiteDelta{Site: site, LiveCount: n.LiveCount - o.LiveCount, LiveBytes: n.LiveBytes - o.LiveBytes,
-			AllocCount: n.AllocCount - o.AllocCount, AllocBytes: n.AllocBytes - o.AllocBytes,
-			OldLiveBytes: o.LiveBytes, NewLiveBytes: n.LiveBytes}
-		switch {
-		case sd.LiveBytes > 0 || (sd.LiveBytes == 0 && sd.LiveCount > 0):
-			d.Grew = append(d.Grew, sd)
-		case sd.LiveBytes < 0 || sd.LiveCount < 0:
-			d.Shrank = append(d.Shrank, sd)
-		}
-	}
-	for _, n := range after.Sites {
-		seen[n.Site] = true
-		add(was[n.Site], n, n.Site)
-	}
-	for _, o := range before.Sites {
-		if !seen[o.Site] {
-			add(o, SiteStats{AllocCount: o.AllocCount, AllocBytes: o.AllocBytes}, o.Site)
-		}
-	}
-	slices.SortFunc(d.Grew, func(a, b SiteDelta) int {
-		return cmp.Or(cmp.Compare(b.LiveBytes, a.LiveBytes), cmp.Compare(a.Site.id, b.Site.id))
-	})
-	slices.SortFunc(d.Shrank, func(a, b SiteDelta) int {
-		return cmp.Or(cmp.Compare(a.LiveBytes, b.LiveBytes), cmp.Compare(a.Site.id, b.Site.id))
-	})
-	return d
 }

@@ -92,7 +92,7 @@ type shardData struct {
 const maxClasses = 64
 
 // otherKind is the kind under which the live figures of classes past the
-// bound are counted (LiveByClass): kinds are meant to be few.
+// bound are counted (trackalloc.LiveByClass): kinds are meant to be few.
 const otherKind = "tensorlife.other"
 
 // otherClass is the id of the otherKind class.
@@ -247,9 +247,8 @@ type Tracker struct {
 	noteShard       atomic.Uint32 // spreads noted events over the history shards
 
 	feeds        feedSet       // SiteFeed
-	classes      classRegistry // LiveByClass
+	classes      classRegistry // liveByClass
 	leakWatchers watchers
-	misuses      misuseLog     // the latest double frees, for tests
 	parts        partRegistry  // what was made with the tracker (parts.go)
 	locals       locals        // what packages above track keep per tracker (Local)
 	requests     requestBook   // the open requests, settled by readers (requestbook.go)
@@ -267,7 +266,7 @@ func New(opts ...Option) (*Tracker, error) {
 	t.stacks = newStackTable(cfg.maxSites, cfg.helpers, &t.feeds)
 	if cfg.historyEvents > 0 {
 		for i := range t.shards {
-			t.shards[i].history.events = make([]Event, ringSize(cfg.historyEvents))
+			t.shards[i].history.events = make([]event, ringSize(cfg.historyEvents))
 		}
 	}
 	if t.cfg.onLeak == nil {
@@ -552,18 +551,10 @@ func (t *Tracker) Totals() Totals {
 	return tt
 }
 
-// ClassStats are the live figures of one device and kind.
-type ClassStats struct {
-	Device    string
-	Kind      string
-	LiveCount int64
-	LiveBytes int64
-}
-
-// LiveByClass returns the live figures by device and kind that hold live
-// tensors, from counters; past 63 classes the rest count as kind
-// "tensorlife.other".
-func (t *Tracker) LiveByClass() []ClassStats {
+// liveByClass calls f with the live figures of each device and kind that
+// holds live tensors, by device then kind, from counters; past 63 classes
+// the rest count as kind "tensorlife.other" (trackalloc.LiveByClass).
+func (t *Tracker) liveByClass(f func(device, kind string, count, bytes int64)) {
 	var sums [maxClasses]liveCount
 	for i := range t.shards {
 		sh := &t.shards[i]
@@ -574,17 +565,23 @@ func (t *Tracker) LiveByClass() []ClassStats {
 		}
 		sh.mu.Unlock()
 	}
-	var out []ClassStats
+	type class struct {
+		key   classKey
+		count int64
+		bytes int64
+	}
+	var out []class
 	for id, c := range sums {
 		if c.count != 0 || c.bytes != 0 {
-			k := t.classes.name(id)
-			out = append(out, ClassStats{Device: k.device, Kind: k.kind, LiveCount: c.count, LiveBytes: c.bytes})
+			out = append(out, class{t.classes.name(id), c.count, c.bytes})
 		}
 	}
-	slices.SortFunc(out, func(a, b ClassStats) int {
-		return cmp.Or(strings.Compare(a.Device, b.Device), strings.Compare(a.Kind, b.Kind))
+	slices.SortFunc(out, func(a, b class) int {
+		return cmp.Or(strings.Compare(a.key.device, b.key.device), strings.Compare(a.key.kind, b.key.kind))
 	})
-	return out
+	for _, c := range out {
+		f(c.key.device, c.key.kind, c.count, c.bytes)
+	}
 }
 
 // logLeak is the default OnLeak callback.
@@ -603,9 +600,9 @@ func (t *Tracker) logLeak(l LeakReport) {
 		slog.String("stack", l.Site.Stack("")))
 }
 
-func (r *Record) event(k EventKind, at int64) Event {
+func (r *Record) event(k EventKind, at int64) event {
 	m := metaOf(r)
-	return Event{Kind: k, Time: at, ID: r.id, Bytes: r.Bytes, Site: r.site, AllocKind: m.Kind, Device: m.Device, Labels: r.Labels()}
+	return event{Kind: k, Time: at, ID: r.id, Bytes: r.Bytes, Site: r.site, AllocKind: m.Kind, Device: m.Device, Labels: r.Labels()}
 }
 
 // time returns when r was recorded.

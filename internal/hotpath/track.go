@@ -1,6 +1,9 @@
 package hotpath
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Package track's operations for allocator implementers and tools reach
 // package track/trackalloc through Track: track keeps them unexported, so
@@ -21,8 +24,12 @@ type TrackFuncs struct {
 	Hold          func(r, site any, how string)
 	Unhold        func(r, site any, how string)
 	Note          func(t, kind, site any, bytes int64)
-	NoteMisuse    func(t, r, m any)
-	MisuseSince   func(t any, seq uint64) (ms any, lost, latest uint64)
+	NoteMisuse    func(t, r, kind, site any)
+	RequestOf     func(r any) any
+	MadeUnder     func(req any, ctx context.Context) bool
+	History       func(t any, grow func(n int), put func(Event)) (start time.Time, dropped, droppedUntil int64, capacity int, err error)
+	Counts        func(t any) (snapshot func() any)
+	LiveByClass   func(t any, f func(device, kind string, count, bytes int64))
 	Caller        func(t any, skip, depth int) any
 	CallerSite    func(t any, skip int) any
 	Intern        func(t any, pcs []uintptr) any
@@ -41,3 +48,16 @@ type TrackFuncs struct {
 
 // Track holds track's operations from its init on.
 var Track TrackFuncs
+
+// Event is one event of a tracker's history on its way to trackalloc:
+// Kind is a track.EventKind, Site a *track.Site, Labels a track.Labels.
+type Event struct {
+	Kind      any
+	Time      int64
+	ID        uint64
+	Bytes     int64
+	Site      any
+	AllocKind string
+	Device    string
+	Labels    any
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/tensor/foreign"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
@@ -47,16 +48,16 @@ func TestAdoptOwnsForeignMemory(t *testing.T) {
 	assert.Equal(t, "github.com/tensorlife/tensorlife/tensor/foreign_test.adoptHere", x.Site().Location().Function)
 	v, _ := x.Labels().Get("request")
 	assert.Equal(t, "r1", v)
-	assert.Equal(t, int64(1<<10), tr.ReservedOn("host"), "adopted memory is tensorlife's")
-	classes := tr.LiveByClass()
+	assert.Equal(t, int64(1<<10), trackalloc.ReservedOn(tr, "host"), "adopted memory is tensorlife's")
+	classes := trackalloc.LiveByClass(tr)
 	require.Len(t, classes, 1)
-	assert.Equal(t, track.ClassStats{Device: "host", Kind: "adopted", LiveCount: 1, LiveBytes: 1 << 10}, classes[0])
+	assert.Equal(t, trackalloc.ClassStats{Device: "host", Kind: "adopted", LiveCount: 1, LiveBytes: 1 << 10}, classes[0])
 
 	// Copies go through the device, into the foreign buffer.
 	require.NoError(t, x.CopyFromHost(make([]byte, 1<<10)))
 
 	freeThroughView(t, x, releases, dev)
-	assert.Zero(t, tr.ReservedOn("host"))
+	assert.Zero(t, trackalloc.ReservedOn(tr, "host"))
 
 	_, err = x.Ptr()
 	assert.ErrorIs(t, err, tensor.ErrFreed, "use after free")
@@ -119,7 +120,7 @@ func TestAdoptBadInputLeavesMemoryToCaller(t *testing.T) {
 		})
 	}
 	assert.Zero(t, releases.Load(), "a failed Adopt never releases")
-	assert.Zero(t, tr.ReservedOn("host"))
+	assert.Zero(t, trackalloc.ReservedOn(tr, "host"))
 }
 
 func TestAdoptReleaseErrorIsReturned(t *testing.T) {
@@ -157,6 +158,29 @@ func TestDroppedAdoptedTensorIsReclaimedOnce(t *testing.T) {
 	assert.Zero(t, dev.Used())
 }
 
+func TestDeviceNameOption(t *testing.T) {
+	dev, err := tensor.NewHostDevice(1<<10, tensor.DeviceName("host:1"))
+	require.NoError(t, err)
+	assert.Equal(t, "host:1", dev.Name())
+	for _, bad := range []tensor.Option{nil, tensor.DeviceName(""), tensor.DeviceName("two words"),
+		tensor.DeviceName(string(make([]byte, tensor.MaxDeviceName+1)))} {
+		_, err := tensor.NewHostDevice(1<<10, bad)
+		assert.ErrorIs(t, err, tensor.ErrInvalidOption)
+	}
+}
+
+func TestDeviceAllocatorReportsReserved(t *testing.T) {
+	_, tr, alloc := setup(t, 1<<20)
+	x, err := tensor.New(context.Background(), alloc, tensor.Uint8, 1000)
+	require.NoError(t, err)
+	s := alloc.Stats()
+	assert.Equal(t, tensor.AllocatorStats{Device: "host", Reserved: 1000, Peak: 1000, Blocks: 1, Allocs: 1}, s)
+	assert.Equal(t, int64(1000), trackalloc.ReservedOn(tr, "host"))
+	require.NoError(t, x.Free())
+	assert.Zero(t, alloc.Stats().Reserved)
+	assert.Equal(t, int64(1), alloc.Stats().Frees)
+}
+
 // sizedDevice is a device that only reports its memory, as a driver might:
 // total bytes, or an error.
 type sizedDevice struct {
@@ -186,7 +210,7 @@ func TestAdoptValidatesAgainstTheDevice(t *testing.T) {
 		assert.Nil(t, x)
 		assert.ErrorIs(t, err, tensor.ErrInvalidSize)
 		assert.Contains(t, err.Error(), "total memory")
-		assert.Zero(t, tr.ReservedOn("big"))
+		assert.Zero(t, trackalloc.ReservedOn(tr, "big"))
 	})
 	t.Run("MemInfo fails", func(t *testing.T) {
 		broken := errors.New("driver gone")
@@ -207,9 +231,9 @@ func TestAdoptValidatesAgainstTheDevice(t *testing.T) {
 		y, err := foreign.Adopt(ctx, tr, mem, spec)
 		assert.Nil(t, y)
 		assert.ErrorIs(t, err, tensor.ErrInvalidSize)
-		assert.Equal(t, int64(1<<62), tr.ReservedOn("big"))
+		assert.Equal(t, int64(1<<62), trackalloc.ReservedOn(tr, "big"))
 		require.NoError(t, x.Free())
-		assert.Zero(t, tr.ReservedOn("big"))
+		assert.Zero(t, trackalloc.ReservedOn(tr, "big"))
 		// Once the first is released the second fits.
 		y, err = foreign.Adopt(ctx, tr, mem, spec)
 		require.NoError(t, err)
@@ -272,7 +296,7 @@ func TestAdoptRefusesMemoryAdoptedTwice(t *testing.T) {
 			assert.ErrorIs(t, err, tensor.ErrInvalidPointer)
 		})
 	}
-	assert.Equal(t, int64(256), tr.ReservedOn("host"))
+	assert.Equal(t, int64(256), trackalloc.ReservedOn(tr, "host"))
 
 	// Adjacent memory and the same address on another device are distinct.
 	next, err := foreign.Adopt(ctx, tr, foreign.Memory{Device: dev, Ptr: first.Ptr + 256, Bytes: 16, Release: release}, spec)

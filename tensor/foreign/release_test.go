@@ -18,6 +18,7 @@ import (
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/tensor/foreign"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // helperEnv makes the test binary run one of the helper programs below
@@ -124,7 +125,7 @@ func TestPanickingReleaseDoesNotEscapeFree(t *testing.T) {
 	assert.Contains(t, pe.Stack, "release_test.go", "the stack names the panicking function")
 
 	assert.Equal(t, int32(1), releases.Load())
-	assert.Zero(t, tr.ReservedOn("host"), "the memory left the books")
+	assert.Zero(t, trackalloc.ReservedOn(tr, "host"), "the memory left the books")
 	st := foreign.Adoptions(tr)
 	require.Len(t, st, 1)
 	assert.Equal(t, int64(1), st[0].Panicked)
@@ -147,7 +148,7 @@ func TestFailingReleaseIsCountedAndLeavesTheBooks(t *testing.T) {
 		Release: func(tensor.DevicePtr) error { return refused }})
 	require.NoError(t, err)
 	require.ErrorIs(t, x.Free(), refused)
-	assert.Zero(t, tr.ReservedOn("host"))
+	assert.Zero(t, trackalloc.ReservedOn(tr, "host"))
 	st := foreign.Adoptions(tr)
 	require.Len(t, st, 1)
 	assert.Equal(t, int64(1), st[0].Failed)
@@ -229,5 +230,5 @@ func TestReleaseCallingGoexitDoesNotStopTheQueue(t *testing.T) {
 	awaitLeak(t, reports)
 	require.Eventually(t, func() bool { return released.Load() == 1 }, 5*time.Second, time.Millisecond)
 	require.Eventually(t, func() bool { return foreign.Adoptions(tr)[0].Pending == 0 }, 5*time.Second, time.Millisecond)
-	assert.Zero(t, tr.ReservedOn("host"))
+	assert.Zero(t, trackalloc.ReservedOn(tr, "host"))
 }

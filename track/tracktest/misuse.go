@@ -23,7 +23,7 @@ var ErrMisuse = errors.New("tracktest: tensor misused")
 type MisuseError struct {
 	Tracker string
 	Scope   string // the Context scope; empty for the whole tracker
-	Misuses []track.Misuse
+	Misuses []trackalloc.Misuse
 	// Lost counts misuses the tracker no longer kept when the check read
 	// them: more happened than it remembers.
 	Lost uint64

@@ -152,7 +152,7 @@ func (w *Watcher) headroom(device string) (left int64, of string, scale float64)
 	scale = 1
 	if of == HeadroomPoolBudget {
 		var tensors int64
-		for _, c := range w.tr.LiveByClass() {
+		for _, c := range trackalloc.LiveByClass(w.tr) {
 			if c.Device == device {
 				tensors += c.LiveBytes
 			}
