@@ -62,7 +62,7 @@ var snippetImports = map[string]string{
 	"slog": "log/slog", "testing": "testing", "time": "time",
 	"mask": module + "mask", "oomdump": module + "oomdump", "pool": module + "pool",
 	"pprofexport": module + "pprofexport", "report": module + "report", "tensor": module + "tensor",
-	"cuda": module + "tensor/cuda", "timeline": module + "timeline", "track": module + "track",
+	"cuda": module + "tensor/cuda", "foreign": module + "tensor/foreign", "timeline": module + "timeline", "track": module + "track",
 	"oteltrack": module + "track/oteltrack", "tracktest": module + "track/tracktest",
 	"watch":      module + "track/watch",
 	"prometheus": "github.com/prometheus/client_golang/prometheus",

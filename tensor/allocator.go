@@ -14,11 +14,8 @@ import (
 // tensor is one device allocation. Use a pool.Pool in services; use a
 // DeviceAllocator where each allocation must reach the device (tests, and
 // the baseline that a pool is measured against). It is safe for concurrent
-// use.
-//
-// It attaches itself to its tracker as a track.Reserver (track.Attach), so
-// that reports count its memory as tensorlife's and not as memory outside
-// tensorlife.
+// use. It attaches itself to its tracker, so that reports count its memory
+// as tensorlife's.
 type DeviceAllocator struct {
 	dev     Device
 	tracker *track.Tracker
@@ -53,7 +50,7 @@ type AllocatorStats struct {
 func (a *DeviceAllocator) Stats() AllocatorStats { return a.books.stats(a.dev.Name()) }
 
 // Reserved returns the device's name and the bytes the allocator holds
-// there (a DeviceAllocator is a track.Reserver).
+// there (a DeviceAllocator is a trackalloc.Reserver).
 func (a *DeviceAllocator) Reserved() (device string, bytes int64) {
 	return a.dev.Name(), a.books.reserved.Load()
 }
@@ -61,9 +58,8 @@ func (a *DeviceAllocator) Reserved() (device string, bytes int64) {
 // Device returns the device allocations come from.
 func (a *DeviceAllocator) Device() Device { return a.dev }
 
-// Headroom returns no budget and the device's free memory, -1 if MemInfo
-// fails (a DeviceAllocator is a trackalloc.Headroomer): what a forecast of a
-// leak's end divides by its rate.
+// Headroom returns no budget and the device's free memory (-1 if MemInfo
+// fails), for the watcher's forecasts (trackalloc.Headroomer).
 func (a *DeviceAllocator) Headroom() (budget, left int64) {
 	free, _, err := a.dev.MemInfo()
 	if err != nil {
@@ -100,10 +96,8 @@ func (a *DeviceAllocator) Release(b Block) error {
 	return nil
 }
 
-// books count the memory an allocator that caches nothing holds from a
-// device: a DeviceAllocator's, and the adoptions' on one device of a
-// tracker (adoptedBooks). Each figure is exact; they are not read at one
-// instant together.
+// books count the memory a DeviceAllocator holds from its device. Each
+// figure is exact; they are not read at one instant together.
 type books struct {
 	reserved, peak atomic.Int64
 	allocs, frees  atomic.Int64

@@ -45,17 +45,13 @@ type Block struct {
 }
 
 // Allocator is what New draws memory from: a DeviceAllocator over a Device,
-// or a *pool.Pool that caches blocks and enforces a budget.
-//
-// The Tracker an Allocator returns is where New records every tensor made
-// from it; nil means tensors from this allocator are not tracked. This is how
-// the tracker reaches New: set it once where the allocator is built
-// (DeviceAllocator's tracker argument, pool.Tracker), and every tensor
-// drawn from it is accounted, with no tracker argument on the hot path.
-//
-// Implementations must be safe for concurrent use.
+// or a *pool.Pool that caches blocks and enforces a budget. Implementations
+// must be safe for concurrent use.
 type Allocator interface {
 	Device() Device
+	// Tracker is where New records every tensor made from the allocator;
+	// nil: untracked. It is set where the allocator is built
+	// (NewDeviceAllocator, pool.Tracker), so New takes no tracker.
 	Tracker() *track.Tracker
 	// Allocate returns a block of at least bytes (> 0) bytes.
 	Allocate(bytes int64) (Block, error)

@@ -16,12 +16,9 @@
 // of that size (tests, examples and CI use it), and the CUDA device in
 // tensor/cuda (build tag cuda). An Allocator is what tensors are drawn
 // from: DeviceAllocator goes straight to a Device; pool.Pool caches blocks
-// and enforces a budget.
-//
-// The tracker reaches New through the allocator: an Allocator's Tracker
-// method names the tracker its tensors are recorded in (nil: untracked). It
-// is set once where the allocator is built, so the hot path carries no
-// tracker argument and no tensor can be recorded in the wrong tracker.
+// and enforces a budget. The allocator also names the tracker its tensors
+// are recorded in (see Allocator). Package tensor/foreign adopts memory
+// allocated elsewhere.
 //
 // # Errors
 //
@@ -39,18 +36,13 @@
 // to free: device memory is invisible to the garbage collector, which may
 // not run for a long time.
 //
-// The finalizer sits on the handle itself rather than on an inner object
-// or as a runtime.AddCleanup: either would cost 20 to 40 bytes more per
-// live tensor, against a budget of 256. The price is a rule: never call
-// runtime.SetFinalizer on a *Tensor (the runtime refuses a second
-// finalizer on one object). An untracked tensor, which reports nothing,
-// goes further: the handle New returns and the tensor's block are one
-// object with one finalizer, which gives the memory back once no handle
-// of the tensor is reachable, so an untracked New+Free makes one
-// allocation and sets one finalizer.
-//
-// A live tensor costs about 236 B of host memory, tracked or not: its block
-// and record (144 B), its handle (32 B) and the runtime's finalizer record.
-// A freed handle remembers the line that freed it, for misuse reports, as
-// a number into a process-wide table of the few lines that free tensors.
+// The finalizer sits on the handle itself: an inner object or a
+// runtime.AddCleanup would cost 20 to 40 bytes more per live tensor, of a
+// budget of 256. The price is a rule: never call
+// runtime.SetFinalizer on a *Tensor (the runtime refuses a second one). An
+// untracked tensor's handle and block are even one object with one
+// finalizer, which gives the memory back once no handle of it is
+// reachable. A live tensor costs about 236 B of host memory, tracked or
+// not: its block and record (144 B), its handle (32 B) and the runtime's
+// finalizer record.
 package tensor

@@ -11,9 +11,8 @@ import (
 	"github.com/tensorlife/tensorlife/track"
 )
 
-// Sentinel errors. Every error this package and its allocators return matches
-// one of these with errors.Is; typed errors such as *OOMError and *DeviceError
-// carry the detail.
+// Sentinel errors: every error this package and its allocators return
+// matches one with errors.Is (typed errors carry the detail).
 var (
 	// ErrFreed is returned by every method of a tensor handle after Free.
 	ErrFreed = errors.New("tensor: use of freed tensor")
@@ -46,14 +45,6 @@ var (
 	// ErrNoDevice means a device could not be opened: no driver, no GPU, or a
 	// binary built without the device's support.
 	ErrNoDevice = errors.New("tensor: device unavailable")
-	// ErrAlreadyAdopted means Adopt was given memory that overlaps memory
-	// another live adoption on the same device holds: releasing both would
-	// release it twice. It matches ErrInvalidPointer too.
-	ErrAlreadyAdopted = fmt.Errorf("tensor: memory already adopted: %w", ErrInvalidPointer)
-	// ErrForeignPanic means a function tensorlife was handed
-	// (ForeignMemory.Release) panicked; tensorlife recovered the panic. The
-	// *ForeignPanicError that matches it holds the panic's value and stack.
-	ErrForeignPanic = errors.New("tensor: foreign function panicked")
 )
 
 // DeviceError is a failure reported by a device driver, with the operation,
@@ -76,13 +67,10 @@ func (e *DeviceError) Error() string {
 
 func (e *DeviceError) Unwrap() error { return e.Err }
 
-// OOMError reports an allocation that a device or a memory budget refused. Its
-// Error text alone tells an operator where the memory went, as a diagnosis:
-// the request, the limit that refused it, what the allocator holds (reserved,
-// active, cached, and the largest cached block, so fragmentation shows), what
-// other tensorlife allocators hold on the device, what is used there outside
-// tensorlife, what the device has free, and the call sites holding the most
-// live memory, with who holds it. It matches ErrOutOfMemory with errors.Is.
+// OOMError reports an allocation that a device or a memory budget refused.
+// Its Error text alone tells an operator where the memory went: each figure
+// below, and the sites holding the most, with who holds them. It matches
+// ErrOutOfMemory with errors.Is.
 type OOMError struct {
 	Device     string // device name
 	Requested  int64  // bytes asked for (after rounding by the allocator)
@@ -94,9 +82,8 @@ type OOMError struct {
 	// LargestCached is the allocator's largest cached block: with Cached
 	// large and LargestCached below Requested, the cache is fragmented.
 	LargestCached int64
-	// OtherReserved is what the other tensorlife allocators recording in the
-	// same tracker hold on the device (pools, direct allocators, adopted
-	// memory); 0 for an untracked allocator, which knows of no others.
+	// OtherReserved is what the tracker's other allocators (pools, direct
+	// allocators, adopted memory) hold on the device; 0 if untracked.
 	OtherReserved int64
 	// Outside is the device's used memory that no tensorlife allocator
 	// holds: used - Reserved - OtherReserved. -1 if unknown.
@@ -105,13 +92,11 @@ type OOMError struct {
 	DeviceTotal int64
 	// Reason says which limit refused: "budget" or "device".
 	Reason string
-	// TopSites are the live call sites holding the most bytes, largest first,
-	// from the tracker's per-site counters. Their bytes are the tensors'
-	// sizes, before an allocator rounds them (Active is after).
+	// TopSites are the live call sites holding the most bytes, largest
+	// first; their bytes are before an allocator rounds them (Active after).
 	TopSites []track.SiteStats
-	// HeldBy names, per TopSites entry, the extra owners (a View, a Retain,
-	// a cache entry) still holding its memory after the tensors' own
-	// handles were freed, most handles first (track.Tracker.HeldBy).
+	// HeldBy names, per TopSites entry, the extra owners (View, Retain, a
+	// cache entry) holding its memory, most handles first (trackalloc.HeldBy).
 	HeldBy [][]track.Holder
 	// Err is the underlying device error, if the device refused.
 	Err error
@@ -156,39 +141,3 @@ func (e *OOMError) Is(target error) bool { return target == ErrOutOfMemory }
 
 // Unwrap returns the device error, if any.
 func (e *OOMError) Unwrap() error { return e.Err }
-
-// ForeignPanicError is a panic that tensorlife recovered from a function it
-// was handed, a ForeignMemory.Release: foreign code must not take the
-// process down. It matches ErrForeignPanic, and unwraps to the panic's
-// value when that is an error.
-type ForeignPanicError struct {
-	Func  string // what panicked: "ForeignMemory.Release"
-	Value any    // what was passed to panic
-	Stack string // the panicking goroutine's stack, cut at maxPanicStack bytes
-}
-
-// maxPanicStack bounds the stack a ForeignPanicError keeps.
-const maxPanicStack = 8 << 10
-
-func (e *ForeignPanicError) Error() string {
-	return fmt.Sprintf("tensor: %s panicked: %s", e.Func, clipText(fmt.Sprint(e.Value), 256))
-}
-
-// Is reports whether target is ErrForeignPanic.
-func (e *ForeignPanicError) Is(target error) bool { return target == ErrForeignPanic }
-
-// Unwrap returns the panic's value if it is an error, so that a panic with
-// a sentinel still matches it.
-func (e *ForeignPanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
-}
-
-// clipText cuts s to at most n bytes, saying how long it was: error texts
-// never echo unbounded input.
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return fmt.Sprintf("%s... (%d bytes)", strings.ToValidUTF8(s[:n], ""), len(s))
-}

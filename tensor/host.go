@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/tensorlife/tensorlife/internal/format"
+	"github.com/tensorlife/tensorlife/internal/hotpath"
 )
 
 // hostShift splits a host DevicePtr into a block id (high bits) and an offset
@@ -36,11 +37,15 @@ type HostDevice struct {
 	freeIDs []uint64
 	nextID  uint64
 
-	adopted LiveAdoptions // the foreign memory adopted on the device (Adopt)
+	// liveAdoptions is the foreign memory adopted on the device
+	// (tensor/foreign), so that no memory of it is adopted twice.
+	liveAdoptions
 }
 
-// liveAdoptions is the device's record of the memory adopted on it.
-func (d *HostDevice) liveAdoptions() *LiveAdoptions { return &d.adopted }
+// liveAdoptions names the adoptions a device keeps without exporting a
+// field: embedded, its one method (unexported, of internal/hotpath) is how
+// tensor/foreign finds them.
+type liveAdoptions = hotpath.LiveAdoptions
 
 // liveLocked returns the number of blocks allocated and not freed: every
 // id handed out (1 to nextID-1) is either a live block's, reserved by

@@ -1,6 +1,7 @@
 package tensor_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 func TestHostDeviceCapacityAndPointers(t *testing.T) {
@@ -90,4 +92,27 @@ func TestHostDeviceCountsBlocksAcrossReusedIDs(t *testing.T) {
 	require.NoError(t, dev.Free(ps[2], 8))
 	assert.Equal(t, 0, dev.Blocks())
 	assert.ErrorIs(t, dev.Free(tensor.DevicePtr(1<<60), 8), tensor.ErrInvalidPointer, "an id past the table")
+}
+
+func TestDeviceNameOption(t *testing.T) {
+	dev, err := tensor.NewHostDevice(1<<10, tensor.DeviceName("host:1"))
+	require.NoError(t, err)
+	assert.Equal(t, "host:1", dev.Name())
+	for _, bad := range []tensor.Option{nil, tensor.DeviceName(""), tensor.DeviceName("two words"),
+		tensor.DeviceName(string(make([]byte, tensor.MaxDeviceName+1)))} {
+		_, err := tensor.NewHostDevice(1<<10, bad)
+		assert.ErrorIs(t, err, tensor.ErrInvalidOption)
+	}
+}
+
+func TestDeviceAllocatorReportsReserved(t *testing.T) {
+	_, tr, alloc := setup(t, 1<<20)
+	x, err := tensor.New(context.Background(), alloc, tensor.Uint8, 1000)
+	require.NoError(t, err)
+	s := alloc.Stats()
+	assert.Equal(t, tensor.AllocatorStats{Device: "host", Reserved: 1000, Peak: 1000, Blocks: 1, Allocs: 1}, s)
+	assert.Equal(t, int64(1000), trackalloc.ReservedOn(tr, "host"))
+	require.NoError(t, x.Free())
+	assert.Zero(t, alloc.Stats().Reserved)
+	assert.Equal(t, int64(1), alloc.Stats().Frees)
 }

@@ -7,13 +7,12 @@ import (
 	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
-// SetLabels replaces the labels of the tensor's allocation record, which
-// every handle of the tensor (Retain, View) shares: profiles, snapshots
-// and reports show it under l from then on. An owner that adopts a tensor
-// for the long run, such as a cache, calls it so that the tensor is not
-// shown as held by the request that happened to make it. An untracked
-// tensor has no labels to set: SetLabels does nothing. A freed handle
-// returns ErrFreed. Safe for concurrent use.
+// SetLabels replaces the labels of the tensor's allocation record, shared
+// by every handle of it: reports show it under l from then on. A cache
+// that keeps a tensor for the long run calls it, so that the tensor is not
+// shown as held by the request that made it. It does nothing for an
+// untracked tensor, returns ErrFreed for a freed handle, and is safe for
+// concurrent use.
 func (t *Tensor) SetLabels(l track.Labels) error {
 	if err := t.check(); err != nil {
 		return err
@@ -25,17 +24,14 @@ func (t *Tensor) SetLabels(l track.Labels) error {
 	return trackalloc.SetLabels(tr, &t.blk().rec, l)
 }
 
-// HandTo gives the tensor's allocation to owner, for every handle of it: it
-// was kept past the request that made it on purpose (track.Owner says how
-// it is judged from then on: never, for an owner with a byte bound). A
-// cache that keeps a tensor calls it on the handle it keeps, as a
-// mask.Cache does. The hand-over lasts as long as that handle: its Free
-// (an eviction, a Close), its HandBack, or its drop gives the allocation
-// back, and a handle a request still holds makes it that request's again,
-// outlived if the request has ended. HandTo on a handle that has handed
-// already moves the allocation to owner. An untracked tensor has nothing to
-// hand over: HandTo does nothing. A freed handle returns ErrFreed. Like
-// Free, it must not race with other calls on the same handle.
+// HandTo gives the tensor's allocation, for every handle of it, to owner,
+// which keeps it past its request on purpose (track.Owner says how it is
+// judged). A cache calls it on the handle it keeps, as mask.Cache does. The
+// hand-over lasts until that handle's Free, HandBack or drop; then the
+// allocation is its request's again, outlived if the request has ended.
+// HandTo again moves it to the new owner. It does nothing for an untracked
+// tensor, returns ErrFreed for a freed handle, and must not race with
+// other calls on the same handle.
 func (t *Tensor) HandTo(owner *track.Owner) error {
 	if err := t.check(); err != nil {
 		return err

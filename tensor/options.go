@@ -32,10 +32,10 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 const MaxDeviceName = 64
 
 // DeviceName names a host device (NewHostDevice; default "host"): 1 to
-// MaxDeviceName printable characters, no spaces. Reports, profiles and
-// metrics split memory by device name, and the books of what tensorlife
-// holds on a device are kept by name, so two host devices standing in for
-// two GPUs need two names ("host:0", "host:1").
+// MaxDeviceName printable characters, no spaces. Reports, profiles,
+// metrics and the books of what tensorlife holds split memory by device
+// name: two host devices standing in for two GPUs need two ("host:0",
+// "host:1").
 func DeviceName(name string) Option {
 	return optionFunc(func(c *config) error {
 		if name == "" || len(name) > MaxDeviceName {

@@ -33,22 +33,18 @@ type Spec struct {
 // Tensor is an owned handle to a block of device memory with a dtype and a
 // shape. The handle is an owner: Free gives its ownership up, and the memory
 // returns to its allocator when the last owner has freed (see Retain). After
-// Free, every operation on the handle returns ErrFreed, and is noted to the
-// tracker as a use after free; a second Free returns a *DoubleFreeError
-// naming the allocation and first free sites; the accessors (ID, DType,
-// Shape, Bytes, Kind, Device) keep answering, so error messages can still
-// describe it.
+// Free, every operation returns ErrFreed and is noted to the tracker as a
+// use after free, and a second Free returns a *DoubleFreeError; the
+// accessors (ID, DType, Shape, Bytes, Kind, Device) keep answering, so
+// error messages can still describe the handle.
 //
 // Every handle remembers the line that made it (New, Retain, View), so a
 // leak report names the handle that still holds the memory: "held by a View
 // made at decode.go:88".
 //
-// A handle dropped without Free is found by the garbage collector and
-// reported as a leak by its tracker, at the line that made that handle,
-// which by default also gives its ownership up. Do not rely on that: it is
-// a diagnosis, not a way to free. The handle carries a runtime finalizer
-// for this (not runtime.AddCleanup, whose argument box and closure would
-// cost 40 B more per live tensor): do not set one on it.
+// A handle dropped without Free is reported as a leak, a diagnosis and not
+// a way to free; it carries a finalizer for that, so never set one on it
+// (see the package doc).
 //
 // A Tensor is safe for concurrent reads and copies; Free must not race with
 // other calls on the same handle. Tensors must not be copied by value.
@@ -328,8 +324,9 @@ func (b *block) unref(gc bool) error {
 }
 
 // release gives the record and the memory back. With gc set it runs on the
-// runtime's finalizer goroutine, where no foreign code may run: adopted
-// memory is queued for a releaser instead (see Adopt).
+// runtime's finalizer goroutine, where no foreign code may run: the memory
+// of an allocator whose Release is foreign code (tensor/foreign's) is
+// queued for a goroutine of that allocator's instead.
 func (b *block) release(gc bool) error {
 	var err error
 	if tr := b.tracker(); tr != nil {
@@ -337,8 +334,8 @@ func (b *block) release(gc bool) error {
 	}
 	if b.rec.Bytes > 0 {
 		if gc {
-			if a, ok := b.alloc.(*adoption); ok {
-				releases.push(a)
+			if q, ok := b.alloc.(hotpath.DroppedReleaser); ok {
+				q.QueueDropped(hotpath.Dropped{})
 				return err
 			}
 		}

@@ -1,7 +1,7 @@
 // Command adopted shows tensorlife owning memory it did not allocate. A
 // library (C code under cgo, library_cgo.go; a pure-Go twin otherwise)
 // hands out an output buffer per request; the program adopts each one
-// (tensor.Adopt), so the buffer is recorded at the adopting line with the
+// (foreign.Adopt), so the buffer is recorded at the adopting line with the
 // request's labels and released through the library exactly once.
 //
 // The leaky variant keeps every adopted output in a history slice, as a
@@ -23,6 +23,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/foreign"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/watch"
 )
@@ -145,9 +146,9 @@ func (s *session) adoptOutput(ctx context.Context) (*tensor.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	mem := tensor.ForeignMemory{Device: s.lib.Device(), Ptr: p, Bytes: outputBytes,
+	mem := foreign.Memory{Device: s.lib.Device(), Ptr: p, Bytes: outputBytes,
 		Release: func(p tensor.DevicePtr) error { return s.lib.Release(p, outputBytes) }}
-	t, err := tensor.Adopt(ctx, s.tr, mem, tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{outputBytes / 4}, Kind: "output"})
+	t, err := foreign.Adopt(ctx, s.tr, mem, tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{outputBytes / 4}, Kind: "output"})
 	if err != nil {
 		return nil, errors.Join(err, s.lib.Release(p, outputBytes))
 	}

@@ -2,9 +2,10 @@
 // pool and track share: the cache-line size their hot structures are padded
 // to, high-water marks raised in place, the process-unique identities
 // allocators stamp into their blocks, the hooks of retainer search,
-// which cost one atomic load while it is off (retainers.go), and the hooks
-// through which track/trackalloc reaches package track (track.go). Each is a few
-// lines; together they are one leaf that every core package may import.
+// which cost one atomic load while it is off (retainers.go), the hooks
+// through which track/trackalloc reaches package track (track.go), and what
+// package tensor lends tensor/foreign for adoption (adoption.go). Each is a
+// few lines; together they are one leaf that every core package may import.
 package hotpath
 
 import "sync/atomic"

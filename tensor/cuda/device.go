@@ -9,6 +9,7 @@ import (
 	"github.com/tensorlife/tensorlife/internal/hotpath"
 
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/foreign"
 )
 
 // driver is the part of the CUDA driver API a Device uses, for one device
@@ -62,9 +63,9 @@ type Device struct {
 	used  int64 // table.bytes plus allocations in flight, for the limit
 
 	// LiveAdoptions is the foreign memory adopted on the device
-	// (tensor.Adopt): the device's own, so that Adopt refuses memory
+	// (foreign.Adopt): the device's own, so that Adopt refuses memory
 	// adopted twice, in any tracker.
-	tensor.LiveAdoptions
+	foreign.LiveAdoptions
 }
 
 func newDevice(name string, drv driver, cfg config) *Device {

@@ -12,6 +12,7 @@ import (
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/foreign"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/oteltrack"
 	"github.com/tensorlife/tensorlife/track/trackalloc"
@@ -30,9 +31,9 @@ func TestRemainderOutsideTensorlife(t *testing.T) {
 	require.NoError(t, err)
 
 	// 300 KiB taken straight from the device: tensorlife does not know it.
-	foreign, err := dev.Alloc(300 * kib)
+	outside, err := dev.Alloc(300 * kib)
 	require.NoError(t, err)
-	defer func() { require.NoError(t, dev.Free(foreign, 300*kib)) }()
+	defer func() { require.NoError(t, dev.Free(outside, 300*kib)) }()
 
 	p, err := pool.New(dev, pool.Tracker(tr))
 	require.NoError(t, err)
@@ -53,7 +54,7 @@ func TestRemainderOutsideTensorlife(t *testing.T) {
 	// 32 KiB a library allocated, adopted: tensorlife's from now on.
 	lib, err := dev.Alloc(32 * kib)
 	require.NoError(t, err)
-	adopted, err := tensor.Adopt(ctx, tr, tensor.ForeignMemory{Device: dev, Ptr: lib, Bytes: 32 * kib,
+	adopted, err := foreign.Adopt(ctx, tr, foreign.Memory{Device: dev, Ptr: lib, Bytes: 32 * kib,
 		Release: func(p tensor.DevicePtr) error { return dev.Free(p, 32*kib) }}, tensor.Spec{DType: tensor.Uint8, Shape: tensor.Shape{32 * kib}})
 	require.NoError(t, err)
 	defer adopted.Free()

@@ -1,35 +1,37 @@
-package tensor
+package foreign
 
 import (
 	"errors"
 	"runtime/debug"
 	"sync"
+
+	"github.com/tensorlife/tensorlife/tensor"
 )
 
-// Foreign release functions (ForeignMemory.Release) are foreign code: a
-// panic in one must not take the process down, and one that blocks must
-// not hold anything of tensorlife's. callRelease runs one with the panic
-// recovered; the release queue keeps them off the runtime's finalizer
-// goroutine, whose blocking would stall every finalizer in the process,
-// every leak report among them.
+// Release functions (Memory.Release) are foreign code: a panic in one must
+// not take the process down, and one that blocks must not hold anything of
+// tensorlife's. callRelease runs one with the panic recovered; the release
+// queue keeps them off the runtime's finalizer goroutine, whose blocking
+// would stall every finalizer in the process, every leak report among
+// them (see the package doc).
 
 // callRelease calls release(p), returning its error or, if it panicked, a
-// *ForeignPanicError. A release that calls runtime.Goexit ends the calling
+// *PanicError. A release that calls runtime.Goexit ends the calling
 // goroutine, as it would anywhere.
-func callRelease(release func(DevicePtr) error, p DevicePtr) (err error) {
+func callRelease(release func(tensor.DevicePtr) error, p tensor.DevicePtr) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			stack := debug.Stack()
-			err = &ForeignPanicError{Func: "ForeignMemory.Release", Value: v,
+			err = &PanicError{Func: "Memory.Release", Value: v,
 				Stack: string(stack[:min(len(stack), maxPanicStack)])}
 		}
 	}()
 	return release(p)
 }
 
-// isForeignPanic reports whether err is a recovered panic.
-func isForeignPanic(err error) bool {
-	var pe *ForeignPanicError
+// isPanic reports whether err is a recovered panic.
+func isPanic(err error) bool {
+	var pe *PanicError
 	return errors.As(err, &pe)
 }
 
@@ -137,13 +139,13 @@ func (q *releaseQueue) drain() {
 
 // releaseDropped runs the Release of a dropped adoption, on a releaser:
 // nobody is left to hand its error to, so it is counted and kept in the
-// books (AdoptedStats).
+// books (Stats).
 func (a *adoption) releaseDropped() {
 	b := a.books
 	if b != nil {
 		defer b.pending.Add(-1) // also if Release ends the goroutine
 	}
-	err := a.Release(Block{Ptr: a.mem.Ptr})
+	err := a.Release(tensor.Block{Ptr: a.mem.Ptr})
 	if err != nil && b != nil {
 		b.lastDropped.Store(&err)
 	}

@@ -1,4 +1,4 @@
-package tensor_test
+package foreign_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/foreign"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
@@ -23,7 +24,7 @@ import (
 // helperEnv makes the test binary run one of the helper programs below
 // instead of the tests: a crash there is a failed child, not a dead test
 // binary.
-const helperEnv = "TENSOR_TEST_HELPER"
+const helperEnv = "FOREIGN_TEST_HELPER"
 
 func TestMain(m *testing.M) {
 	if name := os.Getenv(helperEnv); name != "" {
@@ -58,7 +59,7 @@ func dropPanickingRelease(out io.Writer) int {
 	}
 	var called atomic.Int32
 	for i, tracker := range []*track.Tracker{tr, nil} {
-		mem := tensor.ForeignMemory{Device: dev, Ptr: tensor.DevicePtr(1+i) << 20, Bytes: 64,
+		mem := foreign.Memory{Device: dev, Ptr: tensor.DevicePtr(1+i) << 20, Bytes: 64,
 			Release: func(tensor.DevicePtr) error {
 				called.Add(1)
 				panic("library bug")
@@ -70,7 +71,7 @@ func dropPanickingRelease(out io.Writer) int {
 	}
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		collect()
-		if st := tensor.Adoptions(tr); called.Load() == 2 && len(st) == 1 && st[0].Panicked == 1 {
+		if st := foreign.Adoptions(tr); called.Load() == 2 && len(st) == 1 && st[0].Panicked == 1 {
 			collect() // give a late panic every chance to kill the process
 			collect()
 			fmt.Fprintf(out, "survived: %v\n", st[0].LastDroppedErr)
@@ -83,8 +84,8 @@ func dropPanickingRelease(out io.Writer) int {
 }
 
 //go:noinline
-func dropAdoption(tr *track.Tracker, mem tensor.ForeignMemory) error {
-	_, err := tensor.Adopt(context.Background(), tr, mem, tensor.Spec{DType: tensor.Uint8, Shape: tensor.Shape{int(mem.Bytes)}})
+func dropAdoption(tr *track.Tracker, mem foreign.Memory) error {
+	_, err := foreign.Adopt(context.Background(), tr, mem, tensor.Spec{DType: tensor.Uint8, Shape: tensor.Shape{int(mem.Bytes)}})
 	return err
 }
 
@@ -96,7 +97,7 @@ func TestPanickingReleaseOfADroppedTensorDoesNotKillTheProcess(t *testing.T) {
 	cmd.Env = append(os.Environ(), helperEnv+"=drop-panicking-release")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "the child died:\n%s", out)
-	assert.Contains(t, string(out), "survived: tensor: host release adopted of 64 B: tensor: ForeignMemory.Release panicked: library bug")
+	assert.Contains(t, string(out), "survived: tensor: host release adopted of 64 B: foreign: Memory.Release panicked: library bug")
 }
 
 func TestPanickingReleaseDoesNotEscapeFree(t *testing.T) {
@@ -113,19 +114,19 @@ func TestPanickingReleaseDoesNotEscapeFree(t *testing.T) {
 
 	err = x.Free()
 	require.Error(t, err)
-	assert.ErrorIs(t, err, tensor.ErrForeignPanic)
+	assert.ErrorIs(t, err, foreign.ErrPanic)
 	assert.ErrorIs(t, err, bug, "a panic with an error unwraps to it")
 	var de *tensor.DeviceError
 	require.ErrorAs(t, err, &de)
 	assert.Equal(t, "release adopted", de.Op)
-	var pe *tensor.ForeignPanicError
+	var pe *foreign.PanicError
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, bug, pe.Value)
-	assert.Contains(t, pe.Stack, "adopt_foreign_test.go", "the stack names the panicking function")
+	assert.Contains(t, pe.Stack, "release_test.go", "the stack names the panicking function")
 
 	assert.Equal(t, int32(1), releases.Load())
 	assert.Zero(t, trackalloc.ReservedOn(tr, "host"), "the memory left the books")
-	st := tensor.Adoptions(tr)
+	st := foreign.Adoptions(tr)
 	require.Len(t, st, 1)
 	assert.Equal(t, int64(1), st[0].Panicked)
 	assert.Zero(t, st[0].Failed)
@@ -134,7 +135,7 @@ func TestPanickingReleaseDoesNotEscapeFree(t *testing.T) {
 	assert.NoError(t, st[0].LastDroppedErr, "Free handed the error to its caller")
 
 	// The memory is no longer adopted: the same pointer may be adopted again.
-	again := tensor.ForeignMemory{Device: dev, Ptr: mem.Ptr, Bytes: 1024, Release: func(tensor.DevicePtr) error { return nil }}
+	again := foreign.Memory{Device: dev, Ptr: mem.Ptr, Bytes: 1024, Release: func(tensor.DevicePtr) error { return nil }}
 	y, err := adoptHere(context.Background(), tr, again)
 	require.NoError(t, err)
 	require.NoError(t, y.Free())
@@ -143,12 +144,12 @@ func TestPanickingReleaseDoesNotEscapeFree(t *testing.T) {
 func TestFailingReleaseIsCountedAndLeavesTheBooks(t *testing.T) {
 	dev, tr, _ := setup(t, 1<<20)
 	refused := errors.New("library refused")
-	x, err := adoptHere(context.Background(), tr, tensor.ForeignMemory{Device: dev, Ptr: 1 << 20, Bytes: 1024,
+	x, err := adoptHere(context.Background(), tr, foreign.Memory{Device: dev, Ptr: 1 << 20, Bytes: 1024,
 		Release: func(tensor.DevicePtr) error { return refused }})
 	require.NoError(t, err)
 	require.ErrorIs(t, x.Free(), refused)
 	assert.Zero(t, trackalloc.ReservedOn(tr, "host"))
-	st := tensor.Adoptions(tr)
+	st := foreign.Adoptions(tr)
 	require.Len(t, st, 1)
 	assert.Equal(t, int64(1), st[0].Failed)
 	assert.Zero(t, st[0].Panicked)
@@ -169,7 +170,7 @@ func TestBlockingReleaseDoesNotStallLeakReports(t *testing.T) {
 			close(unblock)
 		}
 	})
-	require.NoError(t, dropAdoption(tr, tensor.ForeignMemory{Device: dev, Ptr: 1 << 20, Bytes: 64,
+	require.NoError(t, dropAdoption(tr, foreign.Memory{Device: dev, Ptr: 1 << 20, Bytes: 64,
 		Release: func(tensor.DevicePtr) error {
 			close(blocked)
 			<-unblock
@@ -186,7 +187,7 @@ func TestBlockingReleaseDoesNotStallLeakReports(t *testing.T) {
 		dropTensor(t, alloc)
 	}
 	var second atomic.Int32
-	require.NoError(t, dropAdoption(tr, tensor.ForeignMemory{Device: dev, Ptr: 2 << 20, Bytes: 64,
+	require.NoError(t, dropAdoption(tr, foreign.Memory{Device: dev, Ptr: 2 << 20, Bytes: 64,
 		Release: func(tensor.DevicePtr) error { second.Add(1); return nil }}))
 	for i := range 21 {
 		got := awaitLeak(t, reports)
@@ -194,7 +195,7 @@ func TestBlockingReleaseDoesNotStallLeakReports(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return second.Load() == 1 }, 5*time.Second, time.Millisecond,
 		"a second dropped adoption is released while the first Release blocks")
-	st := tensor.Adoptions(tr)
+	st := foreign.Adoptions(tr)
 	require.Len(t, st, 1)
 	assert.Equal(t, int64(1), st[0].Pending, "the blocked Release is still pending")
 	assert.Zero(t, st[0].Reserved, "a Release that has started took the memory off the books")
@@ -202,7 +203,7 @@ func TestBlockingReleaseDoesNotStallLeakReports(t *testing.T) {
 	unblockOnce.Store(true)
 	close(unblock)
 	require.Eventually(t, func() bool {
-		st := tensor.Adoptions(tr)
+		st := foreign.Adoptions(tr)
 		return st[0].Pending == 0 && st[0].Reserved == 0
 	}, 5*time.Second, time.Millisecond)
 	require.Eventually(t, func() bool { return alloc.Stats().Reserved == 0 }, 5*time.Second, time.Millisecond)
@@ -220,14 +221,14 @@ func TestReleaseCallingGoexitDoesNotStopTheQueue(t *testing.T) {
 	reports := make(chan track.LeakReport, 8)
 	dev, tr, _ := setupUnchecked(t, 1<<20, track.OnLeak(func(l track.LeakReport) { reports <- l }))
 	var exited, released atomic.Int32
-	require.NoError(t, dropAdoption(tr, tensor.ForeignMemory{Device: dev, Ptr: 1 << 20, Bytes: 64,
+	require.NoError(t, dropAdoption(tr, foreign.Memory{Device: dev, Ptr: 1 << 20, Bytes: 64,
 		Release: func(tensor.DevicePtr) error { exited.Add(1); runtime.Goexit(); return nil }}))
 	awaitLeak(t, reports)
 	require.Eventually(t, func() bool { return exited.Load() == 1 }, 5*time.Second, time.Millisecond)
-	require.NoError(t, dropAdoption(tr, tensor.ForeignMemory{Device: dev, Ptr: 2 << 20, Bytes: 64,
+	require.NoError(t, dropAdoption(tr, foreign.Memory{Device: dev, Ptr: 2 << 20, Bytes: 64,
 		Release: func(tensor.DevicePtr) error { released.Add(1); return nil }}))
 	awaitLeak(t, reports)
 	require.Eventually(t, func() bool { return released.Load() == 1 }, 5*time.Second, time.Millisecond)
-	require.Eventually(t, func() bool { return tensor.Adoptions(tr)[0].Pending == 0 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return foreign.Adoptions(tr)[0].Pending == 0 }, 5*time.Second, time.Millisecond)
 	assert.Zero(t, trackalloc.ReservedOn(tr, "host"))
 }

@@ -1,4 +1,4 @@
-package tensor_test
+package foreign_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/foreign"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/tracktest"
@@ -20,20 +21,20 @@ import (
 
 // foreignBuffer allocates bytes on dev as a library would, outside
 // tensorlife, and counts the releases of its buffer.
-func foreignBuffer(t *testing.T, dev *tensor.HostDevice, bytes int64) (tensor.ForeignMemory, *atomic.Int32) {
+func foreignBuffer(t *testing.T, dev *tensor.HostDevice, bytes int64) (foreign.Memory, *atomic.Int32) {
 	t.Helper()
 	p, err := dev.Alloc(bytes)
 	require.NoError(t, err)
 	var releases atomic.Int32
-	return tensor.ForeignMemory{Device: dev, Ptr: p, Bytes: bytes, Release: func(q tensor.DevicePtr) error {
+	return foreign.Memory{Device: dev, Ptr: p, Bytes: bytes, Release: func(q tensor.DevicePtr) error {
 		releases.Add(1)
 		return dev.Free(q, bytes)
 	}}, &releases
 }
 
 //go:noinline
-func adoptHere(ctx context.Context, tr *track.Tracker, mem tensor.ForeignMemory) (*tensor.Tensor, error) {
-	return tensor.Adopt(ctx, tr, mem, tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{4, 64}})
+func adoptHere(ctx context.Context, tr *track.Tracker, mem foreign.Memory) (*tensor.Tensor, error) {
+	return foreign.Adopt(ctx, tr, mem, tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{4, 64}})
 }
 
 func TestAdoptOwnsForeignMemory(t *testing.T) {
@@ -43,8 +44,8 @@ func TestAdoptOwnsForeignMemory(t *testing.T) {
 	x, err := adoptHere(ctx, tr, mem)
 	require.NoError(t, err)
 
-	assert.Equal(t, tensor.AdoptedKind, x.Kind())
-	assert.Equal(t, "github.com/tensorlife/tensorlife/tensor_test.adoptHere", x.Site().Location().Function)
+	assert.Equal(t, foreign.Kind, x.Kind())
+	assert.Equal(t, "github.com/tensorlife/tensorlife/tensor/foreign_test.adoptHere", x.Site().Location().Function)
 	v, _ := x.Labels().Get("request")
 	assert.Equal(t, "r1", v)
 	assert.Equal(t, int64(1<<10), trackalloc.ReservedOn(tr, "host"), "adopted memory is tensorlife's")
@@ -97,23 +98,23 @@ func TestAdoptBadInputLeavesMemoryToCaller(t *testing.T) {
 	spec := tensor.Spec{DType: tensor.Uint8, Shape: tensor.Shape{256}}
 	for _, tc := range []struct {
 		name string
-		mem  func(m tensor.ForeignMemory) tensor.ForeignMemory
+		mem  func(m foreign.Memory) foreign.Memory
 		spec tensor.Spec
 		want error
 	}{
-		{"nil device", func(m tensor.ForeignMemory) tensor.ForeignMemory { m.Device = nil; return m }, spec, tensor.ErrNilAllocator},
-		{"nil release", func(m tensor.ForeignMemory) tensor.ForeignMemory { m.Release = nil; return m }, spec, tensor.ErrNilAllocator},
-		{"zero pointer", func(m tensor.ForeignMemory) tensor.ForeignMemory { m.Ptr = 0; return m }, spec, tensor.ErrInvalidPointer},
-		{"no bytes", func(m tensor.ForeignMemory) tensor.ForeignMemory { m.Bytes = 0; return m }, spec, tensor.ErrInvalidSize},
-		{"shape too large", func(m tensor.ForeignMemory) tensor.ForeignMemory { return m },
+		{"nil device", func(m foreign.Memory) foreign.Memory { m.Device = nil; return m }, spec, tensor.ErrNilAllocator},
+		{"nil release", func(m foreign.Memory) foreign.Memory { m.Release = nil; return m }, spec, tensor.ErrNilAllocator},
+		{"zero pointer", func(m foreign.Memory) foreign.Memory { m.Ptr = 0; return m }, spec, tensor.ErrInvalidPointer},
+		{"no bytes", func(m foreign.Memory) foreign.Memory { m.Bytes = 0; return m }, spec, tensor.ErrInvalidSize},
+		{"shape too large", func(m foreign.Memory) foreign.Memory { return m },
 			tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{65}}, tensor.ErrSizeMismatch},
-		{"empty shape", func(m tensor.ForeignMemory) tensor.ForeignMemory { return m },
+		{"empty shape", func(m foreign.Memory) foreign.Memory { return m },
 			tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{0}}, tensor.ErrSizeMismatch},
-		{"bad shape", func(m tensor.ForeignMemory) tensor.ForeignMemory { return m },
+		{"bad shape", func(m foreign.Memory) foreign.Memory { return m },
 			tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{-1}}, tensor.ErrInvalidShape},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x, err := tensor.Adopt(context.Background(), tr, tc.mem(mem), tc.spec)
+			x, err := foreign.Adopt(context.Background(), tr, tc.mem(mem), tc.spec)
 			assert.Nil(t, x)
 			assert.ErrorIs(t, err, tc.want)
 		})
@@ -127,7 +128,7 @@ func TestAdoptReleaseErrorIsReturned(t *testing.T) {
 	p, err := dev.Alloc(64)
 	require.NoError(t, err)
 	boom := errors.New("library refused")
-	x, err := tensor.Adopt(context.Background(), tr, tensor.ForeignMemory{Device: dev, Ptr: p, Bytes: 64,
+	x, err := foreign.Adopt(context.Background(), tr, foreign.Memory{Device: dev, Ptr: p, Bytes: 64,
 		Release: func(tensor.DevicePtr) error { return boom }}, tensor.Spec{DType: tensor.Uint8, Shape: tensor.Shape{64}, Kind: "onnx"})
 	require.NoError(t, err)
 	assert.Equal(t, "onnx", x.Kind())
@@ -140,7 +141,7 @@ func TestAdoptReleaseErrorIsReturned(t *testing.T) {
 }
 
 //go:noinline
-func dropAdopted(t *testing.T, tr *track.Tracker, mem tensor.ForeignMemory) {
+func dropAdopted(t *testing.T, tr *track.Tracker, mem foreign.Memory) {
 	_, err := adoptHere(context.Background(), tr, mem)
 	require.NoError(t, err)
 }
@@ -152,7 +153,7 @@ func TestDroppedAdoptedTensorIsReclaimedOnce(t *testing.T) {
 	dropAdopted(t, tr, mem)
 	got := awaitLeak(t, reports)
 	assert.Equal(t, "adopted", got.Kind)
-	assert.Equal(t, "github.com/tensorlife/tensorlife/tensor_test.adoptHere", got.Site.Location().Function)
+	assert.Equal(t, "github.com/tensorlife/tensorlife/tensor/foreign_test.adoptHere", got.Site.Location().Function)
 	require.Eventually(t, func() bool { return releases.Load() == 1 }, time.Second, time.Millisecond)
 	assert.Zero(t, dev.Used())
 }
@@ -184,9 +185,9 @@ func TestDeviceAllocatorReportsReserved(t *testing.T) {
 // total bytes, or an error.
 type sizedDevice struct {
 	tensor.Device
-	tensor.LiveAdoptions // its adoptions are its own, as a real device's
-	total                int64
-	err                  error
+	foreign.LiveAdoptions // its adoptions are its own, as a real device's
+	total                 int64
+	err                   error
 }
 
 func (d *sizedDevice) Name() string { return "big" }
@@ -205,7 +206,7 @@ func TestAdoptValidatesAgainstTheDevice(t *testing.T) {
 
 	t.Run("larger than the device", func(t *testing.T) {
 		dev := &sizedDevice{total: 1 << 20}
-		x, err := tensor.Adopt(ctx, tr, tensor.ForeignMemory{Device: dev, Ptr: 1, Bytes: 1 << 40, Release: noRelease}, spec)
+		x, err := foreign.Adopt(ctx, tr, foreign.Memory{Device: dev, Ptr: 1, Bytes: 1 << 40, Release: noRelease}, spec)
 		assert.Nil(t, x)
 		assert.ErrorIs(t, err, tensor.ErrInvalidSize)
 		assert.Contains(t, err.Error(), "total memory")
@@ -213,7 +214,7 @@ func TestAdoptValidatesAgainstTheDevice(t *testing.T) {
 	})
 	t.Run("MemInfo fails", func(t *testing.T) {
 		broken := errors.New("driver gone")
-		_, err := tensor.Adopt(ctx, tr, tensor.ForeignMemory{Device: &sizedDevice{err: broken}, Ptr: 1, Bytes: 16, Release: noRelease}, spec)
+		_, err := foreign.Adopt(ctx, tr, foreign.Memory{Device: &sizedDevice{err: broken}, Ptr: 1, Bytes: 16, Release: noRelease}, spec)
 		assert.ErrorIs(t, err, broken)
 		var de *tensor.DeviceError
 		require.ErrorAs(t, err, &de)
@@ -222,29 +223,29 @@ func TestAdoptValidatesAgainstTheDevice(t *testing.T) {
 	t.Run("adoptions never add up past the device", func(t *testing.T) {
 		// Two adoptions of 2^62 bytes once wrapped ReservedOn to -2^63.
 		dev := &sizedDevice{total: math.MaxInt64}
-		mem := tensor.ForeignMemory{Device: dev, Ptr: 1 << 62, Bytes: 1 << 62, Release: noRelease}
-		x, err := tensor.Adopt(ctx, tr, mem, spec)
+		mem := foreign.Memory{Device: dev, Ptr: 1 << 62, Bytes: 1 << 62, Release: noRelease}
+		x, err := foreign.Adopt(ctx, tr, mem, spec)
 		require.NoError(t, err)
 		mem.Ptr = 2 << 62
 		mem.Bytes = 1<<62 + 1<<61 // fits the device alone, not with the first
-		y, err := tensor.Adopt(ctx, tr, mem, spec)
+		y, err := foreign.Adopt(ctx, tr, mem, spec)
 		assert.Nil(t, y)
 		assert.ErrorIs(t, err, tensor.ErrInvalidSize)
 		assert.Equal(t, int64(1<<62), trackalloc.ReservedOn(tr, "big"))
 		require.NoError(t, x.Free())
 		assert.Zero(t, trackalloc.ReservedOn(tr, "big"))
 		// Once the first is released the second fits.
-		y, err = tensor.Adopt(ctx, tr, mem, spec)
+		y, err = foreign.Adopt(ctx, tr, mem, spec)
 		require.NoError(t, err)
 		require.NoError(t, y.Free())
 	})
 	t.Run("a device that keeps no record of its adoptions", func(t *testing.T) {
 		dev := plainDevice{total: 1 << 20}
-		x, err := tensor.Adopt(ctx, tr, tensor.ForeignMemory{Device: dev, Ptr: 1, Bytes: 16, Release: noRelease}, spec)
+		x, err := foreign.Adopt(ctx, tr, foreign.Memory{Device: dev, Ptr: 1, Bytes: 16, Release: noRelease}, spec)
 		require.NoError(t, err, "the overlap check is skipped, nothing panics")
-		y, err := tensor.Adopt(ctx, tr, tensor.ForeignMemory{Device: dev, Ptr: 1, Bytes: 16, Release: noRelease}, spec)
+		y, err := foreign.Adopt(ctx, tr, foreign.Memory{Device: dev, Ptr: 1, Bytes: 16, Release: noRelease}, spec)
 		require.NoError(t, err, "nothing to check the memory against")
-		_, err = tensor.Adopt(ctx, tr, tensor.ForeignMemory{Device: dev, Ptr: 1, Bytes: 2 << 20, Release: noRelease}, spec)
+		_, err = foreign.Adopt(ctx, tr, foreign.Memory{Device: dev, Ptr: 1, Bytes: 2 << 20, Release: noRelease}, spec)
 		assert.ErrorIs(t, err, tensor.ErrInvalidSize, "the device's total memory still bounds one adoption")
 		require.NoError(t, x.Free())
 		require.NoError(t, y.Free())
@@ -270,8 +271,8 @@ func TestAdoptRefusesMemoryAdoptedTwice(t *testing.T) {
 	require.NoError(t, err)
 	var releases atomic.Int32
 	release := func(tensor.DevicePtr) error { releases.Add(1); return nil }
-	first := tensor.ForeignMemory{Device: dev, Ptr: 1 << 20, Bytes: 256, Release: release}
-	x, err := tensor.Adopt(ctx, tr, first, spec)
+	first := foreign.Memory{Device: dev, Ptr: 1 << 20, Bytes: 256, Release: release}
+	x, err := foreign.Adopt(ctx, tr, first, spec)
 	require.NoError(t, err)
 
 	for _, tc := range []struct {
@@ -289,24 +290,24 @@ func TestAdoptRefusesMemoryAdoptedTwice(t *testing.T) {
 		{"covering", tr, first.Ptr - 8, 512},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			y, err := tensor.Adopt(ctx, tc.tracker, tensor.ForeignMemory{Device: dev, Ptr: tc.ptr, Bytes: tc.bytes, Release: release}, spec)
+			y, err := foreign.Adopt(ctx, tc.tracker, foreign.Memory{Device: dev, Ptr: tc.ptr, Bytes: tc.bytes, Release: release}, spec)
 			assert.Nil(t, y)
-			assert.ErrorIs(t, err, tensor.ErrAlreadyAdopted)
+			assert.ErrorIs(t, err, foreign.ErrAlreadyAdopted)
 			assert.ErrorIs(t, err, tensor.ErrInvalidPointer)
 		})
 	}
 	assert.Equal(t, int64(256), trackalloc.ReservedOn(tr, "host"))
 
 	// Adjacent memory and the same address on another device are distinct.
-	next, err := tensor.Adopt(ctx, tr, tensor.ForeignMemory{Device: dev, Ptr: first.Ptr + 256, Bytes: 16, Release: release}, spec)
+	next, err := foreign.Adopt(ctx, tr, foreign.Memory{Device: dev, Ptr: first.Ptr + 256, Bytes: 16, Release: release}, spec)
 	require.NoError(t, err)
 	dev2, err := tensor.NewHostDevice(1 << 20)
 	require.NoError(t, err)
-	elsewhere, err := tensor.Adopt(ctx, tr, tensor.ForeignMemory{Device: dev2, Ptr: first.Ptr, Bytes: 16, Release: release}, spec)
+	elsewhere, err := foreign.Adopt(ctx, tr, foreign.Memory{Device: dev2, Ptr: first.Ptr, Bytes: 16, Release: release}, spec)
 	require.NoError(t, err)
 
 	require.NoError(t, x.Free())
-	again, err := tensor.Adopt(ctx, tr, first, spec)
+	again, err := foreign.Adopt(ctx, tr, first, spec)
 	require.NoError(t, err, "released memory may be adopted again")
 	for _, h := range []*tensor.Tensor{next, elsewhere, again} {
 		require.NoError(t, h.Free())

@@ -1,4 +1,4 @@
-package tensor
+package foreign
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tensorlife/tensorlife/internal/hotpath"
+	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -15,21 +17,23 @@ import (
 // holds either, so a test that makes a hundred trackers keeps nothing of
 // them, and two trackers' books never meet.
 func TestAdoptionStateLivesWithItsOwners(t *testing.T) {
-	dev, err := NewHostDevice(1 << 20)
+	dev, err := tensor.NewHostDevice(1 << 20)
 	require.NoError(t, err)
+	live := hotpath.AdoptedSpansOf(dev)
+	require.NotNil(t, live, "a host device keeps its adoptions")
 	for i := range 100 {
 		tr, err := track.New()
 		require.NoError(t, err)
-		x, err := Adopt(context.Background(), tr, ForeignMemory{Device: dev, Ptr: DevicePtr(i+1) << 20, Bytes: 64,
-			Release: func(DevicePtr) error { return nil }}, Spec{DType: Uint8, Shape: Shape{64}})
+		x, err := Adopt(context.Background(), tr, Memory{Device: dev, Ptr: tensor.DevicePtr(i+1) << 20, Bytes: 64,
+			Release: func(tensor.DevicePtr) error { return nil }}, tensor.Spec{DType: tensor.Uint8, Shape: tensor.Shape{64}})
 		require.NoError(t, err)
-		n, bytes := dev.adopted.held()
+		n, bytes := live.Held()
 		assert.Equal(t, 1, n)
 		assert.Equal(t, int64(64), bytes)
-		require.Len(t, adoptedShelfOf(tr).books, 1, "the tracker's own books")
+		require.Len(t, shelfOf(tr).books, 1, "the tracker's own books")
 		require.NoError(t, x.Free())
 	}
-	n, bytes := dev.adopted.held()
+	n, bytes := live.Held()
 	assert.Zero(t, n, "no live adoption: the device holds no range")
 	assert.Zero(t, bytes)
 }

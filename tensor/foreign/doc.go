@@ -1,0 +1,47 @@
+// Package foreign makes owned tensors of device memory that tensorlife did
+// not allocate: an output buffer a cgo library handed back, a workspace a
+// math library made. A service that only makes tensors with tensor.New
+// never needs it; code that receives memory from elsewhere does.
+//
+// Adopt wraps the memory (its device, its first byte, its size, and the
+// function that gives it back) into a *tensor.Tensor, recorded in the
+// tracker at Adopt's caller with the context's labels, as kind Kind
+// ("adopted") or the Spec's. From then on it is a tensor like any other:
+// Free, Retain, View, HandTo, leak reports, profiles and tracktest treat it
+// alike, and its bytes count as tensorlife's on its device
+// (trackalloc.ReservedOn, the summary, a pool's OOM error), not as
+// memory outside tensorlife. The release function runs exactly once, when
+// the last owner frees or the garbage collector reclaims a dropped handle:
+//
+//	t, err := foreign.Adopt(ctx, tr, foreign.Memory{Device: dev, Ptr: p, Bytes: n,
+//		Release: func(p tensor.DevicePtr) error { return lib.Free(p) }},
+//		tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{n / 4}})
+//
+// Adopt refuses memory it cannot own safely: a size above the device's
+// total memory, and memory that another live adoption on the same device
+// holds (ErrAlreadyAdopted), whatever the tracker. That check needs the
+// device's record of its adoptions, LiveAdoptions, which a Device
+// implementation embeds; tensor.HostDevice and the CUDA device have one.
+//
+// # The release queue
+//
+// A release function is foreign code and is run as such. A panic in it is
+// recovered into a *PanicError (matching ErrPanic). After Free it runs on
+// the goroutine that called Free, which gets its error. After a dropped
+// handle it never runs on the runtime's finalizer goroutine: a blocking or
+// panicking release there would stall or kill every finalizer in the
+// process, every leak report among them. The finalizer only queues it, and
+// releaser goroutines drain the queue. tensorlife starts them only while
+// the queue holds work, and they end as soon as it is empty: there is
+// nothing to stop. At most four run at once, a new one starting only when
+// every running one is inside a release, so up to three release functions
+// that never return delay nothing but themselves; a fourth would delay the
+// queued releases behind it, never anything else. The errors of queued
+// releases, which nobody can be handed, are counted per tracker and device
+// in Adoptions.
+//
+// The queue is the package's one process-wide state, like the finalizer
+// goroutine it stands in for: it holds nothing while nothing waits. A
+// tracker's figures live in the tracker and a device's live adoptions in
+// the device.
+package foreign
