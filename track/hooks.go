@@ -58,6 +58,7 @@ func init() {
 			c := t.(*Tracker).counts()
 			return func() any { return c.snapshot(Filter{LabelKeys: []string{}}) }
 		},
+		Now: func(t any) time.Time { return t.(*Tracker).wallNow() },
 		LiveByClass: func(t any, f func(device, kind string, count, bytes int64)) {
 			t.(*Tracker).liveByClass(f)
 		},

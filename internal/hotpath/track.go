@@ -30,6 +30,7 @@ type TrackFuncs struct {
 	History       func(t any, grow func(n int), put func(Event)) (start time.Time, dropped, droppedUntil int64, capacity int, ok bool)
 	Counts        func(t any) (snapshot func() any)
 	LiveByClass   func(t any, f func(device, kind string, count, bytes int64))
+	Now           func(t any) time.Time
 	Caller        func(t any, skip, depth int) any
 	CallerSite    func(t any, skip int) any
 	Intern        func(t any, pcs []uintptr) any

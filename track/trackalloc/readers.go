@@ -90,6 +90,11 @@ func LiveByClass(t *track.Tracker) []ClassStats {
 	return out
 }
 
+// Now returns the time on t's clock (track.Clock; time.Now by default):
+// what a part that times its own work against the tracker's reads, so that
+// a test or a demo that fakes the tracker's time fakes it everywhere.
+func Now(t *track.Tracker) time.Time { return hotpath.Track.Now(t) }
+
 // ReservedOn returns what t's attached allocators (Allocators) hold on
 // device, saturating at math.MaxInt64: tensorlife's memory there.
 func ReservedOn(t *track.Tracker, device string) int64 {

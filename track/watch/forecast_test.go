@@ -289,3 +289,59 @@ func TestForecastHeadroom(t *testing.T) {
 		site.setLive(t, 0)
 	})
 }
+
+// manualClock is a tracker clock the test moves by hand.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// A watcher times its windows on its tracker's clock (track.Clock), as the
+// tracker times ages and snapshots: a leak of 32 KiB a window, one window
+// a fake second, grows at 32 KiB/s however fast the test runs.
+func TestWindowsAreTimedOnTheTrackersClock(t *testing.T) {
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	clock := &manualClock{now: start}
+	tr, err := track.New(track.Clock(clock.Now))
+	require.NoError(t, err)
+	dev, err := tensor.NewHostDevice(64 << 20)
+	require.NoError(t, err)
+	p, err := pool.New(dev, pool.Tracker(tr), pool.Budget(4<<20))
+	require.NoError(t, err)
+	var first *watch.Suspect
+	w, err := watch.New(tr, watch.OnSuspect(func(s watch.Suspect) {
+		if first == nil {
+			first = &s
+		}
+	}))
+	require.NoError(t, err)
+	var kept []*tensor.Tensor
+	for i := 0; i < 40 && first == nil; i++ {
+		ctx, end := track.WithRequest(context.Background())
+		x, err := leakBlock(ctx, p)
+		require.NoError(t, err)
+		kept = append(kept, x)
+		end()
+		clock.advance(time.Second)
+		require.NoError(t, w.Tick())
+	}
+	require.NotNil(t, first, "the leak is flagged")
+	assert.InDelta(t, 32<<10, first.GrowthPerSecond, 1, "bytes per second of the tracker's clock")
+	assert.False(t, first.Since.Before(start), "flagged at a time of the tracker's clock")
+	assert.False(t, first.Since.After(clock.Now()))
+	for _, x := range kept {
+		require.NoError(t, x.Free())
+	}
+}

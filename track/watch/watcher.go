@@ -240,7 +240,7 @@ func New(tr *track.Tracker, opts ...Option) (*Watcher, error) {
 			w.levels[st.Site.ID()] = level{bytes: st.OutlivedBytes, runBase: st.OutlivedBytes}
 		}
 	}
-	w.times[0] = time.Now()
+	w.times[0] = trackalloc.Now(tr)
 	trackalloc.Attach(tr, w)
 	return w, nil
 }
@@ -553,8 +553,8 @@ func siteID(s *track.Site) int {
 // forecasts the suspects, and reports the newly flagged ones after
 // releasing the lock.
 func (w *Watcher) endWindow(fromLoop bool) {
-	now := time.Now()
-	owners := w.tr.Owners() // O(owners), before the watcher's lock: the tracker's books have their own
+	now := trackalloc.Now(w.tr) // the tracker's clock, as its ages and snapshots
+	owners := w.tr.Owners()     // O(owners), before the watcher's lock: the tracker's books have their own
 	w.mu.Lock()
 	if w.stopped.Load() {
 		w.mu.Unlock()
