@@ -1,10 +1,6 @@
 package track
 
-import (
-	"cmp"
-	"slices"
-	"time"
-)
+import "time"
 
 // event is one entry of a tracker's history (KeepHistory), as
 // trackalloc.Event shows it.
@@ -47,21 +43,26 @@ func (r *ring) add(e event) {
 // kept returns how many events the ring holds.
 func (r *ring) kept() int { return int(min(r.total, int64(len(r.events)))) }
 
-// snapshot appends the ring's events, oldest first.
-func (r *ring) snapshot(dst []event) []event {
-	if r.total < int64(len(r.events)) {
-		return append(dst, r.events[:r.next]...)
+// each calls f with the ring's events, oldest first.
+func (r *ring) each(f func(e *event)) {
+	if r.total >= int64(len(r.events)) {
+		for i := r.next; i < len(r.events); i++ {
+			f(&r.events[i])
+		}
 	}
-	dst = append(dst, r.events[r.next:]...)
-	return append(dst, r.events[:r.next]...)
+	for i := range r.next {
+		f(&r.events[i])
+	}
 }
 
-// history copies the event history, oldest first, with the count of
-// events overwritten, the latest Time among them and the rings' capacity
-// (trackalloc.History); false if it keeps none.
-func (t *Tracker) history() (events []event, dropped, droppedUntil int64, capacity int, ok bool) {
+// history copies the event history for trackalloc.History: grow learns how
+// many events to expect, each sees every event, shard by shard (oldest
+// first within a shard; the caller sorts), under the shard's lock, so it
+// must only copy. It returns the count of events overwritten, the latest
+// Time among them and the rings' capacity; false if t keeps no history.
+func (t *Tracker) history(grow func(n int), each func(e *event)) (dropped, droppedUntil int64, capacity int, ok bool) {
 	if t.cfg.historyEvents <= 0 {
-		return nil, 0, 0, 0, false
+		return 0, 0, 0, false
 	}
 	// Size the copy first, so that no shard lock is held while a large
 	// slice regrows.
@@ -72,19 +73,16 @@ func (t *Tracker) history() (events []event, dropped, droppedUntil int64, capaci
 		kept += sh.history.kept()
 		sh.mu.Unlock()
 	}
-	events = make([]event, 0, kept+kept/8)
+	grow(kept + kept/8)
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
-		events = sh.history.snapshot(events)
+		sh.history.each(each)
 		dropped += sh.history.dropped
 		droppedUntil = max(droppedUntil, sh.history.droppedUntil)
 		sh.mu.Unlock()
 	}
-	slices.SortFunc(events, func(a, b event) int {
-		return cmp.Or(cmp.Compare(a.Time, b.Time), cmp.Compare(a.ID, b.ID), cmp.Compare(a.Kind, b.Kind))
-	})
-	return events, dropped, droppedUntil, shardCount * ringSize(t.cfg.historyEvents), true
+	return dropped, droppedUntil, shardCount * ringSize(t.cfg.historyEvents), true
 }
 
 func ringSize(total int) int { return max(16, (total+shardCount-1)/shardCount) }

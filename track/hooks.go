@@ -46,12 +46,10 @@ func init() {
 		},
 		History: func(t any, grow func(n int), put func(hotpath.Event)) (time.Time, int64, int64, int, bool) {
 			tr := t.(*Tracker)
-			events, dropped, until, capacity, ok := tr.history()
-			grow(len(events))
-			for _, e := range events {
+			dropped, until, capacity, ok := tr.history(grow, func(e *event) {
 				put(hotpath.Event{Kind: e.Kind, Time: e.Time, ID: e.ID, Bytes: e.Bytes, Site: e.Site,
 					AllocKind: e.AllocKind, Device: e.Device, Labels: e.Labels})
-			}
+			})
 			return tr.start, dropped, until, capacity, ok
 		},
 		Counts: func(t any) func() any {

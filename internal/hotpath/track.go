@@ -27,7 +27,7 @@ type TrackFuncs struct {
 	NoteMisuse    func(t, r, kind, site any)
 	RequestOf     func(r any) any
 	MadeUnder     func(req any, ctx context.Context) bool
-	History       func(t any, grow func(n int), put func(Event)) (start time.Time, dropped, droppedUntil int64, capacity int, ok bool)
+	History       func(t any, grow func(n int), put func(Event)) (start time.Time, dropped, droppedUntil int64, capacity int, ok bool) // put runs under a shard lock, unsorted
 	Counts        func(t any) (snapshot func() any)
 	LiveByClass   func(t any, f func(device, kind string, count, bytes int64))
 	Now           func(t any) time.Time

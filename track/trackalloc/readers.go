@@ -1,8 +1,10 @@
 package trackalloc
 
 import (
+	"cmp"
 	"errors"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/tensorlife/tensorlife/internal/hotpath"
@@ -68,6 +70,9 @@ func History(t *track.Tracker) (*HistoryLog, error) {
 	if !ok {
 		return nil, ErrHistoryOff
 	}
+	slices.SortFunc(events, func(a, b Event) int {
+		return cmp.Or(cmp.Compare(a.Time, b.Time), cmp.Compare(a.ID, b.ID), cmp.Compare(a.Kind, b.Kind))
+	})
 	return &HistoryLog{Start: start, Events: events, Dropped: dropped, DroppedUntil: until, Capacity: capacity}, nil
 }
 
