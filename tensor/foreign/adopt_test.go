@@ -158,29 +158,6 @@ func TestDroppedAdoptedTensorIsReclaimedOnce(t *testing.T) {
 	assert.Zero(t, dev.Used())
 }
 
-func TestDeviceNameOption(t *testing.T) {
-	dev, err := tensor.NewHostDevice(1<<10, tensor.DeviceName("host:1"))
-	require.NoError(t, err)
-	assert.Equal(t, "host:1", dev.Name())
-	for _, bad := range []tensor.Option{nil, tensor.DeviceName(""), tensor.DeviceName("two words"),
-		tensor.DeviceName(string(make([]byte, tensor.MaxDeviceName+1)))} {
-		_, err := tensor.NewHostDevice(1<<10, bad)
-		assert.ErrorIs(t, err, tensor.ErrInvalidOption)
-	}
-}
-
-func TestDeviceAllocatorReportsReserved(t *testing.T) {
-	_, tr, alloc := setup(t, 1<<20)
-	x, err := tensor.New(context.Background(), alloc, tensor.Uint8, 1000)
-	require.NoError(t, err)
-	s := alloc.Stats()
-	assert.Equal(t, tensor.AllocatorStats{Device: "host", Reserved: 1000, Peak: 1000, Blocks: 1, Allocs: 1}, s)
-	assert.Equal(t, int64(1000), trackalloc.ReservedOn(tr, "host"))
-	require.NoError(t, x.Free())
-	assert.Zero(t, alloc.Stats().Reserved)
-	assert.Equal(t, int64(1), alloc.Stats().Frees)
-}
-
 // sizedDevice is a device that only reports its memory, as a driver might:
 // total bytes, or an error.
 type sizedDevice struct {
