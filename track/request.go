@@ -168,9 +168,12 @@ func WithRequest(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // join counts r, made under q, in flight; a request that has already ended
-// (or whose context is done: a goroutine it started that still allocates)
-// leaves r outlived at once. q may be nil: r is then outlived from the
-// start. The first record of q in t lists q in t's book.
+// leaves r outlived at once. One whose context is done but that no reader
+// has settled yet (a goroutine it started still allocates) counts r in
+// flight until the next reader settles it, before that reader reads: join
+// does not look at the context, a receive saved on every record. q may be
+// nil: r is then outlived from the start. The first record of q in t
+// lists q in t's book.
 func (q *request) join(t *Tracker, r *Record) {
 	if q == nil {
 		r.word.Or(outlivedFlag)
@@ -178,9 +181,6 @@ func (q *request) join(t *Tracker, r *Record) {
 		return
 	}
 	q.mu.Lock()
-	if !q.ended.Load() && q.isDone() {
-		q.endLocked()
-	}
 	if q.ended.Load() {
 		q.mu.Unlock()
 		r.site.outlived(r.Bytes, 1)

@@ -12,10 +12,10 @@ import (
 // BenchmarkWithLabelsRequestRatio measures a request begun by WithLabels
 // (a cancellable context, its labels, 8 tensors recorded and released, the
 // cancel) against the same plain cancellable context with its 8 tensors
-// and no request ("x-labelled"; 1.17-1.19x on an idle 2-core machine, of
+// and no request ("x-labelled"; 1.16-1.17x on an idle 2-core machine, of
 // which the context's Done channel, made for the request to be settled by,
 // is about 0.04x), against the same context whose Done channel a handler
-// made ("vs-plain-done": 1.14-1.15x), and against one begun by WithRequest
+// made ("vs-plain-done": 1.12-1.13x), and against one begun by WithRequest
 // ("vs-withrequest": 0.95-0.96x): what beginning and ending a request costs a service,
 // the tensors included. Each tensor is recorded
 // benchDepth frames down, as in BenchmarkRecordRelease.

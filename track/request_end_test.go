@@ -151,3 +151,28 @@ func heapInUse() int64 {
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
 }
+
+// A goroutine a request started may still allocate after the request's
+// context is done and before any reader has looked: what it makes then is
+// outlived at the very next read, as what the request made before, whether
+// the request was listed before its end or by that record alone.
+func TestRecordAfterTheContextIsDoneIsOutlivedAtTheNextRead(t *testing.T) {
+	for _, before := range []bool{true, false} {
+		tr := newTracker(t)
+		parent, cancel := context.WithCancel(context.Background())
+		ctx := track.WithLabels(parent, "request", "r1")
+		var recs []*track.Record
+		if before {
+			recs = append(recs, recordA(tr, ctx, 64, "tensor"))
+		}
+		cancel()
+		recs = append(recs, recordA(tr, ctx, 32, "tensor"))
+		want := int64(32)
+		if before {
+			want += 64
+		}
+		assert.Equal(t, want, outlived(t, tr), "listed before the end: %v", before)
+		release(t, tr, recs...)
+		assert.Zero(t, tr.Totals().OutlivedBytes)
+	}
+}

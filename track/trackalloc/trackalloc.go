@@ -25,8 +25,8 @@
 // through two frames, as tensor.New reaches it). A request is listed once per
 // tracker, at its first record (one of 16 locks); every reader settles the
 // listed requests first, O(requests open). A request begun by track.WithLabels
-// with 8 tensors costs 1.17-1.19x the same cancellable context without one,
-// 1.14x one whose Done channel a handler made, and 0.96x one begun by
+// with 8 tensors costs 1.16-1.17x the same cancellable context without one,
+// 1.12-1.13x one whose Done channel a handler made, and 0.96x one begun by
 // track.WithRequest (BenchmarkWithLabelsRequestRatio).
 //
 // Every reader but the views that show per-tensor detail reads counters kept
