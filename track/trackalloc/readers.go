@@ -17,10 +17,10 @@ import (
 // when Counts ran: for a caller that must not wait for the snapshot
 // itself, such as the allocation that just failed, whose dump needs the
 // live set as it was then and builds it on another goroutine. Counts costs
-// O(sites × shapes + records held past their own handle), two
-// allocations of about 80 bytes a site, no walk of the live set, and holds each shard's lock only to copy
-// pointers. Each call of snapshot returns a snapshot of its own; it is safe
-// for concurrent use.
+// O(sites × shapes + records held past their own handle), two allocations
+// of about 80 bytes a site, no walk of the live set, and holds each shard's
+// lock only to copy pointers. Each call of snapshot returns a snapshot of
+// its own; it is safe for concurrent use.
 func Counts(t *track.Tracker) (snapshot func() *track.Snapshot) {
 	build := hotpath.Track.Counts(t)
 	return func() *track.Snapshot {
