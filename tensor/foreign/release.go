@@ -52,6 +52,33 @@ type releaseQueue struct {
 	queued     int // adoptions in the list
 	running    int // releaser goroutines alive
 	idle       int // of them, those not inside a Release
+	// drained is broadcast each time the last releaser ends, for waitIdle;
+	// its L is mu, set at first use.
+	drained sync.Cond
+}
+
+// endedLocked counts a releaser gone and wakes waitIdle once none runs.
+// The caller holds q.mu.
+func (q *releaseQueue) endedLocked() {
+	q.running--
+	if q.running == 0 && q.drained.L != nil {
+		q.drained.Broadcast()
+	}
+}
+
+// waitIdle blocks until nothing is queued and no releaser runs: every
+// dropped adoption queued before it has been released, and its figures
+// (Stats.Pending, the books) are final. A Release that never returns makes
+// it wait forever; tests call it once the releases they started can end.
+func (q *releaseQueue) waitIdle() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.drained.L == nil {
+		q.drained.L = &q.mu
+	}
+	for q.running > 0 || q.queued > 0 {
+		q.drained.Wait()
+	}
 }
 
 // push queues a's Release and starts a releaser unless an idle one will
@@ -112,7 +139,7 @@ func (q *releaseQueue) drain() {
 		// A Release called runtime.Goexit, ending this goroutine inside
 		// it: count it gone, and start another if work still waits.
 		q.mu.Lock()
-		q.running--
+		q.endedLocked()
 		start := q.startLocked()
 		q.mu.Unlock()
 		if start {
@@ -123,7 +150,7 @@ func (q *releaseQueue) drain() {
 	for {
 		a := q.pop()
 		if a == nil {
-			q.running--
+			q.endedLocked()
 			q.idle--
 			q.mu.Unlock()
 			returned = true

@@ -202,11 +202,11 @@ func TestBlockingReleaseDoesNotStallLeakReports(t *testing.T) {
 
 	unblockOnce.Store(true)
 	close(unblock)
-	require.Eventually(t, func() bool {
-		st := foreign.Adoptions(tr)
-		return st[0].Pending == 0 && st[0].Reserved == 0
-	}, 5*time.Second, time.Millisecond)
-	require.Eventually(t, func() bool { return alloc.Stats().Reserved == 0 }, 5*time.Second, time.Millisecond)
+	foreign.WaitReleases()
+	st = foreign.Adoptions(tr)
+	assert.Zero(t, st[0].Pending)
+	assert.Zero(t, st[0].Reserved)
+	assert.Zero(t, alloc.Stats().Reserved)
 }
 
 //go:noinline
@@ -224,11 +224,13 @@ func TestReleaseCallingGoexitDoesNotStopTheQueue(t *testing.T) {
 	require.NoError(t, dropAdoption(tr, foreign.Memory{Device: dev, Ptr: 1 << 20, Bytes: 64,
 		Release: func(tensor.DevicePtr) error { exited.Add(1); runtime.Goexit(); return nil }}))
 	awaitLeak(t, reports)
-	require.Eventually(t, func() bool { return exited.Load() == 1 }, 5*time.Second, time.Millisecond)
+	foreign.WaitReleases()
+	require.Equal(t, int32(1), exited.Load())
 	require.NoError(t, dropAdoption(tr, foreign.Memory{Device: dev, Ptr: 2 << 20, Bytes: 64,
 		Release: func(tensor.DevicePtr) error { released.Add(1); return nil }}))
 	awaitLeak(t, reports)
-	require.Eventually(t, func() bool { return released.Load() == 1 }, 5*time.Second, time.Millisecond)
-	require.Eventually(t, func() bool { return foreign.Adoptions(tr)[0].Pending == 0 }, 5*time.Second, time.Millisecond)
+	foreign.WaitReleases()
+	require.Equal(t, int32(1), released.Load())
+	assert.Zero(t, foreign.Adoptions(tr)[0].Pending)
 	assert.Zero(t, trackalloc.ReservedOn(tr, "host"))
 }
