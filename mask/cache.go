@@ -11,7 +11,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // Cache keeps masks that many requests share, such as the mask of a
@@ -115,7 +114,7 @@ func NewCache(opts ...CacheOption) (*Cache, error) {
 		entries: make(map[string]*lruElem[cacheEntry])}
 	if cfg.tracker != nil {
 		c.tracker.Store(cfg.tracker)
-		trackalloc.Attach(cfg.tracker, c)
+		track.Attach(cfg.tracker, c)
 	}
 	return c, nil
 }
@@ -238,10 +237,10 @@ func (c *Cache) attach(t *tensor.Tensor) {
 		return
 	}
 	if old := c.tracker.Swap(tr); old != tr {
-		trackalloc.Detach(old, c) // a cache reports to one tracker: the latest
-		trackalloc.Attach(tr, c)
+		track.Detach(old, c) // a cache reports to one tracker: the latest
+		track.Attach(tr, c)
 		if c.Closed() {
-			trackalloc.Detach(tr, c) // a Close that ran meanwhile detached the old one only
+			track.Detach(tr, c) // a Close that ran meanwhile detached the old one only
 		}
 	}
 }
@@ -319,7 +318,7 @@ func (c *Cache) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
-	trackalloc.Detach(c.tracker.Load(), c)
+	track.Detach(c.tracker.Load(), c)
 	return c.Purge()
 }
 

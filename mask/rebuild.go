@@ -12,7 +12,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // Advice is what every rebuild report tells the reader to do.
@@ -203,7 +202,7 @@ func (b *Builder) observe(ctx context.Context, t *tensor.Tensor, g *Growable) er
 		r.Location = b.ownSite(key.site.pcs[:]).Location()
 	}
 	if tr := b.alloc.Tracker(); tr != nil {
-		trackalloc.Note(tr, track.EventMaskRebuilt, site, r.Bytes)
+		tr.Note(track.EventMaskRebuilt, site, r.Bytes)
 	}
 	if b.cfg.onRebuild != nil {
 		b.cfg.onRebuild(r)
@@ -242,5 +241,5 @@ func (b *Builder) ownSite(pcs []uintptr) *track.Site {
 	for n < len(pcs) && pcs[n] != 0 {
 		n++
 	}
-	return trackalloc.Intern(b.ownSites(), pcs[:n])
+	return b.ownSites().Intern(pcs[:n])
 }

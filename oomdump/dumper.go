@@ -22,7 +22,6 @@ import (
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/timeline"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // Dumper writes a dump of a tracker's memory into a directory when it hears
@@ -127,7 +126,7 @@ func (d *Dumper) OutOfMemory(e *tensor.OOMError) {
 	// snapshot is built from it on the dumper's goroutine. A dump must not make the
 	// failing allocation wait for a walk of a live set that is, by then, as
 	// large as it gets.
-	job.counts = trackalloc.Counts(d.tr)
+	job.counts = d.tr.CopyCounts()
 	go d.write(job, done)
 }
 
@@ -219,7 +218,7 @@ func (d *Dumper) writeFiles(job *dumpJob, files *[]string) error {
 		topts = append(topts, timeline.BudgetLine(job.OOM.Limit))
 	}
 	tl, err := timeline.Build(d.tr, topts...)
-	if errors.Is(err, trackalloc.ErrHistoryOff) {
+	if errors.Is(err, track.ErrHistoryOff) {
 		return nil // no history, no timeline: the dump is complete
 	}
 	if err != nil {

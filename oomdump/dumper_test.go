@@ -25,7 +25,6 @@ import (
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
@@ -394,7 +393,7 @@ func TestPanickingSourceFailsOnlyItsDump(t *testing.T) {
 		oomdump.OnDump(func(dump oomdump.Dump) { heard = append(heard, dump) }))
 	require.NoError(t, err)
 	bad := &panickyPool{}
-	trackalloc.Attach(tr, bad) // as a pool made with tr attaches itself
+	track.Attach(tr, bad) // as a pool made with tr attaches itself
 	defer runtime.KeepAlive(bad)
 	d.OutOfMemory(nil)
 	err = d.Close()

@@ -12,7 +12,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // oomError counts an out-of-memory refusal and describes it: the request,
@@ -85,7 +84,7 @@ func (p *Pool) heldBy(sites []track.SiteStats) [][]track.Holder {
 	for i := range sites {
 		ss[i] = sites[i].Site
 	}
-	return trackalloc.HeldBy(p.tracker, ss, maxHeldBy)
+	return p.tracker.HeldBy(ss, maxHeldBy)
 }
 
 // otherReserved returns the bytes that the other allocators attached to
@@ -96,8 +95,8 @@ func (p *Pool) otherReserved() int64 {
 		return 0
 	}
 	var sum int64
-	for _, src := range trackalloc.Allocators(p.tracker) {
-		if src == trackalloc.Reserver(p) {
+	for _, src := range p.tracker.Allocators() {
+		if src == track.Reserver(p) {
 			continue
 		}
 		if device, bytes := src.Reserved(); device == p.dev.Name() {
@@ -171,7 +170,7 @@ func (p *Pool) Close() error {
 		// Nothing is left for the tracker's reports to count: leave them
 		// now. A pool closed with blocks out stays until it is collected,
 		// since what it still holds is tensorlife's memory.
-		trackalloc.Detach(p.tracker, p)
+		track.Detach(p.tracker, p)
 	}
 	return err
 }

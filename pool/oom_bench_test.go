@@ -13,7 +13,6 @@ import (
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // siteA and siteB spell out the low n bits of bits as a chain of calls,
@@ -169,10 +168,10 @@ func BenchmarkRecordDuringOOMStorm(b *testing.B) {
 			r := &recs[i]
 			r.Bytes, r.Meta = 64, meta
 			start := time.Now()
-			if err := trackalloc.Record(ctx, f.tr, r, 0); err != nil {
+			if err := f.tr.Record(ctx, r, 0); err != nil {
 				b.Fatal(err)
 			}
-			if err := trackalloc.Release(f.tr, r); err != nil {
+			if err := f.tr.Release(r); err != nil {
 				b.Fatal(err)
 			}
 			lat[i] = time.Since(start)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // ErrActiveBlocks means Close found blocks still handed out: tensors that
@@ -116,7 +115,7 @@ func New(dev tensor.Device, opts ...Option) (*Pool, error) {
 	}
 	// Count what the pool reserves as tensorlife's in the tracker's reports
 	// and in other pools' out-of-memory errors (see track.Attach).
-	trackalloc.Attach(p.tracker, p)
+	track.Attach(p.tracker, p)
 	return p, nil
 }
 
@@ -437,6 +436,6 @@ func (c *stripedCounter) load() int64 {
 // A Pool is what tensor.New draws from and what its tracker counts as
 // tensorlife's on its device.
 var (
-	_ tensor.Allocator    = (*Pool)(nil)
-	_ trackalloc.Reserver = (*Pool)(nil)
+	_ tensor.Allocator = (*Pool)(nil)
+	_ track.Reserver   = (*Pool)(nil)
 )

@@ -10,7 +10,6 @@ import (
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // The benchmarks compare, in one run:
@@ -164,10 +163,10 @@ func BenchmarkTrackRecordRelease(b *testing.B) {
 	descend(benchDepth, func() {
 		for b.Loop() {
 			rec := &track.Record{Bytes: benchBytes, Meta: track.InternMeta("tensor", "host", "uint8", shape)}
-			if err := trackalloc.Record(ctx, tr, rec, 0); err != nil {
+			if err := tr.Record(ctx, rec, 0); err != nil {
 				b.Fatal(err)
 			}
-			if err := trackalloc.Release(tr, rec); err != nil {
+			if err := tr.Release(rec); err != nil {
 				b.Fatal(err)
 			}
 		}

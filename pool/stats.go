@@ -98,7 +98,7 @@ func (p *Pool) Reserved() (device string, bytes int64) {
 // hand out before it refuses an allocation: the budget less the bytes in
 // blocks handed out, since cached blocks go back to the device before an
 // allocation is refused; without a budget, the device's free memory (-1 if
-// MemInfo fails). A Pool is a trackalloc.Headroomer.
+// MemInfo fails). A Pool is a track.Headroomer.
 func (p *Pool) Headroom() (budget, left int64) {
 	if p.budget == 0 {
 		free, _, err := p.dev.MemInfo()

@@ -11,7 +11,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // FuzzHandlerQuery sends the profile handler any query string a client
@@ -27,7 +26,7 @@ func FuzzHandlerQuery(f *testing.F) {
 	tr, err := track.New(track.OnLeak(func(track.LeakReport) {}))
 	require.NoError(f, err)
 	rec := &track.Record{Bytes: 4096, Meta: track.InternMeta("mask", "host", "bool", []int{64, 64})}
-	require.NoError(f, trackalloc.Record(context.Background(), tr, rec, 0))
+	require.NoError(f, tr.Record(context.Background(), rec, 0))
 	h, err := pprofexport.NewHandler(tr, pprofexport.WindowClock(pprofexport.Instant))
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, query string) {

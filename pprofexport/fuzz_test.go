@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // recordBytes is how many input bytes describe one record in FuzzProfile.
@@ -46,17 +45,17 @@ func FuzzProfile(f *testing.F) {
 			}
 			require.NoError(t, recordAt(ctx, tr, recs[i:i+1], uint(b[0]), 3))
 			if b[3]%5 == 0 {
-				trackalloc.ReportDropped(tr, &recs[i], nil, "")
+				tr.ReportDropped(&recs[i], nil, "")
 			}
 			if b[4]%4 == 1 {
-				require.NoError(t, trackalloc.Release(tr, &recs[i]))
+				require.NoError(t, tr.Release(&recs[i]))
 				released[i] = true
 			}
 		}
 		defer func() {
 			for i := range recs {
 				if !released[i] {
-					assert.NoError(t, trackalloc.Release(tr, &recs[i]))
+					assert.NoError(t, tr.Release(&recs[i]))
 				}
 			}
 		}()
@@ -111,7 +110,7 @@ func FuzzProfile(f *testing.F) {
 		// What changed when some are freed: written as DiffProfile builds it.
 		for i := range recs {
 			if !released[i] && data[recordBytes*i]%2 == 0 {
-				require.NoError(t, trackalloc.Release(tr, &recs[i]))
+				require.NoError(t, tr.Release(&recs[i]))
 				released[i] = true
 			}
 		}

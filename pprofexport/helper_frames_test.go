@@ -11,7 +11,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 const pkgPath = "github.com/tensorlife/tensorlife/pprofexport_test."
@@ -36,7 +35,7 @@ func firstTopRow(t *testing.T, out string) string {
 //go:noinline
 func allocKVMarked(tr *track.Tracker, n int64) *track.Record {
 	r := &track.Record{Bytes: n, Meta: track.InternMeta("kv-cache", "host", "float16", nil)}
-	if err := trackalloc.Record(context.Background(), tr, r, 0); err != nil {
+	if err := tr.Record(context.Background(), r, 0); err != nil {
 		panic(err)
 	}
 	return r
@@ -48,7 +47,7 @@ func allocKVMarked(tr *track.Tracker, n int64) *track.Record {
 //go:noinline
 func allocKVUnmarked(tr *track.Tracker, n int64) *track.Record {
 	r := &track.Record{Bytes: n, Meta: track.InternMeta("kv-cache", "host", "float16", nil)}
-	if err := trackalloc.Record(context.Background(), tr, r, 0); err != nil {
+	if err := tr.Record(context.Background(), r, 0); err != nil {
 		panic(err)
 	}
 	return r
@@ -87,7 +86,7 @@ func TestGoToolPprofTopNamesTheHelpersCaller(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, firstTopRow(t, out), out)
 			for _, r := range recs {
-				require.NoError(t, trackalloc.Release(tr, r))
+				require.NoError(t, tr.Release(r))
 			}
 		})
 	}

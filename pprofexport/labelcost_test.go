@@ -13,7 +13,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // TestLabelsShownNowhereCostNothing serves 50 concurrent profile requests
@@ -32,11 +31,11 @@ func TestLabelsShownNowhereCostNothing(t *testing.T) {
 	for i := range recs {
 		ctx := track.WithLabels(context.Background(), "request", fmt.Sprintf("req-%08d", i))
 		recs[i].Bytes, recs[i].Meta = 128, meta
-		require.NoError(t, trackalloc.Record(ctx, tr, &recs[i], 0))
+		require.NoError(t, tr.Record(ctx, &recs[i], 0))
 	}
 	defer func() {
 		for i := range recs {
-			require.NoError(t, trackalloc.Release(tr, &recs[i]))
+			require.NoError(t, tr.Release(&recs[i]))
 		}
 	}()
 	srv := serve(t, newHandler(t, tr, pprofexport.MaxConcurrentProfiles(50)))

@@ -12,13 +12,12 @@ import (
 
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 //go:noinline
 func activation(ctx context.Context, tr *track.Tracker) *track.Record {
 	r := &track.Record{Bytes: 64 << 10, Meta: track.InternMeta("activation", "host", "float16", nil)}
-	if err := trackalloc.Record(ctx, tr, r, 0); err != nil {
+	if err := tr.Record(ctx, r, 0); err != nil {
 		panic(err)
 	}
 	return r
@@ -27,7 +26,7 @@ func activation(ctx context.Context, tr *track.Tracker) *track.Record {
 //go:noinline
 func keepSmallState(ctx context.Context, tr *track.Tracker) *track.Record {
 	r := &track.Record{Bytes: 256, Meta: track.InternMeta("state", "host", "float32", nil)}
-	if err := trackalloc.Record(ctx, tr, r, 0); err != nil {
+	if err := tr.Record(ctx, r, 0); err != nil {
 		panic(err)
 	}
 	return r
@@ -53,13 +52,13 @@ func sparseSlowLeak(t *testing.T, tr *track.Tracker) (end func()) {
 			break
 		}
 		for _, r := range live {
-			require.NoError(t, trackalloc.Release(tr, r))
+			require.NoError(t, tr.Release(r))
 		}
 		endRequest()
 	}
 	return func() {
 		for _, r := range append(live, kept...) {
-			require.NoError(t, trackalloc.Release(tr, r))
+			require.NoError(t, tr.Release(r))
 		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // A site with more shapes than it counts apart shows its first 64 shapes
@@ -28,7 +27,7 @@ func TestTheDefaultProfileBoundsShapesPerSite(t *testing.T) {
 		want += recs[i].Bytes
 	}
 	for i := range recs {
-		require.NoError(t, trackalloc.Record(context.Background(), tr, &recs[i], 0)) // one line: one site
+		require.NoError(t, tr.Record(context.Background(), &recs[i], 0)) // one line: one site
 	}
 	snap, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{}})
 	require.NoError(t, err)
@@ -42,7 +41,7 @@ func TestTheDefaultProfileBoundsShapesPerSite(t *testing.T) {
 		checkOtherShapes(t, name, p, want)
 	}
 	for i := range recs {
-		require.NoError(t, trackalloc.Release(tr, &recs[i]))
+		require.NoError(t, tr.Release(&recs[i]))
 	}
 }
 

@@ -17,7 +17,6 @@ import (
 	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // Sample value indexes, in the order the package documents.
@@ -126,15 +125,15 @@ func TestKeepLibraryFrames(t *testing.T) {
 	var tr *track.Tracker
 	fromLibrary := &track.Record{Bytes: 64, Meta: track.InternMeta("tensor", "", "int8", []int{64})}
 	tr, err := track.New(track.OnLeak(func(track.LeakReport) {
-		require.NoError(t, trackalloc.Record(context.Background(), tr, fromLibrary, 1))
+		require.NoError(t, tr.Record(context.Background(), fromLibrary, 1))
 	}))
 	require.NoError(t, err)
 	leaked := &track.Record{Bytes: 1, Meta: track.InternMeta("tensor", "", "", nil)}
-	require.NoError(t, trackalloc.Record(context.Background(), tr, leaked, 0))
-	trackalloc.ReportDropped(tr, leaked, nil, "")
+	require.NoError(t, tr.Record(context.Background(), leaked, 0))
+	tr.ReportDropped(leaked, nil, "")
 	t.Cleanup(func() {
-		assert.NoError(t, trackalloc.Release(tr, leaked))
-		assert.NoError(t, trackalloc.Release(tr, fromLibrary))
+		assert.NoError(t, tr.Release(leaked))
+		assert.NoError(t, tr.Release(fromLibrary))
 	})
 	snap, err := tr.SnapshotOf(track.Filter{Kind: "tensor"})
 	require.NoError(t, err)
@@ -216,9 +215,9 @@ func TestProfileFilters(t *testing.T) {
 	// A leak is what package tensor reports from a cleanup; report one by
 	// hand on a record of our own.
 	leaked := &track.Record{Bytes: 512, Meta: track.InternMeta("mask", "host", "bool", []int{512})}
-	require.NoError(t, trackalloc.Record(context.Background(), prog.tracker, leaked, 0))
-	t.Cleanup(func() { require.NoError(t, trackalloc.Release(prog.tracker, leaked)) })
-	trackalloc.ReportDropped(prog.tracker, leaked, nil, "")
+	require.NoError(t, prog.tracker.Record(context.Background(), leaked, 0))
+	t.Cleanup(func() { require.NoError(t, prog.tracker.Release(leaked)) })
+	prog.tracker.ReportDropped(leaked, nil, "")
 
 	inuse := func(p *profile.Profile) map[string]int64 {
 		out := map[string]int64{}
@@ -592,14 +591,14 @@ func TestProfileLeakedLabel(t *testing.T) {
 	recs := make([]track.Record, 3)
 	for i := range recs {
 		recs[i] = track.Record{Bytes: 512, Meta: track.InternMeta("mask", "host", "bool", []int{512})}
-		require.NoError(t, trackalloc.Record(context.Background(), prog.tracker, &recs[i], 0))
+		require.NoError(t, prog.tracker.Record(context.Background(), &recs[i], 0))
 	}
 	t.Cleanup(func() {
 		for i := range recs {
-			require.NoError(t, trackalloc.Release(prog.tracker, &recs[i]))
+			require.NoError(t, prog.tracker.Release(&recs[i]))
 		}
 	})
-	trackalloc.ReportDropped(prog.tracker, &recs[0], nil, "")
+	prog.tracker.ReportDropped(&recs[0], nil, "")
 	snap := prog.snapshot()
 	require.Len(t, snap.Groups, 1, "one group, one of its three tensors leaked")
 

@@ -9,7 +9,6 @@ import (
 	"github.com/tensorlife/tensorlife/internal/benchratio"
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // chainA and chainB spell out the low n bits of bits as a chain of calls,
@@ -50,7 +49,7 @@ func scrapeTracker(b *testing.B, sites, perSite, shapes int) http.Handler {
 			for j := range recs {
 				k := j % shapes
 				recs[j].Bytes, recs[j].Meta = int64(k+1)*128, metas[k]
-				if err := trackalloc.Record(context.Background(), tr, &recs[j], 0); err != nil {
+				if err := tr.Record(context.Background(), &recs[j], 0); err != nil {
 					b.Fatal(err)
 				}
 			}

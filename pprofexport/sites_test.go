@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // recordAt records every record of recs from one call stack chosen by path:
@@ -14,7 +13,7 @@ import (
 func recordAt(ctx context.Context, tr *track.Tracker, recs []track.Record, path uint, depth int) error {
 	if depth == 0 {
 		for i := range recs {
-			if err := trackalloc.Record(ctx, tr, &recs[i], 0); err != nil {
+			if err := tr.Record(ctx, &recs[i], 0); err != nil {
 				return err
 			}
 		}

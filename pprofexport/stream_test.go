@@ -21,7 +21,6 @@ import (
 	"github.com/tensorlife/tensorlife/internal/benchratio"
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // TestWrittenProfileIsProfile guards the streaming writers: what Write
@@ -39,17 +38,17 @@ func TestWrittenProfileIsProfile(t *testing.T) {
 	recs := make([]track.Record, 3)
 	for i := range recs {
 		recs[i] = track.Record{Bytes: 4096, Meta: track.InternMeta("mask", "host", "bool", []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10})}
-		require.NoError(t, trackalloc.Record(ctx, prog.tracker, &recs[i], 0))
+		require.NoError(t, prog.tracker.Record(ctx, &recs[i], 0))
 	}
 	zero := track.Record{Meta: track.InternMeta("empty", "host", "bool", []int{0})}
-	require.NoError(t, trackalloc.Record(ctx, prog.tracker, &zero, 0))
+	require.NoError(t, prog.tracker.Record(ctx, &zero, 0))
 	t.Cleanup(func() {
 		for i := range recs {
-			require.NoError(t, trackalloc.Release(prog.tracker, &recs[i]))
+			require.NoError(t, prog.tracker.Release(&recs[i]))
 		}
-		require.NoError(t, trackalloc.Release(prog.tracker, &zero))
+		require.NoError(t, prog.tracker.Release(&zero))
 	})
-	trackalloc.ReportDropped(prog.tracker, &recs[0], nil, "")
+	prog.tracker.ReportDropped(&recs[0], nil, "")
 
 	for _, opts := range [][]pprofexport.ProfileOption{
 		nil,
@@ -93,11 +92,11 @@ func uniquelyLabelled(t testing.TB, n int) *track.Tracker {
 	for i := range recs {
 		ctx := track.WithLabels(context.Background(), "request", fmt.Sprintf("req-%08d", i))
 		recs[i].Bytes, recs[i].Meta = 128, meta
-		require.NoError(t, trackalloc.Record(ctx, tr, &recs[i], 0))
+		require.NoError(t, tr.Record(ctx, &recs[i], 0))
 	}
 	t.Cleanup(func() {
 		for i := range recs {
-			require.NoError(t, trackalloc.Release(tr, &recs[i]))
+			require.NoError(t, tr.Release(&recs[i]))
 		}
 	})
 	return tr
@@ -262,14 +261,14 @@ func TestWrittenDiffIsDiffProfile(t *testing.T) {
 	ctx := track.WithLabels(context.Background(), "bytes", "b", "model", "m1")
 	for i := range recs {
 		recs[i] = track.Record{Bytes: 4096, Meta: track.InternMeta("mask", "host", "bool", []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10})}
-		require.NoError(t, trackalloc.Record(ctx, prog.tracker, &recs[i], 0))
+		require.NoError(t, prog.tracker.Record(ctx, &recs[i], 0))
 	}
 	t.Cleanup(func() {
 		for i := range recs {
-			require.NoError(t, trackalloc.Release(prog.tracker, &recs[i]))
+			require.NoError(t, prog.tracker.Release(&recs[i]))
 		}
 	})
-	trackalloc.ReportDropped(prog.tracker, &recs[0], nil, "")
+	prog.tracker.ReportDropped(&recs[0], nil, "")
 	after := prog.tracker.Snapshot()
 
 	parse := func(b []byte) *profile.Profile {
@@ -326,11 +325,11 @@ func BenchmarkStreamedDiff(b *testing.B) {
 	for i := range recs {
 		ctx := track.WithLabels(context.Background(), "request", fmt.Sprintf("new-%08d", i))
 		recs[i].Bytes, recs[i].Meta = 128, meta
-		require.NoError(b, trackalloc.Record(ctx, tr, &recs[i], 0))
+		require.NoError(b, tr.Record(ctx, &recs[i], 0))
 	}
 	b.Cleanup(func() {
 		for i := range recs {
-			require.NoError(b, trackalloc.Release(tr, &recs[i]))
+			require.NoError(b, tr.Release(&recs[i]))
 		}
 	})
 	after, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{"request"}})

@@ -50,7 +50,7 @@ func TestSummaryOfTheTrackerAloneShowsItsParts(t *testing.T) {
 	assert.Equal(t, "hubdev", r.Devices[0].Device)
 	assert.Equal(t, r.Pools[0].Reserved, r.Devices[0].Reserved)
 	require.Len(t, r.Caches, 1)
-	assert.Equal(t, []*watch.Watcher{w}, r.Watchers)
+	assert.Equal(t, []report.SuspectSource{w}, r.Watchers)
 
 	// Closed parts leave the summary at once.
 	require.NoError(t, c.Close())

@@ -11,7 +11,6 @@ import (
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // countedPool is a PoolSource that counts how often it is read.
@@ -36,10 +35,10 @@ func TestReadReadsEachAllocatorOnce(t *testing.T) {
 	tr, err := track.New()
 	require.NoError(t, err)
 	attached := &countedPool{stats: pool.Stats{Device: "gpu0", Reserved: 300}}
-	trackalloc.Attach(tr, attached)
+	track.Attach(tr, attached)
 	other := &countedPool{stats: pool.Stats{Device: "gpu0", Reserved: 200}} // attached to no tracker
 	elsewhere := &countedPool{stats: pool.Stats{Device: "gpu1", Reserved: 50}}
-	trackalloc.Attach(tr, elsewhere) // attached, not among the Sources' pools
+	track.Attach(tr, elsewhere) // attached, not among the Sources' pools
 	src := report.Sources{
 		Pools:   []report.PoolSource{attached, other}, // attached is listed again: shown once
 		Devices: []report.DeviceSource{fixedDevice{"gpu0", 400, 1000}, fixedDevice{"gpu1", 900, 1000}},
@@ -76,7 +75,7 @@ func TestDeviceSplitAlwaysAddsUp(t *testing.T) {
 			tr, err := track.New()
 			require.NoError(t, err)
 			p := &countedPool{stats: pool.Stats{Device: "gpu0", Reserved: tc.reserved}}
-			trackalloc.Attach(tr, p)
+			track.Attach(tr, p)
 			r := report.Sources{Devices: []report.DeviceSource{fixedDevice{"gpu0", tc.free, tc.total}}}.Read(tr)
 			require.Len(t, r.Devices, 1)
 			d := r.Devices[0]
@@ -94,7 +93,7 @@ func TestDeviceSplitAlwaysAddsUp(t *testing.T) {
 
 // TestDeviceSplitSaturatesReserved guards the device split against wrapping:
 // adopted bytes near MaxInt64 meeting another allocator on the same device
-// name add up to MaxInt64, as trackalloc.ReservedOn saturates, never to a
+// name add up to MaxInt64, as Tracker.ReservedOn saturates, never to a
 // negative reservation; huge negative claims hold at MinInt64 likewise.
 func TestDeviceSplitSaturatesReserved(t *testing.T) {
 	for _, tc := range []struct {
@@ -113,7 +112,7 @@ func TestDeviceSplitSaturatesReserved(t *testing.T) {
 			var attached []*countedPool
 			for _, c := range tc.claims {
 				p := &countedPool{stats: pool.Stats{Device: "gpu0", Reserved: c}}
-				trackalloc.Attach(tr, p)
+				track.Attach(tr, p)
 				attached = append(attached, p)
 			}
 			listed := &countedPool{stats: pool.Stats{Device: "gpu0", Reserved: 0}} // a listed pool counts too

@@ -3,13 +3,13 @@ package report
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/watch"
 )
 
@@ -23,7 +23,16 @@ type CacheSource interface {
 	Stats() mask.CacheStats
 }
 
-// DeviceSource is a device whose memory can be read: every tensor.Device.
+// SuspectSource is a growth watcher whose suspects a summary lists: a
+// *watch.Watcher.
+type SuspectSource interface {
+	Rules() watch.Rules
+	WindowsEnded() uint64
+	SuspectCount() int
+	Suspects() []watch.Suspect
+}
+
+// DeviceSource is a device whose memory a summary reads: a tensor.Device.
 type DeviceSource interface {
 	Name() string
 	MemInfo() (free, total int64, err error)
@@ -116,7 +125,7 @@ type Reading struct {
 	Devices []DeviceMemory
 	// Watchers are the growth watchers of the tracker, in the order they
 	// were made.
-	Watchers []*watch.Watcher
+	Watchers []SuspectSource
 }
 
 // hasDevice is an allocator that says its device: a *pool.Pool, a
@@ -126,44 +135,55 @@ type hasDevice interface{ Device() tensor.Device }
 // hardware is a device that names its hardware (the CUDA device).
 type hardware interface{ UUID() string }
 
-// Read reads tr's parts (track.Tracker.Parts) and s; tr may be nil, and
-// then only s counts. It reads counters and MemInfo only: O(parts +
-// devices).
+// Read reads tr's parts (track.PartsOf) and s; tr may be nil, and then
+// only s counts. It reads counters and MemInfo only: O(parts + devices).
 func (s Sources) Read(tr *track.Tracker) Reading {
-	var parts []any
-	if tr != nil {
-		parts = trackalloc.Parts(tr)
-	}
+	var (
+		pools    []PoolSource
+		allocs   []track.Reserver
+		caches   []CacheSource
+		devicers []hasDevice
+	)
 	var r Reading
+	if tr != nil {
+		pools = track.PartsOf[PoolSource](tr)
+		allocs = track.PartsOf[track.Reserver](tr)
+		caches = track.PartsOf[CacheSource](tr)
+		devicers = track.PartsOf[hasDevice](tr)
+		r.Watchers = track.PartsOf[SuspectSource](tr)
+	}
 	reserved := make(map[string]int64)
-	var devices []DeviceSource
-	for _, p := range parts {
-		switch p := p.(type) {
-		case PoolSource:
-			st := p.Stats() // read once: its reserved bytes come from here too
-			r.Pools = append(r.Pools, st)
-			reserved[st.Device] = addSat(reserved[st.Device], st.Reserved)
-		case trackalloc.Reserver:
-			device, bytes := p.Reserved()
-			reserved[device] = addSat(reserved[device], bytes)
-		case CacheSource:
-			r.Caches = append(r.Caches, p.Stats())
-		case *watch.Watcher:
-			r.Watchers = append(r.Watchers, p)
+	addPool := func(p PoolSource) {
+		st := p.Stats() // read once: its reserved bytes come from here too
+		r.Pools = append(r.Pools, st)
+		reserved[st.Device] = addSat(reserved[st.Device], st.Reserved)
+	}
+	for _, p := range pools {
+		addPool(p)
+	}
+	for _, a := range allocs {
+		if _, isPool := a.(PoolSource); isPool {
+			continue // counted from its Stats above
 		}
-		if d, ok := p.(hasDevice); ok && !invariants.IsNil(d.Device()) {
-			devices = append(devices, d.Device())
+		device, bytes := a.Reserved()
+		reserved[device] = addSat(reserved[device], bytes)
+	}
+	for _, c := range caches {
+		r.Caches = append(r.Caches, c.Stats())
+	}
+	var devices []DeviceSource
+	for _, d := range devicers {
+		if dev := d.Device(); !invariants.IsNil(dev) {
+			devices = append(devices, dev)
 		}
 	}
 	for _, p := range s.Pools {
-		if !among(p, parts) {
-			st := p.Stats()
-			r.Pools = append(r.Pools, st)
-			reserved[st.Device] = addSat(reserved[st.Device], st.Reserved)
+		if !slices.Contains(pools, p) {
+			addPool(p)
 		}
 	}
 	for _, c := range s.Caches {
-		if !among(c, parts) {
+		if !slices.Contains(caches, c) {
 			r.Caches = append(r.Caches, c.Stats())
 		}
 	}
@@ -190,20 +210,8 @@ func (s Sources) Read(tr *track.Tracker) Reading {
 	return r
 }
 
-// among reports whether src is one of the tracker's parts. Every part is a
-// pointer (track.Attach takes one), so the comparison never meets two
-// values of one uncomparable type.
-func among(src any, parts []any) bool {
-	for _, p := range parts {
-		if p == src {
-			return true
-		}
-	}
-	return false
-}
-
 // addSat returns a + b, held at the int64 bounds rather than wrapping, as
-// trackalloc.ReservedOn holds its sum: allocators that claim huge
+// Tracker.ReservedOn holds its sum: allocators that claim huge
 // figures on one device must not read as a negative reservation, which
 // would turn the device's split around.
 func addSat(a, b int64) int64 {

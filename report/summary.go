@@ -283,7 +283,7 @@ func writeSites(b *strings.Builder, tr *track.Tracker, top int) {
 	}
 }
 
-func writeSuspects(b *strings.Builder, w *watch.Watcher, now time.Time) {
+func writeSuspects(b *strings.Builder, w SuspectSource, now time.Time) {
 	r := w.Rules()
 	window := "1 tick"
 	if r.Every > 0 {

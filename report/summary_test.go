@@ -19,7 +19,6 @@ import (
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/watch"
 )
 
@@ -57,7 +56,7 @@ func summaryKVCache(t *testing.T, tr *track.Tracker, n int, bytes int64) []*trac
 	var out []*track.Record
 	for range n {
 		r := &track.Record{Bytes: bytes, Meta: track.InternMeta("kv-cache", "cuda:0", "float16", nil)}
-		require.NoError(t, trackalloc.Record(context.Background(), tr, r, 0))
+		require.NoError(t, tr.Record(context.Background(), r, 0))
 		out = append(out, r)
 	}
 	return out
@@ -68,7 +67,7 @@ func summaryMasks(t *testing.T, ctx context.Context, tr *track.Tracker, n int, b
 	var out []*track.Record
 	for range n {
 		r := &track.Record{Bytes: bytes, Meta: track.InternMeta("mask", "cuda:0", "bool", nil)}
-		require.NoError(t, trackalloc.Record(ctx, tr, r, 0))
+		require.NoError(t, tr.Record(ctx, r, 0))
 		out = append(out, r)
 	}
 	return out
@@ -78,7 +77,7 @@ func summaryMasks(t *testing.T, ctx context.Context, tr *track.Tracker, n int, b
 func summaryAllocationsFromAFunctionWhoseNameIsFarTooLongToFitOnOneLineOfTheSummaryReport(
 	t *testing.T, tr *track.Tracker, bytes int64) *track.Record {
 	r := &track.Record{Bytes: bytes, Meta: track.InternMeta("logits", "cuda:0", "float32", nil)}
-	require.NoError(t, trackalloc.Record(context.Background(), tr, r, 0))
+	require.NoError(t, tr.Record(context.Background(), r, 0))
 	return r
 }
 
@@ -118,11 +117,11 @@ func TestSummaryGolden(t *testing.T) {
 		require.NoError(t, w.Tick())
 	}
 	long := summaryAllocationsFromAFunctionWhoseNameIsFarTooLongToFitOnOneLineOfTheSummaryReport(t, tr, 1000)
-	require.NoError(t, trackalloc.Release(tr, kv[3]))
-	require.True(t, trackalloc.ReportDropped(tr, kv[0], nil, ""))
-	trackalloc.Note(tr, track.EventDoubleFree, nil, 64)
-	trackalloc.Note(tr, track.EventOOM, nil, 1<<30)
-	trackalloc.Note(tr, track.EventMaskRebuilt, nil, 64<<10)
+	require.NoError(t, tr.Release(kv[3]))
+	require.True(t, tr.ReportDropped(kv[0], nil, ""))
+	tr.Note(track.EventDoubleFree, nil, 64)
+	tr.Note(track.EventOOM, nil, 1<<30)
+	tr.Note(track.EventMaskRebuilt, nil, 64<<10)
 	require.Len(t, w.Suspects(), 1)
 
 	opts := []Option{
@@ -147,7 +146,7 @@ func TestSummaryGolden(t *testing.T) {
 	goldenSummary(t, "summary.golden", report)
 
 	for _, r := range append(kv[:3], append(masks, long)...) {
-		require.NoError(t, trackalloc.Release(tr, r))
+		require.NoError(t, tr.Release(r))
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"github.com/tensorlife/tensorlife/internal/hotpath"
 
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // DeviceAllocator allocates straight from a Device, with no caching: every
@@ -30,7 +29,7 @@ func NewDeviceAllocator(dev Device, tracker *track.Tracker) (*DeviceAllocator, e
 		return nil, fmt.Errorf("%w: nil device", ErrNilAllocator)
 	}
 	a := &DeviceAllocator{dev: dev, tracker: tracker, id: hotpath.NewAllocatorID()}
-	trackalloc.Attach(tracker, a)
+	track.Attach(tracker, a)
 	return a, nil
 }
 
@@ -50,7 +49,7 @@ type AllocatorStats struct {
 func (a *DeviceAllocator) Stats() AllocatorStats { return a.books.stats(a.dev.Name()) }
 
 // Reserved returns the device's name and the bytes the allocator holds
-// there (a DeviceAllocator is a trackalloc.Reserver).
+// there (a DeviceAllocator is a track.Reserver).
 func (a *DeviceAllocator) Reserved() (device string, bytes int64) {
 	return a.dev.Name(), a.books.reserved.Load()
 }
@@ -59,7 +58,7 @@ func (a *DeviceAllocator) Reserved() (device string, bytes int64) {
 func (a *DeviceAllocator) Device() Device { return a.dev }
 
 // Headroom returns no budget and the device's free memory (-1 if MemInfo
-// fails), for the watcher's forecasts (trackalloc.Headroomer).
+// fails), for the watcher's forecasts (track.Headroomer).
 func (a *DeviceAllocator) Headroom() (budget, left int64) {
 	free, _, err := a.dev.MemInfo()
 	if err != nil {

@@ -96,7 +96,7 @@ type OOMError struct {
 	// first; their bytes are before an allocator rounds them (Active after).
 	TopSites []track.SiteStats
 	// HeldBy names, per TopSites entry, the extra owners (View, Retain, a
-	// cache entry) holding its memory, most handles first (trackalloc.HeldBy).
+	// cache entry) holding its memory, most handles first (Tracker.HeldBy).
 	HeldBy [][]track.Holder
 	// Err is the underlying device error, if the device refused.
 	Err error

@@ -13,7 +13,6 @@ import (
 	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // deferLines holds the line of each defer statement below, by function.
@@ -145,7 +144,7 @@ func TestSecondDeferredFreeIsSaidDeferred(t *testing.T) {
 		deferLine("second")
 		defer x.Free()
 	}()
-	ms, _, _ := trackalloc.MisuseSince(tr, 0)
+	ms, _, _ := tr.MisuseSince(0)
 	require.Len(t, ms, 1)
 	assert.False(t, ms[0].FirstDeferred)
 	assert.True(t, ms[0].SecondDeferred)

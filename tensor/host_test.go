@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/tensor"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 func TestHostDeviceCapacityAndPointers(t *testing.T) {
@@ -111,7 +110,7 @@ func TestDeviceAllocatorReportsReserved(t *testing.T) {
 	require.NoError(t, err)
 	s := alloc.Stats()
 	assert.Equal(t, tensor.AllocatorStats{Device: "host", Reserved: 1000, Peak: 1000, Blocks: 1, Allocs: 1}, s)
-	assert.Equal(t, int64(1000), trackalloc.ReservedOn(tr, "host"))
+	assert.Equal(t, int64(1000), tr.ReservedOn("host"))
 	require.NoError(t, x.Free())
 	assert.Zero(t, alloc.Stats().Reserved)
 	assert.Equal(t, int64(1), alloc.Stats().Frees)

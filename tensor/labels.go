@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // SetLabels replaces the labels of the tensor's allocation record, shared
@@ -21,7 +20,7 @@ func (t *Tensor) SetLabels(l track.Labels) error {
 	if tr == nil {
 		return nil
 	}
-	return trackalloc.SetLabels(tr, &t.blk().rec, l)
+	return tr.SetLabels(&t.blk().rec, l)
 }
 
 // HandTo gives the tensor's allocation, for every handle of it, to owner,
@@ -41,15 +40,15 @@ func (t *Tensor) HandTo(owner *track.Owner) error {
 		return nil
 	}
 	if owner == nil {
-		return trackalloc.HandOver(tr, &t.blk().rec, nil) // the misuse, reported as such
+		return tr.HandOver(&t.blk().rec, nil) // the misuse, reported as such
 	}
 	if t.handing {
-		if err := trackalloc.HandBack(tr, &t.blk().rec); err != nil {
+		if err := tr.HandBack(&t.blk().rec); err != nil {
 			return err
 		}
 		t.handing = false
 	}
-	if err := trackalloc.HandOver(tr, &t.blk().rec, owner); err != nil {
+	if err := tr.HandOver(&t.blk().rec, owner); err != nil {
 		return err
 	}
 	t.handing = true
@@ -73,5 +72,5 @@ func (t *Tensor) HandBack() error {
 		return fmt.Errorf("%w: tensor %d: HandBack without HandTo on this handle", track.ErrMisuse, t.ID())
 	}
 	t.handing = false
-	return trackalloc.HandBack(tr, &t.blk().rec)
+	return tr.HandBack(&t.blk().rec)
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
@@ -106,10 +105,11 @@ func TestDroppedRetainsAreReportedEachAtItsLine(t *testing.T) {
 	_, tr, alloc := setupUnchecked(t, 1<<20)
 	var reports []track.LeakReport
 	done := make(chan struct{}, 8)
-	stop := trackalloc.WatchLeaks(tr, func(l track.LeakReport) {
+	stop := tr.WatchLeaks(func(l track.LeakReport) {
 		reports = append(reports, l)
 		done <- struct{}{}
 	})
+
 	defer stop()
 	x, err := tensor.New(context.Background(), alloc, tensor.Uint8, 64)
 	require.NoError(t, err)

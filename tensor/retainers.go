@@ -6,7 +6,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/hotpath"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // Retainer search (track/tracktest's Retainers option) looks in a heap dump
@@ -28,14 +27,12 @@ type handleShelf struct {
 	sweepAt int
 }
 
-// handleShelfKey files the registry in a tracker.
-type handleShelfKey struct{}
+// handleShelves keeps each tracker's registry.
+var handleShelves = track.NewLocal(func() *handleShelf {
+	return &handleShelf{m: make(map[uint64][]weak.Pointer[Tensor])}
+})
 
-func handlesOf(tr *track.Tracker) *handleShelf {
-	return trackalloc.Local(tr, handleShelfKey{}, func() *handleShelf {
-		return &handleShelf{m: make(map[uint64][]weak.Pointer[Tensor])}
-	})
-}
+func handlesOf(tr *track.Tracker) *handleShelf { return handleShelves.Of(tr) }
 
 func init() { hotpath.SetHandleLookup(liveHandles) }
 

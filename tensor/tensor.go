@@ -14,7 +14,6 @@ import (
 	"github.com/tensorlife/tensorlife/internal/hotpath"
 	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // DefaultKind is the kind of tensors made without Spec.Kind.
@@ -252,7 +251,7 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 		b.mem, err = alloc.Allocate(bytes)
 		if err != nil {
 			if tr != nil && errors.Is(err, ErrOutOfMemory) {
-				trackalloc.Note(tr, track.EventOOM, trackalloc.Caller(tr, skip+1, 32), bytes)
+				tr.Note(track.EventOOM, tr.Caller(skip+1, 32), bytes)
 			}
 			return nil, err
 		}
@@ -265,7 +264,7 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 		}
 		return t, nil
 	}
-	if err := trackalloc.Record(ctx, tr, &b.rec, skip+1); err != nil {
+	if err := tr.Record(ctx, &b.rec, skip+1); err != nil {
 		if bytes > 0 {
 			err = errors.Join(err, alloc.Release(b.mem))
 		}
@@ -301,9 +300,9 @@ func (t *Tensor) dropped() {
 	b := t.b
 	if tr := b.tracker(); tr != nil && t.handing {
 		t.handing = false
-		_ = trackalloc.HandBack(tr, &b.rec) // the owner let go by dropping its handle
+		_ = tr.HandBack(&b.rec) // the owner let go by dropping its handle
 	}
-	if tr := b.tracker(); tr != nil && !trackalloc.ReportDropped(tr, &b.rec, t.site, howName(t.how)) {
+	if tr := b.tracker(); tr != nil && !tr.ReportDropped(&b.rec, t.site, howName(t.how)) {
 		return // the tracker keeps the memory; the handle is counted dropped
 	}
 	_ = b.unref(true) // nobody is left to hand an error to; the tracker counted the leak
@@ -330,7 +329,7 @@ func (b *block) unref(gc bool) error {
 func (b *block) release(gc bool) error {
 	var err error
 	if tr := b.tracker(); tr != nil {
-		err = trackalloc.Release(tr, &b.rec)
+		err = tr.Release(&b.rec)
 	}
 	if b.rec.Bytes > 0 {
 		if gc {
@@ -368,12 +367,12 @@ func (t *Tensor) Free() error {
 	if tr := b.tracker(); tr != nil {
 		// The line names the first free in a misuse report: a short
 		// capture, numbered once per distinct line, keeps Free cheap.
-		t.state.Store(freedUnknown + trackalloc.FreeLine(tr, 1)) // from Free's caller
-		trackalloc.Unhold(&b.rec, t.site, howName(t.how))
+		t.state.Store(freedUnknown + tr.FreeLine(1)) // from Free's caller
+		(&b.rec).Unhold(t.site, howName(t.how))
 		if t.handing {
 			t.handing = false
 			if b.extra.Load() != 0 { // others hold it still: it is theirs again
-				err = trackalloc.HandBack(tr, &b.rec)
+				err = tr.HandBack(&b.rec)
 			}
 		}
 	}
@@ -393,9 +392,9 @@ func (t *Tensor) doubleFree() error {
 		err.Allocated, err.FirstFree, err.FirstDeferred = m.Allocated, m.FirstFree, m.FirstDeferred
 		// The second Free's line, where the history event puts it, named
 		// as the first free is.
-		m.SecondFree, m.SecondDeferred = trackalloc.FreeSite(tr, trackalloc.FreeLine(tr, 2))
+		m.SecondFree, m.SecondDeferred = tr.FreeSite(tr.FreeLine(2))
 		err.SecondFree, err.SecondDeferred = m.SecondFree, m.SecondDeferred
-		trackalloc.NoteMisuse(tr, &t.blk().rec, m)
+		tr.NoteMisuse(&t.blk().rec, m)
 	}
 	if invariants.Enabled {
 		panic(err)
@@ -450,8 +449,8 @@ func (t *Tensor) holdSite(how uint8, skip int) *track.Site {
 	if tr == nil {
 		return nil
 	}
-	site := trackalloc.CallerSite(tr, skip)
-	trackalloc.Hold(&b.rec, site, howName(how))
+	site := tr.CallerSite(skip)
+	(&b.rec).Hold(site, howName(how))
 	return site
 }
 
@@ -508,16 +507,16 @@ func (t *Tensor) useAfterFree() {
 		return
 	}
 	m := t.misuse(tr, track.EventUseAfterFree)
-	m.Use = trackalloc.Caller(tr, 2, 16)
-	trackalloc.NoteMisuse(tr, &t.blk().rec, m)
+	m.Use = tr.Caller(2, 16)
+	tr.NoteMisuse(&t.blk().rec, m)
 }
 
 // misuse describes a misuse of kind of this freed handle, which tr
 // recorded: the tensor, where it was made and where it was first freed.
 // The caller adds the line of the misuse.
-func (t *Tensor) misuse(tr *track.Tracker, kind track.EventKind) trackalloc.Misuse {
-	m := trackalloc.Misuse{Kind: kind, Allocated: t.blk().rec.Site()}
-	m.FirstFree, m.FirstDeferred = trackalloc.FreeSite(tr, t.state.Load()-freedUnknown)
+func (t *Tensor) misuse(tr *track.Tracker, kind track.EventKind) track.Misuse {
+	m := track.Misuse{Kind: kind, Allocated: t.blk().rec.Site()}
+	m.FirstFree, m.FirstDeferred = tr.FreeSite(t.state.Load() - freedUnknown)
 	return m
 }
 

@@ -14,7 +14,6 @@ import (
 	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
@@ -94,7 +93,7 @@ func TestFreedTensorAnswersErrFreed(t *testing.T) {
 	assert.ErrorIs(t, nilTensor.Free(), tensor.ErrFreed)
 
 	// Each use was noted as misuse, at the line of the use.
-	ms, _, _ := trackalloc.MisuseSince(tr, 0)
+	ms, _, _ := tr.MisuseSince(0)
 	require.Len(t, ms, 6, "Ptr, CopyFromHost, CopyToHost, Fill, Retain, ToSlice")
 	for _, m := range ms {
 		assert.Equal(t, track.EventUseAfterFree, m.Kind)
@@ -156,13 +155,13 @@ func TestDoubleFreeNamesBothSites(t *testing.T) {
 
 	// The tracker keeps all three lines; the history event names the
 	// second Free's.
-	ms, lost, _ := trackalloc.MisuseSince(tr, 0)
+	ms, lost, _ := tr.MisuseSince(0)
 	require.Len(t, ms, 1)
 	assert.Zero(t, lost)
 	assert.Equal(t, "github.com/tensorlife/tensorlife/tensor_test.freeAgain", ms[0].SecondFree.Location().Function)
 	assert.Equal(t, dfe.FirstFree, ms[0].FirstFree)
 	assert.Equal(t, x.ID(), ms[0].ID)
-	h, err := trackalloc.History(tr)
+	h, err := tr.History()
 	require.NoError(t, err)
 	var second *track.Site
 	for _, e := range h.Events {

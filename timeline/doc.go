@@ -17,7 +17,7 @@
 //	err = tl.WriteSVGFile("live.svg")     // open in a browser
 //	err = tl.WriteTraceFile("live.json")  // open in ui.perfetto.dev
 //
-// Build returns an error matching trackalloc.ErrHistoryOff when the tracker was
+// Build returns an error matching track.ErrHistoryOff when the tracker was
 // made without track.KeepHistory. The picture (WriteSVG) stacks live bytes by
 // the top sites (Bands, default 8) with the rest as "other", draws a budget
 // (BudgetLine) as a dashed line and OOMs, leak suspects and GC-found leaks

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // Each helper records from its own line, so each is its own site.
@@ -26,21 +25,21 @@ func newTracker(t testing.TB, opts ...track.Option) *track.Tracker {
 // allocMask is the leak: its allocations are kept.
 func allocMask(t testing.TB, tr *track.Tracker, ctx context.Context, bytes int64) *track.Record {
 	r := &track.Record{Bytes: bytes, Meta: track.InternMeta("mask", "", "", nil)}
-	require.NoError(t, trackalloc.Record(ctx, tr, r, 0))
+	require.NoError(t, tr.Record(ctx, r, 0))
 	return r
 }
 
 // allocWeights is allocated once and held: a flat band.
 func allocWeights(t testing.TB, tr *track.Tracker, ctx context.Context, bytes int64) *track.Record {
 	r := &track.Record{Bytes: bytes, Meta: track.InternMeta("weights", "", "", nil)}
-	require.NoError(t, trackalloc.Record(ctx, tr, r, 0))
+	require.NoError(t, tr.Record(ctx, r, 0))
 	return r
 }
 
 // allocLogits breathes: allocated and freed at every step.
 func allocLogits(t testing.TB, tr *track.Tracker, ctx context.Context, bytes int64) *track.Record {
 	r := &track.Record{Bytes: bytes, Meta: track.InternMeta("logits", "", "", nil)}
-	require.NoError(t, trackalloc.Record(ctx, tr, r, 0))
+	require.NoError(t, tr.Record(ctx, r, 0))
 	return r
 }
 
@@ -57,7 +56,7 @@ func run(t testing.TB, tr *track.Tracker, steps int) []op {
 	for range steps {
 		logits := allocLogits(t, tr, ctx, 2<<10)
 		mask := allocMask(t, tr, ctx, 512)
-		require.NoError(t, trackalloc.Release(tr, logits))
+		require.NoError(t, tr.Release(logits))
 		ops = append(ops, op{rec: logits}, op{rec: mask}, op{rec: logits, free: true})
 	}
 	return ops
@@ -71,7 +70,7 @@ type ledger struct {
 	when []int64 // the operation's time; -1 if the history dropped it
 }
 
-func newLedger(log *trackalloc.HistoryLog, ops []op) *ledger {
+func newLedger(log *track.HistoryLog, ops []op) *ledger {
 	type key struct {
 		id   uint64
 		free bool

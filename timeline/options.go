@@ -8,12 +8,12 @@ import (
 )
 
 // Errors returned by this package. Every error it returns matches one of
-// these, track.ErrNilTracker or trackalloc.ErrHistoryOff with errors.Is, or wraps an I/O error from the
+// these, track.ErrNilTracker or track.ErrHistoryOff with errors.Is, or wraps an I/O error from the
 // writer or the file system.
 var (
 	// ErrInvalidOption means an option's value cannot be used.
 	ErrInvalidOption = errors.New("timeline: invalid option")
-	// ErrNilHistory means FromHistory was given a nil *trackalloc.HistoryLog.
+	// ErrNilHistory means FromHistory was given a nil *track.HistoryLog.
 	ErrNilHistory = errors.New("timeline: nil history")
 	// ErrLiveNeeded means FromHistory was given a history that dropped
 	// events but no live site totals to rebuild the series from: without

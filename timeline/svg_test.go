@@ -15,7 +15,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/timeline"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // node is an element of a parsed SVG.
@@ -114,9 +113,9 @@ func writeSVG(t *testing.T, tl *timeline.Timeline) []byte {
 func TestWriteSVGDrawsTheSeries(t *testing.T) {
 	tr := newTracker(t, track.KeepHistory(1<<14))
 	ops := run(t, tr, 300)
-	trackalloc.Note(tr, track.EventOOM, ops[0].rec.Site(), 1<<30)
-	trackalloc.Note(tr, track.EventLeakSuspect, ops[2].rec.Site(), 512)
-	trackalloc.Note(tr, track.EventMaskRebuilt, ops[2].rec.Site(), 512)
+	tr.Note(track.EventOOM, ops[0].rec.Site(), 1<<30)
+	tr.Note(track.EventLeakSuspect, ops[2].rec.Site(), 512)
+	tr.Note(track.EventMaskRebuilt, ops[2].rec.Site(), 512)
 	tl, err := timeline.Build(tr, timeline.BudgetLine(256<<10), timeline.Title("decode loop"))
 	require.NoError(t, err)
 	svg := parseSVG(t, writeSVG(t, tl))
@@ -189,7 +188,7 @@ func TestWriteSVGShortensLongNamesInTheLegendOnly(t *testing.T) {
 
 func allocateFromAFunctionWhoseNameIsMuchTooLongToFitInTheLegendOfThePictureSoItIsShortened(t *testing.T, tr *track.Tracker) *track.Record {
 	r := &track.Record{Bytes: 1 << 20, Meta: track.InternMeta("tensor", "", "", nil)}
-	require.NoError(t, trackalloc.Record(context.Background(), tr, r, 0))
+	require.NoError(t, tr.Record(context.Background(), r, 0))
 	return r
 }
 
@@ -208,7 +207,7 @@ func TestWriteSVGOfAnEmptyTimeline(t *testing.T) {
 func TestWriteSVGLeavesOutMarksBeyondItsBound(t *testing.T) {
 	tr := newTracker(t, track.KeepHistory(1<<12))
 	for range 600 {
-		trackalloc.Note(tr, track.EventOOM, nil, 1<<20)
+		tr.Note(track.EventOOM, nil, 1<<20)
 	}
 	tl, err := timeline.Build(tr)
 	require.NoError(t, err)

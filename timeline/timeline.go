@@ -11,7 +11,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // Timeline is live memory by call site over a window of a tracker's event
@@ -25,7 +24,7 @@ type Timeline struct {
 	// Title heads the picture and names the trace's process.
 	Title string
 	// Start is the tracker's start. Every time in a Timeline is nanoseconds
-	// since Start, as in trackalloc.Event.
+	// since Start, as in track.Event.
 	Start time.Time
 	// From and To bound the window. When the history kept every event since
 	// Start, From is the first event's time (0 if there is none); after it
@@ -66,12 +65,12 @@ type Timeline struct {
 	// Capacity is the number of events the history keeps.
 	Capacity int
 
-	events    []trackalloc.Event // the window, for the trace
+	events    []track.Event // the window, for the trace
 	groups    []group
 	siteGroup []int32 // group index by slot (track.Site.ID and device); -1 unknown
 	// devices are the window's devices in order of first event, when more
 	// than one: then groups are per line and device. Few, so a linear scan
-	// finds one (and equal strings share their bytes: trackalloc.Event.Device).
+	// finds one (and equal strings share their bytes: track.Event.Device).
 	devices []string
 }
 
@@ -98,7 +97,7 @@ func (tl *Timeline) deviceIndex(device string) int {
 
 // windowDevices returns the devices of win's allocations and frees in
 // order of first event, or nil when there are fewer than two.
-func windowDevices(win []trackalloc.Event) []string {
+func windowDevices(win []track.Event) []string {
 	var devices []string
 	for i := range win {
 		if !changesBytes(win[i].Kind) {
@@ -173,7 +172,7 @@ type group struct {
 
 // Build reads tr's event history and live site totals and builds the
 // timeline of its window (see Timeline). It returns an error matching
-// trackalloc.ErrHistoryOff unless tr was made with track.KeepHistory.
+// track.ErrHistoryOff unless tr was made with track.KeepHistory.
 //
 // When the history dropped events, the series are rebuilt backwards from
 // the live bytes per site at the moment of the call. Build is exact when no
@@ -193,7 +192,7 @@ func Build(tr *track.Tracker, opts ...Option) (*Timeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	log, err := trackalloc.History(tr)
+	log, err := tr.History()
 	if err != nil {
 		return nil, fmt.Errorf("timeline: %w", err)
 	}
@@ -217,7 +216,7 @@ const defaultTitle = "Live memory by site"
 // live are the per-site live figures at the moment log was read
 // (Tracker.SiteTotals or Snapshot.Sites); they are needed only when the
 // history dropped events, and ignored otherwise.
-func FromHistory(log *trackalloc.HistoryLog, live []track.SiteStats, opts ...Option) (*Timeline, error) {
+func FromHistory(log *track.HistoryLog, live []track.SiteStats, opts ...Option) (*Timeline, error) {
 	if log == nil {
 		return nil, ErrNilHistory
 	}
@@ -237,7 +236,7 @@ func FromHistory(log *trackalloc.HistoryLog, live []track.SiteStats, opts ...Opt
 func changesBytes(k track.EventKind) bool { return k == track.EventAlloc || k == track.EventFree }
 
 // delta is what e does to its site's live bytes.
-func delta(e *trackalloc.Event) int64 {
+func delta(e *track.Event) int64 {
 	switch e.Kind {
 	case track.EventAlloc:
 		return e.Bytes
@@ -247,7 +246,7 @@ func delta(e *trackalloc.Event) int64 {
 	return 0
 }
 
-func build(log *trackalloc.HistoryLog, live []track.SiteStats, cfg config) *Timeline {
+func build(log *track.HistoryLog, live []track.SiteStats, cfg config) *Timeline {
 	after := completeAfter(log)
 	first := firstAfter(log.Events, after)
 	win := log.Events[first:]
@@ -378,7 +377,7 @@ func label(f track.Frame) string {
 
 // rankGroups walks the window once for each group's peak and picks the
 // series: the bands groups that held the most at once.
-func (b *builder) rankGroups(win []trackalloc.Event, bands int) {
+func (b *builder) rankGroups(win []track.Event, bands int) {
 	tl := b.tl
 	for i := range win {
 		if changesBytes(win[i].Kind) {
@@ -426,7 +425,7 @@ func (b *builder) rankGroups(win []trackalloc.Event, bands int) {
 }
 
 // sample walks the window again, recording each series at the given times.
-func (b *builder) sample(win []trackalloc.Event, times []int64) {
+func (b *builder) sample(win []track.Event, times []int64) {
 	tl := b.tl
 	gs := tl.groups
 	tl.Times = times
@@ -487,7 +486,7 @@ func (b *builder) sample(win []trackalloc.Event, times []int64) {
 
 // sampleTimes returns the instants to sample: From, every distinct event
 // time and To when they are at most n, else n evenly spaced instants.
-func sampleTimes(win []trackalloc.Event, from, to int64, n int) []int64 {
+func sampleTimes(win []track.Event, from, to int64, n int) []int64 {
 	times := []int64{from}
 	for i := range win {
 		if t := win[i].Time; changesBytes(win[i].Kind) && t > times[len(times)-1] {
@@ -520,7 +519,7 @@ func evenTimes(from, to int64, n int) []int64 {
 }
 
 // markers lists the window's notable events.
-func (b *builder) markers(win []trackalloc.Event) {
+func (b *builder) markers(win []track.Event) {
 	names := map[*track.Site]string{}
 	for i := range win {
 		e := &win[i]
@@ -546,9 +545,8 @@ type budgeted interface{ Budget() int64 }
 // budgetOf sums the budgets of tr's parts that have one, saturating.
 func budgetOf(tr *track.Tracker) int64 {
 	var sum int64
-	for _, p := range trackalloc.Parts(tr) {
-		b, ok := p.(budgeted)
-		if !ok || b.Budget() <= 0 {
+	for _, b := range track.PartsOf[budgeted](tr) {
+		if b.Budget() <= 0 {
 			continue
 		}
 		if b.Budget() > math.MaxInt64-sum {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/timeline"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // benchPairs allocations and frees make a history of a million events. The
@@ -31,7 +30,7 @@ var benchTracker = sync.OnceValues(func() (*track.Tracker, error) {
 	for i := range benchPairs + len(held) {
 		slot := &held[i%len(held)]
 		if *slot != nil {
-			if err := trackalloc.Release(tr, *slot); err != nil {
+			if err := tr.Release(*slot); err != nil {
 				return nil, err
 			}
 			*slot = nil
@@ -56,25 +55,25 @@ func recordAt(tr *track.Tracker, ctx context.Context, r *track.Record, site int)
 	}
 	switch site % 10 {
 	case 0:
-		return trackalloc.Record(ctx, tr, r, 0)
+		return tr.Record(ctx, r, 0)
 	case 1:
-		return trackalloc.Record(ctx, tr, r, 0)
+		return tr.Record(ctx, r, 0)
 	case 2:
-		return trackalloc.Record(ctx, tr, r, 0)
+		return tr.Record(ctx, r, 0)
 	case 3:
-		return trackalloc.Record(ctx, tr, r, 0)
+		return tr.Record(ctx, r, 0)
 	case 4:
-		return trackalloc.Record(ctx, tr, r, 0)
+		return tr.Record(ctx, r, 0)
 	case 5:
-		return trackalloc.Record(ctx, tr, r, 0)
+		return tr.Record(ctx, r, 0)
 	case 6:
-		return trackalloc.Record(ctx, tr, r, 0)
+		return tr.Record(ctx, r, 0)
 	case 7:
-		return trackalloc.Record(ctx, tr, r, 0)
+		return tr.Record(ctx, r, 0)
 	case 8:
-		return trackalloc.Record(ctx, tr, r, 0)
+		return tr.Record(ctx, r, 0)
 	default:
-		return trackalloc.Record(ctx, tr, r, 0)
+		return tr.Record(ctx, r, 0)
 	}
 }
 
@@ -123,7 +122,7 @@ func BenchmarkWriteTraceEncodingJSON(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	log, err := trackalloc.History(tr)
+	log, err := tr.History()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -193,7 +192,7 @@ func BenchmarkFromHistory(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	log, err := trackalloc.History(tr)
+	log, err := tr.History()
 	if err != nil {
 		b.Fatal(err)
 	}

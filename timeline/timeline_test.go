@@ -16,7 +16,6 @@ import (
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/timeline"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 func seriesByFunction(tl *timeline.Timeline, suffix string) *timeline.Series {
@@ -49,7 +48,7 @@ func TestBuildRebuildsLiveBytesPerSite(t *testing.T) {
 			ops := run(t, tr, tc.steps)
 			tl, err := timeline.Build(tr, tc.opts...)
 			require.NoError(t, err)
-			log, err := trackalloc.History(tr)
+			log, err := tr.History()
 			require.NoError(t, err)
 
 			require.Equal(t, tc.wantDropped, tl.Dropped > 0, "dropped %d", tl.Dropped)
@@ -118,7 +117,7 @@ func TestBandsFoldTheRestIntoOther(t *testing.T) {
 	ops := run(t, tr, 50)
 	tl, err := timeline.Build(tr, timeline.Bands(1))
 	require.NoError(t, err)
-	log, err := trackalloc.History(tr)
+	log, err := tr.History()
 	require.NoError(t, err)
 
 	require.Len(t, tl.Series, 2)
@@ -144,11 +143,11 @@ func TestMarkersListNotableEvents(t *testing.T) {
 	tr := newTracker(t, track.KeepHistory(1<<10))
 	ctx := context.Background()
 	w := allocWeights(t, tr, ctx, 4096)
-	trackalloc.Note(tr, track.EventOOM, w.Site(), 1<<30)
+	tr.Note(track.EventOOM, w.Site(), 1<<30)
 	m := allocMask(t, tr, ctx, 64)
-	trackalloc.Note(tr, track.EventLeakSuspect, m.Site(), 64)
-	require.True(t, trackalloc.ReportDropped(tr, m, nil, ""))
-	trackalloc.Note(tr, track.EventMaskRebuilt, nil, 64)
+	tr.Note(track.EventLeakSuspect, m.Site(), 64)
+	require.True(t, tr.ReportDropped(m, nil, ""))
+	tr.Note(track.EventMaskRebuilt, nil, 64)
 
 	tl, err := timeline.Build(tr)
 	require.NoError(t, err)
@@ -191,7 +190,7 @@ func TestBuildErrors(t *testing.T) {
 		want    error
 	}{
 		{"nil tracker", nil, nil, track.ErrNilTracker},
-		{"history off", newTracker(t), nil, trackalloc.ErrHistoryOff},
+		{"history off", newTracker(t), nil, track.ErrHistoryOff},
 		{"nil option", withHistory, []timeline.Option{nil}, timeline.ErrInvalidOption},
 		{"no bands", withHistory, []timeline.Option{timeline.Bands(0)}, timeline.ErrInvalidOption},
 		{"too many bands", withHistory, []timeline.Option{timeline.Bands(timeline.MaxBands + 1)}, timeline.ErrInvalidOption},
@@ -216,7 +215,7 @@ func TestFromHistory(t *testing.T) {
 	run(t, tr, 40)
 	built, err := timeline.Build(tr, timeline.Title("run"))
 	require.NoError(t, err)
-	log, err := trackalloc.History(tr)
+	log, err := tr.History()
 	require.NoError(t, err)
 
 	fromLog, err := timeline.FromHistory(log, nil, timeline.Title("run"))
@@ -236,7 +235,7 @@ func TestFromHistory(t *testing.T) {
 
 	small := newTracker(t, track.KeepHistory(1))
 	run(t, small, 2000)
-	dropped, err := trackalloc.History(small)
+	dropped, err := small.History()
 	require.NoError(t, err)
 	require.Positive(t, dropped.Dropped)
 	_, err = timeline.FromHistory(dropped, nil)
@@ -255,7 +254,7 @@ func TestWindowEndsWithTheWorkload(t *testing.T) {
 			clk := &stepClock{now: time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC), step: time.Millisecond}
 			tr := newTracker(t, track.KeepHistory(history), track.Clock(clk.Now))
 			run(t, tr, 40)
-			log, err := trackalloc.History(tr)
+			log, err := tr.History()
 			require.NoError(t, err)
 			last := log.Events[len(log.Events)-1].Time
 			clk.advance(20 * time.Millisecond) // the program goes on after its workload

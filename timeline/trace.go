@@ -10,7 +10,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // Trace layout: one process, whose name is the title; its thread 1 holds
@@ -182,7 +181,7 @@ func (tw *traceWriter) sample(k int) {
 	tw.maybeFlush()
 }
 
-func (tw *traceWriter) event(e *trackalloc.Event) {
+func (tw *traceWriter) event(e *track.Event) {
 	if changesBytes(e.Kind) {
 		tw.head(e.Kind.String(), "i", e.Time, eventTID)
 		tw.buf = append(tw.buf, `,"s":"t","args":{"id":`...)

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 func TestHumanUnits(t *testing.T) {
@@ -69,16 +68,16 @@ func TestEvenTimesDoNotOverflow(t *testing.T) {
 }
 
 func TestCompleteAfter(t *testing.T) {
-	ev := func(id uint64, at int64) trackalloc.Event { return trackalloc.Event{ID: id, Time: at} }
+	ev := func(id uint64, at int64) track.Event { return track.Event{ID: id, Time: at} }
 	tests := []struct {
 		name string
-		log  trackalloc.HistoryLog
+		log  track.HistoryLog
 		want int64
 	}{
-		{"nothing dropped", trackalloc.HistoryLog{Events: []trackalloc.Event{ev(1, 10), ev(2, 20)}}, -1},
+		{"nothing dropped", track.HistoryLog{Events: []track.Event{ev(1, 10), ev(2, 20)}}, -1},
 		{
 			"complete after the latest dropped event",
-			trackalloc.HistoryLog{Dropped: 3, DroppedUntil: 25, Events: []trackalloc.Event{ev(1, 10), ev(0, 12), ev(2, 30), ev(1, 50)}},
+			track.HistoryLog{Dropped: 3, DroppedUntil: 25, Events: []track.Event{ev(1, 10), ev(0, 12), ev(2, 30), ev(1, 50)}},
 			25,
 		},
 	}

@@ -3,13 +3,13 @@ package timeline
 import (
 	"sort"
 
-	"github.com/tensorlife/tensorlife/track/trackalloc"
+	"github.com/tensorlife/tensorlife/track"
 )
 
 // completeAfter returns the time after which log holds every event that
 // happened (all events with a later Time are in it), or -1 when it dropped
 // nothing and so is complete since the tracker started.
-func completeAfter(log *trackalloc.HistoryLog) int64 {
+func completeAfter(log *track.HistoryLog) int64 {
 	if log.Dropped == 0 {
 		return -1
 	}
@@ -17,6 +17,6 @@ func completeAfter(log *trackalloc.HistoryLog) int64 {
 }
 
 // firstAfter returns the index of the first event later than t.
-func firstAfter(events []trackalloc.Event, t int64) int {
+func firstAfter(events []track.Event, t int64) int {
 	return sort.Search(len(events), func(i int) bool { return events[i].Time > t })
 }

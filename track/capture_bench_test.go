@@ -7,7 +7,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/benchratio"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // callersBaseline captures the same frames Record names: those from its
@@ -28,7 +27,7 @@ func newLike(ctx context.Context, tr *track.Tracker, r *track.Record) error {
 
 //go:noinline
 func recordLike(ctx context.Context, tr *track.Tracker, r *track.Record, skip int) error {
-	return trackalloc.Record(ctx, tr, r, skip+1)
+	return tr.Record(ctx, r, skip+1)
 }
 
 // BenchmarkRecordReleaseRatio compares a Record and Release with one
@@ -78,7 +77,7 @@ func BenchmarkRecordReleaseRatio(b *testing.B) {
 				if err := newLike(ctx, tr, r); err != nil {
 					b.Fatal(err)
 				}
-				if err := trackalloc.Release(tr, r); err != nil {
+				if err := tr.Release(r); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -110,14 +109,14 @@ func BenchmarkRequestPerTensor(b *testing.B) {
 				ctx, end := track.WithRequest(context.Background())
 				for j := start; j < start+n; j++ {
 					recs[j].Bytes, recs[j].Meta = 64, meta
-					if err := trackalloc.Record(ctx, tr, &recs[j], 0); err != nil {
+					if err := tr.Record(ctx, &recs[j], 0); err != nil {
 						b.Fatal(err)
 					}
 				}
 				end()
 			}
 			for j := range recs {
-				if err := trackalloc.Release(tr, &recs[j]); err != nil {
+				if err := tr.Release(&recs[j]); err != nil {
 					b.Fatal(err)
 				}
 			}

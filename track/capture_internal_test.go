@@ -13,7 +13,7 @@ import (
 //go:noinline
 func captureLeaf(t *testing.T, tr *Tracker) *Record {
 	r := &Record{Bytes: 8, Meta: InternMeta("tensor", "host", "", nil)}
-	require.NoError(t, tr.record(context.Background(), r, 0))
+	require.NoError(t, tr.Record(context.Background(), r, 0))
 	return r
 }
 
@@ -43,8 +43,8 @@ func TestFramePointerSitesMatchCallers(t *testing.T) {
 				recs = append(recs, captureVia(t, tr, depth))
 			}
 			assert.Equal(t, recs[1].Site().pcs, recs[0].Site().pcs, "depth %d", depth)
-			require.NoError(t, walked.release(recs[0]))
-			require.NoError(t, plain.release(recs[1]))
+			require.NoError(t, walked.Release(recs[0]))
+			require.NoError(t, plain.Release(recs[1]))
 		}
 	}
 	tt := walked.Totals()
@@ -75,7 +75,7 @@ func TestUntrustedWalkFallsBackToCallers(t *testing.T) {
 		}
 		r := captureLeaf(t, tr)
 		sites = append(sites, r.Site())
-		require.NoError(t, tr.release(r))
+		require.NoError(t, tr.Release(r))
 	}
 	assert.Same(t, sites[0], sites[1])
 }
@@ -102,6 +102,6 @@ func TestFullWalkCacheServesCallers(t *testing.T) {
 	tt := walked.Totals()
 	assert.Zero(t, tt.StackMismatches)
 	assert.Zero(t, tt.StackFallbacks)
-	require.NoError(t, walked.release(recs[0]))
-	require.NoError(t, plain.release(recs[1]))
+	require.NoError(t, walked.Release(recs[0]))
+	require.NoError(t, plain.Release(recs[1]))
 }

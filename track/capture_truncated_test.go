@@ -25,7 +25,7 @@ type leafer struct {
 //go:noinline
 func (l *leafer) leaf() *Record {
 	r := &Record{Bytes: 8, Meta: InternMeta("tensor", "host", "", nil)}
-	require.NoError(l.t, l.tr.record(context.Background(), r, 0))
+	require.NoError(l.t, l.tr.Record(context.Background(), r, 0))
 	return r
 }
 
@@ -67,8 +67,8 @@ func TestTruncatedWalkNeverServesAnotherStacksSite(t *testing.T) {
 				recs = append(recs, root(leafValue(&leafer{t, tr}), depth))
 			}
 			require.Equal(t, recs[1].Site().pcs, recs[0].Site().pcs, "depth %d: the walk served another stack's site", depth)
-			require.NoError(t, walked.release(recs[0]))
-			require.NoError(t, plain.release(recs[1]))
+			require.NoError(t, walked.Release(recs[0]))
+			require.NoError(t, plain.Release(recs[1]))
 		}
 		assert.Equal(t, plain.Totals().Sites, walked.Totals().Sites, "depth %d", depth)
 	}
@@ -126,8 +126,8 @@ func TestSitesStayExactUnderGCChurn(t *testing.T) {
 				if !equalPCs(a, b) {
 					wrong.Store(depth, true)
 				}
-				_ = walked.release(recs[0])
-				_ = plain.release(recs[1])
+				_ = walked.Release(recs[0])
+				_ = plain.Release(recs[1])
 			}
 		}()
 	}
@@ -161,7 +161,7 @@ func TestCapturesPastAFullWalkCacheAreCounted(t *testing.T) {
 	require.NoError(t, err)
 	for depth := range 6 {
 		for range 3 {
-			require.NoError(t, tr.release(captureVia(t, tr, depth)))
+			require.NoError(t, tr.Release(captureVia(t, tr, depth)))
 		}
 	}
 	require.True(t, tr.walks.full())

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // fakeClock moves only when told.
@@ -38,10 +37,10 @@ func TestClockAgesWithoutWaiting(t *testing.T) {
 	tr := newTracker(t, track.Clock(clk.Now))
 	assert.Equal(t, clk.Now(), tr.Started())
 	old := &track.Record{Bytes: 8, Meta: track.InternMeta("tensor", "", "", nil)}
-	require.NoError(t, trackalloc.Record(context.Background(), tr, old, 0))
+	require.NoError(t, tr.Record(context.Background(), old, 0))
 	clk.advance(time.Hour)
 	young := &track.Record{Bytes: 8, Meta: track.InternMeta("tensor", "", "", nil)}
-	require.NoError(t, trackalloc.Record(context.Background(), tr, young, 0))
+	require.NoError(t, tr.Record(context.Background(), young, 0))
 	defer release(t, tr, old, young)
 
 	snap, err := tr.SnapshotOf(track.Filter{MinAge: time.Minute, Allocations: true})

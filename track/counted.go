@@ -273,7 +273,7 @@ func (f Filter) counted() bool {
 }
 
 // counts are the counters the default profile's snapshot is read from,
-// copied at one moment (trackalloc.Counts), for a caller that must not
+// copied at one moment (Tracker.CopyCounts), for a caller that must not
 // wait for the snapshot itself: the allocation that just failed, whose
 // dump needs the live set as it was then. They are immutable.
 type counts struct {
@@ -305,7 +305,7 @@ type countedSlot struct {
 // pointers of its special records. Its snapshot is SnapshotOf(Filter{LabelKeys: []string{}})
 // as it would have been when counts ran.
 func (t *Tracker) counts() *counts {
-	c := &counts{tracker: t, totals: t.Totals(), time: t.wallNow()} // Totals settles the requests
+	c := &counts{tracker: t, totals: t.Totals(), time: t.Now()} // Totals settles the requests
 	sites := t.stacks.sites()
 	c.sites = make([]countedSite, 0, len(sites))
 	c.slots = make([]countedSlot, 0, len(sites)+1)

@@ -28,16 +28,16 @@ func (k EventKind) String() string {
 }
 
 // Note counts an event the registry cannot see, at site (nil if unknown).
-func (t *Tracker) noteKind(k EventKind, site *Site, bytes int64) {
+func (t *Tracker) Note(k EventKind, site *Site, bytes int64) {
 	if k >= numEventKinds || k <= EventGCLeak {
 		return
 	}
-	t.note(event{Kind: k, Bytes: bytes, Site: site}, k == EventDoubleFree)
+	t.note(Event{Kind: k, Bytes: bytes, Site: site}, k == EventDoubleFree)
 }
 
 // note counts e by its kind, and as misuse if misuse is set, and with
 // History on records it, timed now: what Note and NoteMisuse share.
-func (t *Tracker) note(e event, misuse bool) {
+func (t *Tracker) note(e Event, misuse bool) {
 	t.events[e.Kind].Add(1)
 	if misuse {
 		t.misuse.Add(1)
@@ -51,24 +51,11 @@ func (t *Tracker) note(e event, misuse bool) {
 // remember keeps e in the event history, in the ring of shard i (modulo the
 // shard count): a record's events go to its own shard, noted events are
 // spread over all. Callers check that the history is on.
-func (t *Tracker) remember(i uint64, e event) {
+func (t *Tracker) remember(i uint64, e Event) {
 	sh := &t.shards[i%shardCount]
 	sh.mu.Lock()
 	sh.history.add(e)
 	sh.mu.Unlock()
-}
-
-// noteMisuse counts a double free or use after free of r, at site (the
-// second free or the use; r's own site if nil), and keeps it in the
-// history if kept. The misuse itself is trackalloc's to list.
-func (t *Tracker) noteMisuse(r *Record, k EventKind, site *Site) {
-	if k != EventDoubleFree && k != EventUseAfterFree || r == nil {
-		return
-	}
-	if site == nil {
-		site = r.site
-	}
-	t.note(event{Kind: k, ID: r.id, Bytes: r.Bytes, Site: site, Labels: r.Labels()}, true)
 }
 
 // madeUnder reports whether the request req (a record's, nil if none) is

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 func Example() {
@@ -17,7 +16,7 @@ func Example() {
 
 	// What package tensor does for every tensor it makes:
 	rec := &track.Record{Bytes: 4096, Meta: track.InternMeta("mask", "host", "bool", []int{64, 64})}
-	if err := trackalloc.Record(ctx, tr, rec, 0); err != nil {
+	if err := tr.Record(ctx, rec, 0); err != nil {
 		panic(err)
 	}
 
@@ -27,7 +26,7 @@ func Example() {
 	fmt.Println("top site:", top.Site.Location().Function, top.LiveBytes, "bytes")
 	fmt.Println("labels:", snap.Allocations[0].Labels)
 
-	if err := trackalloc.Release(tr, rec); err != nil {
+	if err := tr.Release(rec); err != nil {
 		panic(err)
 	}
 	fmt.Println("live after release:", tr.Totals().LiveCount)

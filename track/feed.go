@@ -41,7 +41,7 @@ func (fs *feedSet) changed(s *Site) {
 }
 
 // siteFeed reports the sites whose outlived figures changed, in time that
-// grows with those alone (trackalloc.SiteFeed). For one goroutine at a
+// grows with those alone (track.SiteFeed). For one goroutine at a
 // time.
 type siteFeed struct {
 	t     *Tracker

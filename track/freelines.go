@@ -65,7 +65,7 @@ const (
 // (Totals.FreeLinesLost).
 //
 //go:noinline
-func (t *Tracker) freeLine(skip int) uint32 {
+func (t *Tracker) FreeLine(skip int) uint32 {
 	var pcs freeLine
 	t.capturePCs(max(skip, 0)+1, pcs[:])
 	n := freeLines.number(&pcs)
@@ -95,13 +95,13 @@ func (t *Tracker) capturePCs(skip int, buf []uintptr) int {
 
 // FreeSite returns the site of free line n (FreeLine), two frames; nil for
 // 0. A walk names a deferred Free at its defer statement; deferred says so.
-func (t *Tracker) freeSite(n uint32) (site *Site, deferred bool) {
+func (t *Tracker) FreeSite(n uint32) (site *Site, deferred bool) {
 	pcs := freeLines.line(n)
 	if len(pcs) == 0 {
 		return nil, false
 	}
 	kept, deferred := reportedFrames(pcs)
-	return t.intern(kept), deferred
+	return t.Intern(kept), deferred
 }
 
 // number returns the number of the line pcs names, adding it if it is new

@@ -52,36 +52,36 @@ func TestHeldByCountersAgreeWithTheWalk(t *testing.T) {
 	r1, r2, r3 := recs[0], recs[1], recs[2]
 	site := r1.site
 	require.Same(t, site, r3.site)
-	view, retain := tr.caller(0, 1), tr.caller(0, 2)
+	view, retain := tr.Caller(0, 1), tr.Caller(0, 2)
 	sites := []*Site{site, view}
 	check := func(step string) {
 		t.Helper()
-		assert.Equal(t, walkedHeldBy(tr, sites), tr.heldBy(sites, 100), step)
+		assert.Equal(t, walkedHeldBy(tr, sites), tr.HeldBy(sites, 100), step)
 	}
 	check("own handles only")
-	r1.hold(view, "View")
-	r1.hold(view, "View")
+	r1.Hold(view, "View")
+	r1.Hold(view, "View")
 	check("two views beside the own handle")
-	r1.unhold(nil, "")
+	r1.Unhold(nil, "")
 	check("own handle freed: two views hold it")
-	r2.hold(retain, "Retain")
-	r2.unhold(nil, "")
+	r2.Hold(retain, "Retain")
+	r2.Unhold(nil, "")
 	check("a retain holds the second")
-	r1.unhold(view, "View")
+	r1.Unhold(view, "View")
 	check("one view left")
-	r3.hold(view, "View")
-	tr.reportDropped(r3, nil, "")
+	r3.Hold(view, "View")
+	tr.ReportDropped(r3, nil, "")
 	check("own handle dropped while a view holds it")
 	r3.markDropped(view, "View")
 	check("the view dropped too")
 	pcs := view.pcs
 	many := leaves(t, tr, maxSiteHolders+3)
 	for i, r := range many {
-		r.hold(tr.intern([]uintptr{pcs[0] + uintptr(i+1)}), "Retain")
-		r.unhold(nil, "")
+		r.Hold(tr.Intern([]uintptr{pcs[0] + uintptr(i+1)}), "Retain")
+		r.Unhold(nil, "")
 	}
 	sites = append(sites, many[0].site)
-	held := tr.heldBy(sites, 100)[2]
+	held := tr.HeldBy(sites, 100)[2]
 	require.Len(t, held, maxSiteHolders+1, "the site's bound, and the handles past it together")
 	var total int
 	for _, h := range held {
@@ -89,14 +89,14 @@ func TestHeldByCountersAgreeWithTheWalk(t *testing.T) {
 	}
 	assert.Equal(t, maxSiteHolders+3, total, "every handle counted, past the bound too")
 	assert.Equal(t, Holder{How: otherHandles, Live: 3}, held[0], "the handles past the bound, most first")
-	assert.Len(t, tr.heldBy(sites, 2)[2], 2, "at most the limit asked")
+	assert.Len(t, tr.HeldBy(sites, 2)[2], 2, "at most the limit asked")
 
 	for _, a := range tr.Snapshot().Allocations {
 		r := findRecord(tr, a.ID)
 		require.NotNil(t, r)
-		require.NoError(t, tr.release(r))
+		require.NoError(t, tr.Release(r))
 	}
-	assert.Equal(t, [][]Holder{{}, {}, {}}, tr.heldBy(sites, 100), "released records hold nothing")
+	assert.Equal(t, [][]Holder{{}, {}, {}}, tr.HeldBy(sites, 100), "released records hold nothing")
 }
 
 // leaves records n tensors at one line.
@@ -128,7 +128,7 @@ func findRecord(t *Tracker, id uint64) *Record {
 func TestHeldByCountersUnderConcurrentHolders(t *testing.T) {
 	tr, err := New()
 	require.NoError(t, err)
-	view := tr.caller(0, 1)
+	view := tr.Caller(0, 1)
 	const workers, each = 4, 200
 	recs := make([][]*Record, workers)
 	for w := range recs {
@@ -145,7 +145,7 @@ func TestHeldByCountersUnderConcurrentHolders(t *testing.T) {
 				return
 			default:
 			}
-			for _, hs := range tr.heldBy([]*Site{site}, 4) {
+			for _, hs := range tr.HeldBy([]*Site{site}, 4) {
 				for _, h := range hs {
 					assert.Positive(t, h.Live)
 				}
@@ -158,19 +158,19 @@ func TestHeldByCountersUnderConcurrentHolders(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for _, r := range recs[w] {
-				r.hold(view, "View")
-				r.unhold(nil, "")
-				r.hold(view, "Retain")
-				r.unhold(view, "View")
-				r.unhold(view, "Retain")
-				assert.NoError(t, tr.release(r))
+				r.Hold(view, "View")
+				r.Unhold(nil, "")
+				r.Hold(view, "Retain")
+				r.Unhold(view, "View")
+				r.Unhold(view, "Retain")
+				assert.NoError(t, tr.Release(r))
 			}
 		})
 	}
 	wg.Wait()
 	close(done)
 	<-read
-	assert.Equal(t, [][]Holder{{}}, tr.heldBy([]*Site{site}, 4))
+	assert.Equal(t, [][]Holder{{}}, tr.HeldBy([]*Site{site}, 4))
 	st := site.Stats()
 	assert.Zero(t, st.LiveCount)
 	assert.Zero(t, st.LiveBytes)

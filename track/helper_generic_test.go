@@ -13,7 +13,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // vendorNew is a generic allocation helper, as a vendored library's: the
@@ -22,7 +21,7 @@ import (
 //go:noinline
 func vendorNew[T any](tr *track.Tracker, n int64) *track.Record {
 	r := &track.Record{Bytes: n, Meta: track.InternMeta("tensor", "", "", nil)}
-	if err := trackalloc.Record(context.Background(), tr, r, 0); err != nil {
+	if err := tr.Record(context.Background(), r, 0); err != nil {
 		panic(err)
 	}
 	return r

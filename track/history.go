@@ -2,9 +2,8 @@ package track
 
 import "time"
 
-// event is one entry of a tracker's history (KeepHistory), as
-// trackalloc.Event shows it.
-type event struct {
+// Event is one entry of a tracker's history (KeepHistory, Tracker.History).
+type Event struct {
 	Kind      EventKind
 	Time      int64 // nanoseconds since the tracker started
 	ID        uint64
@@ -17,14 +16,14 @@ type event struct {
 
 // ring is one shard's part of the history. Guarded by the shard's mutex.
 type ring struct {
-	events       []event
+	events       []Event
 	next         int   // where the next event goes
 	total        int64 // events ever added
 	dropped      int64 // events overwritten
 	droppedUntil int64 // the latest Time of an overwritten event
 }
 
-func (r *ring) add(e event) {
+func (r *ring) add(e Event) {
 	if len(r.events) == 0 {
 		return
 	}
@@ -44,7 +43,7 @@ func (r *ring) add(e event) {
 func (r *ring) kept() int { return int(min(r.total, int64(len(r.events)))) }
 
 // each calls f with the ring's events, oldest first.
-func (r *ring) each(f func(e *event)) {
+func (r *ring) each(f func(e *Event)) {
 	if r.total >= int64(len(r.events)) {
 		for i := r.next; i < len(r.events); i++ {
 			f(&r.events[i])
@@ -55,12 +54,12 @@ func (r *ring) each(f func(e *event)) {
 	}
 }
 
-// history copies the event history for trackalloc.History: grow learns how
+// historyEach copies the event history for History: grow learns how
 // many events to expect, each sees every event, shard by shard (oldest
 // first within a shard; the caller sorts), under the shard's lock, so it
 // must only copy. It returns the count of events overwritten, the latest
 // Time among them and the rings' capacity; false if t keeps no history.
-func (t *Tracker) history(grow func(n int), each func(e *event)) (dropped, droppedUntil int64, capacity int, ok bool) {
+func (t *Tracker) historyEach(grow func(n int), each func(e *Event)) (dropped, droppedUntil int64, capacity int, ok bool) {
 	if t.cfg.historyEvents <= 0 {
 		return 0, 0, 0, false
 	}
@@ -98,7 +97,7 @@ func (t *Tracker) now() int64 {
 }
 
 // wallNow is the time on the tracker's clock.
-func (t *Tracker) wallNow() time.Time {
+func (t *Tracker) Now() time.Time {
 	if c := t.cfg.clock; c != nil {
 		return c()
 	}

@@ -8,12 +8,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 func TestHistoryOffByDefault(t *testing.T) {
-	_, err := trackalloc.History(newTracker(t))
-	assert.ErrorIs(t, err, trackalloc.ErrHistoryOff)
+	_, err := newTracker(t).History()
+	assert.ErrorIs(t, err, track.ErrHistoryOff)
 	_, err = track.New(track.KeepHistory(0))
 	assert.ErrorIs(t, err, track.ErrInvalidOption)
 	_, err = track.New(track.KeepHistory(-5))
@@ -31,11 +30,11 @@ func TestHistoryRecordsEventsInOrder(t *testing.T) {
 	ctx := track.WithLabels(context.Background(), "request", "r1")
 	a := recordA(tr, ctx, 16, "tensor")
 	b := recordB(tr, ctx, 8)
-	require.NoError(t, trackalloc.Release(tr, a))
-	trackalloc.Note(tr, track.EventOOM, b.Site(), 1<<20)
-	trackalloc.Note(tr, track.EventAlloc, nil, 1) // recorded by the tracker itself: ignored
+	require.NoError(t, tr.Release(a))
+	tr.Note(track.EventOOM, b.Site(), 1<<20)
+	tr.Note(track.EventAlloc, nil, 1) // recorded by the tracker itself: ignored
 
-	log, err := trackalloc.History(tr)
+	log, err := tr.History()
 	require.NoError(t, err)
 	assert.Zero(t, log.Dropped)
 	var kinds []track.EventKind
@@ -59,16 +58,16 @@ func TestHistoryRecordsEventsInOrder(t *testing.T) {
 	assert.EqualValues(t, 2, tt.Event(track.EventAlloc))
 	assert.EqualValues(t, 1, tt.Event(track.EventFree))
 	assert.EqualValues(t, 1, tt.Event(track.EventOOM))
-	require.NoError(t, trackalloc.Release(tr, b))
+	require.NoError(t, tr.Release(b))
 }
 
 func TestHistoryCountsWhatItDrops(t *testing.T) {
 	tr := newTracker(t, track.KeepHistory(1)) // 16 events per shard at least
 	ctx := context.Background()
 	for range 5000 {
-		require.NoError(t, trackalloc.Release(tr, recordA(tr, ctx, 4, "tensor")))
+		require.NoError(t, tr.Release(recordA(tr, ctx, 4, "tensor")))
 	}
-	log, err := trackalloc.History(tr)
+	log, err := tr.History()
 	require.NoError(t, err)
 	assert.Equal(t, log.Capacity, len(log.Events), "a full history keeps exactly its capacity")
 	assert.EqualValues(t, 10000-len(log.Events), log.Dropped, "every overwritten event is counted")

@@ -138,7 +138,7 @@ func (r *Record) holderSet() *holderSet {
 }
 
 // Hold counts a handle on r made at site by how ("Retain", "View").
-func (r *Record) hold(site *Site, how string) {
+func (r *Record) Hold(site *Site, how string) {
 	if r == nil || site == nil || r.tracker == nil {
 		return
 	}
@@ -150,7 +150,7 @@ func (r *Record) hold(site *Site, how string) {
 }
 
 // Unhold uncounts a handle counted by Hold, or, with a nil site, r's own.
-func (r *Record) unhold(site *Site, how string) {
+func (r *Record) Unhold(site *Site, how string) {
 	if r == nil || r.tracker == nil {
 		return
 	}
@@ -403,7 +403,7 @@ func (sh *siteHolders) list() []Holder {
 // as records are held and released: O(sites × holders), no walk of the
 // live set and no shard lock, so that it is cheap on the out-of-memory
 // path.
-func (t *Tracker) heldBy(sites []*Site, limit int) [][]Holder {
+func (t *Tracker) HeldBy(sites []*Site, limit int) [][]Holder {
 	t.settle() // as every reader does: O(requests open), no shard lock
 	out := make([][]Holder, len(sites))
 	for i, s := range sites {

@@ -13,7 +13,7 @@ func TestHeldByAgreesWithHolderList(t *testing.T) {
 	tr, err := New()
 	require.NoError(t, err)
 	r := captureLeaf(t, tr)
-	a, b := tr.caller(0, 1), tr.caller(0, 2)
+	a, b := tr.Caller(0, 1), tr.Caller(0, 2)
 	check := func(step string) {
 		t.Helper()
 		wantH, wantOK := heldByOf(r.holderList(r.leaked()))
@@ -22,22 +22,22 @@ func TestHeldByAgreesWithHolderList(t *testing.T) {
 		assert.Equal(t, wantH, h, step)
 	}
 	check("own handle only")
-	r.hold(a, "View")
+	r.Hold(a, "View")
 	check("own handle and a view")
-	r.unhold(nil, "")
+	r.Unhold(nil, "")
 	check("own handle freed")
-	r.hold(b, howOwn)
+	r.Hold(b, howOwn)
 	check("an extra owner named as the own handle")
-	r.unhold(b, howOwn)
+	r.Unhold(b, howOwn)
 	r.markDropped(a, "View")
 	check("view dropped")
 	pcs := a.pcs
 	for i := range maxHolders + 1 {
-		r.hold(tr.intern([]uintptr{pcs[0] + uintptr(i)}), "Retain")
+		r.Hold(tr.Intern([]uintptr{pcs[0] + uintptr(i)}), "Retain")
 	}
 	require.Positive(t, r.holders.Load().other.live)
 	check("holders past the bound")
-	r.unhold(a, "View")
+	r.Unhold(a, "View")
 	check("dropped view only among the first")
-	require.NoError(t, tr.release(r))
+	require.NoError(t, tr.Release(r))
 }

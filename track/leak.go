@@ -16,7 +16,7 @@ type LeakReport struct {
 
 // ReportDropped reports a handle of r dropped without Free (nil site: its
 // own; else Record.Hold's), no longer live; true: give its ownership up.
-func (t *Tracker) reportDropped(r *Record, site *Site, how string) (reclaim bool) {
+func (t *Tracker) ReportDropped(r *Record, site *Site, how string) (reclaim bool) {
 	if r == nil || r.tracker != t || r.state() != stateLive {
 		return true // nothing is kept for it: ownership goes
 	}
@@ -66,7 +66,7 @@ type watchers struct {
 }
 
 // WatchLeaks calls f, as OnLeak, for every leak found until stop.
-func (t *Tracker) watchLeaks(f func(LeakReport)) (stop func()) {
+func (t *Tracker) WatchLeaks(f func(LeakReport)) (stop func()) {
 	if f == nil {
 		return func() {}
 	}

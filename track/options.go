@@ -123,7 +123,7 @@ func Logger(l *slog.Logger) Option {
 }
 
 // KeepHistory keeps the last n events, 1..1<<22, at about 80 B each,
-// allocated by New (trackalloc.History); older ones are counted as dropped.
+// allocated by New (Tracker.History); older ones are counted as dropped.
 func KeepHistory(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n <= 0 || n > maxHistoryEvents {

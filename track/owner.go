@@ -170,7 +170,7 @@ func (t *Tracker) Owners() []OwnerStats {
 // while o holds it. Each HandOver is undone by one HandBack: after the last,
 // r is its request's again (outlived if the request has ended). A nil o,
 // or r not live through t, is an error matching ErrMisuse.
-func (t *Tracker) handOver(r *Record, o *Owner) error {
+func (t *Tracker) HandOver(r *Record, o *Owner) error {
 	if err := t.owns(r, "handed over"); err != nil {
 		return err
 	}
@@ -213,7 +213,7 @@ func (t *Tracker) handOver(r *Record, o *Owner) error {
 // no longer its owner's: it is in flight under its request again, or
 // outlived if that request has ended or it had none. A record not handed
 // over is an error matching ErrMisuse.
-func (t *Tracker) handBack(r *Record) error {
+func (t *Tracker) HandBack(r *Record) error {
 	if err := t.owns(r, "handed back"); err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // TestHandBackReturnsToTheRequest guards that ownership has an end: what an
@@ -19,29 +18,29 @@ func TestHandBackReturnsToTheRequest(t *testing.T) {
 	ctx, end := track.WithRequest(context.Background())
 	open := recordA(tr, ctx, 10, "mask")
 	closed := recordA(tr, ctx, 100, "mask")
-	require.NoError(t, trackalloc.HandOver(tr, open, cache))
-	require.NoError(t, trackalloc.HandOver(tr, closed, cache))
+	require.NoError(t, tr.HandOver(open, cache))
+	require.NoError(t, tr.HandOver(closed, cache))
 	end()
 	assert.Zero(t, outlived(t, tr), "a bounded owner holds both")
 
-	require.NoError(t, trackalloc.HandBack(tr, closed))
+	require.NoError(t, tr.HandBack(closed))
 	assert.Equal(t, int64(100), outlived(t, tr), "back to a request that has ended: outlived")
 
 	ctx2, end2 := track.WithRequest(context.Background())
 	inFlight := recordA(tr, ctx2, 1000, "mask")
-	require.NoError(t, trackalloc.HandOver(tr, inFlight, cache))
-	require.NoError(t, trackalloc.HandBack(tr, inFlight))
+	require.NoError(t, tr.HandOver(inFlight, cache))
+	require.NoError(t, tr.HandBack(inFlight))
 	assert.Equal(t, int64(100), outlived(t, tr), "back to an open request: in flight")
 	end2()
 	assert.Equal(t, int64(1100), outlived(t, tr), "and outlived once it ends")
 
 	none := recordA(tr, context.Background(), 1, "weights")
-	require.NoError(t, trackalloc.HandOver(tr, none, cache))
+	require.NoError(t, tr.HandOver(none, cache))
 	assert.Equal(t, int64(1100), outlived(t, tr))
-	require.NoError(t, trackalloc.HandBack(tr, none))
+	require.NoError(t, tr.HandBack(none))
 	assert.Equal(t, int64(1101), outlived(t, tr), "made under no request: outlived again")
 
-	assert.ErrorIs(t, trackalloc.HandBack(tr, none), track.ErrMisuse, "not handed over")
+	assert.ErrorIs(t, tr.HandBack(none), track.ErrMisuse, "not handed over")
 	release(t, tr, open, closed, inFlight, none)
 	assert.Zero(t, outlived(t, tr))
 	assert.Empty(t, tr.Owners(), "an owner holding nothing is not listed")
@@ -55,14 +54,14 @@ func TestHandOverTwiceNeedsTwoHandBacks(t *testing.T) {
 	ctx, end := track.WithRequest(context.Background())
 	r := recordA(tr, ctx, 64, "mask")
 	end()
-	require.NoError(t, trackalloc.HandOver(tr, r, a))
-	require.NoError(t, trackalloc.HandOver(tr, r, b))
+	require.NoError(t, tr.HandOver(r, a))
+	require.NoError(t, tr.HandOver(r, b))
 	owners := tr.Owners()
 	require.Len(t, owners, 1, "moved from a to b")
 	assert.Equal(t, "b", owners[0].Name)
-	require.NoError(t, trackalloc.HandBack(tr, r))
+	require.NoError(t, tr.HandBack(r))
 	assert.Zero(t, outlived(t, tr), "one hand-over remains")
-	require.NoError(t, trackalloc.HandBack(tr, r))
+	require.NoError(t, tr.HandBack(r))
 	assert.Equal(t, int64(64), outlived(t, tr))
 	release(t, tr, r)
 }
@@ -76,7 +75,7 @@ func TestOwnerBoundIsChecked(t *testing.T) {
 	var recs []*track.Record
 	for range 50 {
 		r := recordA(tr, context.Background(), 64<<10, "mask")
-		require.NoError(t, trackalloc.HandOver(tr, r, o))
+		require.NoError(t, tr.HandOver(r, o))
 		recs = append(recs, r)
 	}
 	owners := tr.Owners()

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // benchDepth is how deep below the benchmark loop the allocation happens,
@@ -41,10 +40,10 @@ func benchRecordRelease(b *testing.B, opts ...track.Option) {
 	leaf := func() {
 		for b.Loop() {
 			rec := &track.Record{Bytes: 4096, Meta: track.InternMeta("tensor", "host", "float32", shape)}
-			if err := trackalloc.Record(ctx, tr, rec, 0); err != nil {
+			if err := tr.Record(ctx, rec, 0); err != nil {
 				b.Fatal(err)
 			}
-			if err := trackalloc.Release(tr, rec); err != nil {
+			if err := tr.Release(rec); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -71,10 +70,10 @@ func BenchmarkRecordReleasePreallocated(b *testing.B) {
 	leaf := func() {
 		b.ResetTimer()
 		for i := range recs {
-			if err := trackalloc.Record(ctx, tr, &recs[i], 0); err != nil {
+			if err := tr.Record(ctx, &recs[i], 0); err != nil {
 				b.Fatal(err)
 			}
-			if err := trackalloc.Release(tr, &recs[i]); err != nil {
+			if err := tr.Release(&recs[i]); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/benchratio"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // BenchmarkWithLabelsRequestRatio measures a request begun by WithLabels
@@ -29,12 +28,12 @@ func BenchmarkWithLabelsRequestRatio(b *testing.B) {
 	serve := func(ctx context.Context) {
 		for i := range recs {
 			recs[i] = track.Record{Bytes: 4096, Meta: meta}
-			if err := trackalloc.Record(ctx, tr, &recs[i], 0); err != nil {
+			if err := tr.Record(ctx, &recs[i], 0); err != nil {
 				b.Fatal(err)
 			}
 		}
 		for i := range recs {
-			if err := trackalloc.Release(tr, &recs[i]); err != nil {
+			if err := tr.Release(&recs[i]); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // TestEndedRequestsCountAtTheNextRead guards that a request's end is a fact
@@ -39,7 +38,7 @@ func TestEndedRequestsCountAtTheNextRead(t *testing.T) {
 		},
 		"SiteFeed": func(tr *track.Tracker) int64 {
 			var n int64
-			for _, s := range trackalloc.NewSiteFeed(tr).Changed(nil) {
+			for _, s := range tr.NewSiteFeed().Changed(nil) {
 				n += s.OutlivedBytes
 			}
 			return n

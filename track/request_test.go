@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // outlived reads the tracker's outlived figures, as Totals and the only
@@ -78,15 +77,15 @@ func TestHandOver(t *testing.T) {
 	ctx, end := track.WithRequest(context.Background())
 	cached := recordA(tr, ctx, 100, "mask")
 	stored := recordA(tr, ctx, 10, "kv")
-	require.NoError(t, trackalloc.HandOver(tr, cached, bounded))
-	require.NoError(t, trackalloc.HandOver(tr, stored, unbounded))
+	require.NoError(t, tr.HandOver(cached, bounded))
+	require.NoError(t, tr.HandOver(stored, unbounded))
 	assert.Equal(t, int64(10), outlived(t, tr), "an owner without a bound is judged at once")
 	end()
 	assert.Equal(t, int64(10), outlived(t, tr), "what a bounded owner holds never outlives its request")
 
-	require.NoError(t, trackalloc.HandOver(tr, stored, bounded))
+	require.NoError(t, tr.HandOver(stored, bounded))
 	assert.Zero(t, outlived(t, tr), "moved to a bounded owner")
-	require.NoError(t, trackalloc.HandOver(tr, cached, unbounded))
+	require.NoError(t, tr.HandOver(cached, unbounded))
 	assert.Equal(t, int64(100), outlived(t, tr), "moved to an unbounded owner")
 
 	snap := tr.Snapshot()
@@ -97,13 +96,13 @@ func TestHandOver(t *testing.T) {
 	assert.Same(t, unbounded, owners[cached.ID()])
 	assert.Same(t, bounded, owners[stored.ID()])
 
-	assert.ErrorIs(t, trackalloc.HandOver(tr, cached, nil), track.ErrMisuse)
+	assert.ErrorIs(t, tr.HandOver(cached, nil), track.ErrMisuse)
 	release(t, tr, cached, stored)
 	assert.Zero(t, outlived(t, tr))
-	assert.ErrorIs(t, trackalloc.HandOver(tr, cached, bounded), track.ErrMisuse, "a released record")
+	assert.ErrorIs(t, tr.HandOver(cached, bounded), track.ErrMisuse, "a released record")
 	other := newTracker(t)
 	r := recordA(other, context.Background(), 1, "tensor")
-	assert.ErrorIs(t, trackalloc.HandOver(tr, r, bounded), track.ErrMisuse, "another tracker's record")
+	assert.ErrorIs(t, tr.HandOver(r, bounded), track.ErrMisuse, "another tracker's record")
 	release(t, other, r)
 }
 
@@ -112,8 +111,8 @@ func TestRequestFilterFindsRelabeledTensors(t *testing.T) {
 	ctx, end := track.WithRequest(context.Background())
 	defer end()
 	r := recordA(tr, ctx, 64, "mask")
-	require.NoError(t, trackalloc.SetLabels(tr, r, track.NewLabels("cache", "c")))
-	require.NoError(t, trackalloc.HandOver(tr, r, &track.Owner{Name: "c", MaxBytes: 1024}))
+	require.NoError(t, tr.SetLabels(r, track.NewLabels("cache", "c")))
+	require.NoError(t, tr.HandOver(r, &track.Owner{Name: "c", MaxBytes: 1024}))
 	other := recordA(tr, context.Background(), 64, "mask")
 	snap, err := tr.SnapshotOf(track.Filter{Request: ctx, Allocations: true})
 	require.NoError(t, err)
@@ -142,14 +141,14 @@ func TestRequestEndRacesRelease(t *testing.T) {
 		wg.Go(end)
 		wg.Go(func() {
 			for _, r := range recs[:32] {
-				if err := trackalloc.Release(tr, r); err != nil {
+				if err := tr.Release(r); err != nil {
 					t.Error(err)
 				}
 			}
 		})
 		wg.Go(func() {
 			for _, r := range recs[32:48] {
-				if err := trackalloc.HandOver(tr, r, owner); err != nil {
+				if err := tr.HandOver(r, owner); err != nil {
 					t.Error(err)
 				}
 			}

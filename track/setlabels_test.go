@@ -9,14 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 func TestSetLabels(t *testing.T) {
 	tr := newTracker(t)
 	ctx := track.WithLabels(context.Background(), "request", "r1")
 	r := recordA(tr, ctx, 64, "mask")
-	require.NoError(t, trackalloc.SetLabels(tr, r, track.NewLabels("cache", "prompts")))
+	require.NoError(t, tr.SetLabels(r, track.NewLabels("cache", "prompts")))
 	assert.Equal(t, "{cache=prompts}", r.Labels().String())
 	snap, err := tr.SnapshotOf(track.Filter{Labels: map[string]string{"request": "r1"}})
 	require.NoError(t, err)
@@ -27,11 +26,11 @@ func TestSetLabels(t *testing.T) {
 
 	other := newTracker(t)
 	misuse := tr.Totals().Misuse
-	assert.ErrorIs(t, trackalloc.SetLabels(tr, nil, track.Labels{}), track.ErrMisuse)
-	assert.ErrorIs(t, trackalloc.SetLabels(other, r, track.Labels{}), track.ErrMisuse)
-	assert.ErrorIs(t, trackalloc.SetLabels(tr, &track.Record{}, track.Labels{}), track.ErrMisuse)
-	require.NoError(t, trackalloc.Release(tr, r))
-	assert.ErrorIs(t, trackalloc.SetLabels(tr, r, track.Labels{}), track.ErrMisuse)
+	assert.ErrorIs(t, tr.SetLabels(nil, track.Labels{}), track.ErrMisuse)
+	assert.ErrorIs(t, other.SetLabels(r, track.Labels{}), track.ErrMisuse)
+	assert.ErrorIs(t, tr.SetLabels(&track.Record{}, track.Labels{}), track.ErrMisuse)
+	require.NoError(t, tr.Release(r))
+	assert.ErrorIs(t, tr.SetLabels(r, track.Labels{}), track.ErrMisuse)
 	assert.Equal(t, misuse+3, tr.Totals().Misuse)
 }
 
@@ -50,7 +49,7 @@ func TestSetLabelsRacesSnapshots(t *testing.T) {
 			if i%2 == 1 {
 				l = b
 			}
-			assert.NoError(t, trackalloc.SetLabels(tr, r, l))
+			assert.NoError(t, tr.SetLabels(r, l))
 		}
 	}()
 	for range 50 {
@@ -60,5 +59,5 @@ func TestSetLabelsRacesSnapshots(t *testing.T) {
 		assert.Contains(t, []string{"", "a", "b"}, v)
 	}
 	wg.Wait()
-	require.NoError(t, trackalloc.Release(tr, r))
+	require.NoError(t, tr.Release(r))
 }

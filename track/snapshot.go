@@ -395,7 +395,7 @@ func (gr *grouper) finish(bySite map[*Site]*SiteStats) []Group {
 
 // SiteSnapshot is a snapshot of the counters alone: O(sites), no walk.
 func (t *Tracker) SiteSnapshot() *Snapshot {
-	return &Snapshot{Tracker: t, TrackerName: t.cfg.name, Time: t.wallNow(), Totals: t.Totals(), Sites: t.SiteTotals()}
+	return &Snapshot{Tracker: t, TrackerName: t.cfg.name, Time: t.Now(), Totals: t.Totals(), Sites: t.SiteTotals()}
 }
 
 // Snapshot copies the whole live set, every allocation listed.
@@ -410,7 +410,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 		return nil, err
 	}
 	t.settle()
-	now := t.wallNow()
+	now := t.Now()
 	groups := newGrouper(f)
 	if f.counted() {
 		return t.counts().snapshot(f), nil

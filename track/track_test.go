@@ -18,7 +18,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
@@ -36,7 +35,7 @@ func newTracker(t *testing.T, opts ...track.Option) *track.Tracker {
 func release(t testing.TB, tr *track.Tracker, rs ...*track.Record) {
 	t.Helper()
 	for _, r := range rs {
-		require.NoError(t, trackalloc.Release(tr, r))
+		require.NoError(t, tr.Release(r))
 	}
 }
 
@@ -46,7 +45,7 @@ func release(t testing.TB, tr *track.Tracker, rs ...*track.Record) {
 //go:noinline
 func recordA(tr *track.Tracker, ctx context.Context, bytes int64, kind string) *track.Record {
 	r := &track.Record{Bytes: bytes, Meta: track.InternMeta(kind, "host", "float32", []int{int(bytes / 4)})}
-	if err := trackalloc.Record(ctx, tr, r, 0); err != nil {
+	if err := tr.Record(ctx, r, 0); err != nil {
 		panic(err)
 	}
 	return r
@@ -55,7 +54,7 @@ func recordA(tr *track.Tracker, ctx context.Context, bytes int64, kind string) *
 //go:noinline
 func recordB(tr *track.Tracker, ctx context.Context, bytes int64) *track.Record {
 	r := &track.Record{Bytes: bytes, Meta: track.InternMeta("mask", "host", "bool", []int{int(bytes)})}
-	if err := trackalloc.Record(ctx, tr, r, 0); err != nil {
+	if err := tr.Record(ctx, r, 0); err != nil {
 		panic(err)
 	}
 	return r
@@ -80,7 +79,7 @@ func TestSitesAreInternedPerStack(t *testing.T) {
 	assert.Greater(t, loc.Line, 0)
 	assert.Contains(t, recs[0].Site().Stack(""), "TestSitesAreInternedPerStack")
 	for _, r := range recs {
-		require.NoError(t, trackalloc.Release(tr, r))
+		require.NoError(t, tr.Release(r))
 	}
 }
 
@@ -102,7 +101,7 @@ func TestStackTableOverflowIsCounted(t *testing.T) {
 	require.Len(t, snap.Top(5), 2)
 	assert.True(t, snap.Top(5)[1].Site.Overflow() || snap.Top(5)[0].Site.Overflow())
 	for _, r := range []*track.Record{a, b, c} {
-		require.NoError(t, trackalloc.Release(tr, r))
+		require.NoError(t, tr.Release(r))
 	}
 }
 
@@ -112,16 +111,16 @@ func TestReleaseMisuse(t *testing.T) {
 	ctx := context.Background()
 	r := recordA(tr, ctx, 16, "tensor")
 
-	err := trackalloc.Release(other, r)
+	err := other.Release(r)
 	assert.ErrorIs(t, err, track.ErrMisuse)
 	assert.Contains(t, err.Error(), `"one"`)
-	assert.ErrorIs(t, trackalloc.Record(ctx, tr, r, 0), track.ErrMisuse)
-	require.NoError(t, trackalloc.Release(tr, r))
-	assert.ErrorIs(t, trackalloc.Release(tr, r), track.ErrMisuse)
-	assert.ErrorIs(t, trackalloc.Release(tr, &track.Record{}), track.ErrMisuse)
-	assert.ErrorIs(t, trackalloc.Release(tr, nil), track.ErrMisuse)
-	assert.ErrorIs(t, trackalloc.Record(ctx, tr, nil, 0), track.ErrMisuse)
-	assert.ErrorIs(t, trackalloc.Record(ctx, tr, &track.Record{Bytes: -1}, 0), track.ErrMisuse)
+	assert.ErrorIs(t, tr.Record(ctx, r, 0), track.ErrMisuse)
+	require.NoError(t, tr.Release(r))
+	assert.ErrorIs(t, tr.Release(r), track.ErrMisuse)
+	assert.ErrorIs(t, tr.Release(&track.Record{}), track.ErrMisuse)
+	assert.ErrorIs(t, tr.Release(nil), track.ErrMisuse)
+	assert.ErrorIs(t, tr.Record(ctx, nil, 0), track.ErrMisuse)
+	assert.ErrorIs(t, tr.Record(ctx, &track.Record{Bytes: -1}, 0), track.ErrMisuse)
 	assert.EqualValues(t, 6, tr.Totals().Misuse)
 	assert.EqualValues(t, 1, other.Totals().Misuse)
 	assert.EqualValues(t, 0, tr.Totals().LiveCount)
@@ -146,7 +145,7 @@ func TestTotalsAndPeak(t *testing.T) {
 	ctx := context.Background()
 	a := recordA(tr, ctx, 100, "tensor")
 	b := recordA(tr, ctx, 50, "tensor")
-	require.NoError(t, trackalloc.Release(tr, a))
+	require.NoError(t, tr.Release(a))
 	c := recordB(tr, ctx, 10)
 	tt := tr.Totals()
 	assert.EqualValues(t, 2, tt.LiveCount)
@@ -155,8 +154,8 @@ func TestTotalsAndPeak(t *testing.T) {
 	assert.EqualValues(t, 3, tt.Allocs)
 	assert.EqualValues(t, 160, tt.AllocBytes)
 	assert.EqualValues(t, 1, tt.Frees)
-	require.NoError(t, trackalloc.Release(tr, b))
-	require.NoError(t, trackalloc.Release(tr, c))
+	require.NoError(t, tr.Release(b))
+	require.NoError(t, tr.Release(c))
 }
 
 func TestSnapshotGroupsAndFilters(t *testing.T) {
@@ -203,9 +202,9 @@ func TestSnapshotGroupsAndFilters(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, aged.Groups)
 
-	require.NoError(t, trackalloc.Release(tr, recs[3]))
+	require.NoError(t, tr.Release(recs[3]))
 	for _, r := range recs[:3] {
-		require.NoError(t, trackalloc.Release(tr, r))
+		require.NoError(t, tr.Release(r))
 	}
 	sites := tr.SiteTotals()
 	require.Len(t, sites, 2)
@@ -251,12 +250,12 @@ func TestConcurrentRecordRelease(t *testing.T) {
 					_ = tr.Snapshot()
 				}
 				if len(held) > 10 {
-					assert.NoError(t, trackalloc.Release(tr, held[0]))
+					assert.NoError(t, tr.Release(held[0]))
 					held = held[1:]
 				}
 			}
 			for _, r := range held {
-				assert.NoError(t, trackalloc.Release(tr, r))
+				assert.NoError(t, tr.Release(r))
 			}
 		}()
 	}
@@ -277,18 +276,18 @@ func TestDefaultTrackerIsShared(t *testing.T) {
 func TestWatchLeaksSubscribes(t *testing.T) {
 	tr := newTracker(t, track.OnLeak(func(track.LeakReport) {}))
 	var got []uint64
-	stop := trackalloc.WatchLeaks(tr, func(l track.LeakReport) { got = append(got, l.ID) })
+	stop := tr.WatchLeaks(func(l track.LeakReport) { got = append(got, l.ID) })
 	a := recordA(tr, context.Background(), 8, "tensor")
 	b := recordA(tr, context.Background(), 8, "tensor")
-	assert.True(t, trackalloc.ReportDropped(tr, a, nil, ""), "reclaimed: the ReclaimLeaks default")
-	trackalloc.ReportDropped(tr, a, nil, "") // each record's own handle is reported once
+	assert.True(t, tr.ReportDropped(a, nil, ""), "reclaimed: the ReclaimLeaks default")
+	tr.ReportDropped(a, nil, "") // each record's own handle is reported once
 	stop()
 	stop()
-	trackalloc.ReportDropped(tr, b, nil, "")
+	tr.ReportDropped(b, nil, "")
 	assert.Equal(t, []uint64{a.ID()}, got)
 	assert.EqualValues(t, 2, tr.Totals().GCLeaks)
-	require.NoError(t, trackalloc.Release(tr, a))
-	require.NoError(t, trackalloc.Release(tr, b))
+	require.NoError(t, tr.Release(a))
+	require.NoError(t, tr.Release(b))
 }
 
 func TestGroupsByLabelContent(t *testing.T) {
@@ -305,7 +304,7 @@ func TestGroupsByLabelContent(t *testing.T) {
 	assert.Nil(t, snap.Top(-1))
 	assert.Nil(t, snap.Top(0))
 	for _, r := range recs {
-		require.NoError(t, trackalloc.Release(tr, r))
+		require.NoError(t, tr.Release(r))
 	}
 	assert.Equal(t, "{a=1}", track.LabelsFrom(track.WithLabels(nil, "a", "1")).String())
 }
@@ -318,7 +317,7 @@ func TestSelectFiltersAsSnapshotOf(t *testing.T) {
 	var recs []*track.Record
 	for _, dev := range []string{"cuda:0", "cuda:1", "cuda:1"} {
 		r := &track.Record{Bytes: 64, Meta: track.InternMeta("mask", dev, "bool", []int{8, 8})}
-		require.NoError(t, trackalloc.Record(ctx, tr, r, 0))
+		require.NoError(t, tr.Record(ctx, r, 0))
 		recs = append(recs, r)
 	}
 	for _, f := range []track.Filter{{Device: "cuda:1"}, {Kind: "mask"}, {Kind: "tensor"},
@@ -330,7 +329,7 @@ func TestSelectFiltersAsSnapshotOf(t *testing.T) {
 		assert.Equal(t, direct.Groups, selected.Groups, "filter %+v", f)
 	}
 	for _, r := range recs {
-		require.NoError(t, trackalloc.Release(tr, r))
+		require.NoError(t, tr.Release(r))
 	}
 }
 
@@ -342,16 +341,16 @@ func TestLiveByClassKeepsListedClassesPastTheBound(t *testing.T) {
 	// of a kind put it on every shard.
 	const perKind, kinds, listed = 64, 70, 63
 	var recs []*track.Record
-	seen := map[string]trackalloc.ClassStats{}
+	seen := map[string]track.ClassStats{}
 	for k := range kinds {
 		kind := fmt.Sprintf("kind%02d", k)
 		for range perKind {
 			r := &track.Record{Bytes: int64(k + 1), Meta: track.InternMeta(kind, "host", "uint8", []int{k + 1})}
-			require.NoError(t, trackalloc.Record(context.Background(), tr, r, 0))
+			require.NoError(t, tr.Record(context.Background(), r, 0))
 			recs = append(recs, r)
 		}
-		byKind := map[string]trackalloc.ClassStats{}
-		for _, c := range trackalloc.LiveByClass(tr) {
+		byKind := map[string]track.ClassStats{}
+		for _, c := range tr.LiveByClass() {
 			byKind[c.Kind] = c
 		}
 		for name, c := range seen {
@@ -362,19 +361,19 @@ func TestLiveByClassKeepsListedClassesPastTheBound(t *testing.T) {
 		seen = byKind
 	}
 
-	classes := trackalloc.LiveByClass(tr)
+	classes := tr.LiveByClass()
 	require.Len(t, classes, listed+1)
 	// otherKind has no device, so it sorts first.
 	for k := range listed {
-		assert.Equal(t, trackalloc.ClassStats{Device: "host", Kind: fmt.Sprintf("kind%02d", k), LiveCount: perKind, LiveBytes: perKind * int64(k+1)}, classes[1+k])
+		assert.Equal(t, track.ClassStats{Device: "host", Kind: fmt.Sprintf("kind%02d", k), LiveCount: perKind, LiveBytes: perKind * int64(k+1)}, classes[1+k])
 	}
 	var otherBytes int64
 	for k := listed; k < kinds; k++ {
 		otherBytes += perKind * int64(k+1)
 	}
-	assert.Equal(t, trackalloc.ClassStats{Kind: "tensorlife.other", LiveCount: perKind * (kinds - listed), LiveBytes: otherBytes}, classes[0])
+	assert.Equal(t, track.ClassStats{Kind: "tensorlife.other", LiveCount: perKind * (kinds - listed), LiveBytes: otherBytes}, classes[0])
 	for _, r := range recs {
-		require.NoError(t, trackalloc.Release(tr, r))
+		require.NoError(t, tr.Release(r))
 	}
 }
 
@@ -385,7 +384,7 @@ func TestSiteSnapshotMatchesSnapshotSites(t *testing.T) {
 	ctx := context.Background()
 	a := recordA(tr, ctx, 16, "tensor")
 	b := recordB(tr, ctx, 8)
-	require.NoError(t, trackalloc.Release(tr, b))
+	require.NoError(t, tr.Release(b))
 	full, err := tr.SnapshotOf(track.Filter{Kind: "tensor"})
 	require.NoError(t, err)
 	sites := tr.SiteSnapshot()
@@ -401,7 +400,7 @@ func TestSiteSnapshotMatchesSnapshotSites(t *testing.T) {
 		assert.Equal(t, full.Sites[i].AllocCount, st.AllocCount)
 		assert.Equal(t, full.Sites[i].AllocBytes, st.AllocBytes)
 	}
-	require.NoError(t, trackalloc.Release(tr, a))
+	require.NoError(t, tr.Release(a))
 }
 
 // Labels are bounded whatever a request puts in them: long keys and values
@@ -495,10 +494,10 @@ func TestLiveByClassIsBoundedPerTracker(t *testing.T) {
 	var recs []*track.Record
 	for k := range 5000 {
 		r := &track.Record{Bytes: 1, Meta: track.InternMeta(fmt.Sprintf("kind%04d", k), "host", "uint8", nil)}
-		require.NoError(t, trackalloc.Record(context.Background(), tr, r, 0))
+		require.NoError(t, tr.Record(context.Background(), r, 0))
 		recs = append(recs, r)
 	}
-	classes := trackalloc.LiveByClass(tr)
+	classes := tr.LiveByClass()
 	assert.Len(t, classes, 64)
 	var total int64
 	for _, c := range classes {
@@ -506,7 +505,7 @@ func TestLiveByClassIsBoundedPerTracker(t *testing.T) {
 	}
 	assert.Equal(t, int64(5000), total, "nothing is lost")
 	release(t, tr, recs...)
-	assert.Empty(t, trackalloc.LiveByClass(tr), "classes with nothing live are not listed")
+	assert.Empty(t, tr.LiveByClass(), "classes with nothing live are not listed")
 }
 
 // A leak callback is foreign code on the cleanup goroutine: its panic is
@@ -515,10 +514,10 @@ func TestLeakCallbackPanicIsRecovered(t *testing.T) {
 	tr := newTracker(t, track.OnLeak(func(track.LeakReport) { panic("callback bug") }),
 		track.Logger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	var seen []uint64
-	stop := trackalloc.WatchLeaks(tr, func(l track.LeakReport) { seen = append(seen, l.ID) })
+	stop := tr.WatchLeaks(func(l track.LeakReport) { seen = append(seen, l.ID) })
 	defer stop()
 	r := recordA(tr, context.Background(), 8, "tensor")
-	assert.NotPanics(t, func() { trackalloc.ReportDropped(tr, r, nil, "") })
+	assert.NotPanics(t, func() { tr.ReportDropped(r, nil, "") })
 	assert.Equal(t, []uint64{r.ID()}, seen, "the other callbacks still hear of it")
 	assert.Equal(t, int64(1), tr.Totals().GCLeaks)
 	release(t, tr, r)
@@ -532,9 +531,9 @@ func (*hugeReserver) Reserved() (string, int64) { return "gpu", math.MaxInt64 / 
 func TestReservedOnSaturates(t *testing.T) {
 	tr := newTracker(t)
 	a, b, c := &hugeReserver{}, &hugeReserver{}, &hugeReserver{}
-	trackalloc.Attach(tr, a)
-	trackalloc.Attach(tr, b)
-	trackalloc.Attach(tr, c)
-	assert.Equal(t, int64(math.MaxInt64), trackalloc.ReservedOn(tr, "gpu"))
+	track.Attach(tr, a)
+	track.Attach(tr, b)
+	track.Attach(tr, c)
+	assert.Equal(t, int64(math.MaxInt64), tr.ReservedOn("gpu"))
 	runtime.KeepAlive([]*hugeReserver{a, b, c})
 }

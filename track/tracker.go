@@ -90,7 +90,7 @@ type shardData struct {
 const maxClasses = 64
 
 // otherKind is the kind under which the live figures of classes past the
-// bound are counted (trackalloc.LiveByClass): kinds are meant to be few.
+// bound are counted (Tracker.LiveByClass): kinds are meant to be few.
 const otherKind = "tensorlife.other"
 
 // otherClass is the id of the otherKind class.
@@ -160,7 +160,7 @@ func (sh *shardData) class(reg *classRegistry, device, kind string) uint16 {
 }
 
 // Record is one allocation in the registry, which an allocator embeds in
-// what it hands out, fills and passes to trackalloc.Record. Packed to keep a
+// what it hands out, fills and passes to Tracker.Record. Packed to keep a
 // live tensor within 256 B, it never points back at what it tracks.
 type Record struct {
 	Bytes   int64 // device bytes the allocation holds
@@ -242,6 +242,7 @@ type Tracker struct {
 	leakWatchers watchers
 	parts        partRegistry  // what was made with the tracker (parts.go)
 	locals       locals        // what packages above track keep per tracker (Local)
+	misuses      misuseLog     // the latest misuses, for tests (NoteMisuse)
 	requests     requestBook   // the open requests, settled by readers (requestbook.go)
 	owners       ownerRegistry // the owners tensors were handed to (owner.go)
 }
@@ -253,11 +254,11 @@ func New(opts ...Option) (*Tracker, error) {
 		return nil, err
 	}
 	t := &Tracker{cfg: cfg, walks: newWalkCache(cfg.maxSites)}
-	t.start = t.wallNow()
+	t.start = t.Now()
 	t.stacks = newStackTable(cfg.maxSites, cfg.helpers, &t.feeds)
 	if cfg.historyEvents > 0 {
 		for i := range t.shards {
-			t.shards[i].history.events = make([]event, ringSize(cfg.historyEvents))
+			t.shards[i].history.events = make([]Event, ringSize(cfg.historyEvents))
 		}
 	}
 	if t.cfg.onLeak == nil {
@@ -284,7 +285,7 @@ func (t *Tracker) Started() time.Time { return t.start }
 // in pprof.Profile.Add, every function it passes over //go:noinline.
 //
 //go:noinline
-func (t *Tracker) record(ctx context.Context, r *Record, skip int) error {
+func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	if r == nil {
 		t.misuse.Add(1)
 		return errNilRecord
@@ -358,7 +359,7 @@ func (t *Tracker) owns(r *Record, verb string) error {
 }
 
 // Release removes r; a second release is an error matching ErrMisuse.
-func (t *Tracker) release(r *Record) error {
+func (t *Tracker) Release(r *Record) error {
 	if err := t.owns(r, "released"); err != nil {
 		return err
 	}
@@ -417,7 +418,7 @@ func (t *Tracker) release(r *Record) error {
 
 // SetLabels replaces the labels of the live record r, for every handle (a
 // cache labels what it adopts); a record not live is an error (ErrMisuse).
-func (t *Tracker) setLabels(r *Record, l Labels) error {
+func (t *Tracker) SetLabels(r *Record, l Labels) error {
 	if err := t.owns(r, "relabeled"); err != nil {
 		return err
 	}
@@ -431,7 +432,7 @@ func (t *Tracker) setLabels(r *Record, l Labels) error {
 
 // Caller interns up to depth (<= 32) frames of the caller's stack, skip as in
 // Record: the site of an event that is not an allocation.
-func (t *Tracker) caller(skip, depth int) *Site {
+func (t *Tracker) Caller(skip, depth int) *Site {
 	var buf [maxDepth]uintptr
 	depth = max(1, min(depth, maxDepth))
 	n := runtime.Callers(skip+2, buf[:depth])
@@ -442,12 +443,12 @@ func (t *Tracker) caller(skip, depth int) *Site {
 // Record): where an extra handle was made (Record.Hold).
 //
 //go:noinline
-func (t *Tracker) callerSite(skip int) *Site {
+func (t *Tracker) CallerSite(skip int) *Site {
 	return t.site(skip)
 }
 
 // Intern returns the Site of pcs, leaf first.
-func (t *Tracker) intern(pcs []uintptr) *Site {
+func (t *Tracker) Intern(pcs []uintptr) *Site {
 	if len(pcs) > maxDepth {
 		pcs = pcs[:maxDepth]
 	}
@@ -539,8 +540,8 @@ func (t *Tracker) Totals() Totals {
 
 // liveByClass calls f with the live figures of each device and kind that
 // holds live tensors, by device then kind, from counters; past 63 classes
-// the rest count as kind "tensorlife.other" (trackalloc.LiveByClass).
-func (t *Tracker) liveByClass(f func(device, kind string, count, bytes int64)) {
+// the rest count as kind "tensorlife.other" (Tracker.LiveByClass).
+func (t *Tracker) liveByClassEach(f func(device, kind string, count, bytes int64)) {
 	var sums [maxClasses]liveCount
 	for i := range t.shards {
 		sh := &t.shards[i]
@@ -586,9 +587,9 @@ func (t *Tracker) logLeak(l LeakReport) {
 		slog.String("stack", l.Site.Stack("")))
 }
 
-func (r *Record) event(k EventKind, at int64) event {
+func (r *Record) event(k EventKind, at int64) Event {
 	m := metaOf(r)
-	return event{Kind: k, Time: at, ID: r.id, Bytes: r.Bytes, Site: r.site, AllocKind: m.Kind, Device: m.Device, Labels: r.Labels()}
+	return Event{Kind: k, Time: at, ID: r.id, Bytes: r.Bytes, Site: r.site, AllocKind: m.Kind, Device: m.Device, Labels: r.Labels()}
 }
 
 // time returns when r was recorded.

@@ -15,7 +15,6 @@ import (
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
@@ -96,7 +95,7 @@ func TestFixedVariantReleasesEveryOutput(t *testing.T) {
 	s := newTestSession(t, "-fixed", "-requests", "64")
 	tracktest.VerifyNone(t, s.tr)
 	assert.Nil(t, s.first, "no suspect")
-	assert.Zero(t, trackalloc.ReservedOn(s.tr, "lib:0"))
+	assert.Zero(t, s.tr.ReservedOn("lib:0"))
 	free, total, err := s.lib.Device().MemInfo()
 	require.NoError(t, err)
 	assert.Equal(t, int64(workspaceBytes), total-free, "only the workspace is left")

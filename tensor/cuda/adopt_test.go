@@ -10,7 +10,6 @@ import (
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/tensor/foreign"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
@@ -34,9 +33,9 @@ func TestDeviceKeepsItsAdoptions(t *testing.T) {
 
 	_, err = foreign.Adopt(context.Background(), nil, mem, spec)
 	assert.ErrorIs(t, err, foreign.ErrAlreadyAdopted, "the device remembers the adoption")
-	assert.Equal(t, int64(256), trackalloc.ReservedOn(tr, "cuda:0"))
+	assert.Equal(t, int64(256), tr.ReservedOn("cuda:0"))
 
 	require.NoError(t, x.Free())
 	assert.Equal(t, 1, released)
-	assert.Zero(t, trackalloc.ReservedOn(tr, "cuda:0"))
+	assert.Zero(t, tr.ReservedOn("cuda:0"))
 }

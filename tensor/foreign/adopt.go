@@ -68,7 +68,7 @@ type Memory struct {
 // is checked against its total memory only.
 //
 // While adopted, the memory is counted as held by tensorlife on its device
-// (trackalloc.ReservedOn, the summary's Devices section, Stats), not as
+// (Tracker.ReservedOn, the summary's Devices section, Stats), not as
 // memory outside tensorlife. It leaves those books when Release is called,
 // whether Release then succeeds, fails or panics: from then on tensorlife
 // holds nothing of it, and memory a failed Release kept shows as used

@@ -14,7 +14,6 @@ import (
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/tensor/foreign"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
@@ -47,16 +46,16 @@ func TestAdoptOwnsForeignMemory(t *testing.T) {
 	assert.Equal(t, "github.com/tensorlife/tensorlife/tensor/foreign_test.adoptHere", x.Site().Location().Function)
 	v, _ := x.Labels().Get("request")
 	assert.Equal(t, "r1", v)
-	assert.Equal(t, int64(1<<10), trackalloc.ReservedOn(tr, "host"), "adopted memory is tensorlife's")
-	classes := trackalloc.LiveByClass(tr)
+	assert.Equal(t, int64(1<<10), tr.ReservedOn("host"), "adopted memory is tensorlife's")
+	classes := tr.LiveByClass()
 	require.Len(t, classes, 1)
-	assert.Equal(t, trackalloc.ClassStats{Device: "host", Kind: "adopted", LiveCount: 1, LiveBytes: 1 << 10}, classes[0])
+	assert.Equal(t, track.ClassStats{Device: "host", Kind: "adopted", LiveCount: 1, LiveBytes: 1 << 10}, classes[0])
 
 	// Copies go through the device, into the foreign buffer.
 	require.NoError(t, x.CopyFromHost(make([]byte, 1<<10)))
 
 	freeThroughView(t, x, releases, dev)
-	assert.Zero(t, trackalloc.ReservedOn(tr, "host"))
+	assert.Zero(t, tr.ReservedOn("host"))
 
 	_, err = x.Ptr()
 	assert.ErrorIs(t, err, tensor.ErrFreed, "use after free")
@@ -119,7 +118,7 @@ func TestAdoptBadInputLeavesMemoryToCaller(t *testing.T) {
 		})
 	}
 	assert.Zero(t, releases.Load(), "a failed Adopt never releases")
-	assert.Zero(t, trackalloc.ReservedOn(tr, "host"))
+	assert.Zero(t, tr.ReservedOn("host"))
 }
 
 func TestAdoptReleaseErrorIsReturned(t *testing.T) {
@@ -187,7 +186,7 @@ func TestAdoptValidatesAgainstTheDevice(t *testing.T) {
 		assert.Nil(t, x)
 		assert.ErrorIs(t, err, tensor.ErrInvalidSize)
 		assert.Contains(t, err.Error(), "total memory")
-		assert.Zero(t, trackalloc.ReservedOn(tr, "big"))
+		assert.Zero(t, tr.ReservedOn("big"))
 	})
 	t.Run("MemInfo fails", func(t *testing.T) {
 		broken := errors.New("driver gone")
@@ -208,9 +207,9 @@ func TestAdoptValidatesAgainstTheDevice(t *testing.T) {
 		y, err := foreign.Adopt(ctx, tr, mem, spec)
 		assert.Nil(t, y)
 		assert.ErrorIs(t, err, tensor.ErrInvalidSize)
-		assert.Equal(t, int64(1<<62), trackalloc.ReservedOn(tr, "big"))
+		assert.Equal(t, int64(1<<62), tr.ReservedOn("big"))
 		require.NoError(t, x.Free())
-		assert.Zero(t, trackalloc.ReservedOn(tr, "big"))
+		assert.Zero(t, tr.ReservedOn("big"))
 		// Once the first is released the second fits.
 		y, err = foreign.Adopt(ctx, tr, mem, spec)
 		require.NoError(t, err)
@@ -273,7 +272,7 @@ func TestAdoptRefusesMemoryAdoptedTwice(t *testing.T) {
 			assert.ErrorIs(t, err, tensor.ErrInvalidPointer)
 		})
 	}
-	assert.Equal(t, int64(256), trackalloc.ReservedOn(tr, "host"))
+	assert.Equal(t, int64(256), tr.ReservedOn("host"))
 
 	// Adjacent memory and the same address on another device are distinct.
 	next, err := foreign.Adopt(ctx, tr, foreign.Memory{Device: dev, Ptr: first.Ptr + 256, Bytes: 16, Release: release}, spec)

@@ -9,7 +9,7 @@
 // ("adopted") or the Spec's. From then on it is a tensor like any other:
 // Free, Retain, View, HandTo, leak reports, profiles and tracktest treat it
 // alike, and its bytes count as tensorlife's on its device
-// (trackalloc.ReservedOn, the summary, a pool's OOM error), not as
+// (Tracker.ReservedOn, the summary, a pool's OOM error), not as
 // memory outside tensorlife. The release function runs exactly once, when
 // the last owner frees or the garbage collector reclaims a dropped handle:
 //

@@ -8,7 +8,6 @@ import (
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/tensor/foreign"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // A library hands back a buffer it allocated; adopting it makes it a
@@ -33,7 +32,7 @@ func Example() {
 		return
 	}
 	fmt.Println(out.Kind(), out.DType(), out.Shape())
-	fmt.Println("tensorlife holds", trackalloc.ReservedOn(tr, "host"), "bytes")
+	fmt.Println("tensorlife holds", tr.ReservedOn("host"), "bytes")
 
 	// The same memory cannot be adopted twice.
 	_, err = foreign.Adopt(ctx, tr, foreign.Memory{Device: dev, Ptr: p, Bytes: 1024, Release: release},

@@ -18,7 +18,6 @@ import (
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/tensor/foreign"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // helperEnv makes the test binary run one of the helper programs below
@@ -125,7 +124,7 @@ func TestPanickingReleaseDoesNotEscapeFree(t *testing.T) {
 	assert.Contains(t, pe.Stack, "release_test.go", "the stack names the panicking function")
 
 	assert.Equal(t, int32(1), releases.Load())
-	assert.Zero(t, trackalloc.ReservedOn(tr, "host"), "the memory left the books")
+	assert.Zero(t, tr.ReservedOn("host"), "the memory left the books")
 	st := foreign.Adoptions(tr)
 	require.Len(t, st, 1)
 	assert.Equal(t, int64(1), st[0].Panicked)
@@ -148,7 +147,7 @@ func TestFailingReleaseIsCountedAndLeavesTheBooks(t *testing.T) {
 		Release: func(tensor.DevicePtr) error { return refused }})
 	require.NoError(t, err)
 	require.ErrorIs(t, x.Free(), refused)
-	assert.Zero(t, trackalloc.ReservedOn(tr, "host"))
+	assert.Zero(t, tr.ReservedOn("host"))
 	st := foreign.Adoptions(tr)
 	require.Len(t, st, 1)
 	assert.Equal(t, int64(1), st[0].Failed)
@@ -232,5 +231,5 @@ func TestReleaseCallingGoexitDoesNotStopTheQueue(t *testing.T) {
 	foreign.WaitReleases()
 	require.Equal(t, int32(1), released.Load())
 	assert.Zero(t, foreign.Adoptions(tr)[0].Pending)
-	assert.Zero(t, trackalloc.ReservedOn(tr, "host"))
+	assert.Zero(t, tr.ReservedOn("host"))
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/tensorlife/tensorlife/internal/hotpath"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // Stats are the figures of the memory adopted (Adopt) on one device of one
@@ -63,9 +62,9 @@ func Adoptions(tr *track.Tracker) []Stats {
 }
 
 // books count the adopted memory on one device of one tracker, for the
-// tracker's allocator registry: it is a trackalloc.Reserver whose reserved
+// tracker's allocator registry: it is a track.Reserver whose reserved
 // bytes are the adopted bytes not yet released. It lives as long as its
-// tracker, on the tracker's shelf (trackalloc.Local).
+// tracker, on the tracker's shelf (track.Local).
 type books struct {
 	device         string
 	reserved, peak atomic.Int64
@@ -128,7 +127,7 @@ func adoptionBooks(tracker *track.Tracker, dev tensor.Device) *books {
 		}
 	}
 	b := &books{device: name}
-	trackalloc.Attach(tracker, b)
+	track.Attach(tracker, b)
 	shelf.books = append(shelf.books, b)
 	return b
 }
@@ -136,16 +135,14 @@ func adoptionBooks(tracker *track.Tracker, dev tensor.Device) *books {
 // shelf keeps a tracker's adoption books, one per device, for as long as
 // the tracker lives: the tracker holds its parts weakly, and the counts of
 // failed releases (Stats) must outlive the adoptions they count. It is the
-// tracker's (trackalloc.Local), and goes with it.
+// tracker's (track.Local), and goes with it.
 type shelf struct {
 	mu    sync.Mutex
 	books []*books
 }
 
-// shelfKey files the adoption books in a tracker.
-type shelfKey struct{}
+// shelves keeps each tracker's adoption books.
+var shelves = track.NewLocal(func() *shelf { return new(shelf) })
 
 // shelfOf returns tr's adoption books.
-func shelfOf(tr *track.Tracker) *shelf {
-	return trackalloc.Local(tr, shelfKey{}, func() *shelf { return &shelf{} })
-}
+func shelfOf(tr *track.Tracker) *shelf { return shelves.Of(tr) }

@@ -14,7 +14,7 @@
 //
 // Every instrument is observable and read in one callback when a reader
 // collects, and that callback reads counters only (Tracker.Totals,
-// trackalloc.LiveByClass, the parts' Stats): a collection costs
+// Tracker.LiveByClass, the parts' Stats): a collection costs
 // O(devices × kinds + pools + caches), never a walk of the live set, and
 // recording or releasing a tensor costs nothing extra.
 //
@@ -126,7 +126,6 @@ import (
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // Errors returned by this package.
@@ -278,7 +277,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	defer m.mu.Unlock()
 	in := &m.inst
 	tt := m.tr.Totals()
-	for _, c := range trackalloc.LiveByClass(m.tr) {
+	for _, c := range m.tr.LiveByClass() {
 		attrs := m.attr(attrKey{attrDevice, c.Device, attrKind, c.Kind})
 		o.ObserveInt64(in.tensorCount, c.LiveCount, attrs)
 		o.ObserveInt64(in.tensorMemory, c.LiveBytes, attrs)

@@ -15,7 +15,6 @@ import (
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/oteltrack"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/watch"
 )
 
@@ -33,7 +32,7 @@ func liveTracker(b *testing.B, n int) *sdkmetric.ManualReader {
 	recs := make([]track.Record, n)
 	for i := range recs {
 		recs[i] = track.Record{Bytes: 256, Meta: track.InternMeta(kinds[i%len(kinds)], devices[i%len(devices)], "", nil)}
-		if err := trackalloc.Record(ctx, tr, &recs[i], 0); err != nil {
+		if err := tr.Record(ctx, &recs[i], 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -53,7 +52,7 @@ func liveTracker(b *testing.B, n int) *sdkmetric.ManualReader {
 	b.Cleanup(func() {
 		runtime.KeepAlive(w)
 		for i := range recs {
-			_ = trackalloc.Release(tr, &recs[i])
+			_ = tr.Release(&recs[i])
 		}
 	})
 	return reader

@@ -24,7 +24,6 @@ import (
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/oteltrack"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/watch"
 )
 
@@ -55,11 +54,11 @@ func (d *siteDriver) setLive(t testing.TB, n int) {
 	t.Helper()
 	for len(d.recs) < n {
 		r := &track.Record{Bytes: d.bytes, Meta: track.InternMeta("mask", "host", "bool", []int{int(d.bytes)})}
-		require.NoError(t, trackalloc.Record(context.Background(), d.tr, r, 1))
+		require.NoError(t, d.tr.Record(context.Background(), r, 1))
 		d.recs = append(d.recs, r)
 	}
 	for len(d.recs) > n {
-		require.NoError(t, trackalloc.Release(d.tr, d.recs[len(d.recs)-1]))
+		require.NoError(t, d.tr.Release(d.recs[len(d.recs)-1]))
 		d.recs = d.recs[:len(d.recs)-1]
 	}
 }
@@ -161,10 +160,10 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 
 	// A KV-cache block on another device that the GC found leaked.
 	kv := &track.Record{Bytes: 4096, Meta: track.InternMeta("kv-cache", "cuda:0", "float16", []int{2048})}
-	require.NoError(t, trackalloc.Record(ctx, tr, kv, 0))
-	require.True(t, trackalloc.ReportDropped(tr, kv, nil, ""))
-	trackalloc.Note(tr, track.EventMaskRebuilt, nil, 256)
-	trackalloc.Note(tr, track.EventMaskRebuilt, nil, 256)
+	require.NoError(t, tr.Record(ctx, kv, 0))
+	require.True(t, tr.ReportDropped(kv, nil, ""))
+	tr.Note(track.EventMaskRebuilt, nil, 256)
+	tr.Note(track.EventMaskRebuilt, nil, 256)
 
 	// A site the watcher flags: one 512-byte mask kept per window.
 	w, err := watch.New(tr, watch.MinGrowth(0), watch.OnSuspect(func(watch.Suspect) {}))
@@ -316,7 +315,7 @@ func TestMetricsDefaultProvider(t *testing.T) {
 	tr, err := track.New()
 	require.NoError(t, err)
 	rec := &track.Record{Bytes: 100, Meta: track.InternMeta("tensor", "host", "", nil)}
-	require.NoError(t, trackalloc.Record(context.Background(), tr, rec, 0))
+	require.NoError(t, tr.Record(context.Background(), rec, 0))
 	m, err := oteltrack.Register(tr)
 	require.NoError(t, err)
 	_, points := pointsOf(t, collect()["tensorlife.tensor.memory.usage"])
@@ -367,7 +366,7 @@ func ExampleRegister() {
 	defer m.Stop()
 
 	mask := &track.Record{Bytes: 4096, Meta: track.InternMeta("mask", "cuda:0", "bool", []int{64, 64})}
-	if err := trackalloc.Record(context.Background(), tr, mask, 0); err != nil {
+	if err := tr.Record(context.Background(), mask, 0); err != nil {
 		panic(err)
 	}
 

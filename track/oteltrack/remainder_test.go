@@ -15,7 +15,6 @@ import (
 	"github.com/tensorlife/tensorlife/tensor/foreign"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/oteltrack"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // TestRemainderOutsideTensorlife fills a host device partly from outside
@@ -65,7 +64,7 @@ func TestRemainderOutsideTensorlife(t *testing.T) {
 		free     = 1024*kib - used
 	)
 	require.Equal(t, int64(used), dev.Used(), "the test's own arithmetic")
-	assert.Equal(t, int64(reserved), trackalloc.ReservedOn(tr, "host:0"))
+	assert.Equal(t, int64(reserved), tr.ReservedOn("host:0"))
 
 	src := report.Sources{Pools: []report.PoolSource{p}, Devices: []report.DeviceSource{dev}}
 	t.Run("summary", func(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"sync"
 
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // maxDropped bounds the tensors one watch keeps; the rest are only counted,
@@ -32,7 +31,7 @@ type dropLog struct {
 // when it is not empty and less those c ignores. The caller must call stop.
 func (c *config) watchDrops(tr *track.Tracker, scope scope) *dropLog {
 	d := &dropLog{scope: scope, cfg: c}
-	d.stopW = trackalloc.WatchLeaks(tr, d.add)
+	d.stopW = tr.WatchLeaks(d.add)
 	return d
 }
 

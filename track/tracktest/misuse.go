@@ -8,7 +8,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // ErrMisuse means a check found a tensor freed twice, or used after its
@@ -23,7 +22,7 @@ var ErrMisuse = errors.New("tracktest: tensor misused")
 type MisuseError struct {
 	Tracker string
 	Scope   string // the Context scope; empty for the whole tracker
-	Misuses []trackalloc.Misuse
+	Misuses []track.Misuse
 	// Lost counts misuses the tracker no longer kept when the check read
 	// them: more happened than it remembers.
 	Lost uint64
@@ -111,12 +110,10 @@ type misuseCursor struct {
 	last uint64
 }
 
-// misuseCursorKey files the cursor in a tracker.
-type misuseCursorKey struct{}
+// cursors keeps each tracker's cursor.
+var cursors = track.NewLocal(func() *misuseCursor { return new(misuseCursor) })
 
-func cursorOf(tr *track.Tracker) *misuseCursor {
-	return trackalloc.Local(tr, misuseCursorKey{}, func() *misuseCursor { return &misuseCursor{} })
-}
+func cursorOf(tr *track.Tracker) *misuseCursor { return cursors.Of(tr) }
 
 // cursor returns where tr's next VerifyNone or Find begins reading its
 // misuses: 0 before the first one.
@@ -141,7 +138,7 @@ func advanceCursor(tr *track.Tracker, latest uint64) {
 func (c *config) watchMisuse(tr *track.Tracker, scope scope, now bool) *misuseWatch {
 	w := &misuseWatch{tr: tr, scope: scope, allow: c.allowMisuse, now: now}
 	if now {
-		_, _, w.from = trackalloc.MisuseSince(tr, ^uint64(0)-1)
+		_, _, w.from = tr.MisuseSince(^uint64(0) - 1)
 		return w
 	}
 	w.from = cursor(tr)
@@ -152,7 +149,7 @@ func (c *config) watchMisuse(tr *track.Tracker, scope scope, now bool) *misuseWa
 // allocation's labels, or nil. A watch that began at the last VerifyNone or
 // Find of tr marks them reported for the next one.
 func (w *misuseWatch) check() *MisuseError {
-	ms, lost, latest := trackalloc.MisuseSince(w.tr, w.from)
+	ms, lost, latest := w.tr.MisuseSince(w.from)
 	if !w.now {
 		advanceCursor(w.tr, latest)
 	}

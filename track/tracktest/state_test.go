@@ -10,7 +10,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
@@ -50,7 +49,7 @@ func TestMisuseCursorIsTheTrackers(t *testing.T) {
 	require.NoError(t, x.Free())
 	err, _ := invariants.Recover(x.Free) // a misuse of a's alone; it panics in an invariants build
 	require.Error(t, err)
-	_, _, latest := trackalloc.MisuseSince(a.tr, 0)
+	_, _, latest := a.tr.MisuseSince(0)
 	require.Positive(t, latest)
 	_ = tracktest.Find(a.tr, tracktest.AllowMisuse())
 	assert.Equal(t, latest, tracktest.Cursor(a.tr))

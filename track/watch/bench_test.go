@@ -6,7 +6,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/benchratio"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/watch"
 )
 
@@ -47,7 +46,7 @@ func newTickBench(b *testing.B, sites int) *tickBench {
 	for i := range sites {
 		via(i, 14, func() {
 			r := &track.Record{Bytes: 256, Meta: track.InternMeta("weights", "host", "", nil)}
-			if err := trackalloc.Record(context.Background(), tr, r, 0); err != nil {
+			if err := tr.Record(context.Background(), r, 0); err != nil {
 				b.Fatal(err)
 			}
 		})
@@ -65,12 +64,12 @@ func newTickBench(b *testing.B, sites int) *tickBench {
 func (tb *tickBench) request(b *testing.B) {
 	ctx, end := track.WithRequest(context.Background())
 	r := &track.Record{Bytes: 256, Meta: track.InternMeta("mask", "host", "", nil)}
-	if err := trackalloc.Record(ctx, tb.tr, r, 0); err != nil {
+	if err := tb.tr.Record(ctx, r, 0); err != nil {
 		b.Fatal(err)
 	}
 	end()
 	if tb.prev != nil {
-		if err := trackalloc.Release(tb.tr, tb.prev); err != nil {
+		if err := tb.tr.Release(tb.prev); err != nil {
 			b.Fatal(err)
 		}
 	}

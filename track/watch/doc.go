@@ -25,7 +25,7 @@
 // interval (Run or Start). Each watcher's windows are its own: a watcher
 // made, stopped or dropped never changes another's verdicts. A window end
 // reads only the sites whose outlived bytes changed since the last one
-// (trackalloc.SiteFeed) and the current suspects: O(sites that changed), never a
+// (track.SiteFeed) and the current suspects: O(sites that changed), never a
 // walk of every site or of the live set.
 //
 // With one Tick per request, each window is one request, and a window's
@@ -64,7 +64,7 @@
 // since its growth began (at most History windows, from the first that
 // grew, over the time they took on the tracker's clock: a test or a demo
 // that fakes the tracker's time, track.Clock, fakes the watcher's). The
-// tracker's allocators on the suspect's device tell the memory (trackalloc.Headroomer): the smallest
+// tracker's allocators on the suspect's device tell the memory (track.Headroomer): the smallest
 // headroom of the pools with a budget there (budget less what their
 // blocks hold), the rate then scaled by what the pools' blocks hold over
 // their tensors' bytes (a pool rounds each tensor up); else the device's

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/watch"
 )
 
@@ -15,7 +14,7 @@ import (
 //go:noinline
 func buildMask(tr *track.Tracker, ctx context.Context, tokens int) *track.Record {
 	mask := &track.Record{Bytes: int64(tokens * tokens), Meta: track.InternMeta("mask", "cuda:0", "bool", []int{tokens, tokens})}
-	if err := trackalloc.Record(ctx, tr, mask, 0); err != nil {
+	if err := tr.Record(ctx, mask, 0); err != nil {
 		panic(err)
 	}
 	return mask
@@ -33,7 +32,7 @@ func serve(tr *track.Tracker, cache *[]*track.Record) {
 			*cache = append(*cache, mask)
 			continue
 		}
-		if err := trackalloc.Release(tr, mask); err != nil {
+		if err := tr.Release(mask); err != nil {
 			panic(err)
 		}
 	}

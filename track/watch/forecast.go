@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // What a forecast's headroom is, as Suspect.HeadroomOf says it.
@@ -125,18 +124,18 @@ func runsOutIn(left int64, of string, perSecond float64) time.Duration {
 // headroom returns the bytes the allocators on device may still take, and
 // of what: the smallest headroom of the pools with a budget there (the
 // first to refuse), else the device's free memory as one of the
-// allocators tells it (trackalloc.Headroomer); of is empty when neither is known. scale is what
+// allocators tells it (track.Headroomer); of is empty when neither is known. scale is what
 // a tensor byte costs that headroom: a pool rounds each tensor up to a
 // size class, so its blocks hold more than its tensors, and a leak of
 // tensor bytes spends the budget faster by as much (at least 1).
 func (w *Watcher) headroom(device string) (left int64, of string, scale float64) {
 	var free, held int64
 	haveFree := false
-	for _, a := range trackalloc.Allocators(w.tr) {
+	for _, a := range w.tr.Allocators() {
 		if d, _ := a.Reserved(); d != device {
 			continue
 		}
-		h, ok := a.(trackalloc.Headroomer)
+		h, ok := a.(track.Headroomer)
 		if !ok {
 			continue
 		}
@@ -152,7 +151,7 @@ func (w *Watcher) headroom(device string) (left int64, of string, scale float64)
 	scale = 1
 	if of == HeadroomPoolBudget {
 		var tensors int64
-		for _, c := range trackalloc.LiveByClass(w.tr) {
+		for _, c := range w.tr.LiveByClass() {
 			if c.Device == device {
 				tensors += c.LiveBytes
 			}

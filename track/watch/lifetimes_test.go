@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/watch"
 )
 
@@ -34,14 +33,14 @@ func longRun(n int) int {
 //go:noinline
 func record(t testing.TB, ctx context.Context, tr *track.Tracker, bytes int64) *track.Record {
 	r := &track.Record{Bytes: bytes, Meta: track.InternMeta("tensor", "cuda:0", "float16", []int{int(bytes / 2)})}
-	require.NoError(t, trackalloc.Record(ctx, tr, r, 1))
+	require.NoError(t, tr.Record(ctx, r, 1))
 	return r
 }
 
 func release(t testing.TB, tr *track.Tracker, rs ...*track.Record) {
 	t.Helper()
 	for _, r := range rs {
-		require.NoError(t, trackalloc.Release(tr, r))
+		require.NoError(t, tr.Release(r))
 	}
 }
 
@@ -222,7 +221,7 @@ func TestOwners(t *testing.T) {
 				defer end()
 				release(t, tr, record(t, ctx, tr, 32<<10)) // in flight
 				e := cacheEntry(t, ctx, tr)
-				require.NoError(t, trackalloc.HandOver(tr, e, owner))
+				require.NoError(t, tr.HandOver(e, owner))
 				cache = append(cache, e)
 				if bounded && len(cache) > 8 { // evict one, as an LRU does
 					i := rng.IntN(len(cache))

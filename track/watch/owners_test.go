@@ -8,13 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 //go:noinline
 func fillOwner(t testing.TB, tr *track.Tracker, o *track.Owner) *track.Record {
 	r := record(t, context.Background(), tr, 64<<10)
-	require.NoError(t, trackalloc.HandOver(tr, r, o))
+	require.NoError(t, tr.HandOver(r, o))
 	return r
 }
 

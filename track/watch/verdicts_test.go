@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/watch"
 )
 
@@ -143,8 +142,8 @@ func viaSites(t testing.TB, tr *track.Tracker, bits, n int) {
 	for i := range n {
 		via(i, bits, func() {
 			r := &track.Record{Bytes: 256, Meta: track.InternMeta("activations", "host", "", nil)}
-			require.NoError(t, trackalloc.Record(ctx, tr, r, 0))
-			require.NoError(t, trackalloc.Release(tr, r))
+			require.NoError(t, tr.Record(ctx, r, 0))
+			require.NoError(t, tr.Release(r))
 		})
 	}
 }
@@ -181,7 +180,7 @@ func TestWatcherMemoryIsPerSiteJudged(t *testing.T) {
 	for i := range sites {
 		via(i, 12, func() {
 			r := &track.Record{Bytes: 256, Meta: track.InternMeta("activations", "host", "", nil)}
-			require.NoError(t, trackalloc.Record(context.Background(), tr, r, 0))
+			require.NoError(t, tr.Record(context.Background(), r, 0))
 			kept = append(kept, r)
 		})
 	}

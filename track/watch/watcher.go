@@ -16,7 +16,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // Errors of a Watcher's life.
@@ -126,7 +125,7 @@ type Watcher struct {
 	// window end holds it while judging, so windows are judged in the
 	// order they end.
 	mu      sync.Mutex
-	feed    *trackalloc.SiteFeed
+	feed    *track.SiteFeed
 	changed []track.SiteStats // the feed's buffer, reused
 	// sites are the histories of the sites that changed within the last
 	// History windows, and of the suspects. levels are the outlived bytes
@@ -229,7 +228,7 @@ func New(tr *track.Tracker, opts ...Option) (*Watcher, error) {
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
-	w := &Watcher{tr: tr, cfg: cfg, done: make(chan struct{}), feed: trackalloc.NewSiteFeed(tr),
+	w := &Watcher{tr: tr, cfg: cfg, done: make(chan struct{}), feed: tr.NewSiteFeed(),
 		sites: map[int]*siteHistory{}, levels: map[int]level{}, times: make([]time.Time, cfg.history+1)}
 	if cfg.onSuspect == nil {
 		logger, name := cfg.logger, tr.Name()
@@ -240,8 +239,8 @@ func New(tr *track.Tracker, opts ...Option) (*Watcher, error) {
 			w.levels[st.Site.ID()] = level{bytes: st.OutlivedBytes, runBase: st.OutlivedBytes}
 		}
 	}
-	w.times[0] = trackalloc.Now(tr)
-	trackalloc.Attach(tr, w)
+	w.times[0] = tr.Now()
+	track.Attach(tr, w)
 	return w, nil
 }
 
@@ -332,7 +331,7 @@ func (w *Watcher) nameHolders(flagged []Suspect) {
 	for i := range flagged {
 		sites[i] = flagged[i].Site
 	}
-	for i, hs := range trackalloc.HeldBy(w.tr, sites, maxSuspectHolders) {
+	for i, hs := range w.tr.HeldBy(sites, maxSuspectHolders) {
 		flagged[i].HeldBy = hs
 	}
 	w.mu.Lock()
@@ -553,8 +552,8 @@ func siteID(s *track.Site) int {
 // forecasts the suspects, and reports the newly flagged ones after
 // releasing the lock.
 func (w *Watcher) endWindow(fromLoop bool) {
-	now := trackalloc.Now(w.tr) // the tracker's clock, as its ages and snapshots
-	owners := w.tr.Owners()     // O(owners), before the watcher's lock: the tracker's books have their own
+	now := w.tr.Now()       // the tracker's clock, as its ages and snapshots
+	owners := w.tr.Owners() // O(owners), before the watcher's lock: the tracker's books have their own
 	w.mu.Lock()
 	if w.stopped.Load() {
 		w.mu.Unlock()
@@ -635,14 +634,14 @@ func (w *Watcher) endWindow(fromLoop bool) {
 		if w.stopped.Load() {
 			return // nothing is reported after Stop has returned
 		}
-		trackalloc.Note(w.tr, track.EventLeakSuspect, s.Site, s.OutlivedBytes)
+		w.tr.Note(track.EventLeakSuspect, s.Site, s.OutlivedBytes)
 		w.callOnSuspect(s)
 	}
 	for _, s := range ownerReports {
 		if w.stopped.Load() {
 			return
 		}
-		trackalloc.Note(w.tr, track.EventLeakSuspect, s.Site, s.OutlivedBytes)
+		w.tr.Note(track.EventLeakSuspect, s.Site, s.OutlivedBytes)
 		w.callOnSuspect(s)
 	}
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 	"github.com/tensorlife/tensorlife/track/watch"
 )
 
@@ -36,11 +35,11 @@ func (d *siteDriver) setLive(t testing.TB, n int) {
 	t.Helper()
 	for len(d.recs) < n {
 		r := &track.Record{Bytes: d.bytes, Meta: track.InternMeta("mask", "host", "bool", []int{int(d.bytes)})}
-		require.NoError(t, trackalloc.Record(context.Background(), d.tr, r, 1))
+		require.NoError(t, d.tr.Record(context.Background(), r, 1))
 		d.recs = append(d.recs, r)
 	}
 	for len(d.recs) > n {
-		require.NoError(t, trackalloc.Release(d.tr, d.recs[len(d.recs)-1]))
+		require.NoError(t, d.tr.Release(d.recs[len(d.recs)-1]))
 		d.recs = d.recs[:len(d.recs)-1]
 	}
 }
@@ -502,7 +501,7 @@ func TestWatcherConcurrentTicks(t *testing.T) {
 		wg.Go(func() {
 			for i := range 200 {
 				r := &track.Record{Bytes: 128, Meta: track.InternMeta("tensor", "host", "", nil)}
-				if err := trackalloc.Record(context.Background(), tr, r, 0); err != nil {
+				if err := tr.Record(context.Background(), r, 0); err != nil {
 					t.Error(err)
 					return
 				}
@@ -511,7 +510,7 @@ func TestWatcherConcurrentTicks(t *testing.T) {
 					leak.setLive(t, i+1)
 					leakMu.Unlock()
 				}
-				if err := trackalloc.Release(tr, r); err != nil {
+				if err := tr.Release(r); err != nil {
 					t.Error(err)
 				}
 				if err := w.Tick(); err != nil && !errors.Is(err, watch.ErrStopped) {
@@ -535,9 +534,9 @@ func agentRequest(t *testing.T, tr *track.Tracker, tokens int, keep func(step in
 	for step := 1; step <= tokens; step++ {
 		n := 128 + step
 		mask := &track.Record{Bytes: int64(n * n), Meta: track.InternMeta("mask", "cuda:0", "bool", []int{n, n})}
-		require.NoError(t, trackalloc.Record(context.Background(), tr, mask, 0))
+		require.NoError(t, tr.Record(context.Background(), mask, 0))
 		if !keep(step, mask) {
-			require.NoError(t, trackalloc.Release(tr, mask))
+			require.NoError(t, tr.Release(mask))
 		}
 	}
 }
