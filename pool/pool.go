@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/tensorlife/tensorlife/internal/hotpath"
+	"github.com/tensorlife/tensorlife/internal/counter"
 	"github.com/tensorlife/tensorlife/internal/invariants"
 
 	"github.com/tensorlife/tensorlife/internal/format"
@@ -36,7 +36,7 @@ type freeList struct {
 // paddedList keeps each class on its own cache lines: no false sharing.
 type paddedList struct {
 	freeList
-	_ [hotpath.CacheLine - unsafe.Sizeof(freeList{})%hotpath.CacheLine]byte
+	_ [counter.CacheLine - unsafe.Sizeof(freeList{})%counter.CacheLine]byte
 }
 
 // Pool is a caching allocator over one tensor.Device: it implements
@@ -105,7 +105,7 @@ func New(dev tensor.Device, opts ...Option) (*Pool, error) {
 	p := &Pool{
 		dev:       dev,
 		tracker:   cfg.tracker,
-		id:        hotpath.NewAllocatorID(),
+		id:        counter.NewAllocatorID(),
 		budget:    budget,
 		total:     total,
 		maxCached: cfg.maxCached,
@@ -200,7 +200,7 @@ func (p *Pool) allocateNew(c int, size int64) (tensor.Block, error) {
 	// The peak of active bytes is sampled here and in Stats, off the hit
 	// path: a peak reached only through cache hits between two samples is
 	// missed (see the package doc).
-	hotpath.RaisePeak(&p.peakActive, p.active.load())
+	counter.RaisePeak(&p.peakActive, p.active.load())
 	return b, nil
 }
 
@@ -254,7 +254,7 @@ func (p *Pool) deviceAlloc(size int64) (ptr tensor.DevicePtr, refused string, er
 			return 0, "budget", nil
 		}
 		if p.reserved.CompareAndSwap(r, r+size) {
-			hotpath.RaisePeak(&p.peakReserved, r+size)
+			counter.RaisePeak(&p.peakReserved, r+size)
 			break
 		}
 	}
@@ -419,7 +419,7 @@ func (p *Pool) drain() (int64, error) {
 type stripedCounter struct {
 	stripes [16]struct {
 		v atomic.Int64
-		_ [2*hotpath.CacheLine - unsafe.Sizeof(atomic.Int64{})]byte
+		_ [2*counter.CacheLine - unsafe.Sizeof(atomic.Int64{})]byte
 	}
 }
 

@@ -1,6 +1,6 @@
 package pool
 
-import "github.com/tensorlife/tensorlife/internal/hotpath"
+import "github.com/tensorlife/tensorlife/internal/counter"
 
 // Stats are a pool's figures at one moment. Each is exact, but they are not read at one instant together:
 // while other goroutines allocate, Reserved may differ from Active+Cached by
@@ -80,7 +80,7 @@ func (p *Pool) stats() (s Stats, largestCached int64) {
 		}
 	}
 	s.Active = p.active.load()
-	hotpath.RaisePeak(&p.peakActive, s.Active)
+	counter.RaisePeak(&p.peakActive, s.Active)
 	s.Reserved = p.reserved.Load()
 	s.ActiveBlocks = max(0, p.deviceBlocks.Load()-s.CachedBlocks)
 	s.PeakActive = max(p.peakActive.Load(), s.Active)

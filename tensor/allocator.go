@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/tensorlife/tensorlife/internal/hotpath"
+	"github.com/tensorlife/tensorlife/internal/counter"
 
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -28,7 +28,7 @@ func NewDeviceAllocator(dev Device, tracker *track.Tracker) (*DeviceAllocator, e
 	if dev == nil {
 		return nil, fmt.Errorf("%w: nil device", ErrNilAllocator)
 	}
-	a := &DeviceAllocator{dev: dev, tracker: tracker, id: hotpath.NewAllocatorID()}
+	a := &DeviceAllocator{dev: dev, tracker: tracker, id: counter.NewAllocatorID()}
 	track.Attach(tracker, a)
 	return a, nil
 }
@@ -105,7 +105,7 @@ type books struct {
 // add counts an allocation of bytes.
 func (b *books) add(bytes int64) {
 	b.allocs.Add(1)
-	hotpath.RaisePeak(&b.peak, b.reserved.Add(bytes))
+	counter.RaisePeak(&b.peak, b.reserved.Add(bytes))
 }
 
 // remove counts the release of an allocation of bytes.

@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"github.com/tensorlife/tensorlife/internal/format"
-	"github.com/tensorlife/tensorlife/internal/hotpath"
 )
 
 // hostShift splits a host DevicePtr into a block id (high bits) and an offset
@@ -37,15 +36,14 @@ type HostDevice struct {
 	freeIDs []uint64
 	nextID  uint64
 
-	// liveAdoptions is the foreign memory adopted on the device
+	// adoptions is the foreign memory adopted on the device
 	// (tensor/foreign), so that no memory of it is adopted twice.
-	liveAdoptions
+	adoptions LiveAdoptions
 }
 
-// liveAdoptions names the adoptions a device keeps without exporting a
-// field: embedded, its one method (unexported, of internal/hotpath) is how
-// tensor/foreign finds them.
-type liveAdoptions = hotpath.LiveAdoptions
+// Adoptions returns the device's record of the foreign memory adopted on
+// it (AdoptionKeeper).
+func (d *HostDevice) Adoptions() *LiveAdoptions { return &d.adoptions }
 
 // liveLocked returns the number of blocks allocated and not freed: every
 // id handed out (1 to nextID-1) is either a live block's, reserved by

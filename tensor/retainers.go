@@ -4,7 +4,7 @@ import (
 	"sync"
 	"weak"
 
-	"github.com/tensorlife/tensorlife/internal/hotpath"
+	"github.com/tensorlife/tensorlife/internal/heapfence"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -34,10 +34,10 @@ var handleShelves = track.NewLocal(func() *handleShelf {
 
 func handlesOf(tr *track.Tracker) *handleShelf { return handleShelves.Of(tr) }
 
-func init() { hotpath.SetHandleLookup(liveHandles) }
+func init() { heapfence.SetHandleLookup(liveHandles) }
 
 // noteHandle registers t, a tracked handle just made. Callers check
-// hotpath.RetainersOn first.
+// heapfence.RetainersOn first.
 func noteHandle(t *Tensor) {
 	b := t.blk()
 	tr := b.tracker()
@@ -74,13 +74,11 @@ func (h *handleShelf) sweep() {
 	}
 }
 
-// liveHandles returns the handles of the record id of tracker (a
-// *track.Tracker) that are neither freed nor collected: the hotpath handle
-// lookup. The handles returned are strong references: the caller pins
-// them.
-func liveHandles(tracker any, id uint64) []any {
-	tr, ok := tracker.(*track.Tracker)
-	if !ok || tr == nil {
+// liveHandles returns the handles of the record id of tr that are neither
+// freed nor collected: the heapfence handle lookup. The handles returned
+// are strong references: the caller pins them.
+func liveHandles(tr *track.Tracker, id uint64) []any {
+	if tr == nil {
 		return nil
 	}
 	h := handlesOf(tr)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/format"
 
-	"github.com/tensorlife/tensorlife/internal/hotpath"
+	"github.com/tensorlife/tensorlife/internal/heapfence"
 	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -271,7 +271,7 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 		return nil, err
 	}
 	runtime.SetFinalizer(t, (*Tensor).dropped)
-	if hotpath.RetainersOn() {
+	if heapfence.RetainersOn() {
 		noteHandle(t)
 	}
 	return t, nil
@@ -282,7 +282,7 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 func newHandle(b *block, site *track.Site, view *window, how uint8) *Tensor {
 	t := &Tensor{b: b, site: site, view: view, how: how}
 	runtime.SetFinalizer(t, (*Tensor).dropped)
-	if hotpath.RetainersOn() {
+	if heapfence.RetainersOn() {
 		noteHandle(t)
 	}
 	return t
@@ -333,8 +333,8 @@ func (b *block) release(gc bool) error {
 	}
 	if b.rec.Bytes > 0 {
 		if gc {
-			if q, ok := b.alloc.(hotpath.DroppedReleaser); ok {
-				q.QueueDropped(hotpath.Dropped{})
+			if q, ok := b.alloc.(DroppedReleaser); ok {
+				q.QueueDropped(b.mem)
 				return err
 			}
 		}

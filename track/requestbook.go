@@ -5,7 +5,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/tensorlife/tensorlife/internal/hotpath"
+	"github.com/tensorlife/tensorlife/internal/counter"
 )
 
 // jobHorizon is how many jobs of one context stay open. A request begun by
@@ -39,7 +39,7 @@ type requestBook struct {
 
 type bookShard struct {
 	bookData
-	_ [hotpath.CacheLine - unsafe.Sizeof(bookData{})%hotpath.CacheLine]byte
+	_ [counter.CacheLine - unsafe.Sizeof(bookData{})%counter.CacheLine]byte
 }
 
 type bookData struct {

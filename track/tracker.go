@@ -14,7 +14,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/tensorlife/tensorlife/internal/hotpath"
+	"github.com/tensorlife/tensorlife/internal/counter"
 )
 
 // Errors of the registry.
@@ -60,7 +60,7 @@ const shardCount = 64
 // byte total that the peak is computed from is a tracker-wide atomic.
 type shard struct {
 	shardData
-	_ [hotpath.CacheLine - unsafe.Sizeof(shardData{})%hotpath.CacheLine]byte // no false sharing
+	_ [counter.CacheLine - unsafe.Sizeof(shardData{})%counter.CacheLine]byte // no false sharing
 }
 
 // liveCount is a shard's live figures of one class.
@@ -336,7 +336,7 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	// One add for the site's figures and its profile group alike
 	// (counted.go): a slot's bytes are its count times its size.
 	site.metas.made(slot, r.Bytes)
-	hotpath.RaisePeak(&t.peakBytes, t.liveBytes.Add(r.Bytes))
+	counter.RaisePeak(&t.peakBytes, t.liveBytes.Add(r.Bytes))
 	return nil
 }
 

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/tensorlife/tensorlife/internal/hotpath"
+	"github.com/tensorlife/tensorlife/internal/counter"
 )
 
 // EnvVar names the environment variable that operators set to "callers" to
@@ -85,7 +85,7 @@ var stats struct {
 type stripedCounter struct {
 	stripes [counterStripes]struct {
 		n atomic.Uint64
-		_ [hotpath.CacheLine - unsafe.Sizeof(atomic.Uint64{})]byte
+		_ [counter.CacheLine - unsafe.Sizeof(atomic.Uint64{})]byte
 	}
 }
 

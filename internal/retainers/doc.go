@@ -10,7 +10,7 @@
 //
 // Track/tracktest is its one user (the Retainers option,
 // TENSORLIFE_RETAINERS=1); the hooks that let package tensor and
-// tensor/cuda take part live in internal/hotpath, so that production
+// tensor/cuda take part live in internal/heapfence, so that production
 // binaries link none of this.
 //
 // # How
@@ -104,7 +104,7 @@
 //   - it runs in test binaries only (testing.Testing), never in a
 //     production handler: it returns ErrNotTest elsewhere;
 //   - it holds tensorlife's own device calls (the cgo calls of tensor/cuda)
-//     off for the dump: hotpath.HoldDevices waits for those in flight and
+//     off for the dump: heapfence.HoldDevices waits for those in flight and
 //     keeps new ones waiting off the CPU;
 //   - before dumping it samples every goroutine a few times, and waits up
 //     to Config.MaxWait (250 ms) while any is seen in a system call or a cgo

@@ -13,7 +13,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/tensorlife/tensorlife/internal/hotpath"
+	"github.com/tensorlife/tensorlife/internal/heapfence"
 )
 
 // Defaults of Config.
@@ -138,7 +138,7 @@ var ErrInvalidTarget = errors.New("retainers: a target must be a non-nil pointer
 //
 // Find must only run in tests: it returns ErrNotTest elsewhere. It stops
 // the world for the dump (tens of milliseconds on a test's heap), holds off
-// tensorlife's device calls meanwhile (hotpath.HoldDevices), and refuses
+// tensorlife's device calls meanwhile (heapfence.HoldDevices), and refuses
 // with a *BusyError while goroutines are in system calls or cgo calls,
 // which can crash a dump on Go 1.26 (see the package documentation).
 //
@@ -293,7 +293,7 @@ func writeDump(cfg Config) (buf []byte, pause time.Duration, err error) {
 		_ = os.Remove(name)
 	}()
 	runtime.GC() // no collection in flight: the dump sweeps the heap itself
-	release := hotpath.HoldDevices()
+	release := heapfence.HoldDevices()
 	if !cfg.unguarded {
 		if err := waitQuiet(cfg.MaxWait); err != nil {
 			release()

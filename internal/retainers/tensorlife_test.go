@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/hotpath"
+	"github.com/tensorlife/tensorlife/internal/heapfence"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -19,7 +19,7 @@ import (
 // search itself pins has no path from any root, though its tracker, its
 // allocator and both registries are reachable from package variables.
 func TestTensorlifeHoldsNoPathToAHandle(t *testing.T) {
-	hotpath.EnableRetainers() // the handle is registered, as under TENSORLIFE_RETAINERS=1
+	heapfence.EnableRetainers() // the handle is registered, as under TENSORLIFE_RETAINERS=1
 	tr, err := track.New(track.Name("own"))
 	require.NoError(t, err)
 	dev, err := tensor.NewHostDevice(1 << 20)
@@ -31,7 +31,7 @@ func TestTensorlifeHoldsNoPathToAHandle(t *testing.T) {
 	res, id, err := findUnheldHandle(alloc)
 	require.NoError(t, err)
 	assert.False(t, res.Found[0], "a path from tensorlife's own state: %v", res.Paths[0])
-	assert.Empty(t, hotpath.Handles(tr, id), "the handle was freed after the search")
+	assert.Empty(t, heapfence.Handles(tr, id), "the handle was freed after the search")
 }
 
 var trackers []*track.Tracker
@@ -46,7 +46,7 @@ func findUnheldHandle(alloc tensor.Allocator) (*Result, uint64, error) {
 		return nil, 0, err
 	}
 	id := x.ID()
-	hs := hotpath.Handles(alloc.Tracker(), id)
+	hs := heapfence.Handles(alloc.Tracker(), id)
 	if len(hs) != 1 {
 		return nil, id, fmt.Errorf("the registry returned %d handles, not 1", len(hs))
 	}

@@ -6,10 +6,9 @@ import (
 	"sync"
 
 	"github.com/tensorlife/tensorlife/internal/format"
-	"github.com/tensorlife/tensorlife/internal/hotpath"
+	"github.com/tensorlife/tensorlife/internal/heapfence"
 
 	"github.com/tensorlife/tensorlife/tensor"
-	"github.com/tensorlife/tensorlife/tensor/foreign"
 )
 
 // driver is the part of the CUDA driver API a Device uses, for one device
@@ -62,11 +61,15 @@ type Device struct {
 	table allocTable
 	used  int64 // table.bytes plus allocations in flight, for the limit
 
-	// LiveAdoptions is the foreign memory adopted on the device
+	// adoptions is the foreign memory adopted on the device
 	// (foreign.Adopt): the device's own, so that Adopt refuses memory
 	// adopted twice, in any tracker.
-	foreign.LiveAdoptions
+	adoptions tensor.LiveAdoptions
 }
+
+// Adoptions returns the device's record of the foreign memory adopted on
+// it (tensor.AdoptionKeeper).
+func (d *Device) Adoptions() *tensor.LiveAdoptions { return &d.adoptions }
 
 func newDevice(name string, drv driver, cfg config) *Device {
 	return &Device{name: name, drv: drv, limit: cfg.memoryLimit}
@@ -258,8 +261,8 @@ func (d *Device) Outstanding() (blocks int, bytes int64) {
 // tensor.ErrClosed, and so does a second Close. Pointers from this Device are
 // invalid afterwards.
 func (d *Device) Close() error {
-	fenced := hotpath.EnterDevice() // Close calls the driver too
-	defer hotpath.ExitDevice(fenced)
+	fenced := heapfence.EnterDevice() // Close calls the driver too
+	defer heapfence.ExitDevice(fenced)
 	d.life.Lock()
 	defer d.life.Unlock()
 	if d.closed {
@@ -295,21 +298,21 @@ func (d *Device) Close() error {
 // call is a call admitted to the driver by enter; exit ends it.
 type call struct {
 	d      *Device
-	fenced bool // hotpath.EnterDevice admitted it
+	fenced bool // heapfence.EnterDevice admitted it
 }
 
 // exit ends the call: it releases life and the fence.
 func (c call) exit() {
 	c.d.life.RUnlock()
-	hotpath.ExitDevice(c.fenced)
+	heapfence.ExitDevice(c.fenced)
 }
 
 // enter admits a call that will reach the driver: it passes the fence that
-// keeps cgo calls out of a heap dump (hotpath; a no-op unless a test
+// keeps cgo calls out of a heap dump (heapfence; a no-op unless a test
 // searches for retainers), takes life shared, and fails if the Device is
 // closed. On success the caller must exit the call.
 func (d *Device) enter(op string, bytes int64) (call, error) {
-	c := call{d: d, fenced: hotpath.EnterDevice()}
+	c := call{d: d, fenced: heapfence.EnterDevice()}
 	d.life.RLock()
 	if d.closed {
 		c.exit()

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/hotpath"
+	"github.com/tensorlife/tensorlife/internal/heapfence"
 )
 
 // While a heap dump holds the devices (retainer search in a test), no call
@@ -15,12 +15,12 @@ import (
 // crash the process. This turns retainer search on for the rest of this
 // package's tests, which then pass the fence on every call.
 func TestDriverCallsWaitWhileADumpHoldsTheDevices(t *testing.T) {
-	hotpath.EnableRetainers()
+	heapfence.EnableRetainers()
 	d, _ := openFake(t, 1<<20)
 	p, err := d.Alloc(64)
 	require.NoError(t, err)
 
-	release := hotpath.HoldDevices()
+	release := heapfence.HoldDevices()
 	done := make(chan error, 1)
 	go func() { done <- d.Free(p, 64) }()
 	select {

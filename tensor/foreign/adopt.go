@@ -3,12 +3,10 @@ package foreign
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
-
-	"github.com/tensorlife/tensorlife/internal/hotpath"
 	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
+	"sync/atomic"
 )
 
 // Kind is the kind of adopted tensors made without Spec.Kind: they are
@@ -110,20 +108,28 @@ func Adopt(ctx context.Context, tracker *track.Tracker, mem Memory, spec tensor.
 		spec.Kind = Kind
 	}
 	a := &adoption{books: adoptionBooks(tracker, mem.Device), tracker: tracker, mem: mem,
-		live: hotpath.AdoptedSpansOf(mem.Device)}
+		live: adoptionsOf(mem.Device)}
 	if err := a.register(total); err != nil {
 		return nil, err
 	}
-	v, err := hotpath.Tensor.Make(ctx, a, spec, 1)
+	t, err := tensor.Make(ctx, a, spec)
 	if err != nil {
-		a.live.Remove(uintptr(mem.Ptr)) // a.owned is false: the memory stays the caller's
+		a.live.Remove(mem.Ptr) // a.owned is false: the memory stays the caller's
 		return nil, err
 	}
 	a.owned.Store(true)
 	if a.books != nil {
 		a.books.add(mem.Bytes)
 	}
-	return v.(*tensor.Tensor), nil
+	return t, nil
+}
+
+// adoptionsOf returns dev's record of its adoptions; nil if it keeps none.
+func adoptionsOf(dev tensor.Device) *tensor.LiveAdoptions {
+	if k, ok := dev.(tensor.AdoptionKeeper); ok {
+		return k.Adoptions()
+	}
+	return nil
 }
 
 // adoption is the allocator of one adopted tensor: its Allocate hands out
@@ -133,7 +139,7 @@ type adoption struct {
 	books   *books // nil for an untracked adoption: nobody reads them
 	tracker *track.Tracker
 	mem     Memory
-	live    *hotpath.AdoptedSpans // the device's live adoptions; nil if it keeps none
+	live    *tensor.LiveAdoptions // the device's live adoptions; nil if it keeps none
 	handed  atomic.Bool           // Allocate has handed the memory out
 	owned   atomic.Bool           // Adopt succeeded: Release must release
 	done    atomic.Bool           // Release has run
@@ -143,7 +149,7 @@ type adoption struct {
 // register adds a's memory to its device's live adoptions, or says why it
 // cannot be adopted; total is the device's total memory.
 func (a *adoption) register(total int64) error {
-	s := hotpath.Span{Ptr: uintptr(a.mem.Ptr), Bytes: a.mem.Bytes}
+	s := tensor.AdoptedSpan{Ptr: a.mem.Ptr, Bytes: a.mem.Bytes}
 	clash, held, ok := a.live.Add(s, total)
 	switch {
 	case ok:
@@ -189,7 +195,7 @@ func (a *adoption) Release(b tensor.Block) error {
 	if a.books != nil {
 		a.books.remove(a.mem.Bytes)
 	}
-	a.live.Remove(uintptr(a.mem.Ptr))
+	a.live.Remove(a.mem.Ptr)
 	err := callRelease(a.mem.Release, a.mem.Ptr)
 	if err == nil {
 		return nil
@@ -202,5 +208,5 @@ func (a *adoption) Release(b tensor.Block) error {
 
 // QueueDropped is how package tensor hands over a tensor whose last handle
 // the garbage collector found dropped, on the finalizer goroutine: the
-// Release is queued for a releaser (hotpath.DroppedReleaser).
-func (a *adoption) QueueDropped(hotpath.Dropped) { releases.push(a) }
+// Release is queued for a releaser (tensor.DroppedReleaser).
+func (a *adoption) QueueDropped(tensor.Block) { releases.push(a) }

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/hotpath"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -19,7 +18,7 @@ import (
 func TestAdoptionStateLivesWithItsOwners(t *testing.T) {
 	dev, err := tensor.NewHostDevice(1 << 20)
 	require.NoError(t, err)
-	live := hotpath.AdoptedSpansOf(dev)
+	live := adoptionsOf(dev)
 	require.NotNil(t, live, "a host device keeps its adoptions")
 	for i := range 100 {
 		tr, err := track.New()

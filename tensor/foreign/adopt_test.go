@@ -161,12 +161,13 @@ func TestDroppedAdoptedTensorIsReclaimedOnce(t *testing.T) {
 // total bytes, or an error.
 type sizedDevice struct {
 	tensor.Device
-	foreign.LiveAdoptions // its adoptions are its own, as a real device's
-	total                 int64
-	err                   error
+	adoptions tensor.LiveAdoptions // its adoptions are its own, as a real device's
+	total     int64
+	err       error
 }
 
-func (d *sizedDevice) Name() string { return "big" }
+func (d *sizedDevice) Name() string                     { return "big" }
+func (d *sizedDevice) Adoptions() *tensor.LiveAdoptions { return &d.adoptions }
 func (d *sizedDevice) MemInfo() (free, total int64, err error) {
 	return d.total, d.total, d.err
 }

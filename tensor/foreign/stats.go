@@ -6,7 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/tensorlife/tensorlife/internal/hotpath"
+	"github.com/tensorlife/tensorlife/internal/counter"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -82,7 +82,7 @@ func (b *books) Reserved() (device string, bytes int64) { return b.device, b.res
 // add counts an adoption of bytes.
 func (b *books) add(bytes int64) {
 	b.allocs.Add(1)
-	hotpath.RaisePeak(&b.peak, b.reserved.Add(bytes))
+	counter.RaisePeak(&b.peak, b.reserved.Add(bytes))
 }
 
 // remove counts the release of an adoption of bytes.

@@ -5,7 +5,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/tensorlife/tensorlife/internal/hotpath"
+	"github.com/tensorlife/tensorlife/internal/heapfence"
 	"github.com/tensorlife/tensorlife/internal/retainers"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -20,7 +20,7 @@ var retainersFromEnv bool
 func init() {
 	if os.Getenv(retainersEnv) == "1" {
 		// From the start, so that every tensor the tests make can be found.
-		hotpath.EnableRetainers()
+		heapfence.EnableRetainers()
 		retainersFromEnv = true
 	}
 }
@@ -58,7 +58,7 @@ func init() {
 // check beside a goroutine that waits on a child process or a blocking
 // read gets no retainers. LeakError.Retainers says how the search went.
 func Retainers() ScopeOption {
-	hotpath.EnableRetainers()
+	heapfence.EnableRetainers()
 	return optionFunc(func(c *config) error {
 		c.retainers = true
 		return nil
@@ -78,7 +78,7 @@ func (c *config) findRetainers(tr *track.Tracker, le *LeakError) {
 		if l.State != Live {
 			continue
 		}
-		hs := hotpath.Handles(tr, l.ID)
+		hs := heapfence.Handles(tr, l.ID)
 		if len(hs) == 0 {
 			unregistered++
 		}

@@ -1,12 +1,9 @@
-// Package hotpath holds what the allocation and record paths of tensor,
-// pool and track share: the cache-line size their hot structures are padded
-// to, high-water marks raised in place, the process-unique identities
-// allocators stamp into their blocks, the hooks of retainer search,
-// which cost one atomic load while it is off (retainers.go), the hooks
-// through which track/trackalloc reaches package track (track.go), and what
-// package tensor lends tensor/foreign for adoption (adoption.go). Each is a
-// few lines; together they are one leaf that every core package may import.
-package hotpath
+// Package counter holds what the hot structures of tensor, pool and track
+// share to count without contention: the cache-line size their counters
+// are padded to, high-water marks raised in place, and the process-unique
+// identities allocators stamp into their blocks.
+package counter
+
 
 import "sync/atomic"
 
@@ -19,7 +16,7 @@ import "sync/atomic"
 // pads to 128 on arm64, and a per-architecture CacheLine would be the place
 // to follow it. Pad a structure to a multiple of CacheLine with
 //
-//	_ [hotpath.CacheLine - unsafe.Sizeof(data{})%hotpath.CacheLine]byte
+//	_ [counter.CacheLine - unsafe.Sizeof(data{})%counter.CacheLine]byte
 //
 // which adds a whole line when the data already fills lines exactly.
 const CacheLine = 64

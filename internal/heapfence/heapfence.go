@@ -1,9 +1,7 @@
-package hotpath
-
-// The hooks of retainer search (track/tracktest's Retainers option): the
-// small meeting point between the packages that make tensors and call
-// devices (tensor, tensor/cuda) and the search, so that neither imports the
-// other and production binaries link none of the search.
+// Package heapfence is where retainer search (track/tracktest's Retainers
+// option) meets the packages that make tensors and call devices (tensor,
+// tensor/cuda), so that neither imports the other and production binaries
+// link none of the search.
 //
 // Retainer search is off until EnableRetainers is called (tracktest does,
 // for its Retainers option and for TENSORLIFE_RETAINERS=1); it never turns
@@ -17,10 +15,13 @@ package hotpath
 //     of a heap dump (a goroutine leaving a cgo call while the dump runs can
 //     crash the process on Go 1.26; see internal/retainers). The fence is
 //     process-wide because the heap dump is: it stops every goroutine.
+package heapfence
 
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/tensorlife/tensorlife/track"
 )
 
 var retainersOn atomic.Bool
@@ -65,9 +66,12 @@ func HoldDevices() (release func()) {
 }
 
 // HandleLookup resolves a record of a tracker to the live handles of its
-// tensor: tracker is the *track.Tracker, id the record's id. Package tensor
-// installs it with SetHandleLookup when it is initialized.
-type HandleLookup func(tracker any, id uint64) []any
+// tensor, by the record's id. Package tensor installs it with
+// SetHandleLookup when it is initialized; this package cannot name
+// tensor's handle type, and the search needs the handles only as heap
+// objects (internal/retainers.Find takes any pointers), so they come back
+// as any.
+type HandleLookup func(tracker *track.Tracker, id uint64) []any
 
 var handleLookup atomic.Pointer[HandleLookup]
 
@@ -78,7 +82,7 @@ func SetHandleLookup(f HandleLookup) { handleLookup.Store(&f) }
 // Handles returns the live handles of the tensor whose record in tracker
 // has the given id: none if no lookup is installed (package tensor is not
 // linked) or the handles were made before EnableRetainers.
-func Handles(tracker any, id uint64) []any {
+func Handles(tracker *track.Tracker, id uint64) []any {
 	f := handleLookup.Load()
 	if f == nil {
 		return nil

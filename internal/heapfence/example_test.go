@@ -1,15 +1,15 @@
-package hotpath_test
+package heapfence_test
 
 import (
 	"fmt"
 
-	"github.com/tensorlife/tensorlife/internal/hotpath"
+	"github.com/tensorlife/tensorlife/internal/heapfence"
 )
 
 // A device call is bracketed so that a heap dump can hold it off.
 func ExampleEnterDevice() {
-	held := hotpath.EnterDevice()
-	defer hotpath.ExitDevice(held)
+	held := heapfence.EnterDevice()
+	defer heapfence.ExitDevice(held)
 	fmt.Println("the driver is called here")
 	// Output: the driver is called here
 }

@@ -1,4 +1,4 @@
-package hotpath_test
+package counter_test
 
 import (
 	"fmt"
@@ -9,21 +9,21 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/tensorlife/tensorlife/internal/hotpath"
+	"github.com/tensorlife/tensorlife/internal/counter"
 )
 
 func TestRaisePeakKeepsTheHighest(t *testing.T) {
 	var p atomic.Int64
-	hotpath.RaisePeak(&p, 5)
-	hotpath.RaisePeak(&p, 3)
+	counter.RaisePeak(&p, 5)
+	counter.RaisePeak(&p, 3)
 	assert.EqualValues(t, 5, p.Load(), "a lower value leaves the peak")
-	hotpath.RaisePeak(&p, -1)
+	counter.RaisePeak(&p, -1)
 	assert.EqualValues(t, 5, p.Load())
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 1000 {
-				hotpath.RaisePeak(&p, int64(g*1000+i))
+				counter.RaisePeak(&p, int64(g*1000+i))
 			}
 		})
 	}
@@ -34,7 +34,7 @@ func TestRaisePeakKeepsTheHighest(t *testing.T) {
 func TestNewAllocatorIDIsUnique(t *testing.T) {
 	seen := map[uint32]bool{}
 	for range 1000 {
-		id := hotpath.NewAllocatorID()
+		id := counter.NewAllocatorID()
 		assert.False(t, seen[id], "id %d handed out twice", id)
 		assert.NotZero(t, id)
 		seen[id] = true
@@ -46,7 +46,7 @@ func TestNewAllocatorIDIsUnique(t *testing.T) {
 func Example() {
 	type stripe struct {
 		n atomic.Int64
-		_ [hotpath.CacheLine - unsafe.Sizeof(atomic.Int64{})]byte
+		_ [counter.CacheLine - unsafe.Sizeof(atomic.Int64{})]byte
 	}
 	var stripes [4]stripe
 	stripes[1].n.Add(1)
@@ -59,7 +59,7 @@ func Example() {
 func ExampleRaisePeak() {
 	var high atomic.Int64
 	for _, v := range []int64{3, 7, 5} {
-		hotpath.RaisePeak(&high, v)
+		counter.RaisePeak(&high, v)
 	}
 	fmt.Println(high.Load())
 	// Output: 7
