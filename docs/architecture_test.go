@@ -5,13 +5,14 @@
 package docs_test
 
 import (
-	"bufio"
+	"cmp"
+	"flag"
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -65,80 +66,133 @@ func codeImports(t *testing.T) map[string][]string {
 	return out
 }
 
-// docSection returns the lines of the section of md headed heading.
-func docSection(t *testing.T, md, heading string) []string {
-	t.Helper()
-	f, err := os.Open(filepath.Join(repoRoot(t), md))
-	require.NoError(t, err)
-	defer f.Close()
-	var lines []string
-	in := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		l := sc.Text()
-		if strings.HasPrefix(l, "## ") {
-			in = l == "## "+heading
-			continue
-		}
-		if in {
-			lines = append(lines, l)
-		}
-	}
-	require.NoError(t, sc.Err())
-	require.NotEmpty(t, lines, "%s has no section %q", md, heading)
-	return lines
-}
+var update = flag.Bool("update", false, "rewrite the generated parts of docs/ARCHITECTURE.md")
 
-var codeSpan = regexp.MustCompile("`([^`]+)`")
-
-// docImports reads the import table of ARCHITECTURE.md: one row a package,
-// "| `pkg` | level | `imp`, `imp` |", and the level each package is at.
-func docImports(t *testing.T) (imports map[string][]string, level map[string]int) {
-	imports, level = map[string][]string{}, map[string]int{}
-	for _, l := range docSection(t, "docs/ARCHITECTURE.md", "Imports") {
-		cells := strings.Split(l, "|")
-		if len(cells) != 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
-			continue
+// levels gives each package its level: 0 for a package that imports none
+// of the module, else one more than the highest of its imports. An import
+// cycle cannot compile, so the recursion ends.
+func levels(code map[string][]string) map[string]int {
+	level := map[string]int{}
+	var of func(pkg string) int
+	of = func(pkg string) int {
+		if lv, ok := level[pkg]; ok {
+			return lv
 		}
-		pkg := strings.Trim(strings.TrimSpace(cells[1]), "`")
-		lv, err := strconv.Atoi(strings.TrimSpace(cells[2]))
-		require.NoError(t, err, "level of %s", pkg)
+		lv := 0
+		for _, imp := range code[pkg] {
+			lv = max(lv, of(imp)+1)
+		}
 		level[pkg] = lv
-		var imps []string
-		for _, m := range codeSpan.FindAllStringSubmatch(cells[3], -1) {
-			imps = append(imps, m[1])
-		}
-		slices.Sort(imps)
-		imports[pkg] = imps
+		return lv
 	}
-	return imports, level
+	for pkg := range code {
+		of(pkg)
+	}
+	return level
 }
 
-// The import table of ARCHITECTURE.md is what the code imports, package by
-// package, and its levels are layers: every import points to a lower level.
+// byLevel returns the packages in level order, then by path.
+func byLevel(level map[string]int) []string {
+	pkgs := slices.Collect(maps.Keys(level))
+	slices.SortFunc(pkgs, func(a, b string) int { return cmp.Or(cmp.Compare(level[a], level[b]), strings.Compare(a, b)) })
+	return pkgs
+}
+
+// levelPicture draws the levels, highest first, one line a level.
+func levelPicture(level map[string]int) string {
+	rows := map[int][]string{}
+	top := 0
+	for _, pkg := range byLevel(level) {
+		rows[level[pkg]] = append(rows[level[pkg]], pkg)
+		top = max(top, level[pkg])
+	}
+	var b strings.Builder
+	b.WriteString("```\n")
+	for lv := top; lv >= 0; lv-- {
+		line := fmt.Sprintf("%-2d", lv)
+		for _, pkg := range rows[lv] {
+			if len(line)+3+len(pkg) > 100 {
+				b.WriteString(line + "\n")
+				line = "  "
+			}
+			line += "   " + pkg
+		}
+		b.WriteString(line + "\n")
+	}
+	b.WriteString("```\n")
+	return b.String()
+}
+
+// importTable lists each package's imports and level.
+func importTable(code map[string][]string, level map[string]int) string {
+	var b strings.Builder
+	b.WriteString("| package | level | imports |\n| --- | --- | --- |\n")
+	for _, pkg := range byLevel(level) {
+		imps := "none"
+		if len(code[pkg]) > 0 {
+			imps = "`" + strings.Join(code[pkg], "`, `") + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %d | %s |\n", pkg, level[pkg], imps)
+	}
+	return b.String()
+}
+
+// generated replaces, in md, the text between "<!-- generated: name -->"
+// and the next "<!-- end -->" with text, and reports what stood there.
+func generated(t *testing.T, md, name, text string) (doc, was string) {
+	t.Helper()
+	open, end := "<!-- generated: "+name+" -->\n", "<!-- end -->"
+	before, rest, ok := strings.Cut(md, open)
+	require.True(t, ok, "docs/ARCHITECTURE.md has no %q", open)
+	was, after, ok := strings.Cut(rest, end)
+	require.True(t, ok, "docs/ARCHITECTURE.md has no %q after %q", end, open)
+	return before + open + text + end + after, was
+}
+
+// The level picture and the import table of ARCHITECTURE.md are drawn from
+// go list: a change of imports fails this test until
+// `go test ./docs -run TestArchitecture -update` redraws them.
 func TestArchitectureSaysWhatTheImportsSay(t *testing.T) {
 	code := codeImports(t)
-	doc, level := docImports(t)
-	for pkg, imps := range code {
-		want, ok := doc[pkg]
-		if !assert.True(t, ok, "docs/ARCHITECTURE.md's import table has no row for %s", pkg) {
-			continue
-		}
-		if want == nil {
-			want = []string{}
-		}
-		if imps == nil {
-			imps = []string{}
-		}
-		assert.Equal(t, imps, want, "the imports of %s", pkg)
-		for _, imp := range imps {
-			assert.Less(t, level[imp], level[pkg], "%s (level %d) imports %s (level %d): imports point down",
-				pkg, level[pkg], imp, level[imp])
-		}
+	level := levels(code)
+	path := filepath.Join(repoRoot(t), "docs", "ARCHITECTURE.md")
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	md, was := generated(t, string(raw), "levels", levelPicture(level))
+	assert.Equal(t, levelPicture(level), was, "the level picture; run go test ./docs -run TestArchitecture -update")
+	md, was = generated(t, md, "imports", importTable(code, level))
+	assert.Equal(t, importTable(code, level), was, "the import table; run go test ./docs -run TestArchitecture -update")
+	if *update {
+		require.NoError(t, os.WriteFile(path, []byte(md), 0o644))
 	}
-	for pkg := range doc {
-		_, ok := code[pkg]
-		assert.True(t, ok, "docs/ARCHITECTURE.md lists %s, which is no package", pkg)
+}
+
+// Folders show the layers: a package in the folder of another package
+// (track/watch in track) imports nothing above that package, so no import
+// runs back up through a folder; and the examples import only what a user
+// can import.
+func TestFoldersShowTheLayers(t *testing.T) {
+	code := codeImports(t)
+	level := levels(code)
+	for pkg, imps := range code {
+		for parent := filepath.Dir(pkg); parent != "."; parent = filepath.Dir(parent) {
+			if _, ok := code[parent]; !ok {
+				continue
+			}
+			for _, imp := range imps {
+				if imp == parent || strings.HasPrefix(imp, parent+"/") {
+					continue
+				}
+				assert.LessOrEqual(t, level[imp], level[parent],
+					"%s, in the folder of %s (level %d), imports %s (level %d), which is above it",
+					pkg, parent, level[parent], imp, level[imp])
+			}
+		}
+		if strings.HasPrefix(pkg, "examples/") {
+			for _, imp := range imps {
+				assert.NotContains(t, "/"+imp+"/", "/internal/", "%s imports %s: an example imports only public packages", pkg, imp)
+			}
+		}
 	}
 }
 

@@ -63,7 +63,7 @@ var snippetImports = map[string]string{
 	"mask": module + "mask", "oomdump": module + "oomdump", "pool": module + "pool",
 	"pprofexport": module + "pprofexport", "report": module + "report", "tensor": module + "tensor",
 	"cuda": module + "tensor/cuda", "foreign": module + "tensor/foreign", "timeline": module + "timeline", "track": module + "track",
-	"oteltrack": module + "track/oteltrack", "tracktest": module + "track/tracktest",
+	"oteltrack": module + "oteltrack", "tracktest": module + "track/tracktest",
 	"watch":      module + "track/watch",
 	"prometheus": "github.com/prometheus/client_golang/prometheus",
 	"promhttp":   "github.com/prometheus/client_golang/prometheus/promhttp",

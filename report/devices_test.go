@@ -14,12 +14,12 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/tensorlife/tensorlife/oteltrack"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/oteltrack"
 )
 
 // shard allocates one device's part of a model, from one line.

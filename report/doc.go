@@ -12,7 +12,7 @@
 // The summary reads counters only, never the live set, so it costs the same
 // at a thousand live tensors as at a million. Sources.Read gives the same
 // figures to code of its own, each pool read once, so that a pool's row and
-// its device's split agree; the OpenTelemetry bridge (track/oteltrack)
+// its device's split agree; the OpenTelemetry bridge (oteltrack)
 // publishes them the same way. The device split tells the memory
 // tensorlife's allocators hold (track.Reserver) from what the device
 // reports as used outside them.

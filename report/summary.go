@@ -74,6 +74,11 @@ const summaryWidth = 100
 // heldIndent indents the lines that say who holds a suspect's memory.
 const heldIndent = 6
 
+// Bytes formats a byte count as every report of tensorlife writes it:
+// "512 B", "1.5 KiB", "8 MiB", in powers of 1024 with one decimal at most.
+// A program that logs figures beside a summary uses it to say them alike.
+func Bytes(n int64) string { return format.Bytes(n) }
+
 // WriteSummary writes a text report of tr's memory in the manner of
 // torch.cuda.memory_summary: totals and peak, the figures of the pools,
 // caches and devices made with tr (and of WithSources), the top call sites
@@ -328,7 +333,7 @@ func writeSuspects(b *strings.Builder, w SuspectSource, now time.Time) {
 		}
 		if s.RunsOutIn > 0 {
 			fmt.Fprintf(b, "%*s%s\n", heldIndent, "", clip(fmt.Sprintf("%s: the %s on %s, %s left, forecast %s",
-				format.Forecast(s.RunsOutIn, s.GrowthPerSecond), s.HeadroomOf, s.Device, format.Bytes(s.Headroom),
+				s.Forecast(), s.HeadroomOf, s.Device, format.Bytes(s.Headroom),
 				s.ForecastAt.UTC().Format("15:04:05")), summaryWidth-heldIndent))
 		}
 	}

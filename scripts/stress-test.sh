@@ -38,7 +38,7 @@ cd "$root_dir"
 # In the background, waited for: a signal then interrupts the wait and the
 # trap stops the tests and the burners alike.
 set -m # the next job gets a process group of its own
-go test -race -count="$count" -cpu 1,2,4 -timeout 90m ./track/watch/ ./track/oteltrack/ ./report/ &
+go test -race -count="$count" -cpu 1,2,4 -timeout 90m ./track/watch/ ./oteltrack/ ./report/ &
 tests=$!
 set +m
 status=0

@@ -4,7 +4,6 @@ import (
 	"sync"
 	"weak"
 
-	"github.com/tensorlife/tensorlife/internal/heapfence"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -32,9 +31,11 @@ var handleShelves = track.NewLocal(func() *handleShelf {
 	return &handleShelf{m: make(map[uint64][]weak.Pointer[Tensor])}
 })
 
-func handlesOf(tr *track.Tracker) *handleShelf { return handleShelves.Of(tr) }
-
-func init() { heapfence.SetHandleLookup(liveHandles) }
+func handlesOf(tr *track.Tracker) *handleShelf {
+	h := handleShelves.Of(tr)
+	tr.FindHandlesWith(h)
+	return h
+}
 
 // noteHandle registers t, a tracked handle just made. Callers check
 // heapfence.RetainersOn first.
@@ -74,14 +75,10 @@ func (h *handleShelf) sweep() {
 	}
 }
 
-// liveHandles returns the handles of the record id of tr that are neither
-// freed nor collected: the heapfence handle lookup. The handles returned
-// are strong references: the caller pins them.
-func liveHandles(tr *track.Tracker, id uint64) []any {
-	if tr == nil {
-		return nil
-	}
-	h := handlesOf(tr)
+// LiveHandles returns the handles of the record id that are neither freed
+// nor collected (track.HandleFinder). The handles returned are strong
+// references: the caller pins them.
+func (h *handleShelf) LiveHandles(id uint64) []any {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []any

@@ -26,12 +26,54 @@
 // double frees and uses after free count as misuse, which tracktest fails
 // tests on.
 //
-// Record and Release cost 0.20-0.25x one runtime.Callers over the same
-// frames; package track/trackalloc, the API of allocators and tools (which
-// packages tensor and pool use as any third-party allocator would), lists
-// every cost and bound. Record, Meta and InternMeta are what an allocator
-// embeds and fills; programs never need them.
-//
 // A Tracker is safe for concurrent use. A nil receiver of any type is a bug,
-// as in the standard library.
+// as in the standard library: every method panics on a nil *Tracker. Attach
+// and Detach, which an untracked part calls with its nil tracker, do
+// nothing then.
+//
+// # For allocators and tools
+//
+// Programs that serve requests need only the above, with packages tensor and
+// pool. Those who write allocators and tools over a Tracker use the rest,
+// kept in this package beside the registry it touches (as runtime/pprof
+// keeps Profile.Add beside Lookup), so that every call can be followed from
+// caller to callee: tensor and pool use it as any third-party allocator
+// would.
+//
+// An allocator embeds a Record in what it hands out, fills Bytes and Meta,
+// and calls Tracker.Record when it allocates and Tracker.Release when the
+// memory goes back; each extra handle is counted with Record.Hold and
+// Record.Unhold, and a handle the garbage collector finds dropped is
+// reported with Tracker.ReportDropped. Tracker.HandOver and
+// Tracker.HandBack move a record to an Owner and back; Tracker.NoteMisuse
+// logs a double free or a use after free for tests (Tracker.MisuseSince).
+// Skips are as in pprof.Profile.Add: 0 is the caller of the method, and
+// every function they pass over must be //go:noinline.
+//
+// What a pool, a cache, a watcher or a device's adoptions is attaches to its
+// tracker (Attach); readers find the parts by the interface they need
+// (PartsOf; Reserver, Headroomer), and a package keeps its own state per
+// tracker in a Local. Tools read counters: CopyCounts (the default
+// profile's snapshot, copied for later), History (the events, KeepHistory),
+// LiveByClass, ReservedOn, HeldBy, a SiteFeed (the sites whose outlived
+// figures changed, what a watcher reads each window) and WatchLeaks.
+//
+// # Costs
+//
+// Record and Release cost one frame-pointer walk, a lookup without a lock,
+// one of 64 shard locks and a few atomics (one add for the site's figures);
+// BenchmarkRecordReleaseRatio measures them against one runtime.Callers over
+// the same 20 frames. A request is listed once per tracker, at its first
+// record (one of 16 locks); every reader settles the listed requests first,
+// O(requests open).
+//
+// Every reader but the views that show per-tensor detail reads counters
+// kept on the record path: the default profile's snapshot is O(sites ×
+// shapes), HeldBy O(sites × holders), Site.Stats O(shapes of the site), a
+// window's site feed O(sites that changed), Owners O(owners), and none holds
+// a shard lock longer than one record's update, so an out-of-memory error
+// built from them costs the same at any live count. The bounds that keep
+// these costs: a site counts at most 64 (Meta, size) pairs apart, the rest in
+// one group marked Group.OtherShapes; it counts at most 16 holders apart, the
+// rest as handles made at other sites.
 package track

@@ -234,3 +234,26 @@ func (l *misuseLog) since(seq uint64) (ms []Misuse, lost, latest uint64) {
 	}
 	return ms, lost, latest
 }
+
+// A HandleFinder resolves a record of one tracker to the live handles of
+// its tensor: package tensor's registry, which it keeps while retainer
+// search is on (track/tracktest's Retainers option), so that a leaked
+// record can be traced to the handles a heap dump must find. The handles
+// come back as any: the search needs them only as heap objects.
+type HandleFinder interface {
+	// LiveHandles returns the handles of the record id that are neither
+	// freed nor collected, as strong references: the caller pins them.
+	LiveHandles(id uint64) []any
+}
+
+// FindHandlesWith makes f t's HandleFinder, unless t has one already.
+func (t *Tracker) FindHandlesWith(f HandleFinder) { t.handles.CompareAndSwap(nil, &f) }
+
+// LiveHandles returns what t's HandleFinder finds of the record id; nil
+// when t has none (no handle was made while retainer search was on).
+func (t *Tracker) LiveHandles(id uint64) []any {
+	if f := t.handles.Load(); f != nil {
+		return (*f).LiveHandles(id)
+	}
+	return nil
+}

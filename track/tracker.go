@@ -240,11 +240,12 @@ type Tracker struct {
 	feeds        feedSet       // SiteFeed
 	classes      classRegistry // liveByClass
 	leakWatchers watchers
-	parts        partRegistry  // what was made with the tracker (parts.go)
-	locals       locals        // what packages above track keep per tracker (Local)
-	misuses      misuseLog     // the latest misuses, for tests (NoteMisuse)
-	requests     requestBook   // the open requests, settled by readers (requestbook.go)
-	owners       ownerRegistry // the owners tensors were handed to (owner.go)
+	parts        partRegistry                 // what was made with the tracker (parts.go)
+	locals       locals                       // what packages above track keep per tracker (Local)
+	misuses      misuseLog                    // the latest misuses, for tests (NoteMisuse)
+	handles      atomic.Pointer[HandleFinder] // package tensor's registry of handles (FindHandlesWith)
+	requests     requestBook                  // the open requests, settled by readers (requestbook.go)
+	owners       ownerRegistry                // the owners tensors were handed to (owner.go)
 }
 
 // New returns an isolated Tracker.

@@ -38,8 +38,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/tensorlife/tensorlife/internal/devflag"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/devflag"
 )
 
 func main() {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/tensorlife/tensorlife/internal/format"
+	"github.com/tensorlife/tensorlife/report"
 )
 
 // progress shows requests done and live bytes: one line updated in place on
@@ -22,7 +22,7 @@ func newProgress(w io.Writer, tty bool, total int) *progress {
 }
 
 func (p *progress) update(done int, liveBytes int64) {
-	line := fmt.Sprintf("requests %d/%d, live %s", done, p.total, format.Bytes(liveBytes))
+	line := fmt.Sprintf("requests %d/%d, live %s", done, p.total, report.Bytes(liveBytes))
 	switch {
 	case p.tty:
 		fmt.Fprintf(p.w, "\r%-60s", line)

@@ -11,13 +11,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tensorlife/tensorlife/internal/devflag"
-	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/oomdump"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/devflag"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/watch"
 )
@@ -182,7 +181,7 @@ func (s *session) report(w io.Writer, res result) error {
 	}
 	fmt.Fprintf(w, "agentleak (%s)\n", variant)
 	fmt.Fprintf(w, "served %d of %d requests, %d tokens each, pool budget %s\n\n",
-		res.served, s.o.requests, s.o.tokens, format.Bytes(s.o.budget))
+		res.served, s.o.requests, s.o.tokens, report.Bytes(s.o.budget))
 
 	s.mu.Lock()
 	rebuild, suspect, suspectAt := s.firstRebuild, s.firstSuspect, s.suspectAt
@@ -193,15 +192,13 @@ func (s *session) report(w io.Writer, res result) error {
 	}
 	if suspect != nil {
 		fmt.Fprintf(w, "leak suspect after %d requests: growing %s per request, %s live in %d tensors, at\n%s\n",
-			suspectAt, format.Bytes(suspect.GrowthPerWindow), format.Bytes(suspect.LiveBytes),
+			suspectAt, report.Bytes(suspect.GrowthPerWindow), report.Bytes(suspect.LiveBytes),
 			suspect.LiveCount, where(suspect.Site.Location()))
 		if suspect.RunsOutIn > 0 {
-			fmt.Fprintf(w, "  %s: the %s on %s, %s left\n", format.Forecast(suspect.RunsOutIn, suspect.GrowthPerSecond),
-				suspect.HeadroomOf, suspect.Device, format.Bytes(suspect.Headroom))
+			fmt.Fprintf(w, "  %s: the %s on %s, %s left\n", suspect.Forecast(),
+				suspect.HeadroomOf, suspect.Device, report.Bytes(suspect.Headroom))
 		}
-		var advice strings.Builder
-		format.Wrap(&advice, "  ", watch.Advice+".", 100)
-		fmt.Fprintf(w, "%s\n", advice.String())
+		fmt.Fprintf(w, "%s\n", wrap("  ", watch.Advice+".", 100))
 	} else {
 		fmt.Fprintf(w, "no leak suspect: no call site kept growing\n\n")
 	}
@@ -247,6 +244,24 @@ func where(f track.Frame) string {
 		}
 	}
 	return fmt.Sprintf("  %s\n    %s:%d", f.Function, file, f.Line)
+}
+
+// wrap fills text into lines of at most width columns, each begun by
+// prefix.
+func wrap(prefix, text string, width int) string {
+	var b strings.Builder
+	line := prefix
+	for _, word := range strings.Fields(text) {
+		if line != prefix && len(line)+1+len(word) > width {
+			b.WriteString(line + "\n")
+			line = prefix
+		}
+		if line != prefix {
+			line += " "
+		}
+		line += word
+	}
+	return b.String() + line + "\n"
 }
 
 func indent(s string) string {

@@ -30,7 +30,7 @@ var (
 )
 
 // The rules read metrics by the names OpenTelemetry's Prometheus exporter
-// gives track/oteltrack's instruments: a rename there would leave alerts
+// gives oteltrack's instruments: a rename there would leave alerts
 // that never fire, and a recorded test that still passes. Every metric the
 // rules name, with the label values they select, and every series of the
 // recorded run, is on the leaky server's /metrics.

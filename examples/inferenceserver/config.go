@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tensorlife/tensorlife/internal/devflag"
+	"github.com/tensorlife/tensorlife/tensor/devflag"
 )
 
 // errBadConfig means a flag value the server cannot run with.

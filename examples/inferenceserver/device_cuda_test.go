@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/devflag"
+	"github.com/tensorlife/tensorlife/tensor/devflag"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/devflag"
 	"github.com/tensorlife/tensorlife/pprofexport"
+	"github.com/tensorlife/tensorlife/tensor/devflag"
 )
 
 // Two host devices stand in for two GPUs: requests alternate between them,

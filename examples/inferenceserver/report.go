@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/tensorlife/tensorlife/internal/format"
-
+	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -39,10 +38,10 @@ func (s *server) liveError() *liveTensorsError {
 
 func (e *liveTensorsError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d tensors (%s) still live at shutdown, at:", e.count, format.Bytes(e.bytes))
+	fmt.Fprintf(&b, "%d tensors (%s) still live at shutdown, at:", e.count, report.Bytes(e.bytes))
 	for i, s := range e.sites {
 		f := s.Site.Location()
-		fmt.Fprintf(&b, "\n  %d. %s in %d tensors: %s\n       %s:%d", i+1, format.Bytes(s.LiveBytes),
+		fmt.Fprintf(&b, "\n  %d. %s in %d tensors: %s\n       %s:%d", i+1, report.Bytes(s.LiveBytes),
 			s.LiveCount, f.Function, f.File, f.Line)
 	}
 	if e.moreSites > 0 {

@@ -13,13 +13,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tensorlife/tensorlife/internal/devflag"
-	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/devflag"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/watch"
 )
@@ -193,7 +192,7 @@ func (s *server) DebugHandler() http.Handler {
 // first error of either listener.
 func (s *server) Serve(public, debug net.Listener) error {
 	attrs := []any{slog.String("addr", public.Addr().String()), slog.Bool("leak", s.cfg.leak),
-		slog.String("budget", format.Bytes(s.cfg.budget)), slog.Int("max_inflight", s.cfg.maxInFlight)}
+		slog.String("budget", report.Bytes(s.cfg.budget)), slog.Int("max_inflight", s.cfg.maxInFlight)}
 	if debug != nil {
 		attrs = append(attrs, slog.String("debug_addr", debug.Addr().String()))
 	}
@@ -289,7 +288,7 @@ func (s *server) Shutdown(ctx context.Context) error {
 	if live.LiveCount > 0 {
 		err := s.liveError()
 		s.log.Error("tensors still live at shutdown", slog.Int64("tensors", live.LiveCount),
-			slog.String("bytes", format.Bytes(live.LiveBytes)), slog.String("top_site", err.topSite()))
+			slog.String("bytes", report.Bytes(live.LiveBytes)), slog.String("top_site", err.topSite()))
 		errs = append(errs, err)
 	} else {
 		s.log.Info("shut down: no tensor left live", slog.Int64("requests", s.admitted.Load()), slog.Int64("allocations", live.Allocs))
@@ -332,9 +331,9 @@ func (s *server) tick() {
 func (s *server) onSuspect(sus watch.Suspect) {
 	s.log.Warn("leak suspect: bytes that outlived their request keep growing at one call site",
 		slog.String("site", sus.Site.String()),
-		slog.String("growth_per_request", format.Bytes(sus.GrowthPerWindow)),
-		slog.String("outlived", format.Bytes(sus.OutlivedBytes)),
-		slog.String("live", format.Bytes(sus.LiveBytes)),
+		slog.String("growth_per_request", report.Bytes(sus.GrowthPerWindow)),
+		slog.String("outlived", report.Bytes(sus.OutlivedBytes)),
+		slog.String("live", report.Bytes(sus.LiveBytes)),
 		slog.Int64("tensors", sus.LiveCount),
 		slog.String("stack", sus.Site.Stack("")))
 	s.mu.Lock()

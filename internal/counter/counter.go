@@ -4,7 +4,6 @@
 // identities allocators stamp into their blocks.
 package counter
 
-
 import "sync/atomic"
 
 // CacheLine is the cache-line size, in bytes, that padding assumes, so that

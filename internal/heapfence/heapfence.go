@@ -8,7 +8,7 @@
 // off again in a process. While it is off, the hooks cost one atomic load:
 //
 //   - package tensor registers every tracked handle it makes (its own
-//     registry; this package only carries the lookup), so that a leaked
+//     registry, which track.Tracker.LiveHandles reads), so that a leaked
 //     record's id can be resolved to the handles a heap dump must find;
 //   - tensor/cuda brackets each driver call with EnterDevice and
 //     ExitDevice, so that HoldDevices can keep tensorlife's cgo calls out
@@ -20,8 +20,6 @@ package heapfence
 import (
 	"sync"
 	"sync/atomic"
-
-	"github.com/tensorlife/tensorlife/track"
 )
 
 var retainersOn atomic.Bool
@@ -63,29 +61,4 @@ func ExitDevice(held bool) {
 func HoldDevices() (release func()) {
 	fence.Lock()
 	return fence.Unlock
-}
-
-// HandleLookup resolves a record of a tracker to the live handles of its
-// tensor, by the record's id. Package tensor installs it with
-// SetHandleLookup when it is initialized; this package cannot name
-// tensor's handle type, and the search needs the handles only as heap
-// objects (internal/retainers.Find takes any pointers), so they come back
-// as any.
-type HandleLookup func(tracker *track.Tracker, id uint64) []any
-
-var handleLookup atomic.Pointer[HandleLookup]
-
-// SetHandleLookup installs the handle lookup. Package tensor calls it once, from
-// init.
-func SetHandleLookup(f HandleLookup) { handleLookup.Store(&f) }
-
-// Handles returns the live handles of the tensor whose record in tracker
-// has the given id: none if no lookup is installed (package tensor is not
-// linked) or the handles were made before EnableRetainers.
-func Handles(tracker *track.Tracker, id uint64) []any {
-	f := handleLookup.Load()
-	if f == nil {
-		return nil
-	}
-	return (*f)(tracker, id)
 }

@@ -78,7 +78,7 @@ func (c *config) findRetainers(tr *track.Tracker, le *LeakError) {
 		if l.State != Live {
 			continue
 		}
-		hs := heapfence.Handles(tr, l.ID)
+		hs := tr.LiveHandles(l.ID)
 		if len(hs) == 0 {
 			unregistered++
 		}

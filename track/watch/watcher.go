@@ -106,6 +106,16 @@ type Suspect struct {
 // IsOwner reports whether s is an owner over its byte bound, not a site.
 func (s Suspect) IsOwner() bool { return s.Owner != "" }
 
+// Forecast says when s runs out of memory as every report of tensorlife
+// says it ("runs out in ~1h12m at 32 KiB/s"); "" when there is no forecast
+// (RunsOutIn is 0).
+func (s Suspect) Forecast() string {
+	if s.RunsOutIn <= 0 {
+		return ""
+	}
+	return format.Forecast(s.RunsOutIn, s.GrowthPerSecond)
+}
+
 // Watcher watches a tracker's outlived bytes per call site over windows of
 // requests or time and names the sites that keep growing: leak suspects.
 // See the package doc for the rules. A Watcher is safe for concurrent use;

@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/mask"
+	"github.com/tensorlife/tensorlife/oteltrack"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/oteltrack"
 	"github.com/tensorlife/tensorlife/track/watch"
 )
 

@@ -138,7 +138,7 @@ var (
 
 // ScopeName is the instrumentation scope (meter) name: this package's
 // import path.
-const ScopeName = "github.com/tensorlife/tensorlife/track/oteltrack"
+const ScopeName = "github.com/tensorlife/tensorlife/oteltrack"
 
 // Option configures Register. Options are validated there: an invalid value
 // is an error matching ErrInvalidOption that names the option.

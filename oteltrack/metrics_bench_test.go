@@ -11,10 +11,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/tensorlife/tensorlife/mask"
+	"github.com/tensorlife/tensorlife/oteltrack"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/oteltrack"
 	"github.com/tensorlife/tensorlife/track/watch"
 )
 

@@ -1,5 +1,5 @@
-// Package devflag is the -device flag the example programs share: a
-// comma-separated list of devices, each "host" for a host device, Go memory
+// Package devflag is a -device flag for programs over tensorlife (the
+// examples take it): a comma-separated list of devices, each "host" for a host device, Go memory
 // that behaves like a GPU of a given capacity, or "cuda:N" for GPU N.
 // Several entries stand for a service spread over several GPUs; two host
 // entries ("host,host") stand in for two GPUs and are named host:0 and

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/tensorlife/tensorlife/internal/devflag"
+	"github.com/tensorlife/tensorlife/tensor/devflag"
 )
 
 func ExampleVar() {

@@ -1,0 +1,81 @@
+package track_test
+
+import (
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/track"
+)
+
+type inner struct{ n int }
+
+var innerLocal = track.NewLocal(func() *inner { return &inner{n: 7} })
+
+type outer struct{ in *inner }
+
+func TestLocalMakerMayReadTheTracker(t *testing.T) {
+	tr, err := track.New()
+	require.NoError(t, err)
+	reentrant := track.NewLocal(func() *outer { return &outer{in: innerLocal.Of(tr)} })
+	o := reentrant.Of(tr) // a maker holding a lock across user code would deadlock here
+	assert.Equal(t, 7, o.in.n)
+	assert.Same(t, o, reentrant.Of(tr), "one value per tracker")
+	assert.Same(t, innerLocal.Of(tr), o.in)
+}
+
+func TestLocalIsOnePerTrackerUnderRaces(t *testing.T) {
+	tr, err := track.New()
+	require.NoError(t, err)
+	l := track.NewLocal(func() *inner { return new(inner) })
+	var wg sync.WaitGroup
+	got := make([]*inner, 16)
+	for i := range got {
+		wg.Go(func() { got[i] = l.Of(tr) })
+	}
+	wg.Wait()
+	for _, p := range got {
+		assert.Same(t, got[0], p, "every caller sees the value that won")
+	}
+	other, err := track.New()
+	require.NoError(t, err)
+	assert.NotSame(t, got[0], l.Of(other), "another tracker has its own")
+}
+
+// reserving is an allocator part; its padding keeps it out of the tiny
+// allocator, whose blocks outlive their objects.
+type reserving struct {
+	bytes int64
+	_     [64]byte
+}
+
+func (r *reserving) Reserved() (string, int64) { return "host", r.bytes }
+
+type plainPart struct{ _ int }
+
+func TestPartsOfReturnsThePartsOfAnInterfaceInOrder(t *testing.T) {
+	tr, err := track.New()
+	require.NoError(t, err)
+	a, b, p := &reserving{bytes: 1}, &reserving{bytes: 2}, &plainPart{}
+	track.Attach(tr, a)
+	track.Attach(tr, p)
+	track.Attach(tr, b)
+	track.Attach(tr, a) // a second Attach keeps the first place
+	assert.Equal(t, []track.Reserver{a, b}, track.PartsOf[track.Reserver](tr))
+	assert.Equal(t, []*plainPart{p}, track.PartsOf[*plainPart](tr))
+	assert.Equal(t, int64(3), tr.ReservedOn("host"))
+	track.Detach(tr, a)
+	assert.Equal(t, []track.Reserver{b}, tr.Allocators())
+	track.Attach[reserving](nil, a) // an untracked part attaches nothing
+	track.Detach[reserving](nil, a)
+
+	func() { track.Attach(tr, &reserving{bytes: 5}) }() // unreachable once this returns
+	runtime.GC()
+	runtime.GC()
+	assert.Equal(t, []track.Reserver{b}, tr.Allocators(), "a collected part leaves the books")
+	runtime.KeepAlive(b)
+	runtime.KeepAlive(p)
+}
