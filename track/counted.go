@@ -35,10 +35,6 @@ import (
 const (
 	inlineMetas  = 4  // the slots every site has
 	maxSiteMetas = 64 // the slots a site may have
-	otherSlot    = 0x7f
-	slotShift    = 8 // a record's slot in its word: bits 8..14
-	slotMask     = 0x7f << slotShift
-	specialFlag  = 1 << 15 // counted apart in its shard's special set
 )
 
 // slotKey is what a slot counts: records of one Meta and byte size.

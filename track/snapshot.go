@@ -359,14 +359,6 @@ func (gr *grouper) addN(site *Site, kind, device, dtype string, shape []int, lab
 	g.Leaked += leaked
 }
 
-// addOther counts count tensors of bytes in all at site in its
-// other-shapes group.
-func (gr *grouper) addOther(site *Site, count, bytes int64) {
-	g := gr.group(&groupOf{site: site, other: true})
-	g.Count += count
-	g.Bytes += bytes
-}
-
 // finish returns the groups in order and adds their live figures to their
 // sites in bySite, making the entries it lacks.
 func (gr *grouper) finish(bySite map[*Site]*SiteStats) []Group {

@@ -171,36 +171,12 @@ type Record struct {
 	holders atomic.Pointer[holderSet] // extra owners; nil while only the own handle holds it
 	id      uint64
 	born    int64 // nanoseconds since the tracker started, monotonic
-	// word packs the state (stateMask), the flags, the record's slot at
-	// its site and the special flag (bits 8..15, counted.go) and, above
-	// classShift, the index of the record's device and kind in its shard.
+	// word packs the record's state, flags, slot at its site and class
+	// (recordword.go).
 	word       atomic.Uint32
 	prev, next *Record  // the shard's list
 	req        *request // the request it was made under; nil if none
 }
-
-const (
-	stateNew uint32 = iota
-	stateLive
-	stateReleased
-
-	stateMask  = 3
-	leakedFlag = 4
-	ownDropped = 8 // the own handle was reported dropped: once only
-	// outlivedFlag: r was made under no request, or handed to an owner
-	// without a bound, and its site counts it as outlived (a record made
-	// under a request is outlived once the request ends: outlived()).
-	outlivedFlag = 16
-	handedFlag   = 32 // handed to an Owner (HandOver)
-	classShift   = 16
-)
-
-func (r *Record) state() uint32 { return r.word.Load() & stateMask }
-func (r *Record) leaked() bool  { return r.word.Load()&leakedFlag != 0 }
-func (r *Record) class() uint16 { return uint16(r.word.Load() >> classShift) }
-
-// setLeaked flags r leaked.
-func (r *Record) setLeaked() { r.word.Or(leakedFlag) }
 
 // ID returns r's id, unique in its tracker; 0 before Record.
 func (r *Record) ID() uint64 { return r.id }
