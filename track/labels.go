@@ -60,9 +60,13 @@ const badKey = "!BADKEY"
 // WithLabels returns a context whose allocations carry the labels kv (key,
 // value pairs) besides ctx's, at most 16 keys of 256 bytes (the rest cut or
 // dropped: Totals.LabelsTruncated). When ctx can end and is under no
-// request yet, it begins one that ends with ctx, as WithRequest does; on a
-// worker's long-lived context each call begins a job, which also ends once
-// 64 later jobs of that context have allocated. It starts no goroutine.
+// request yet, it begins one that ends with ctx, as WithRequest does, and
+// nothing else ends it: label calls on contexts that share ctx's Done
+// channel (a layer's labels, each job of a worker that labels its
+// long-lived context) are that one request. A worker that labels its
+// context per job therefore holds one long request, judged only when the
+// context ends: scope each job with WithRequest instead. It starts no
+// goroutine.
 func WithLabels(ctx context.Context, kv ...string) context.Context {
 	if len(kv) == 0 {
 		return ctx
@@ -79,7 +83,7 @@ func WithLabels(ctx context.Context, kv ...string) context.Context {
 			both := &struct {
 				q request
 				l labelSet
-			}{q: request{done: done, job: true}}
+			}{q: request{done: done, labelled: true}}
 			sc.req, set = &both.q, &both.l
 		}
 	}

@@ -32,9 +32,13 @@ type request struct {
 	more   map[*Site]*reqSite
 	first  [1]reqSite
 
-	// job marks a request begun by WithLabels: one of the jobs of its
-	// context (see jobHorizon).
-	job bool
+	// labelled marks a request begun by WithLabels: other label calls on
+	// contexts that share its Done channel begin requests of their own,
+	// which are the same request (canon).
+	labelled bool
+	// canon is the request this one is the same as: the first request of
+	// its Done channel that a tracker listed. nil while q is its own.
+	canon atomic.Pointer[request]
 	// book and more are the books that list the request, one per tracker
 	// it has recorded in (most requests know one); under mu.
 	book      *requestBook
@@ -91,8 +95,9 @@ func (q *request) isDone() bool {
 
 // within reports whether q is anc or was begun under it.
 func (q *request) within(anc *request) bool {
+	anc = anc.same()
 	for ; q != nil; q = q.parent {
-		if q == anc {
+		if q.same() == anc {
 			return true
 		}
 	}
@@ -167,39 +172,63 @@ func WithRequest(ctx context.Context) (context.Context, context.CancelFunc) {
 	}
 }
 
-// join counts r, made under q, in flight; a request that has already ended
-// leaves r outlived at once. One whose context is done but that no reader
-// has settled yet (a goroutine it started still allocates) counts r in
-// flight until the next reader settles it, before that reader reads: join
-// does not look at the context, a receive saved on every record. q may be
-// nil: r is then outlived from the start. The first record of q in t
-// lists q in t's book.
-func (q *request) join(t *Tracker, r *Record) {
+// join counts r, made under q, in flight, and returns the request r
+// belongs to: q, or the request q is the same as (canon). A request that
+// has already ended leaves r outlived at once. One whose context is done
+// but that no reader has settled yet (a goroutine it started still
+// allocates) counts r in flight until the next reader settles it, before
+// that reader reads: join does not look at the context, a receive saved on
+// every record. q may be nil: r is then outlived from the start. The first
+// record of q in t lists q in t's book, which finds the request q is the
+// same as if another of its Done channel is listed there.
+func (q *request) join(t *Tracker, r *Record) *request {
 	if q == nil {
 		r.word.Or(outlivedFlag)
 		r.site.outlived(r.Bytes, 1)
-		return
+		return nil
 	}
-	q.mu.Lock()
-	if q.ended.Load() {
-		q.mu.Unlock()
-		r.site.outlived(r.Bytes, 1)
-		return
-	}
-	q.addLocked(r.site, r.Bytes, 1)
 	b := &t.requests
-	listed := q.book == b || slices.Contains(q.moreBooks, b)
-	switch {
-	case listed:
-	case q.book == nil:
-		q.book = b
-	default:
-		q.moreBooks = append(q.moreBooks, b)
+	for {
+		if c := q.canon.Load(); c != nil {
+			q = c
+		}
+		q.mu.Lock()
+		if q.ended.Load() {
+			q.mu.Unlock()
+			r.site.outlived(r.Bytes, 1)
+			return q
+		}
+		if q.book == b || slices.Contains(q.moreBooks, b) {
+			q.addLocked(r.site, r.Bytes, 1)
+			q.mu.Unlock()
+			return q
+		}
+		q.mu.Unlock()
+		if c := b.add(q); c != q { // the same request, listed before
+			q.canon.CompareAndSwap(nil, c)
+			continue
+		}
+		q.mu.Lock()
+		switch {
+		case q.book == b || slices.Contains(q.moreBooks, b):
+		case q.book == nil:
+			q.book = b
+		default:
+			q.moreBooks = append(q.moreBooks, b)
+		}
+		q.mu.Unlock()
 	}
-	q.mu.Unlock()
-	if !listed {
-		b.add(q)
+}
+
+// same returns the request q is the same as, q itself if none.
+func (q *request) same() *request {
+	if q == nil {
+		return nil
 	}
+	if c := q.canon.Load(); c != nil {
+		return c
+	}
+	return q
 }
 
 // leave takes r out of its request's books for good, on release or hand

@@ -78,12 +78,13 @@ func TestDeadlineEndsRequest(t *testing.T) {
 	release(t, tr, r)
 }
 
-// TestWorkerJobsEndAfterTheHorizon guards the rule for long-lived contexts:
-// every WithLabels on a worker's context begins a job, and a job ends once
-// 64 later jobs of that context have recorded, so a leak of one tensor per
-// job outlives its job and is counted, while what each job frees in time
-// never is.
-func TestWorkerJobsEndAfterTheHorizon(t *testing.T) {
+// TestWorkerJobsAreTheWorkersRequest guards the rule for long-lived
+// contexts: a request ends only when its context does. Every WithLabels on
+// a worker's context is the worker's one request, so nothing a job leaves
+// is judged while the worker runs, and all of it is once the worker's
+// context ends; a worker that scopes each job with WithRequest has each
+// job's leak judged at the job's end.
+func TestWorkerJobsAreTheWorkersRequest(t *testing.T) {
 	tr := newTracker(t)
 	worker, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -93,12 +94,49 @@ func TestWorkerJobsEndAfterTheHorizon(t *testing.T) {
 		scratch := recordA(tr, ctx, 100, "activations")
 		leaked = append(leaked, recordA(tr, ctx, 4096, "tensor"))
 		release(t, tr, scratch)
-		want := int64(max(0, job+1-64)) * 4096
-		require.Equal(t, want, outlived(t, tr), "after job %d", job)
+		require.Zero(t, outlived(t, tr), "after job %d: the worker's request runs", job)
 	}
 	stop()
-	assert.Equal(t, int64(400*4096), outlived(t, tr), "the worker's end ends every job")
+	assert.Equal(t, int64(400*4096), outlived(t, tr), "the worker's end ends its request")
 	release(t, tr, leaked...)
+
+	worker, stop = context.WithCancel(context.Background())
+	defer stop()
+	leaked = leaked[:0]
+	for job := range 100 {
+		ctx, end := track.WithRequest(worker)
+		ctx = track.WithLabels(ctx, "job", strconv.Itoa(job))
+		leaked = append(leaked, recordA(tr, ctx, 4096, "tensor"))
+		end()
+		require.Equal(t, int64(job+1)*4096, outlived(t, tr), "a scoped job's leak is judged at its end")
+	}
+	release(t, tr, leaked...)
+}
+
+// TestConcurrentJobsOnOneContextAreNeverJudged: 128 jobs running at once on
+// one labelled worker context, and one request that labels each of its 80
+// layers from the request's own context: nothing is judged while they
+// run, and the request book keeps one entry for each context.
+func TestConcurrentJobsOnOneContextAreNeverJudged(t *testing.T) {
+	tr := newTracker(t)
+	worker, stop := context.WithCancel(context.Background())
+	defer stop()
+	var running []*track.Record
+	for job := range 128 {
+		ctx := track.WithLabels(worker, "job", strconv.Itoa(job))
+		running = append(running, recordA(tr, ctx, 1024, "kv-cache"))
+	}
+	require.Zero(t, outlived(t, tr), "128 jobs in flight")
+
+	req, cancel := context.WithCancel(context.Background())
+	for layer := range 80 {
+		ctx := track.WithLabels(req, "layer", strconv.Itoa(layer))
+		running = append(running, recordA(tr, ctx, 512, "kv-cache"))
+	}
+	require.Zero(t, outlived(t, tr), "80 labelled layers of one live request")
+	cancel()
+	assert.Equal(t, int64(80*512), outlived(t, tr), "the request's end ends every layer")
+	release(t, tr, running...)
 }
 
 // TestLongRequestIsNeverCutShort: one request under one WithLabels keeps

@@ -8,17 +8,10 @@ import (
 	"github.com/tensorlife/tensorlife/internal/counter"
 )
 
-// jobHorizon is how many jobs of one context stay open. A request begun by
-// WithLabels on a context under no request is a job of that context: a
-// server's request context (net/http, gRPC) has one, a worker's long-lived
-// context one per WithLabels call. A job ends when its context is done or,
-// failing that, once more than jobHorizon jobs of the same context that
-// began after it have recorded in the tracker: a worker is done with a job
-// long before it has begun 64 more, so what a worker's job leaks outlives
-// it and is judged, while a request that lengthens its KV cache under one
-// WithLabels is one job and is never cut short. A worker that scopes each
-// job with WithRequest ends each one exactly.
-const jobHorizon = 64
+// settleSlack is how many requests a book shard lists past twice what it
+// held at its last settle before listing settles it: a tracker nobody reads
+// lists O(requests open), amortized O(1) a request.
+const settleSlack = 64
 
 // bookShards spreads the requests a tracker lists over locks of their own:
 // a request is listed once per tracker, at its first record, so the lock
@@ -28,11 +21,11 @@ const bookShards = 16
 // requestBook lists a tracker's open requests: those that have recorded in
 // it and whose end it has not yet seen, in the order they were listed.
 // Readers settle it (Tracker.settle) before they read: each listed request
-// whose context is done, or which is a job passed by jobHorizon later jobs,
-// is ended then. Listing settles its shard too once the shard has doubled
-// since it was last settled, so a tracker nobody reads lists O(requests
-// open), amortized O(1) a request. Jobs of one context share a shard, so
-// one shard sees every later job of a job.
+// whose context is done is ended then, and nothing else ends one. Listing
+// settles its shard too once the shard has doubled since it was last
+// settled (settleSlack). Requests of one Done channel share a shard, whose
+// index of them (labelled) makes the label calls on one context one
+// request: the first listed stands for every later one.
 type requestBook struct {
 	shards [bookShards]bookShard
 }
@@ -46,6 +39,9 @@ type bookData struct {
 	mu      sync.Mutex
 	open    []*request
 	settled int // len(open) after the last settle
+	// labelled indexes the listed requests begun by WithLabels by their
+	// Done channel: one entry per open context.
+	labelled map[<-chan struct{}]*request
 }
 
 // shardOfDone spreads contexts over the book's shards by the address of
@@ -55,18 +51,34 @@ func shardOfDone(done <-chan struct{}) int {
 	return int((p>>6 ^ p>>12) % bookShards)
 }
 
-// add lists q, which has just recorded its first allocation in the book's
-// tracker.
-func (b *requestBook) add(q *request) {
+// add lists q, which is recording its first allocation in the book's
+// tracker, and returns it; or, for a request begun by WithLabels whose Done
+// channel another listed request shares, returns that one, which q is the
+// same as, and lists nothing. Adding a listed request again lists it once.
+func (b *requestBook) add(q *request) *request {
 	sh := &b.shards[shardOfDone(q.done)]
 	sh.mu.Lock()
+	if q.labelled {
+		if c := sh.labelled[q.done]; c != nil {
+			sh.mu.Unlock()
+			return c
+		}
+		if sh.labelled == nil {
+			sh.labelled = make(map[<-chan struct{}]*request)
+		}
+		sh.labelled[q.done] = q
+	} else if slices.Contains(sh.open[sh.settled:], q) {
+		sh.mu.Unlock()
+		return q // a race of two first records: listed by the other
+	}
 	sh.open = append(sh.open, q)
 	var over []*request
-	if len(sh.open) >= 2*sh.settled+jobHorizon {
+	if len(sh.open) >= 2*sh.settled+settleSlack {
 		over = sh.collect(nil)
 	}
 	sh.mu.Unlock()
 	endAll(over)
+	return q
 }
 
 // settle ends every listed request that is over, so that what a reader
@@ -89,36 +101,17 @@ func (b *requestBook) settle() {
 // once it is released.
 func (sh *bookData) collect(over []*request) []*request {
 	open := sh.open[:0]
-	jobs := 0
 	for _, q := range sh.open {
 		if ended := q.ended.Load(); ended || q.isDone() {
 			if !ended {
 				over = append(over, q)
 			}
+			if q.labelled && sh.labelled[q.done] == q {
+				delete(sh.labelled, q.done)
+			}
 			continue
 		}
 		open = append(open, q)
-		if q.job {
-			jobs++
-		}
-	}
-	if jobs > jobHorizon { // some context may have more than its horizon open
-		later := make(map[<-chan struct{}]int)
-		kept := len(open)
-		for i := len(open) - 1; i >= 0; i-- { // newest first
-			q := open[i]
-			if !q.job {
-				continue
-			}
-			if later[q.done]++; later[q.done] > jobHorizon {
-				over = append(over, q)
-				open[i] = nil
-				kept--
-			}
-		}
-		if kept < len(open) {
-			open = slices.DeleteFunc(open, func(q *request) bool { return q == nil })
-		}
 	}
 	clear(sh.open[len(open):]) // drop the unlisted requests' memory
 	sh.open = open

@@ -286,8 +286,7 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	r.labels.Store(sc.labels)
 	r.id = t.nextID.Add(1)
 	r.born = t.now()
-	r.req = sc.req
-	sc.req.join(t, r)
+	r.req = sc.req.join(t, r)
 
 	m := metaOf(r)
 	slot := site.metas.slot(m, r.Bytes) // lock-free: outside the shard's lock

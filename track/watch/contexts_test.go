@@ -46,11 +46,13 @@ func workerLeak(t testing.TB, ctx context.Context, tr *track.Tracker) *track.Rec
 	return record(t, ctx, tr, 4096)
 }
 
-// TestWorkerContextLeakNamed guards the rule for long-lived contexts: a
-// worker labels each job with WithLabels on its own context, which ends
-// only at shutdown, and leaks 4 KiB per job; the leak is named within 400
-// jobs, and nothing else is.
-func TestWorkerContextLeakNamed(t *testing.T) {
+// TestWorkerContextIsOneRequest guards the rule for long-lived contexts: a
+// worker that labels each job with WithLabels on its own context, which
+// ends only at shutdown, holds one long request, so nothing it keeps is
+// judged while it runs (its memory is in flight: no count of jobs and no
+// clock ends a request). The same worker scoping each job with
+// WithRequest has its leak named.
+func TestWorkerContextIsOneRequest(t *testing.T) {
 	tr, w, log := watchedTracker(t, "worker")
 	worker, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -60,10 +62,45 @@ func TestWorkerContextLeakNamed(t *testing.T) {
 		kept = append(kept, workerLeak(t, ctx, tr))
 		release(t, tr, record(t, ctx, tr, 64<<10)) // the job's scratch
 	})
-	require.NotZero(t, named, "the worker's leak is named")
+	assert.Zero(t, named, "nothing is judged while the worker's request runs")
+	assert.Zero(t, w.SuspectCount())
+	release(t, tr, kept...)
+
+	tr, w, log = watchedTracker(t, "scoped-worker")
+	kept = kept[:0]
+	named = flaggedAt(t, w, log, 400, func(job int) {
+		ctx, end := track.WithRequest(worker)
+		defer end()
+		ctx = track.WithLabels(ctx, "job", strconv.Itoa(job))
+		kept = append(kept, workerLeak(t, ctx, tr))
+		release(t, tr, record(t, ctx, tr, 64<<10))
+	})
+	require.NotZero(t, named, "the scoped worker's leak is named")
 	t.Logf("named after %d jobs", named)
 	assert.Equal(t, map[string]int{"github.com/tensorlife/tensorlife/track/watch_test.workerLeak": 1}, sitesNamed(log))
 	release(t, tr, kept...)
+}
+
+// TestLeakFreeWorkerPoolIsNeverJudged: 128 workers on one labelled
+// context, 40 jobs each, every job freeing what it made after a few
+// others ran, with a window ending after every job: no suspect.
+func TestLeakFreeWorkerPoolIsNeverJudged(t *testing.T) {
+	tr, w, log := watchedTracker(t, "pool")
+	base, stop := context.WithCancel(context.Background())
+	defer stop()
+	const workers, jobs = 128, 40
+	var inFlight []*track.Record
+	for job := range workers * jobs {
+		ctx := track.WithLabels(base, "worker", strconv.Itoa(job%workers), "job", strconv.Itoa(job))
+		inFlight = append(inFlight, workerLeak(t, ctx, tr))
+		if len(inFlight) > workers { // the oldest job finishes
+			release(t, tr, inFlight[0])
+			inFlight = inFlight[1:]
+		}
+		require.NoError(t, w.Tick())
+	}
+	assert.Empty(t, log.all(), "a leak-free pool has no suspect")
+	release(t, tr, inFlight...)
 }
 
 // TestLongRequestKVIsNotJudged: one request under one WithLabels lengthens
