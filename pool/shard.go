@@ -112,6 +112,10 @@ func (p *Pool) shard(i uint32) *shard {
 	if sh := p.shards[i].Load(); sh != nil {
 		return sh
 	}
+	return p.makeShard(i)
+}
+
+func (p *Pool) makeShard(i uint32) *shard {
 	p.shards[i].CompareAndSwap(nil, new(shard))
 	return p.shards[i].Load()
 }
@@ -128,9 +132,12 @@ func (p *Pool) myShard() uint32 {
 // lock locks cs, a class lock of the warm path, and spreads the pool over
 // its shards when another goroutine holds it.
 func (p *Pool) lock(cs *classShard) {
-	if cs.mu.TryLock() {
-		return
+	if !cs.mu.TryLock() {
+		p.lockContended(cs)
 	}
+}
+
+func (p *Pool) lockContended(cs *classShard) {
 	if p.shardMask > 0 && !p.spread.Load() {
 		p.spread.Store(true)
 	}
