@@ -98,16 +98,20 @@
 //
 // # Concurrency and cost
 //
-// A Pool is safe for concurrent use. An allocation the cache serves takes
-// its class's lock (held for a slice pop and a few field reads) and one
-// atomic add for the active bytes; a release takes the class lock (the
-// checks above and a slice push) and one atomic add. Allocations of
-// different classes share no lock and, mostly, no cache line: the
-// active-bytes counter is striped by class (a single word that every hit
-// wrote tripled the cost of a hit on two busy cores). PeakActive is
-// therefore sampled, at every device allocation and every Stats call, not
-// at every hit: a peak reached only by cache hits between two samples is
-// not seen. The pool-wide lock is taken only when a miss needs a new
-// descriptor. The hit path allocates no Go memory. Stats
-// reads atomics and each class's lock in turn.
+// A Pool is safe for concurrent use. Its free lists are sharded, as Go's
+// allocator keeps a cache per P: once goroutines are seen to contend, each
+// allocates from its P's shard, and an allocation the cache serves takes
+// one lock of its class in that shard (held for a slice pop and a few field
+// reads) and one atomic add to that shard's active bytes; a release takes
+// the lock of the block's shard (the checks above and a slice push) and
+// one atomic add. Goroutines on different cores share no lock and no cache
+// line on this path, whatever the size class, and a shard short of a block
+// takes one that a sibling caches before it asks the device. The budget is
+// one reservation on the miss path, exact however the blocks are spread;
+// only MaxCachedBytes, a pool-wide cap, adds one shared atomic per hit and
+// release. PeakActive is sampled, at every device allocation and every
+// Stats call, not at every hit: a peak reached only by cache hits between
+// two samples is not seen. The pool-wide lock is taken only when a miss
+// needs a new descriptor. The hit path allocates no Go memory. Stats reads
+// atomics and each class's lock in each shard in turn.
 package pool

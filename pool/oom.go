@@ -165,7 +165,7 @@ func (p *Pool) Close() error {
 	if blocks := p.deviceBlocks.Load(); blocks > 0 {
 		sites := p.liveSitesOnDevice()
 		err = errors.Join(err, &ActiveBlocksError{Device: p.dev.Name(), Blocks: blocks,
-			Bytes: p.active.load(), Sites: sites, HeldBy: p.heldBy(sites)})
+			Bytes: p.activeBytes(), Sites: sites, HeldBy: p.heldBy(sites)})
 	} else {
 		// Nothing is left for the tracker's reports to count: leave them
 		// now. A pool closed with blocks out stays until it is collected,

@@ -21,24 +21,6 @@ import (
 // were never freed. The *ActiveBlocksError that matches it names their sites.
 var ErrActiveBlocks = errors.New("pool: closed with active blocks")
 
-// freeList is one size class: its idle blocks, most recently released last
-// (reused first: its memory is most likely still in a device cache), and
-// its slots without a block. Each class has its own lock, so allocations of
-// different sizes never contend; the lock is held for a slice push or pop
-// and a few compares. It also guards the fields of the class's slots.
-type freeList struct {
-	mu    sync.Mutex
-	idle  []uint32 // slots of cached blocks
-	empty []uint32 // slots whose block went back to the device
-	hits  int64
-}
-
-// paddedList keeps each class on its own cache lines: no false sharing.
-type paddedList struct {
-	freeList
-	_ [counter.CacheLine - unsafe.Sizeof(freeList{})%counter.CacheLine]byte
-}
-
 // Pool is a caching allocator over one tensor.Device: it implements
 // tensor.Allocator, rounds each request up to a size class, keeps released
 // blocks per class and hands them out again without asking the device, and
@@ -46,8 +28,9 @@ type paddedList struct {
 // *tensor.OOMError values naming the call sites that hold the memory.
 //
 // A Pool is safe for concurrent use: an allocation or release that the cache
-// serves takes only its size class's lock and a few atomics. It must not be
-// copied. Close it to return its memory; it does not free memory that tensors
+// serves takes one lock of its size class in its goroutine's shard and
+// writes no cache line that other cores write (see Sharding in shard.go).
+// It must not be copied. Close it to return its memory; it does not free memory that tensors
 // still hold.
 type Pool struct {
 	dev       tensor.Device
@@ -60,18 +43,18 @@ type Pool struct {
 	onOOM     func(*tensor.OOMError) // OnOutOfMemory's hook; nil without it
 	logger    *slog.Logger           // Logger's: where a panic of the hook is reported
 	closed    atomic.Bool            // read on every call, written once: kept with the read-mostly fields
+	shardMask uint32                 // shards - 1, a power of two less one
+	spread    atomic.Bool            // a class lock was found held: goroutines use their shards (shard.go)
+	shards    [maxShards]atomic.Pointer[shard]
+	slots     slotTable // its directory is read on every call, written on growth only
 
-	// classes has one more entry than there are classes: hugeClass, whose
-	// blocks are never cached but whose slots are reused like any other's.
-	classes [numClasses + 1]paddedList
+	_ [counter.CacheLine]byte // the read-mostly fields above, the miss path's below
 
 	// mu guards the slot table's growth: misses that find no empty slot.
-	mu    sync.Mutex
-	slots slotTable
+	mu sync.Mutex
 
-	reserved     atomic.Int64   // bytes held from the device, including allocations in flight
-	active       stripedCounter // bytes in blocks handed out
-	deviceBlocks atomic.Int64   // blocks held from the device
+	reserved     atomic.Int64 // bytes held from the device, including allocations in flight
+	deviceBlocks atomic.Int64 // blocks held from the device
 	peakReserved atomic.Int64
 	peakActive   atomic.Int64
 	deviceAllocs atomic.Int64
@@ -81,6 +64,14 @@ type Pool struct {
 	ooms         atomic.Int64
 	badReleases  atomic.Int64
 	hookPanics   atomic.Int64 // panics recovered from OnOutOfMemory's hook
+
+	// cached counts the bytes in idle blocks, kept only under a
+	// MaxCachedBytes cap (maxCached >= 0): the cap is one figure for the
+	// whole pool, so keeping it exact costs a shared atomic per hit and
+	// release. Without a cap nothing on the warm path writes it.
+	_      [counter.CacheLine]byte
+	cached atomic.Int64
+	_      [counter.CacheLine - unsafe.Sizeof(atomic.Int64{})]byte
 }
 
 // New returns a Pool over dev. Options are validated here, against each
@@ -112,6 +103,7 @@ func New(dev tensor.Device, opts ...Option) (*Pool, error) {
 		topSites:  cfg.topSites,
 		onOOM:     cfg.onOOM,
 		logger:    cfg.logger,
+		shardMask: uint32(shardCount() - 1),
 	}
 	// Count what the pool reserves as tensorlife's in the tracker's reports
 	// and in other pools' out-of-memory errors (see track.Attach).
@@ -149,23 +141,77 @@ func (p *Pool) Allocate(bytes int64) (tensor.Block, error) {
 	if !ok {
 		return tensor.Block{}, fmt.Errorf("%w: allocate %d bytes: more than any device holds", tensor.ErrInvalidSize, bytes)
 	}
-	fl := &p.classes[c]
-	fl.mu.Lock()
-	if n := len(fl.idle); n > 0 {
-		i := fl.idle[n-1]
-		fl.idle = fl.idle[:n-1]
-		fl.hits++
+	h := p.myShard()
+	sh := p.shard(h)
+	cs := &sh.classes[c]
+	p.lock(cs)
+	if n := len(cs.idle); n > 0 {
+		i := cs.idle[n-1]
+		cs.idle = cs.idle[:n-1]
+		cs.hits++
 		b := p.slots.get(i).handOut(p.id, i)
-		fl.mu.Unlock()
-		p.active.add(c, size)
+		cs.mu.Unlock()
+		sh.active.Add(size)
+		p.uncache(size)
 		return b, nil
 	}
-	fl.mu.Unlock()
-	return p.allocateNew(c, size)
+	cs.mu.Unlock()
+	if c < numClasses {
+		if b, ok := p.steal(h, sh, c, size); ok {
+			return b, nil
+		}
+	}
+	return p.allocateNew(h, sh, c, size)
 }
 
-// allocateNew serves a miss: a new device block of size bytes for class c.
-func (p *Pool) allocateNew(c int, size int64) (tensor.Block, error) {
+// steal hands out an idle block of class c that a sibling of shard h
+// caches, making it shard h's: the cache serves every shard before the
+// device is asked. It visits each sibling's class lock once, on the way to
+// a miss only.
+func (p *Pool) steal(h uint32, sh *shard, c int, size int64) (tensor.Block, bool) {
+	var i uint32
+	found := false
+	for k := uint32(1); k <= p.shardMask && !found; k++ {
+		j := (h + k) & p.shardMask
+		sib := p.shards[j].Load()
+		if sib == nil {
+			continue
+		}
+		cs := &sib.classes[c]
+		cs.mu.Lock()
+		if n := len(cs.idle); n > 0 {
+			i = cs.idle[n-1]
+			cs.idle = cs.idle[:n-1]
+			// Re-homed under the old home's lock: a Release that read the
+			// old home finds it changed once it holds that lock.
+			p.slots.get(i).home.Store(home(h, c))
+			found = true
+		}
+		cs.mu.Unlock()
+	}
+	if !found {
+		return tensor.Block{}, false
+	}
+	cs := &sh.classes[c]
+	cs.mu.Lock()
+	cs.hits++
+	b := p.slots.get(i).handOut(p.id, i)
+	cs.mu.Unlock()
+	sh.active.Add(size)
+	p.uncache(size)
+	return b, true
+}
+
+// uncache counts size bytes out of the cache, under a cap.
+func (p *Pool) uncache(size int64) {
+	if p.maxCached >= 0 {
+		p.cached.Add(-size)
+	}
+}
+
+// allocateNew serves a miss of shard h: a new device block of size bytes
+// for class c.
+func (p *Pool) allocateNew(h uint32, sh *shard, c int, size int64) (tensor.Block, error) {
 	p.misses.Add(1)
 	ptr, refused, err := p.deviceAlloc(size)
 	if refused != "" {
@@ -184,38 +230,46 @@ func (p *Pool) allocateNew(c int, size int64) (tensor.Block, error) {
 		return tensor.Block{}, err
 	}
 
-	i, s, err := p.emptySlot(c)
+	i, s, err := p.emptySlot(h, c)
 	if err != nil {
 		freeErr := p.dev.Free(ptr, size)
 		p.deviceFrees.Add(1)
 		p.dropReserved(size)
 		return tensor.Block{}, errors.Join(err, freeErr)
 	}
-	fl := &p.classes[c]
-	fl.mu.Lock()
+	cs := &sh.classes[c]
+	cs.mu.Lock()
 	s.ptr, s.size = ptr, size
 	b := s.handOut(p.id, i)
-	fl.mu.Unlock()
-	p.active.add(c, size)
+	cs.mu.Unlock()
+	sh.active.Add(size)
 	// The peak of active bytes is sampled here and in Stats, off the hit
 	// path: a peak reached only through cache hits between two samples is
 	// missed (see the package doc).
-	counter.RaisePeak(&p.peakActive, p.active.load())
+	counter.RaisePeak(&p.peakActive, p.activeBytes())
 	return b, nil
 }
 
-// emptySlot returns a slot of class c with no block: one of the class's
-// empty slots, or a new one.
-func (p *Pool) emptySlot(c int) (uint32, *slot, error) {
-	fl := &p.classes[c]
-	fl.mu.Lock()
-	if n := len(fl.empty); n > 0 {
-		i := fl.empty[n-1]
-		fl.empty = fl.empty[:n-1]
-		fl.mu.Unlock()
-		return i, p.slots.get(i), nil
+// emptySlot returns a slot of class c with no block, homed in shard h:
+// one of the class's empty slots in shard h or a sibling, or a new one.
+func (p *Pool) emptySlot(h uint32, c int) (uint32, *slot, error) {
+	for k := uint32(0); k <= p.shardMask; k++ {
+		sh := p.shards[(h+k)&p.shardMask].Load()
+		if sh == nil {
+			continue
+		}
+		cs := &sh.classes[c]
+		cs.mu.Lock()
+		if n := len(cs.empty); n > 0 {
+			i := cs.empty[n-1]
+			cs.empty = cs.empty[:n-1]
+			s := p.slots.get(i)
+			s.home.Store(home(h, c)) // under the old home's lock, as steal does
+			cs.mu.Unlock()
+			return i, s, nil
+		}
+		cs.mu.Unlock()
 	}
-	fl.mu.Unlock()
 
 	p.mu.Lock()
 	i, ok := p.slots.add()
@@ -224,9 +278,10 @@ func (p *Pool) emptySlot(c int) (uint32, *slot, error) {
 		return 0, nil, fmt.Errorf("%w: pool on %s holds %d blocks, its limit", tensor.ErrOutOfMemory, p.dev.Name(), maxSlots)
 	}
 	s := p.slots.get(i)
-	fl.mu.Lock()
-	s.class.Store(int32(c) + 1)
-	fl.mu.Unlock()
+	cs := &p.shard(h).classes[c]
+	cs.mu.Lock()
+	s.home.Store(home(h, c))
+	cs.mu.Unlock()
 	return i, s, nil
 }
 
@@ -238,7 +293,7 @@ func (p *Pool) emptySlot(c int) (uint32, *slot, error) {
 // shared with whatever else runs on it.
 func (p *Pool) cacheCouldHelp(size int64, refused string) bool {
 	if refused == "budget" {
-		return size <= p.budget-p.active.load()
+		return size <= p.budget-p.activeBytes()
 	}
 	return p.total <= 0 || size <= p.total
 }
@@ -293,43 +348,65 @@ func (p *Pool) Release(b tensor.Block) error {
 	if s == nil {
 		return p.badRelease(b, "it is not a block of this pool")
 	}
-	c := int(s.class.Load()) - 1
-	if c < 0 {
-		return p.badRelease(b, "it is not a block of this pool")
+	// The slot's home may change (a sibling steals it) only while it is
+	// idle, under the old home's lock: read it, lock, and check it again.
+	var hm uint32
+	var cs *classShard
+	for {
+		hm = s.home.Load()
+		if hm == 0 {
+			return p.badRelease(b, "it is not a block of this pool")
+		}
+		cs = &p.shards[homeShard(hm)].Load().classes[homeClass(hm)]
+		p.lock(cs)
+		if s.home.Load() == hm {
+			break
+		}
+		cs.mu.Unlock()
 	}
-	fl := &p.classes[c]
-	fl.mu.Lock()
+	h, c := homeShard(hm), homeClass(hm)
 	if s.ptr != b.Ptr || s.size != b.Size || s.ptr == 0 {
-		fl.mu.Unlock()
+		cs.mu.Unlock()
 		return p.badRelease(b, "it is not a block of this pool")
 	}
 	if !s.out || s.gen&genMask != low&genMask {
-		fl.mu.Unlock()
+		cs.mu.Unlock()
 		return p.badRelease(b, "it was released already (a double release, or a stale copy of a block handed out again)")
 	}
 	s.out = false
 	s.gen++
-	p.active.add(c, -b.Size)
+	p.shards[h].Load().active.Add(-b.Size)
 	// Close sets closed before it empties each class under its lock, so a
 	// block is either cached before Close empties its class or not at all.
-	if c < numClasses && !p.closed.Load() && p.cacheHasRoom() {
-		fl.idle = append(fl.idle, i)
-		fl.mu.Unlock()
+	if c < numClasses && !p.closed.Load() && p.cacheRoom(b.Size) {
+		cs.idle = append(cs.idle, i)
+		cs.mu.Unlock()
 		return nil
 	}
-	fl.mu.Unlock()
+	cs.mu.Unlock()
 	if c < numClasses && !p.closed.Load() {
 		p.evictions.Add(1)
 	}
-	return p.toDevice(c, i, s)
+	return p.toDevice(h, c, i, s)
 }
 
-// cacheHasRoom reports whether a block just released (and no longer
-// counted active) may stay cached. Reserved minus active bounds the cached
-// bytes from above (allocations in flight count as reserved), so the cap
-// is never exceeded; at worst a block that would have fit is freed.
-func (p *Pool) cacheHasRoom() bool {
-	return p.maxCached < 0 || p.reserved.Load()-p.active.load() <= p.maxCached
+// cacheRoom reports whether a block of size bytes just released may stay
+// cached, and counts it cached if so: under a MaxCachedBytes cap, a
+// reservation of cache room that fails exactly when the block would take
+// the cache past the cap.
+func (p *Pool) cacheRoom(size int64) bool {
+	if p.maxCached < 0 {
+		return true
+	}
+	for {
+		n := p.cached.Load()
+		if size > p.maxCached-n {
+			return false
+		}
+		if p.cached.CompareAndSwap(n, n+size) {
+			return true
+		}
+	}
 }
 
 // badRelease reports a release of a block this pool did not hand out.
@@ -343,24 +420,26 @@ func (p *Pool) badRelease(b tensor.Block, why string) error {
 	return err
 }
 
-// toDevice frees the block of slot i, of class c, which the caller took
-// off the idle list or out of the hands of its last holder, and puts the
-// slot on the class's empty list. The pool stops counting the block even
+// toDevice frees the block of slot i, of class c in shard h (its home),
+// which the caller took off the idle list or out of the hands of its last
+// holder, and puts the slot on the class's empty list there. Neither an
+// idle slot taken off its list nor one just released can be stolen, so
+// its home stays h. The pool stops counting the block even
 // if the device refuses the free: the block cannot be handed out again,
 // and a free that may have half happened must not be retried.
-func (p *Pool) toDevice(c int, i uint32, s *slot) error {
-	fl := &p.classes[c]
-	fl.mu.Lock()
+func (p *Pool) toDevice(h uint32, c int, i uint32, s *slot) error {
+	cs := &p.shards[h].Load().classes[c]
+	cs.mu.Lock()
 	ptr, size := s.ptr, s.size
 	s.ptr, s.size = 0, 0 // matches no block: stale copies are refused
-	fl.mu.Unlock()
+	cs.mu.Unlock()
 
 	err := p.dev.Free(ptr, size)
 	p.deviceFrees.Add(1)
 	p.dropReserved(size)
-	fl.mu.Lock()
-	fl.empty = append(fl.empty, i)
-	fl.mu.Unlock()
+	cs.mu.Lock()
+	cs.empty = append(cs.empty, i)
+	cs.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("pool: returning %s block %#x to %s: %w", format.Bytes(size), uintptr(ptr), p.dev.Name(), err)
 	}
@@ -393,44 +472,24 @@ func (p *Pool) drain() (int64, error) {
 	var n int64
 	var errs []error
 	var batch []uint32
-	for c := range numClasses {
-		fl := &p.classes[c]
-		fl.mu.Lock()
-		batch = append(batch[:0], fl.idle...)
-		fl.idle = fl.idle[:0]
-		fl.mu.Unlock()
-		// Device frees can be slow; the class lock is not held for them.
-		for _, i := range batch {
-			if err := p.toDevice(c, i, p.slots.get(i)); err != nil {
-				errs = append(errs, err)
+	p.eachShard(func(h uint32, sh *shard) {
+		for c := range numClasses {
+			cs := &sh.classes[c]
+			cs.mu.Lock()
+			batch = append(batch[:0], cs.idle...)
+			cs.idle = cs.idle[:0]
+			cs.mu.Unlock()
+			// Device frees can be slow; the class lock is not held for them.
+			for _, i := range batch {
+				p.uncache(classSizes[c])
+				if err := p.toDevice(h, c, i, p.slots.get(i)); err != nil {
+					errs = append(errs, err)
+				}
+				n++
 			}
-			n++
 		}
-	}
+	})
 	return n, errors.Join(errs...)
-}
-
-// stripedCounter is a sum spread over cache lines, one stripe per size
-// class modulo 16: goroutines working on different classes update
-// different lines, where a single counter would bounce one line between
-// every core on every hit (it tripled the cost of a hit on two cores).
-// Reading sums 16 words. Each stripe takes two lines, since amd64's
-// adjacent-line prefetcher moves lines in pairs.
-type stripedCounter struct {
-	stripes [16]struct {
-		v atomic.Int64
-		_ [2*counter.CacheLine - unsafe.Sizeof(atomic.Int64{})]byte
-	}
-}
-
-func (c *stripedCounter) add(class int, delta int64) { c.stripes[class&15].v.Add(delta) }
-
-func (c *stripedCounter) load() int64 {
-	var sum int64
-	for i := range c.stripes {
-		sum += c.stripes[i].v.Load()
-	}
-	return sum
 }
 
 // A Pool is what tensor.New draws from and what its tracker counts as

@@ -11,9 +11,10 @@ import (
 // 32, the index of the block's slot (24 bits) and the low 8 bits of the
 // slot's generation when the block was handed out (8 bits).
 //
-// A slot belongs to one size class for life, and all its fields but the
-// class are read and written under that class's lock, which the hit path
-// and Release take anyway: checking a release costs a few plain compares,
+// A slot belongs to one size class for life, and to one shard at a time
+// (its home: see shard.go); all its fields but the home are read and
+// written under the lock of its class in its home shard, which the hit
+// path and Release take anyway: checking a release costs a few plain compares,
 // no extra atomic operation. Release refuses a block whose slot is not
 // handed out (a double release), whose pointer or size differ from the
 // slot's (forged), or whose generation is not the slot's (a stale copy of
@@ -32,12 +33,14 @@ const (
 // slot describes one device block the pool holds, or held: a slot whose
 // block went back to the device waits on its class's empty list.
 type slot struct {
-	// class is the size class + 1, set once under the class lock when the
-	// slot is made; 0 means not made yet. Release reads it without a lock
-	// to find the lock that guards the rest.
-	class atomic.Int32
+	// home is the slot's shard and size class (home()), set under the
+	// lock of its class in its old home when a sibling takes it, and
+	// under the new home's when the slot is made; 0 means not made yet.
+	// Release reads it without a lock to find the lock that guards the
+	// rest.
+	home atomic.Uint32
 
-	// Under the class lock.
+	// Under the lock of the home's class.
 	out  bool             // handed out
 	gen  uint32           // releases of this slot's blocks, ever
 	ptr  tensor.DevicePtr // 0 while the slot holds no block

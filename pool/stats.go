@@ -44,7 +44,7 @@ type Stats struct {
 }
 
 // Stats returns the pool's figures. It takes
-// each size class's lock in turn, briefly; it is cheap enough for a metrics
+// each size class's lock in each shard in turn, briefly; it is cheap enough for a metrics
 // callback. PeakActive is sampled at device allocations and Stats calls: a
 // peak reached only through cache hits between two of those is not seen.
 func (p *Pool) Stats() Stats {
@@ -67,19 +67,21 @@ func (p *Pool) stats() (s Stats, largestCached int64) {
 		BadReleases:  p.badReleases.Load(),
 	}
 	s.CallbackPanics = p.hookPanics.Load()
-	for c := range numClasses {
-		fl := &p.classes[c]
-		fl.mu.Lock()
-		n, hits := int64(len(fl.idle)), fl.hits
-		fl.mu.Unlock()
-		s.CachedBlocks += n
-		s.Cached += n * classSizes[c]
-		s.Hits += hits
-		if n > 0 {
-			largestCached = classSizes[c] // the classes grow
+	p.eachShard(func(_ uint32, sh *shard) {
+		for c := range numClasses {
+			cs := &sh.classes[c]
+			cs.mu.Lock()
+			n, hits := int64(len(cs.idle)), cs.hits
+			cs.mu.Unlock()
+			s.CachedBlocks += n
+			s.Cached += n * classSizes[c]
+			s.Hits += hits
+			if n > 0 {
+				largestCached = max(largestCached, classSizes[c])
+			}
 		}
-	}
-	s.Active = p.active.load()
+	})
+	s.Active = p.activeBytes()
 	counter.RaisePeak(&p.peakActive, s.Active)
 	s.Reserved = p.reserved.Load()
 	s.ActiveBlocks = max(0, p.deviceBlocks.Load()-s.CachedBlocks)
@@ -107,5 +109,5 @@ func (p *Pool) Headroom() (budget, left int64) {
 		}
 		return 0, free
 	}
-	return p.budget, max(p.budget-p.active.load(), 0)
+	return p.budget, max(p.budget-p.activeBytes(), 0)
 }

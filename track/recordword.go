@@ -9,6 +9,7 @@ package track
 //	bit  3      ownDropped: the own handle was reported dropped, once only
 //	bit  4      outlivedFlag: its site counts it as outlived
 //	bit  5      handedFlag: handed to an Owner
+//	bit  6      totalFlag: counted in the tracker-wide live total
 //	bits 8..14  its slot at its site (counted.go), otherSlot past the bound
 //	bit  15     specialFlag: counted apart in its shard's special set
 //	bits 16..31 the index of its device and kind in its shard (classShift)
@@ -28,7 +29,11 @@ const (
 	// under a request is outlived once the request ends: outlived()).
 	outlivedFlag = 16
 	handedFlag   = 32 // handed to an Owner (HandOver)
-	classShift   = 16
+	// totalFlag marks a record counted in the tracker-wide live total
+	// (made before the tracker spread its counters): its release takes
+	// it out again.
+	totalFlag  = 64
+	classShift = 16
 )
 
 func (r *Record) state() uint32 { return r.word.Load() & stateMask }

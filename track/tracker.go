@@ -44,12 +44,49 @@ func errReleased(r *Record, verb string) error {
 	return fmt.Errorf("%w: record %d from %s %s after its release", ErrMisuse, r.id, r.site, verb)
 }
 
-// shardCount is the number of registry shards. Record ids come from one
-// counter, so consecutive allocations land on consecutive shards and two
-// goroutines contend for one shard's lock only when their ids collide modulo
-// 64: rare for the few dozen goroutines an inference process allocates from
-// at once. The cost is 64 cache lines per tracker.
+// shardCount is the number of registry shards; a record's shard is its id
+// modulo shardCount. The cost is 64 cache lines per tracker.
+//
+// While records are made one at a time, ids come from one counter, so
+// consecutive records land on consecutive shards, and the live bytes are
+// also kept in one tracker-wide total, from which the peak is exact. Both
+// are cache lines that every goroutine writes, which makes the record path
+// slower per operation the more goroutines record at once. So the first
+// time a goroutine finds that total changed under it (its compare-and-swap
+// fails: goroutines contend), the tracker spreads, for its life: each
+// goroutine records in the shard of its P (a hint drawn once per P and
+// cached in a sync.Pool: recordHint), takes ids from its shard's batch of
+// idBatch, drawn from the counter once per batch, and counts live bytes
+// and their peak in its shard alone, under the lock it takes anyway.
+// Live figures stay exact (they are the shards' sums); the peak becomes
+// the highest of the total's (which still counts the records made before),
+// each shard's, and every total a reader has summed: never above the true
+// peak, and equal to it until goroutines contend.
 const shardCount = 64
+
+// idBatch is how many ids a spread shard takes from the counter at once
+// (ids idBatch*shardCount apart, a shard's being those equal to its index
+// modulo shardCount): one write of the shared counter per idBatch records.
+const idBatch = 1024
+
+// recordHint hands each P a number, drawn in turn when the P first asks:
+// goroutines running at once on different Ps draw different shards. It is
+// a hint only (a goroutine may move, the collector empties the pool), so
+// two Ps share a shard for a while at worst. Process-wide, as the Ps are.
+var (
+	nextHint    atomic.Uint32
+	recordHints = sync.Pool{New: func() any {
+		h := nextHint.Add(1) - 1
+		return &h
+	}}
+)
+
+func recordHint() uint32 {
+	h := recordHints.Get().(*uint32)
+	n := *h
+	recordHints.Put(h)
+	return n
+}
 
 // shard is one part of the live registry: an intrusive doubly linked list of
 // records under a mutex. Insert and remove are O(1) and allocate nothing,
@@ -73,6 +110,9 @@ type shardData struct {
 	allocBytes int64
 	frees      int64
 	freedBytes int64
+	peakBytes  int64  // the highest allocBytes - freedBytes
+	nextID     uint64 // a spread shard's next id; ids left in its batch:
+	idsLeft    int
 	special    map[*Record]struct{}  // records counted apart from their site's slots (counted.go)
 	classRefs  []classRef            // the class ids this shard has looked up
 	classes    [maxClasses]liveCount // live figures by class id
@@ -196,6 +236,8 @@ type Tracker struct {
 	start  time.Time
 	stacks *stackTable
 	walks  *walkCache
+	spread atomic.Bool             // goroutines were seen to contend: see shardCount
+	_      [counter.CacheLine]byte // the read-mostly fields above, apart from shard 0
 	shards [shardCount]shard
 
 	stackFallbacks  atomic.Int64 // captures the frame-pointer walk could not serve
@@ -204,7 +246,7 @@ type Tracker struct {
 	freeLinesLost   atomic.Int64 // frees whose line the full free-line table could not keep
 
 	nextID    atomic.Uint64
-	liveBytes atomic.Int64 // global, for the peak; the rest is per shard
+	liveBytes atomic.Int64 // of the records made before the tracker spread, for the peak
 	peakBytes atomic.Int64
 	gcLeaks   atomic.Int64
 	misuse    atomic.Int64
@@ -284,14 +326,31 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	r.tracker = t
 	r.site = site
 	r.labels.Store(sc.labels)
-	r.id = t.nextID.Add(1)
 	r.born = t.now()
 	r.req = sc.req.join(t, r)
 
 	m := metaOf(r)
 	slot := site.metas.slot(m, r.Bytes) // lock-free: outside the shard's lock
-	sh := &t.shards[r.id%shardCount]
+	spread := t.spread.Load()
+	var i uint32 // the shard
+	var counted uint32
+	if !spread {
+		r.id = t.nextID.Add(1)
+		i = uint32(r.id % shardCount)
+		if v := t.liveBytes.Load(); t.liveBytes.CompareAndSwap(v, v+r.Bytes) {
+			counter.RaisePeak(&t.peakBytes, v+r.Bytes)
+			counted = totalFlag
+		} else {
+			t.spread.Store(true) // from the next record on
+		}
+	} else {
+		i = recordHint() % shardCount
+	}
+	sh := &t.shards[i]
 	sh.mu.Lock()
+	if spread {
+		r.id = sh.takeID(t, i)
+	}
 	r.next = sh.head
 	if sh.head != nil {
 		sh.head.prev = r
@@ -299,8 +358,9 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	sh.head = r
 	sh.allocs++
 	sh.allocBytes += r.Bytes
+	sh.peakBytes = max(sh.peakBytes, sh.allocBytes-sh.freedBytes)
 	class := sh.class(&t.classes, m.Device, m.Kind)
-	r.word.Or(uint32(class)<<classShift | uint32(slot)<<slotShift)
+	r.word.Or(uint32(class)<<classShift | uint32(slot)<<slotShift | counted)
 	c := &sh.classes[class]
 	c.count++
 	c.bytes += r.Bytes
@@ -312,8 +372,23 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	// One add for the site's figures and its profile group alike
 	// (counted.go): a slot's bytes are its count times its size.
 	site.metas.made(slot, r.Bytes)
-	counter.RaisePeak(&t.peakBytes, t.liveBytes.Add(r.Bytes))
 	return nil
+}
+
+// takeID returns the next id of shard sh (index i) of a spread tracker,
+// drawing a batch from the counter when the last is spent. Called with
+// the shard's lock held.
+func (sh *shardData) takeID(t *Tracker, i uint32) uint64 {
+	if sh.idsLeft == 0 {
+		end := t.nextID.Add(idBatch * shardCount)
+		first := end - idBatch*shardCount + 1 // the batch is first..end
+		sh.nextID = first + (uint64(i)+shardCount-first%shardCount)%shardCount
+		sh.idsLeft = idBatch
+	}
+	id := sh.nextID
+	sh.nextID += shardCount
+	sh.idsLeft--
+	return id
 }
 
 // owns checks that r was recorded by t, counting misuse; verb says what was
@@ -388,7 +463,9 @@ func (t *Tracker) Release(r *Record) error {
 	if outlived {
 		r.site.outlived(-r.Bytes, -1)
 	}
-	t.liveBytes.Add(-r.Bytes)
+	if w&totalFlag != 0 {
+		t.liveBytes.Add(-r.Bytes)
+	}
 	return nil
 }
 
@@ -435,7 +512,7 @@ func (t *Tracker) Intern(pcs []uintptr) *Site {
 type Totals struct {
 	LiveCount        int64
 	LiveBytes        int64
-	PeakBytes        int64
+	PeakBytes        int64 // the highest LiveBytes seen: exact until goroutines contend, a lower bound after
 	Allocs           int64 // since start
 	AllocBytes       int64 // their bytes
 	Frees            int64 // since start
@@ -466,7 +543,7 @@ func (tt Totals) Event(k EventKind) int64 {
 func (t *Tracker) Totals() Totals {
 	t.settle()
 	var tt Totals
-	var freed int64
+	var freed, shardPeak int64
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
@@ -474,14 +551,16 @@ func (t *Tracker) Totals() Totals {
 		tt.AllocBytes += sh.allocBytes
 		tt.Frees += sh.frees
 		freed += sh.freedBytes
+		shardPeak = max(shardPeak, sh.peakBytes)
 		sh.mu.Unlock()
 	}
 	tt.LiveCount = tt.Allocs - tt.Frees
 	tt.LiveBytes = tt.AllocBytes - freed
+	counter.RaisePeak(&t.peakBytes, max(tt.LiveBytes, shardPeak)) // see shardCount
 	tt = Totals{
 		LiveCount:  tt.LiveCount,
 		LiveBytes:  tt.LiveBytes,
-		PeakBytes:  max(t.peakBytes.Load(), tt.LiveBytes),
+		PeakBytes:  t.peakBytes.Load(),
 		Allocs:     tt.Allocs,
 		AllocBytes: tt.AllocBytes,
 		Frees:      tt.Frees,

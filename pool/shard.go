@@ -1,0 +1,161 @@
+package pool
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/tensorlife/tensorlife/internal/counter"
+)
+
+// Sharding. An inference server allocates from every request goroutine,
+// and most of its tensors fall in a few size classes: one lock and one
+// counter per class would be cache lines that every core writes on every
+// hit, and the pool would get slower per operation as goroutines are added
+// (it did: 1.7–3.1× per New+Free at 8 goroutines where sync.Pool got
+// faster). So the pool keeps, as Go's allocator keeps a cache per P, its
+// free lists in shards: each shard has, per class, its own lock, idle and
+// empty lists and hit count, and its own active-bytes counter. The warm path
+// writes only its shard's lines and the slot of its block.
+//
+// A goroutine picks its shard by a hint that goroutines running on one P
+// at once share and goroutines on different Ps do not: a number drawn
+// round-robin once per P and cached in a sync.Pool, whose fast path is
+// per-P (procHint). No linkname into the runtime is needed, and the
+// hint costs a Get and a Put, a few nanoseconds, with no shared write. It
+// is only a hint: a goroutine moved to another P between Allocate and
+// Release, a sync.Pool emptied by the collector, or more Ps than shards
+// make two Ps share a shard for a while, which costs speed, never
+// correctness.
+//
+// Until a goroutine finds a class lock held by another (the first sign
+// that goroutines contend), every goroutine uses shard 0 and asks for no
+// hint: a pool used from one goroutine at a time costs what an unsharded
+// one does. From then on, for the pool's life, each goroutine uses its
+// hint's shard, and the blocks cached in shard 0 move to the shards that
+// take them.
+//
+// A block belongs to one shard at a time, its slot's home: it is handed
+// out from and released to that shard, whatever goroutine releases it, so
+// Release needs no hint. An allocation whose shard has no idle block of its
+// class takes one from a sibling shard (and makes it its own) before it
+// asks the device, and a miss takes a sibling's empty slot before it makes
+// a new one: the cache serves every shard, and the budget is one atomic
+// reservation on the miss path, exact whatever the sharding.
+//
+// There are as many shards as the larger of GOMAXPROCS and the CPU count
+// at New, rounded up to a power of two and at most maxShards: a P per
+// shard while the hints last. A shard is made on first use, so a pool
+// costs the memory of the shards its goroutines use (14 KiB each).
+const maxShards = 64
+
+// classShard is one size class in one shard. Its lock guards its fields
+// and the fields of the slots whose home it is: a slice push or pop and a
+// few compares.
+type classShard struct {
+	mu    sync.Mutex
+	idle  []uint32 // slots of cached blocks, most recently released last
+	empty []uint32 // slots whose block went back to the device
+	hits  int64
+}
+
+// shard is one shard: its classes (hugeClass's too, whose slots are
+// reused like any other's) and the bytes of the blocks handed out from it.
+type shard struct {
+	active  atomic.Int64
+	_       [2*counter.CacheLine - unsafe.Sizeof(atomic.Int64{})]byte // apart from class 0's lock
+	classes [numClasses + 1]classShard
+}
+
+// A classShard fills one 64-byte line exactly: this fails to compile otherwise.
+var _ = [1]struct{}{}[unsafe.Sizeof(classShard{})-counter.CacheLine]
+
+// shardCount returns the number of shards of a pool made now.
+func shardCount() int {
+	n := max(runtime.GOMAXPROCS(0), runtime.NumCPU())
+	s := 1
+	for s < n && s < maxShards {
+		s <<= 1
+	}
+	return s
+}
+
+// procHints hands each P a number, drawn in turn from nextHint when the P
+// first asks (or asks again after the collector emptied the pool): see
+// Sharding above. Process-wide, as the Ps are; shared by every Pool.
+var (
+	nextHint  atomic.Uint32
+	procHints = sync.Pool{New: func() any {
+		h := nextHint.Add(1) - 1
+		return &h
+	}}
+)
+
+// procHint returns the calling goroutine's P's hint.
+func procHint() uint32 {
+	h := procHints.Get().(*uint32)
+	n := *h
+	procHints.Put(h)
+	return n
+}
+
+// home packs a slot's shard and class: what Release reads, without a lock,
+// to find the lock that guards the slot. 0 is a slot not made yet.
+func home(shard uint32, class int) uint32 { return shard<<8 | uint32(class+1) }
+
+func homeShard(h uint32) uint32 { return h >> 8 }
+func homeClass(h uint32) int    { return int(h&0xff) - 1 }
+
+// shard returns shard i, making it on first use.
+func (p *Pool) shard(i uint32) *shard {
+	if sh := p.shards[i].Load(); sh != nil {
+		return sh
+	}
+	return p.makeShard(i)
+}
+
+func (p *Pool) makeShard(i uint32) *shard {
+	p.shards[i].CompareAndSwap(nil, new(shard))
+	return p.shards[i].Load()
+}
+
+// myShard returns the index of the calling goroutine's shard: 0 until
+// goroutines are seen to contend.
+func (p *Pool) myShard() uint32 {
+	if !p.spread.Load() {
+		return 0
+	}
+	return procHint() & p.shardMask
+}
+
+// lock locks cs, a class lock of the warm path, and spreads the pool over
+// its shards when another goroutine holds it.
+func (p *Pool) lock(cs *classShard) {
+	if !cs.mu.TryLock() {
+		p.lockContended(cs)
+	}
+}
+
+func (p *Pool) lockContended(cs *classShard) {
+	if p.shardMask > 0 && !p.spread.Load() {
+		p.spread.Store(true)
+	}
+	cs.mu.Lock()
+}
+
+// eachShard calls f with every shard made so far.
+func (p *Pool) eachShard(f func(i uint32, sh *shard)) {
+	for i := range p.shardMask + 1 {
+		if sh := p.shards[i].Load(); sh != nil {
+			f(i, sh)
+		}
+	}
+}
+
+// activeBytes returns the bytes in blocks handed out: the sum over shards.
+func (p *Pool) activeBytes() int64 {
+	var sum int64
+	p.eachShard(func(_ uint32, sh *shard) { sum += sh.active.Load() })
+	return sum
+}
