@@ -3,7 +3,8 @@
 # merged into one report (staticcheck -matrix): plain, -tags cuda and
 # -tags race (which also turns the invariants on). staticcheck is pinned in
 # tools/go.mod, a module of its own, so it stays out of users' module
-# graphs; `go tool -modfile=tools/go.mod` builds it from there.
+# graphs; `go tool -modfile=tools/go.mod` builds it from there. The
+# programs of tools/ (scripts/check-api.sh's realtimewaits) are linted too.
 #
 # The cuda build needs the CUDA headers: run after eval "$(scripts/cuda-env.sh)".
 #
@@ -28,6 +29,9 @@ temporary_exclusions=(
   '^track/snapshot\.go:[0-9]+:[0-9]+: func \(\*grouper\)\.addOther is unused '
   '^track/tracker\.go:[0-9]+:[0-9]+: func \(\*Record\)\.class is unused '
 )
+
+# tools/ is a module of its own: its programs are linted there, in one build.
+(cd tools && go tool staticcheck ./...)
 
 rc=0
 out=$(printf '%s\n' "$builds" | go tool -modfile=tools/go.mod staticcheck -matrix ./... 2>&1) || rc=$?
