@@ -228,6 +228,7 @@ func (c *checker) walk(fn func(f file, n ast.Node, s stack)) {
 
 // boundLit returns the function literal obj, a local variable, is bound to
 // by "obj := func..." or "var obj = func...", or nil.
+//
 //lint:ignore SA1019 the parser's objects resolve names without type information, so one pass reads the test files of every build tag at once; a guess that misses errs on the side of outside
 func boundLit(obj *ast.Object) *ast.FuncLit {
 	if obj == nil || obj.Kind != ast.Var {
@@ -256,6 +257,7 @@ func boundLit(obj *ast.Object) *ast.FuncLit {
 // declaration: a parameter or receiver of type T or *T, "x := T{...}",
 // "x := &T{...}", or "x := newT(...)" for a declared newT returning T.
 // It returns "" when it cannot tell.
+//
 //lint:ignore SA1019 the parser's objects resolve names without type information, so one pass reads the test files of every build tag at once; a guess that misses errs on the side of outside
 func (c *checker) varType(obj *ast.Object) string {
 	if obj == nil || obj.Kind != ast.Var {
