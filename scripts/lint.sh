@@ -30,8 +30,8 @@ temporary_exclusions=(
   '^track/tracker\.go:[0-9]+:[0-9]+: func \(\*Record\)\.class is unused '
 )
 
-# tools/ is a module of its own: its programs are vetted and linted there.
-(cd tools && go vet ./... && go tool staticcheck ./...)
+# tools/ is a module of its own: its programs are vetted, tested and linted there.
+(cd tools && go vet ./... && go test ./... && go tool staticcheck ./...)
 
 rc=0
 out=$(printf '%s\n' "$builds" | go tool -modfile=tools/go.mod staticcheck -matrix ./... 2>&1) || rc=$?
