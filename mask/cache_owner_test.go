@@ -4,7 +4,6 @@ import (
 	"context"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -99,24 +98,42 @@ func TestDroppedCacheIsFound(t *testing.T) {
 	}
 }
 
-// collectReports runs the collector until n leak reports have arrived, or
-// fails after a bound of cycles.
+// collectReports collects until n leak reports have arrived, and returns
+// them. Each round is a collection and a wait for the finalizers it queued
+// (collect), so the reports are waited on the runtime, not on a clock; the
+// bound of rounds only turns missing reports into a failure.
 func collectReports(t *testing.T, reports <-chan track.LeakReport, n int) []track.LeakReport {
 	t.Helper()
 	var got []track.LeakReport
-	for cycle := 0; len(got) < n && cycle < 50; cycle++ {
-		runtime.GC()
-		wait := time.After(100 * time.Millisecond)
+	for round := 0; len(got) < n && round < 10; round++ {
+		collect()
 	drain:
 		for len(got) < n {
 			select {
 			case l := <-reports:
 				got = append(got, l)
-			case <-wait:
+			default:
 				break drain
 			}
 		}
 	}
 	require.Len(t, got, n, "dropped handles reported")
 	return got
+}
+
+type sentinel struct{ done chan struct{} }
+
+// collect runs a garbage collection and waits until the finalizer goroutine
+// has run the finalizer of a sentinel that collection found: the
+// finalizers queued before it have run by then (one goroutine runs them in
+// turn).
+//
+//go:noinline
+func collect() {
+	done := make(chan struct{})
+	s := &sentinel{done: done}
+	runtime.SetFinalizer(s, func(s *sentinel) { close(s.done) })
+	s = nil // drop the only reference before collecting
+	runtime.GC()
+	<-done
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/pprof/profile"
@@ -200,34 +201,39 @@ func baseNames(paths []string) []string {
 
 // The failing allocation does not wait for the files: it returns while the
 // dump is still being written, on the dumper's goroutine, and Close waits
-// for that goroutine to finish.
+// for that goroutine to finish. In a synctest bubble, synctest.Wait returns
+// once Close and the dump's goroutine are both blocked: Close waits on the
+// dump, which waits on release.
 func TestTheFailingAllocationDoesNotWaitForTheFiles(t *testing.T) {
-	release := make(chan struct{})
-	var once sync.Once
-	s := newService(t, true, oomdump.OnDump(func(oomdump.Dump) { <-release }))
-	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var once sync.Once
+		s := newService(t, true, oomdump.OnDump(func(oomdump.Dump) { <-release }))
+		t.Cleanup(func() { once.Do(func() { close(release) }) })
 
-	require.ErrorIs(t, s.leakMasks(), tensor.ErrOutOfMemory, "the allocation returned while the dump is held")
-	_, done := s.dumper.Last()
-	assert.False(t, done, "the dump is still being written")
+		require.ErrorIs(t, s.leakMasks(), tensor.ErrOutOfMemory, "the allocation returned while the dump is held")
+		_, done := s.dumper.Last()
+		assert.False(t, done, "the dump is still being written")
 
-	closed := make(chan error, 1)
-	go func() { closed <- s.dumper.Close() }()
-	select {
-	case err := <-closed:
-		t.Fatalf("Close returned (%v) while the dump was still being written", err)
-	case <-time.After(10 * time.Millisecond):
-	}
-	once.Do(func() { close(release) })
-	require.NoError(t, <-closed)
-	dump, done := s.dumper.Last()
-	require.True(t, done, "Close waited for the dump")
-	assert.Len(t, dump.Files, 4)
+		closed := make(chan error, 1)
+		go func() { closed <- s.dumper.Close() }()
+		synctest.Wait()
+		select {
+		case err := <-closed:
+			t.Fatalf("Close returned (%v) while the dump was still being written", err)
+		default:
+		}
+		once.Do(func() { close(release) })
+		require.NoError(t, <-closed)
+		dump, done := s.dumper.Last()
+		require.True(t, done, "Close waited for the dump")
+		assert.Len(t, dump.Files, 4)
 
-	_, err := tensor.New(context.Background(), s.pool, tensor.Float32, 64, 64)
-	require.ErrorIs(t, err, tensor.ErrOutOfMemory)
-	assert.Equal(t, oomdump.Stats{Dumps: 1}, s.dumper.Stats(), "a closed dumper ignores what it hears")
-	assert.NoError(t, s.dumper.Close(), "closing twice is harmless")
+		_, err := tensor.New(context.Background(), s.pool, tensor.Float32, 64, 64)
+		require.ErrorIs(t, err, tensor.ErrOutOfMemory)
+		assert.Equal(t, oomdump.Stats{Dumps: 1}, s.dumper.Stats(), "a closed dumper ignores what it hears")
+		assert.NoError(t, s.dumper.Close(), "closing twice is harmless")
+	})
 }
 
 // Many requests run out of memory at once: one dump, the others counted.

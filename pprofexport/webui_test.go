@@ -74,7 +74,8 @@ func webSource(t *testing.T, dir, path, fn string) string {
 	// pprof says it serves before it listens: retry while it starts.
 	client := &http.Client{Timeout: time.Minute}
 	var resp *http.Response
-	retry := time.NewTicker(20 * time.Millisecond) // a probe of another process: polled, bounded
+	//realtime:ok a probe of another process (pprof), which has no event to wait on: polled, bounded
+	retry := time.NewTicker(20 * time.Millisecond)
 	defer retry.Stop()
 	for start := time.Now(); ; <-retry.C {
 		resp, err = client.Get(url + "/ui/source?f=" + fn)

@@ -48,7 +48,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("events:", tl.Events, "dropped:", tl.Dropped)
+	fmt.Println("masks kept:", len(cache), "events:", tl.Events, "dropped:", tl.Dropped)
 	for _, s := range tl.Series {
 		fmt.Printf("%s: peak %d bytes, at the end %d\n",
 			strings.TrimPrefix(s.Function, "github.com/tensorlife/tensorlife/"), s.Peak, s.Values[len(s.Values)-1])
@@ -58,7 +58,7 @@ func Example() {
 		fmt.Println(err)
 	}
 	// Output:
-	// events: 60 dropped: 0
+	// masks kept: 20 events: 60 dropped: 0
 	// timeline_test.rebuildMask: peak 23520 bytes, at the end 23520
 	// timeline_test.computeLogits: peak 8192 bytes, at the end 0
 }

@@ -306,6 +306,7 @@ func TestGroupsByLabelContent(t *testing.T) {
 	for _, r := range recs {
 		require.NoError(t, tr.Release(r))
 	}
+	//lint:ignore SA1012 WithLabels reads a nil ctx as context.Background(); this checks that it does
 	assert.Equal(t, "{a=1}", track.LabelsFrom(track.WithLabels(nil, "a", "1")).String())
 }
 

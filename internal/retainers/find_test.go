@@ -56,7 +56,7 @@ var (
 	chanWeak   weak.Pointer[item]
 	parkedItem weak.Pointer[item]
 	stackItem  weak.Pointer[item]
-	parkedStop chan struct{}
+	parkedStop chan struct{} // never closed: the parked goroutines live as long as the test binary
 )
 
 //go:noinline
@@ -117,8 +117,6 @@ func startParked() {
 	}()
 	<-ready
 }
-
-func stopParked() { close(parkedStop) }
 
 // scenarioNames are the scenarios in the order findScenarios returns them.
 var scenarioNames = []string{"map", "struct slice field", "closure", "goroutine", "big map", "interface",

@@ -73,6 +73,7 @@ func mutexWaiter(ready chan<- struct{}) {
 	mutexItem = weak.Make(it)
 	ready <- struct{}{}
 	blockedMu.Lock()
+	//lint:ignore SA2001 the goroutine must block in sync.Mutex.Lock; the wait is the point, not the section
 	blockedMu.Unlock()
 	runtime.KeepAlive(it)
 }

@@ -1,8 +1,9 @@
 package cuda
 
 import (
+	"bytes"
+	"runtime"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,11 +24,9 @@ func TestDriverCallsWaitWhileADumpHoldsTheDevices(t *testing.T) {
 	release := heapfence.HoldDevices()
 	done := make(chan error, 1)
 	go func() { done <- d.Free(p, 64) }()
-	select {
-	case err := <-done:
+	if returned, err := awaitParkedAtFence(done); returned {
 		release()
 		t.Fatalf("Free reached the driver while the devices were held (err %v)", err)
-	case <-time.After(20 * time.Millisecond):
 	}
 	blocks, _ := d.Outstanding()
 	assert.Equal(t, 1, blocks, "the held call has not begun")
@@ -35,4 +34,27 @@ func TestDriverCallsWaitWhileADumpHoldsTheDevices(t *testing.T) {
 	require.NoError(t, <-done)
 	blocks, _ = d.Outstanding()
 	assert.Zero(t, blocks)
+}
+
+// awaitParkedAtFence waits until a goroutine is parked on the fence's read
+// lock inside hotpath.EnterDevice, as the runtime's goroutine dump shows it,
+// or until the call that would have parked there returns on done (true,
+// and its error). It waits on the runtime, not on a clock: between looks
+// it only yields.
+func awaitParkedAtFence(done <-chan error) (returned bool, err error) {
+	buf := make([]byte, 1<<20)
+	for {
+		select {
+		case err := <-done:
+			return true, err
+		default:
+		}
+		n := runtime.Stack(buf, true)
+		for g := range bytes.SplitSeq(buf[:n], []byte("\n\n")) {
+			if bytes.Contains(g, []byte("[sync.RWMutex.RLock")) && bytes.Contains(g, []byte("hotpath.EnterDevice(")) {
+				return false, nil
+			}
+		}
+		runtime.Gosched()
+	}
 }

@@ -234,7 +234,7 @@ func TestAdoptValidatesAgainstTheDevice(t *testing.T) {
 type plainDevice struct {
 	tensor.Device
 	total int64
-	tags  []string
+	_     []string // a slice field: the struct is not comparable
 }
 
 func (d plainDevice) Name() string                          { return "plain" }
