@@ -21,15 +21,6 @@ cuda: -tags=cuda
 race: -tags=race'
 all_builds=$(printf '%s\n' "$builds" | cut -d: -f1 | sort | paste -sd, -)
 
-# TEMPORARY: findings in files that the fold of track/trackalloc into track
-# rewrites (not to be edited until then). Remove each line once its file
-# has been rewritten; delete the list when it is empty.
-temporary_exclusions=(
-  '^tensor/host\.go:[0-9]+:[0-9]+: (field|type) liveAdoptions is unused '
-  '^track/snapshot\.go:[0-9]+:[0-9]+: func \(\*grouper\)\.addOther is unused '
-  '^track/tracker\.go:[0-9]+:[0-9]+: func \(\*Record\)\.class is unused '
-)
-
 # tools/ is a module of its own: its programs are vetted, tested and linted there.
 (cd tools && go vet ./... && go test ./... && go tool staticcheck ./...)
 
@@ -55,12 +46,6 @@ while IFS= read -r line; do
       continue # it matches in the other builds
     fi
   fi
-  for pat in "${temporary_exclusions[@]}"; do
-    if [[ $line =~ $pat ]]; then
-      echo "lint: temporarily excluded: $line" >&2
-      continue 2
-    fi
-  done
   dropped=0
   findings+=("$line")
 done <<<"$out"

@@ -212,7 +212,7 @@ func Build(tr *track.Tracker, opts ...Option) (*Timeline, error) {
 const defaultTitle = "Live memory by site"
 
 // FromHistory builds the timeline of a history read earlier (see Build), as
-// trackalloc.History returns it: events oldest first.
+// track.Tracker.History returns it: events oldest first.
 // live are the per-site live figures at the moment log was read
 // (Tracker.SiteTotals or Snapshot.Sites); they are needed only when the
 // history dropped events, and ignored otherwise.

@@ -37,7 +37,7 @@ func TestDriverCallsWaitWhileADumpHoldsTheDevices(t *testing.T) {
 }
 
 // awaitParkedAtFence waits until a goroutine is parked on the fence's read
-// lock inside hotpath.EnterDevice, as the runtime's goroutine dump shows it,
+// lock inside heapfence.EnterDevice, as the runtime's goroutine dump shows it,
 // or until the call that would have parked there returns on done (true,
 // and its error). It waits on the runtime, not on a clock: between looks
 // it only yields.
@@ -51,7 +51,7 @@ func awaitParkedAtFence(done <-chan error) (returned bool, err error) {
 		}
 		n := runtime.Stack(buf, true)
 		for g := range bytes.SplitSeq(buf[:n], []byte("\n\n")) {
-			if bytes.Contains(g, []byte("[sync.RWMutex.RLock")) && bytes.Contains(g, []byte("hotpath.EnterDevice(")) {
+			if bytes.Contains(g, []byte("[sync.RWMutex.RLock")) && bytes.Contains(g, []byte("heapfence.EnterDevice(")) {
 				return false, nil
 			}
 		}
