@@ -30,10 +30,20 @@ import (
 // neither large masks nor many long keys get past it. A key is at most
 // MaxKeyBytes long.
 //
+// The cache hands each mask it keeps to its own track.Owner, named after
+// the cache and bounded by MaxBytes. The owner's books are what the cache
+// holds at every reading: an eviction gives the mask back in the same step
+// (under the cache's lock) as it leaves the cache, and Put makes room
+// before the owner takes the new entry. The owner counts the masks' device
+// bytes, the cache's Bytes those and the keys and CacheEntryOverhead
+// besides, so the owner never holds more than the cache's Bytes, and never
+// more than its bound.
+//
 // A Cache is safe for concurrent use. One mutex guards the map and the LRU
 // list: every operation under it is O(1) (a map lookup, a list move, a
 // Retain), it is taken once per request that looks a mask up rather than
-// per token, and masks are freed after it is released. The counters are
+// per token, and an evicted mask's handle is freed under it, in the same
+// step as it leaves the cache. The counters are
 // atomics, so Stats and metrics never wait for it.
 type Cache struct {
 	cfg    cacheConfig
@@ -66,10 +76,11 @@ const (
 	MaxKeyBytes = 4 << 10
 	// CacheEntryOverhead is what a Cache's budget counts for each entry
 	// besides its mask and its key: the host memory of the entry (its map
-	// slot, its list element and the cache's own handle on the mask),
-	// measured at about 115 to 135 bytes of Go heap, and the runtime's
-	// finalizer record of the handle.
-	CacheEntryOverhead = 192
+	// slot, its list element, the cache's own handle on the mask and what
+	// that handle keeps for its hand-over to the cache's owner), measured
+	// at about 270 bytes of Go heap with the runtime's cleanup record of
+	// the handle.
+	CacheEntryOverhead = 320
 )
 
 // entryCost is what an entry under key holding held bytes counts against
@@ -137,7 +148,7 @@ func (c *Cache) Get(key string) (*tensor.Tensor, bool) {
 	if err != nil {
 		// Only the cache holds e.t, so this means someone freed a handle
 		// they did not own; drop the entry rather than serve it.
-		c.remove(e)
+		c.unlink(e)
 		c.publish()
 		c.mu.Unlock()
 		c.misses.Add(1)
@@ -179,21 +190,30 @@ func (c *Cache) Put(key string, t *tensor.Tensor) error {
 	// the cached handle holds, not the bytes it shows.
 	bytes := entryCost(key, own.HeldBytes())
 	rejected := bytes > c.cfg.maxBytes || c.cfg.maxBytes == 0 || c.cfg.maxEntries == 0
-	var evicted []*tensor.Tensor
+	var errs []error
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return errors.Join(fmt.Errorf("mask: Cache.Put %s: %w", quoteKey(key), ErrCacheClosed), own.Free())
 	}
 	if old := c.entries[key]; old != nil {
-		c.remove(old)
-		evicted = append(evicted, old.Value.t)
+		errs = append(errs, c.evict(old))
 	}
 	if rejected {
 		c.publish()
 		c.mu.Unlock()
 		c.rejected.Add(1)
-		return freeAll(append(evicted, own))
+		return errors.Join(append(errs, own.Free())...)
+	}
+	// Make room first, so that the owner gives back what the cache evicts
+	// (evict) before it takes the new entry: no reading of its books sees
+	// both. The new entry fits the budget on its own, so the loop stops
+	// before the cache is empty.
+	var n int64
+	for c.used+bytes > c.cfg.maxBytes || len(c.entries)+1 > c.cfg.maxEntries {
+		victim := c.order.Back()
+		errs = append(errs, c.evict(victim))
+		n++
 	}
 	// The cache owns the mask from now on: label it as the cache's, so a
 	// profile filtered by request does not show shared memory under the
@@ -203,26 +223,18 @@ func (c *Cache) Put(key string, t *tensor.Tensor) error {
 	if err := errors.Join(own.SetLabels(c.labels), own.HandTo(&c.owner)); err != nil {
 		c.publish()
 		c.mu.Unlock()
-		return errors.Join(fmt.Errorf("mask: Cache.Put %s: %w", quoteKey(key), err), own.Free(), freeAll(evicted))
+		c.evictions.Add(n)
+		return errors.Join(append(errs, fmt.Errorf("mask: Cache.Put %s: %w", quoteKey(key), err), own.Free())...)
 	}
 	e := &lruElem[cacheEntry]{Value: cacheEntry{key: key, t: own, bytes: bytes}}
 	c.entries[key] = e
 	c.order.PushFront(e)
 	c.used += bytes
-	// The new entry fits the budget on its own, so the loop stops before
-	// reaching it.
-	var n int64
-	for c.used > c.cfg.maxBytes || len(c.entries) > c.cfg.maxEntries {
-		victim := c.order.Back()
-		c.remove(victim)
-		evicted = append(evicted, victim.Value.t)
-		n++
-	}
 	c.publish()
 	c.mu.Unlock()
 	c.evictions.Add(n)
 	c.attach(own)
-	return freeAll(evicted)
+	return errors.Join(errs...)
 }
 
 // attach attaches c to the tracker of t's allocator the first time c keeps
@@ -297,16 +309,16 @@ func (c *Cache) Purge() error {
 		return nil
 	}
 	c.mu.Lock()
-	evicted := make([]*tensor.Tensor, 0, len(c.entries))
+	var errs []error
 	for _, e := range c.entries {
-		evicted = append(evicted, e.Value.t)
+		errs = append(errs, e.Value.t.Free())
 	}
 	clear(c.entries)
 	c.order.Clear()
 	c.used = 0
 	c.publish()
 	c.mu.Unlock()
-	return freeAll(evicted)
+	return errors.Join(errs...)
 }
 
 // Close purges the cache and refuses later Put and GetOrBuild calls with
@@ -366,12 +378,22 @@ func (c *Cache) Stats() CacheStats {
 	}
 }
 
-// remove takes e out of the map and the list; the caller holds c.mu and
-// frees e.t after releasing it.
-func (c *Cache) remove(e *lruElem[cacheEntry]) {
+// unlink takes e out of the map and the list; the caller holds c.mu.
+func (c *Cache) unlink(e *lruElem[cacheEntry]) {
 	c.order.Remove(e)
 	delete(c.entries, e.Value.key)
 	c.used -= e.Value.bytes
+}
+
+// evict unlinks e and frees the cache's handle on it in the same step, so
+// that the owner's books are what the cache holds at every reading, and a
+// mask nobody else holds goes back to its allocator at once rather than
+// reading, for a moment, as memory that outlived its request. The caller
+// holds c.mu: the Free is the allocator's release (a pool's is a free-list
+// push) when the cache held the last handle, a count otherwise.
+func (c *Cache) evict(e *lruElem[cacheEntry]) error {
+	c.unlink(e)
+	return e.Value.t.Free()
 }
 
 // publish copies the figures that mu guards to their atomic mirrors. The
@@ -380,14 +402,4 @@ func (c *Cache) remove(e *lruElem[cacheEntry]) {
 func (c *Cache) publish() {
 	c.bytes.Store(c.used)
 	c.count.Store(int64(len(c.entries)))
-}
-
-func freeAll(ts []*tensor.Tensor) error {
-	var errs []error
-	for _, t := range ts {
-		if err := t.Free(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }

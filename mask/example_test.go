@@ -74,7 +74,7 @@ func ExampleCache_GetOrBuild() {
 	s := cache.Stats()
 	// The budget counts the mask (128×128 float32), its key and the entry.
 	fmt.Printf("hits %d, misses %d, %d entry of %d bytes\n", s.Hits, s.Misses, s.Entries, s.Bytes)
-	// Output: hits 2, misses 1, 1 entry of 65745 bytes
+	// Output: hits 2, misses 1, 1 entry of 65873 bytes
 }
 
 // Strict turns the leaking pattern, a new mask at every step, into an

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+	"weak"
 
 	"github.com/tensorlife/tensorlife/internal/format"
 
@@ -55,16 +56,73 @@ type Tensor struct {
 	// site is where a Retain or View handle was made; nil for the
 	// allocation's own handle (its site is the record's) and untracked ones.
 	site *track.Site
-	// view is this handle's window on the block; nil for the whole block.
-	view *window
+	// ext is what few handles keep: a View's window, the owner HandTo
+	// gave the allocation to through this handle. nil for most.
+	ext *handleExt
 	// state is 0 while the handle is live; once freed, freedUnknown plus
 	// the number of the line that freed it, if kept.
 	state  atomic.Uint32
 	how    uint8 // howOwn, howRetain, howView, or an owner's index
 	inline bool  // the handle is an ownedTensor's: its block follows it
-	// handing: this handle gave the allocation to an owner (HandTo); its
-	// Free, HandBack or drop gives it back.
-	handing bool
+}
+
+// handleExt is what a handle keeps beyond its block, each handle its own.
+type handleExt struct {
+	// view is the handle's window on the block, shared by the handles
+	// retained from it; nil for the whole block.
+	view *window
+	// owner is what HandTo gave the allocation to through this handle:
+	// the handle keeps it reachable (an owner lives as long as what it
+	// holds), and its Free, HandBack or drop ends the owner's hold.
+	owner *track.Owner
+	// ticket is what the handle's cleanup reads once the handle is
+	// unreachable, set at its first HandTo: from then on its drop is
+	// watched by runtime.AddCleanup, not a finalizer, since the handle
+	// and its owner (a cache that keeps the handle) may form a cycle, on
+	// which a finalizer never runs.
+	ticket  *dropTicket
+	cleanup runtime.Cleanup
+}
+
+// dropTicket is a handle's drop report without the handle: its block, the
+// line that made it, how, and the owner it held for, weakly, so that the
+// ticket, which the runtime keeps until the handle is collected, keeps
+// neither the handle nor the owner alive.
+type dropTicket struct {
+	b    *block
+	site *track.Site
+	how  uint8
+
+	mu    sync.Mutex
+	owner weak.Pointer[track.Owner] // zero: none
+}
+
+// setOwner records the owner the handle holds for; nil for none.
+func (d *dropTicket) setOwner(o *track.Owner) {
+	var w weak.Pointer[track.Owner]
+	if o != nil {
+		w = weak.Make(o)
+	}
+	d.mu.Lock()
+	d.owner = w
+	d.mu.Unlock()
+}
+
+// dropped is the cleanup of a handle handed to an owner: dropHandle with
+// the owner the handle held for.
+func (d *dropTicket) dropped() {
+	d.mu.Lock()
+	o := d.owner
+	d.mu.Unlock()
+	dropHandle(d.b, d.site, d.how, o)
+}
+
+// viewOf returns the handle's window on its block; nil for the whole block.
+func (t *Tensor) viewOf() *window {
+	if t.ext != nil {
+		return t.ext.view
+	}
+	return nil
 }
 
 // blk returns the block this handle owns a share of; nil for a zero Tensor.
@@ -280,7 +338,10 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 // newHandle makes a further handle on b, with a finalizer that reports it
 // if it is dropped without Free and gives its ownership up.
 func newHandle(b *block, site *track.Site, view *window, how uint8) *Tensor {
-	t := &Tensor{b: b, site: site, view: view, how: how}
+	t := &Tensor{b: b, site: site, how: how}
+	if view != nil {
+		t.ext = &handleExt{view: view}
+	}
 	runtime.SetFinalizer(t, (*Tensor).dropped)
 	if heapfence.RetainersOn() {
 		noteHandle(t)
@@ -296,14 +357,19 @@ func (b *block) tracker() *track.Tracker { return b.rec.Tracker() }
 // it, and it gives its ownership up unless the tracker keeps leaks. A freed
 // handle never gets here: Free takes the finalizer off right after marking
 // the handle freed, while the handle is still reachable.
-func (t *Tensor) dropped() {
-	b := t.b
-	if tr := b.tracker(); tr != nil && t.handing {
-		t.handing = false
-		_ = tr.HandBack(&b.rec) // the owner let go by dropping its handle
-	}
-	if tr := b.tracker(); tr != nil && !tr.ReportDropped(&b.rec, t.site, howName(t.how)) {
-		return // the tracker keeps the memory; the handle is counted dropped
+func (t *Tensor) dropped() { dropHandle(t.b, t.site, t.how, weak.Pointer[track.Owner]{}) }
+
+// dropHandle reports a handle of b made at site by how that became
+// unreachable without Free, whose owner's hold (heldFor, zero if none)
+// ends with it, and gives its ownership up unless the tracker keeps leaks.
+func dropHandle(b *block, site *track.Site, how uint8, heldFor weak.Pointer[track.Owner]) {
+	if tr := b.tracker(); tr != nil {
+		if heldFor != (weak.Pointer[track.Owner]{}) {
+			_ = tr.HandBackDropped(&b.rec, heldFor) // the owner let go by dropping its handle
+		}
+		if !tr.ReportDropped(&b.rec, site, howName(how)) {
+			return // the tracker keeps the memory; the handle is counted dropped
+		}
 	}
 	_ = b.unref(true) // nobody is left to hand an error to; the tracker counted the leak
 }
@@ -360,7 +426,11 @@ func (t *Tensor) Free() error {
 	if !t.state.CompareAndSwap(0, freedUnknown) {
 		return t.doubleFree()
 	}
-	if !t.inline {
+	x := t.ext
+	switch {
+	case x != nil && x.ticket != nil:
+		x.cleanup.Stop()
+	case !t.inline:
 		runtime.SetFinalizer(t, nil) // an ownedTensor's goes with its last owner
 	}
 	var err error
@@ -369,12 +439,12 @@ func (t *Tensor) Free() error {
 		// capture, numbered once per distinct line, keeps Free cheap.
 		t.state.Store(freedUnknown + tr.FreeLine(1)) // from Free's caller
 		(&b.rec).Unhold(t.site, howName(t.how))
-		if t.handing {
-			t.handing = false
-			if b.extra.Load() != 0 { // others hold it still: it is theirs again
-				err = tr.HandBack(&b.rec)
-			}
+		if x != nil && x.owner != nil { // the owner lets go with its handle
+			err = tr.HandBack(&b.rec, x.owner)
 		}
+	}
+	if x != nil {
+		x.owner = nil
 	}
 	return errors.Join(err, b.unref(false))
 }
@@ -435,7 +505,7 @@ func (t *Tensor) retain(how uint8) (*Tensor, error) {
 	}
 	b := t.blk()
 	b.extra.Add(1)
-	return newHandle(b, t.holdSite(how, 3), t.view, how), nil
+	return newHandle(b, t.holdSite(how, 3), t.viewOf(), how), nil
 }
 
 // holdSite captures the line skip frames above holdSite's caller (the
@@ -522,16 +592,16 @@ func (t *Tensor) misuse(tr *track.Tracker, kind track.EventKind) track.Misuse {
 
 // offset is the handle's first byte in its block.
 func (t *Tensor) offset() int64 {
-	if t.view != nil {
-		return t.view.off
+	if v := t.viewOf(); v != nil {
+		return v.off
 	}
 	return 0
 }
 
 // shapeRef is the handle's shape, shared: callers must not modify it.
 func (t *Tensor) shapeRef() Shape {
-	if t.view != nil {
-		return t.view.shape
+	if v := t.viewOf(); v != nil {
+		return v.shape
 	}
 	if m := t.blk().rec.Meta; m != nil {
 		return m.Shape
@@ -566,8 +636,8 @@ func (t *Tensor) Dim(i int) int {
 
 // Bytes returns the tensor's size in bytes (not the allocator's rounding).
 func (t *Tensor) Bytes() int64 {
-	if t.view != nil {
-		return t.view.bytes
+	if v := t.viewOf(); v != nil {
+		return v.bytes
 	}
 	return t.blk().rec.Bytes
 }

@@ -14,10 +14,11 @@ const (
 	EventMaskRebuilt                   // a mask was built again where it should have grown
 	EventLeakSuspect                   // a growth watcher flagged a site
 	EventUseAfterFree                  // a freed handle was used
+	EventOwnerOverBound                // a growth watcher found an owner holding more than its bound
 	numEventKinds
 )
 
-var eventNames = [numEventKinds]string{"alloc", "free", "gc_leak", "double_free", "oom", "mask_rebuilt", "leak_suspect", "use_after_free"}
+var eventNames = [numEventKinds]string{"alloc", "free", "gc_leak", "double_free", "oom", "mask_rebuilt", "leak_suspect", "use_after_free", "owner_over_bound"}
 
 // String returns the event's name, as metrics and reports use it.
 func (k EventKind) String() string {

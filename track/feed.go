@@ -23,6 +23,7 @@ type feedSet struct {
 type feedSlot struct {
 	mu      sync.Mutex
 	pending []*Site
+	owners  []*ownerBook // the owners changed since the feed's last read
 }
 
 // changed queues s, whose outlived figures changed, for every feed not yet
@@ -40,19 +41,35 @@ func (fs *feedSet) changed(s *Site) {
 	}
 }
 
+// ownerChanged queues b, whose figures changed, for every feed not yet told
+// of it, as changed does for a site.
+func (fs *feedSet) ownerChanged(b *ownerBook) {
+	m := fs.mask.Load()
+	if m == 0 || b.told.Load()&m == m {
+		return
+	}
+	for newly := m &^ b.told.Or(m); newly != 0; newly &= newly - 1 {
+		sl := &fs.slots[bits.TrailingZeros64(newly)]
+		sl.mu.Lock()
+		sl.owners = append(sl.owners, b)
+		sl.mu.Unlock()
+	}
+}
+
 // siteFeed reports the sites whose outlived figures changed, in time that
 // grows with those alone (track.SiteFeed). For one goroutine at a
 // time.
 type siteFeed struct {
-	t     *Tracker
-	slot  int // -1: no slot was free, every call scans
-	first bool
+	t           *Tracker
+	slot        int // -1: no slot was free, every call scans
+	first       bool
+	firstOwners bool
 }
 
 // siteFeedOf returns a new feed of t's sites; its owner closes it, or a
 // cleanup of the owner does.
 func (t *Tracker) siteFeedOf() *siteFeed {
-	f := &siteFeed{t: t, slot: -1, first: true}
+	f := &siteFeed{t: t, slot: -1, first: true, firstOwners: true}
 	fs := &t.feeds
 	fs.mu.Lock()
 	if free := ^fs.used; free != 0 {
@@ -95,6 +112,39 @@ func (sf *siteFeed) changed(dst []SiteStats) []SiteStats {
 	return dst
 }
 
+// changedOwners appends to dst the owners whose figures changed since the
+// last call (on the first, every owner listed), those that hold nothing
+// now included (Count 0).
+func (sf *siteFeed) changedOwners(dst []OwnerStats) []OwnerStats {
+	t := sf.t
+	var books []*ownerBook
+	if sf.slot < 0 || sf.firstOwners {
+		sf.firstOwners = false
+		books = t.owners.list()
+		if sf.slot >= 0 {
+			bit := uint64(1) << sf.slot
+			for _, b := range books {
+				b.told.And(^bit)
+			}
+		}
+	} else {
+		sl := &t.feeds.slots[sf.slot]
+		sl.mu.Lock()
+		books = sl.owners
+		sl.owners = nil
+		sl.mu.Unlock()
+		bit := uint64(1) << sf.slot
+		for _, b := range books {
+			b.told.And(^bit) // before reading: a later change queues b again
+		}
+	}
+	for _, b := range books {
+		s, _ := b.stats()
+		dst = append(dst, s)
+	}
+	return dst
+}
+
 func (f *siteFeed) close() {
 	if f.slot < 0 {
 		return
@@ -108,7 +158,7 @@ func (f *siteFeed) close() {
 	fs.mask.And(^uint64(1 << f.slot))
 	sl := &fs.slots[f.slot]
 	sl.mu.Lock()
-	sl.pending = nil
+	sl.pending, sl.owners = nil, nil
 	sl.mu.Unlock()
 	fs.used &^= 1 << f.slot
 	f.slot = -1

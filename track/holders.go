@@ -49,10 +49,9 @@ type holderSet struct {
 	own     int8 // the allocation's own handle: 1 live, 0 freed, -1 dropped and kept
 	entries [maxHolders]holderCount
 	other   holderCount
-	// owner is the book of what HandOver gave the record to, nil if
-	// nothing; handovers counts the HandOvers not yet handed back.
-	owner     *ownerBook
-	handovers int32
+	// holds are the owners that hold the record (HandOver), each with
+	// the HandOvers of it not yet handed back; the latest last.
+	holds []ownerHold
 	// counted is what the record adds to its site's holder counters
 	// (HeldBy): heldBy's answer when last changed; released, set at
 	// Release, keeps it at nothing after.
@@ -60,8 +59,15 @@ type holderSet struct {
 	released bool
 }
 
-// ownerOf returns what HandOver gave r to, nil if nothing or if that owner
-// was collected.
+// ownerHold is one owner's hold on a record: n HandOvers not yet handed
+// back.
+type ownerHold struct {
+	book *ownerBook
+	n    int32
+}
+
+// ownerOf returns the owner that last took r (HandOver) and holds it
+// still; nil if none, or if that owner was collected.
 func (r *Record) ownerOf() *Owner {
 	s := r.holders.Load()
 	if s == nil {
@@ -69,33 +75,28 @@ func (r *Record) ownerOf() *Owner {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.owner == nil {
+	if len(s.holds) == 0 {
 		return nil
 	}
-	return s.owner.owner.Value()
+	return s.holds[len(s.holds)-1].book.owner.Value()
 }
 
-// handedSet returns r's holder set if r is handed to an owner, else nil.
-func (r *Record) handedSet() *holderSet {
+// leaveOwners takes r out of every owner's figures, on release. Called
+// with r's shard lock held.
+func (r *Record) leaveOwners() {
 	if r.word.Load()&handedFlag == 0 {
-		return nil
+		return
 	}
-	return r.holders.Load()
-}
-
-// leaveOwner takes r out of its owner's figures, on release. Called with
-// r's shard lock held.
-func (r *Record) leaveOwner() {
-	s := r.handedSet()
+	s := r.holders.Load()
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
-	b := s.owner
-	s.owner, s.handovers = nil, 0
+	holds := s.holds
+	s.holds = nil
 	s.mu.Unlock()
-	if b != nil {
-		b.add(r.site, -r.Bytes, -1)
+	for _, h := range holds {
+		h.book.add(r.site, -r.Bytes, -1)
 	}
 }
 

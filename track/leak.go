@@ -30,12 +30,6 @@ func (t *Tracker) ReportDropped(r *Record, site *Site, how string) (reclaim bool
 		holder = Holder{Site: site, How: how, Dropped: 1}
 	}
 	r.markDropped(site, how)
-	sh := &t.shards[r.id%shardCount]
-	sh.mu.Lock()
-	if r.state() == stateLive {
-		t.releaseToDeadOwner(r) // a dropped owner holds nothing any more
-	}
-	sh.mu.Unlock()
 	t.gcLeaks.Add(1)
 	r.site.gcLeaks.Add(1)
 	if t.cfg.historyEvents > 0 {

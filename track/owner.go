@@ -2,6 +2,8 @@ package track
 
 import (
 	"cmp"
+	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -10,34 +12,57 @@ import (
 
 // Owner holds tensors past their request on purpose: a cache, a session
 // store (tensor.Tensor.HandTo). With MaxBytes > 0 what it holds is never
-// judged by growth, and holding more is a leak suspect of its own
-// (OwnerStats.OverBound); without, it is judged by growth, so an unbounded
-// cache is still found. A tracker holds an owner weakly: one dropped with
-// tensors still handed to it is collected, and each handle it held is
-// reported dropped. Set the fields before the first hand-over; do not copy.
+// judged by growth, and holding more is reported as such (OwnerStats.
+// OverBound): the owner is over its bound, which is no leak; without a
+// bound, it is judged by growth, so an unbounded cache is still found.
+//
+// An owner lives as long as what it holds: the handle a tensor was handed
+// over through keeps its owner reachable, so an owner made inline,
+// x.HandTo(&track.Owner{Name: "sessions"}), holds x until x is freed. The
+// trackers and their records refer to an owner weakly, and an owner refers
+// to no tracker strongly: a cache dropped with its handles is collected
+// with them, and each handle it held is reported dropped. An owner keeps
+// books of its own in each tracker it is used with.
+//
+// Set the fields before the first hand-over; do not copy an Owner.
 type Owner struct {
 	Name     string
-	MaxBytes int64                     // the owner's byte budget; 0 if it has none
-	book     atomic.Pointer[ownerBook] // made at the first HandOver
+	MaxBytes int64 // the owner's byte budget; 0 if it has none
+
+	mu   sync.Mutex
+	ties []ownerTie // its books, one per tracker that has listed it
+}
+
+// ownerTie is an owner's book in one tracker, which it knows weakly.
+type ownerTie struct {
+	tracker weak.Pointer[Tracker]
+	book    *ownerBook
 }
 
 // maxOwnerSites bounds the lines an owner's figures keep apart; what
 // further lines handed it is counted together.
 const maxOwnerSites = 8
 
-// ownerBook counts what one Owner holds, by the line that made it. Records
-// point at the book, never at the Owner, so that an Owner is not kept
-// alive by what it owns.
+// ownerBook counts what one Owner holds in one tracker, by the line that
+// made it. Records and the tracker point at the book, which points at the
+// Owner and the tracker weakly, so that neither an Owner nor a tracker is
+// kept alive by the other.
 type ownerBook struct {
-	owner weak.Pointer[Owner]
-	name  string
-	max   int64
+	owner   weak.Pointer[Owner]
+	tracker weak.Pointer[Tracker]
+	id      uint64 // the book's number in its tracker, from 1
+	name    string
+	max     int64
+	first   *Site // the line of the first hand-over
+
+	// told has a bit for each site feed told of a change (feed.go).
+	told atomic.Uint64
 
 	mu           sync.Mutex
-	bytes, count int64
+	bytes, count int64 // saturating: a figure held at MaxInt64 stays there
 	sites        [maxOwnerSites]OwnerSite
 	other        OwnerSite
-	trackers     []*Tracker // whose registries list the book
+	gone         bool // the Owner was collected
 }
 
 // OwnerSite is what one line made that an owner holds.
@@ -47,39 +72,104 @@ type OwnerSite struct {
 	Bytes int64
 }
 
-// bookFor returns o's book, listed in t's registry.
-func (o *Owner) bookFor(t *Tracker) *ownerBook {
-	b := o.book.Load()
-	if b == nil {
-		b = &ownerBook{owner: weak.Make(o), name: o.Name, max: o.MaxBytes}
-		if !o.book.CompareAndSwap(nil, b) {
-			b = o.book.Load()
+// bookIn returns o's book in t, nil if it has none.
+func (o *Owner) bookIn(t *Tracker) *ownerBook {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, tie := range o.ties {
+		if tie.tracker.Value() == t {
+			return tie.book
 		}
 	}
-	b.mu.Lock()
-	listed := slices.Contains(b.trackers, t)
-	if !listed {
-		b.trackers = append(b.trackers, t)
+	return nil
+}
+
+// bookFor returns o's book in t, made and listed at the first hand-over
+// there, from site. It forgets the books of trackers that were collected.
+func (o *Owner) bookFor(t *Tracker, site *Site) *ownerBook {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	live := o.ties[:0]
+	var found *ownerBook
+	for _, tie := range o.ties {
+		tt := tie.tracker.Value()
+		if tt == nil {
+			continue
+		}
+		live = append(live, tie)
+		if tt == t {
+			found = tie.book
+		}
 	}
-	b.mu.Unlock()
-	if !listed {
-		t.owners.add(b)
+	clear(o.ties[len(live):])
+	o.ties = live
+	if found != nil {
+		return found
 	}
+	b := &ownerBook{owner: weak.Make(o), tracker: weak.Make(t), name: o.Name, max: o.MaxBytes, first: site}
+	o.ties = append(o.ties, ownerTie{tracker: b.tracker, book: b})
+	t.owners.add(b)
+	runtime.AddCleanup(o, (*ownerBook).ownerCollected, b)
 	return b
 }
 
-// add counts bytes and count (negative to take them back) made at site.
+// ownerCollected runs once the book's Owner is collected: a book that
+// holds nothing leaves its tracker's registry then, without a reader; one
+// that still holds tensors (their handles not yet found dropped) leaves
+// when the last goes.
+func (b *ownerBook) ownerCollected() {
+	b.mu.Lock()
+	b.gone = true
+	empty := b.count == 0
+	b.mu.Unlock()
+	if empty {
+		b.leave()
+	}
+}
+
+// leave takes b out of its tracker's registry.
+func (b *ownerBook) leave() {
+	if t := b.tracker.Value(); t != nil {
+		t.owners.remove(b)
+	}
+}
+
+// addSat returns a + d held within [0, MaxInt64]: an owner's figures never
+// wrap, and never read negative.
+func addSat(a, d int64) int64 {
+	switch {
+	case d > 0 && a > math.MaxInt64-d:
+		return math.MaxInt64
+	case a+d < 0:
+		return 0
+	}
+	return a + d
+}
+
+// add counts bytes and count (negative to take them back) made at site,
+// and tells the site feeds that b changed.
 func (b *ownerBook) add(site *Site, bytes, count int64) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.bytes += bytes
-	b.count += count
+	b.bytes = addSat(b.bytes, bytes)
+	b.count = addSat(b.count, count)
+	b.addSiteLocked(site, bytes, count)
+	drop := b.gone && b.count == 0
+	b.mu.Unlock()
+	if t := b.tracker.Value(); t != nil {
+		t.feeds.ownerChanged(b)
+	}
+	if drop {
+		b.leave()
+	}
+}
+
+func (b *ownerBook) addSiteLocked(site *Site, bytes, count int64) {
 	free := -1
 	for i := range b.sites {
 		e := &b.sites[i]
 		if e.Site == site {
-			e.Count += count
-			e.Bytes += bytes
+			e.Count = addSat(e.Count, count)
+			e.Bytes = addSat(e.Bytes, bytes)
 			if e.Count == 0 {
 				*e = OwnerSite{}
 			}
@@ -93,27 +183,72 @@ func (b *ownerBook) add(site *Site, bytes, count int64) {
 		b.sites[free] = OwnerSite{Site: site, Count: count, Bytes: bytes}
 		return
 	}
-	b.other.Count += count
-	b.other.Bytes += bytes
+	b.other.Count = addSat(b.other.Count, count)
+	b.other.Bytes = addSat(b.other.Bytes, bytes)
+}
+
+// stats returns what b holds now; ok is false when it holds nothing.
+func (b *ownerBook) stats() (s OwnerStats, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.count <= 0 {
+		return OwnerStats{ID: b.id, Name: b.name, MaxBytes: b.max, First: b.first}, false
+	}
+	s = OwnerStats{ID: b.id, Name: b.name, MaxBytes: b.max, First: b.first, Count: b.count, Bytes: b.bytes,
+		Dropped: b.gone || b.owner.Value() == nil}
+	for _, e := range b.sites {
+		if e.Site != nil && e.Count > 0 {
+			s.Sites = append(s.Sites, e)
+		}
+	}
+	if b.other.Count > 0 {
+		s.Sites = append(s.Sites, b.other)
+	}
+	slices.SortFunc(s.Sites, func(a, b OwnerSite) int {
+		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), cmp.Compare(siteID(a.Site), siteID(b.Site)))
+	})
+	return s, true
 }
 
 // ownerRegistry is a tracker's list of owner books.
 type ownerRegistry struct {
-	mu    sync.Mutex
-	books []*ownerBook
+	mu     sync.Mutex
+	books  []*ownerBook
+	nextID uint64
 }
 
 func (r *ownerRegistry) add(b *ownerBook) {
 	r.mu.Lock()
+	r.nextID++
+	b.id = r.nextID
 	r.books = append(r.books, b)
 	r.mu.Unlock()
 }
 
+func (r *ownerRegistry) remove(b *ownerBook) {
+	r.mu.Lock()
+	if i := slices.Index(r.books, b); i >= 0 {
+		r.books = slices.Delete(r.books, i, i+1)
+	}
+	r.mu.Unlock()
+}
+
+// list returns the books, copied.
+func (r *ownerRegistry) list() []*ownerBook {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.books)
+}
+
 // OwnerStats is what one owner holds at one moment.
 type OwnerStats struct {
+	// ID tells owners apart in their tracker: two owners of one name are
+	// two owners. It is the order in which they first took a tensor there.
+	ID       uint64
 	Name     string
 	MaxBytes int64
-	Count    int64       // the live tensors handed to it
+	First    *Site       // the line of the owner's first hand-over in the tracker
+	Count    int64       // the live tensors it holds
 	Bytes    int64       // and their bytes
 	Sites    []OwnerSite // the lines that made them, most bytes first
 	Dropped  bool        // the Owner was collected while it held these
@@ -125,51 +260,25 @@ func (s OwnerStats) OverBound() bool { return s.MaxBytes > 0 && s.Bytes > s.MaxB
 // Owners returns the owners that hold tensors of t now, most bytes first,
 // from counters: O(owners).
 func (t *Tracker) Owners() []OwnerStats {
-	t.owners.mu.Lock()
-	books := t.owners.books[:0:0]
-	kept := t.owners.books[:0]
-	for _, b := range t.owners.books {
-		b.mu.Lock()
-		gone := b.owner.Value() == nil && b.count == 0
-		b.mu.Unlock()
-		if !gone {
-			kept = append(kept, b)
-			books = append(books, b)
-		}
-	}
-	clear(t.owners.books[len(kept):])
-	t.owners.books = kept
-	t.owners.mu.Unlock()
-
 	var out []OwnerStats
-	for _, b := range books {
-		b.mu.Lock()
-		if b.count > 0 {
-			s := OwnerStats{Name: b.name, MaxBytes: b.max, Count: b.count, Bytes: b.bytes,
-				Dropped: b.owner.Value() == nil}
-			for _, e := range b.sites {
-				if e.Site != nil && e.Count > 0 {
-					s.Sites = append(s.Sites, e)
-				}
-			}
-			if b.other.Count > 0 {
-				s.Sites = append(s.Sites, b.other)
-			}
-			slices.SortFunc(s.Sites, func(a, b OwnerSite) int {
-				return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), cmp.Compare(siteID(a.Site), siteID(b.Site)))
-			})
+	for _, b := range t.owners.list() {
+		if s, ok := b.stats(); ok {
 			out = append(out, s)
 		}
-		b.mu.Unlock()
 	}
-	slices.SortStableFunc(out, func(a, b OwnerStats) int { return cmp.Compare(b.Bytes, a.Bytes) })
+	slices.SortStableFunc(out, func(a, b OwnerStats) int {
+		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), cmp.Compare(a.ID, b.ID))
+	})
 	return out
 }
 
 // HandOver gives the live record r to o: r no longer outlives its request
-// while o holds it. Each HandOver is undone by one HandBack: after the last,
-// r is its request's again (outlived if the request has ended). A nil o,
-// or r not live through t, is an error matching ErrMisuse.
+// while o holds it. Each HandOver is undone by one HandBack of the same
+// owner (or HandBackDropped); r is held while any owner holds it, and
+// counts as outlived then only if an owner without a bound holds it. After
+// the last owner lets go, r is its request's again (outlived if the
+// request has ended). A nil o, or r not live through t, is an error
+// matching ErrMisuse.
 func (t *Tracker) HandOver(r *Record, o *Owner) error {
 	if err := t.owns(r, "handed over"); err != nil {
 		return err
@@ -178,7 +287,7 @@ func (t *Tracker) HandOver(r *Record, o *Owner) error {
 		t.misuse.Add(1)
 		return errNilOwner
 	}
-	b := o.bookFor(t)
+	b := o.bookFor(t, r.site)
 	sh := &t.shards[r.id%shardCount]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -186,37 +295,87 @@ func (t *Tracker) HandOver(r *Record, o *Owner) error {
 		t.misuse.Add(1)
 		return errReleased(r, "handed over")
 	}
-	was := r.leave() // no longer in flight: its owner has it now
+	var was bool
+	if r.word.Load()&handedFlag == 0 {
+		was = r.leave() // no longer in flight: its owners have it now
+		r.word.Or(handedFlag)
+	} else {
+		was = r.word.Load()&outlivedFlag != 0
+	}
 	hs := r.holderSet()
 	hs.mu.Lock()
-	prev := hs.owner
-	hs.owner = b
-	hs.handovers++
+	added := true
+	for i, h := range hs.holds {
+		if h.book == b {
+			hs.holds[i].n++
+			added = false
+			break
+		}
+	}
+	if added {
+		hs.holds = append(hs.holds, ownerHold{book: b, n: 1})
+	}
+	now := hs.unboundedLocked()
 	hs.mu.Unlock()
-	if prev != nil {
-		prev.add(r.site, -r.Bytes, -1)
+	if added {
+		b.add(r.site, r.Bytes, 1)
 	}
-	b.add(r.site, r.Bytes, 1)
-	now := b.max <= 0
-	if now {
-		r.word.Or(handedFlag | outlivedFlag)
-	} else {
-		r.word.Or(handedFlag)
-		r.word.And(^uint32(outlivedFlag))
-	}
-	r.site.outlivedBy(was, now, r.Bytes)
+	t.setOutlivedLocked(r, was, now)
 	return nil
 }
 
-// HandBack undoes one HandOver of the live record r: an owner lets go of
-// it (a cache evicts it, closes, or drops the entry). After the last, r is
-// no longer its owner's: it is in flight under its request again, or
-// outlived if that request has ended or it had none. A record not handed
-// over is an error matching ErrMisuse.
-func (t *Tracker) HandBack(r *Record) error {
+// unboundedLocked reports whether an owner without a bound holds the
+// record. Called with s.mu held.
+func (s *holderSet) unboundedLocked() bool {
+	for _, h := range s.holds {
+		if h.book.max <= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// setOutlivedLocked moves r from outlived (was) to now in its flag and its
+// site's figures. Called with r's shard lock held.
+func (t *Tracker) setOutlivedLocked(r *Record, was, now bool) {
+	if now {
+		r.word.Or(outlivedFlag)
+	} else {
+		r.word.And(^uint32(outlivedFlag))
+	}
+	r.site.outlivedBy(was, now, r.Bytes)
+}
+
+// HandBack undoes one HandOver of the live record r to o: o lets go of it
+// (a cache evicts it, closes, or drops the entry). Other owners' holds are
+// theirs to end. After the last owner lets go, r is no longer held: it is
+// in flight under its request again, or outlived if that request has ended
+// or it had none. A record o does not hold is an error matching ErrMisuse.
+func (t *Tracker) HandBack(r *Record, o *Owner) error {
 	if err := t.owns(r, "handed back"); err != nil {
 		return err
 	}
+	var b *ownerBook
+	if o != nil {
+		b = o.bookIn(t)
+	}
+	return t.handBack(r, func(h ownerHold) bool { return h.book == b })
+}
+
+// HandBackDropped ends one hold of the owner o on r, where o is known only
+// weakly: the handle that kept the hold was found dropped by the collector
+// (an owner is collected once no handle it holds is reachable, so o may be
+// gone). It is HandBack for an allocator's drop path; a record o does not
+// hold is an error matching ErrMisuse.
+func (t *Tracker) HandBackDropped(r *Record, o weak.Pointer[Owner]) error {
+	if err := t.owns(r, "handed back"); err != nil {
+		return err
+	}
+	return t.handBack(r, func(h ownerHold) bool { return h.book.owner == o })
+}
+
+// handBack ends one hold of the owner whose hold is, on the live r.
+func (t *Tracker) handBack(r *Record, is func(ownerHold) bool) error {
 	sh := &t.shards[r.id%shardCount]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -224,54 +383,41 @@ func (t *Tracker) HandBack(r *Record) error {
 		t.misuse.Add(1)
 		return errReleased(r, "handed back")
 	}
-	if r.word.Load()&handedFlag == 0 {
+	hs := r.holders.Load()
+	if r.word.Load()&handedFlag == 0 || hs == nil {
 		t.misuse.Add(1)
 		return errNotHanded(r)
 	}
-	t.handBackLocked(r)
-	return nil
-}
-
-// handBackLocked is HandBack with r's shard lock held and r handed over.
-func (t *Tracker) handBackLocked(r *Record) {
-	hs := r.holderSet()
 	hs.mu.Lock()
-	if hs.handovers--; hs.handovers > 0 {
+	i := slices.IndexFunc(hs.holds, is)
+	if i < 0 {
 		hs.mu.Unlock()
-		return
+		t.misuse.Add(1)
+		return errNotHanded(r)
 	}
-	b := hs.owner
-	hs.owner = nil
+	b := hs.holds[i].book
+	hs.holds[i].n--
+	gone := hs.holds[i].n == 0
+	if gone {
+		hs.holds = slices.Delete(hs.holds, i, i+1)
+	}
+	held, unbounded := len(hs.holds) > 0, hs.unboundedLocked()
 	hs.mu.Unlock()
-	if b != nil {
+	if gone {
 		b.add(r.site, -r.Bytes, -1)
 	}
 	was := r.word.Load()&outlivedFlag != 0
+	if held {
+		t.setOutlivedLocked(r, was, unbounded)
+		return nil
+	}
 	r.word.And(^uint32(handedFlag | outlivedFlag))
 	now := r.rejoin()
 	if now && r.req == nil {
 		r.word.Or(outlivedFlag)
 	}
 	r.site.outlivedBy(was, now, r.Bytes)
-}
-
-// releaseToDeadOwner hands r back when the owner it was handed to has been
-// collected: a handle of r was found dropped, and nothing holds r for that
-// owner any more. Called with r's shard lock held.
-func (t *Tracker) releaseToDeadOwner(r *Record) {
-	s := r.handedSet()
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	dead := s.owner != nil && s.owner.owner.Value() == nil
-	if dead {
-		s.handovers = 1 // every HandOver of a collected owner is over
-	}
-	s.mu.Unlock()
-	if dead {
-		t.handBackLocked(r)
-	}
+	return nil
 }
 
 // outlivedBy moves one record of bytes between the site's in-flight and

@@ -23,13 +23,13 @@ func TestHandBackReturnsToTheRequest(t *testing.T) {
 	end()
 	assert.Zero(t, outlived(t, tr), "a bounded owner holds both")
 
-	require.NoError(t, tr.HandBack(closed))
+	require.NoError(t, tr.HandBack(closed, cache))
 	assert.Equal(t, int64(100), outlived(t, tr), "back to a request that has ended: outlived")
 
 	ctx2, end2 := track.WithRequest(context.Background())
 	inFlight := recordA(tr, ctx2, 1000, "mask")
 	require.NoError(t, tr.HandOver(inFlight, cache))
-	require.NoError(t, tr.HandBack(inFlight))
+	require.NoError(t, tr.HandBack(inFlight, cache))
 	assert.Equal(t, int64(100), outlived(t, tr), "back to an open request: in flight")
 	end2()
 	assert.Equal(t, int64(1100), outlived(t, tr), "and outlived once it ends")
@@ -37,18 +37,19 @@ func TestHandBackReturnsToTheRequest(t *testing.T) {
 	none := recordA(tr, context.Background(), 1, "weights")
 	require.NoError(t, tr.HandOver(none, cache))
 	assert.Equal(t, int64(1100), outlived(t, tr))
-	require.NoError(t, tr.HandBack(none))
+	require.NoError(t, tr.HandBack(none, cache))
 	assert.Equal(t, int64(1101), outlived(t, tr), "made under no request: outlived again")
 
-	assert.ErrorIs(t, tr.HandBack(none), track.ErrMisuse, "not handed over")
+	assert.ErrorIs(t, tr.HandBack(none, cache), track.ErrMisuse, "not handed over")
 	release(t, tr, open, closed, inFlight, none)
 	assert.Zero(t, outlived(t, tr))
 	assert.Empty(t, tr.Owners(), "an owner holding nothing is not listed")
 }
 
-// TestHandOverTwiceNeedsTwoHandBacks: every HandOver is undone by one
-// HandBack, so two handles of a cache hand-over do not end each other's.
-func TestHandOverTwiceNeedsTwoHandBacks(t *testing.T) {
+// TestTwoOwnersHoldUntilEachLetsGo: a record handed to two owners is held
+// by both, each until it lets go itself; each HandOver of one owner is
+// undone by one HandBack of that owner, and neither ends the other's.
+func TestTwoOwnersHoldUntilEachLetsGo(t *testing.T) {
 	tr := newTracker(t)
 	a, b := &track.Owner{Name: "a", MaxBytes: 1 << 20}, &track.Owner{Name: "b", MaxBytes: 1 << 20}
 	ctx, end := track.WithRequest(context.Background())
@@ -56,14 +57,45 @@ func TestHandOverTwiceNeedsTwoHandBacks(t *testing.T) {
 	end()
 	require.NoError(t, tr.HandOver(r, a))
 	require.NoError(t, tr.HandOver(r, b))
+	require.NoError(t, tr.HandOver(r, b))
 	owners := tr.Owners()
-	require.Len(t, owners, 1, "moved from a to b")
-	assert.Equal(t, "b", owners[0].Name)
-	require.NoError(t, tr.HandBack(r))
-	assert.Zero(t, outlived(t, tr), "one hand-over remains")
-	require.NoError(t, tr.HandBack(r))
-	assert.Equal(t, int64(64), outlived(t, tr))
+	require.Len(t, owners, 2, "both hold it")
+	assert.Equal(t, []string{"a", "b"}, []string{owners[0].Name, owners[1].Name})
+	require.NoError(t, tr.HandBack(r, a))
+	require.Len(t, tr.Owners(), 1, "a let go; b holds it still")
+	assert.Equal(t, "b", tr.Owners()[0].Name)
+	assert.Zero(t, outlived(t, tr), "b holds it")
+	assert.ErrorIs(t, tr.HandBack(r, a), track.ErrMisuse, "a holds it no more")
+	require.NoError(t, tr.HandBack(r, b))
+	assert.Zero(t, outlived(t, tr), "one hand-over of b remains")
+	require.NoError(t, tr.HandBack(r, b))
+	assert.Equal(t, int64(64), outlived(t, tr), "back to its ended request")
+	assert.Empty(t, tr.Owners())
 	release(t, tr, r)
+}
+
+// TestOwnersOfOneNameAreTwoOwners: each owner has books of its own, told
+// apart by ID and the line of its first hand-over; one owner used with two
+// trackers has books in each.
+func TestOwnersOfOneNameAreTwoOwners(t *testing.T) {
+	tr, other := newTracker(t), newTracker(t)
+	x, y := &track.Owner{Name: "cache"}, &track.Owner{Name: "cache"}
+	r1 := recordA(tr, context.Background(), 10, "mask")
+	r2 := recordA(tr, context.Background(), 20, "mask")
+	r3 := recordA(other, context.Background(), 40, "mask")
+	require.NoError(t, tr.HandOver(r1, x))
+	require.NoError(t, tr.HandOver(r2, y))
+	require.NoError(t, other.HandOver(r3, x))
+	owners := tr.Owners()
+	require.Len(t, owners, 2)
+	assert.NotEqual(t, owners[0].ID, owners[1].ID)
+	assert.Equal(t, int64(20), owners[0].Bytes)
+	assert.Equal(t, int64(10), owners[1].Bytes, "x's books in tr hold only what tr recorded")
+	assert.NotNil(t, owners[0].First)
+	require.Len(t, other.Owners(), 1)
+	assert.Equal(t, int64(40), other.Owners()[0].Bytes)
+	release(t, tr, r1, r2)
+	release(t, other, r3)
 }
 
 // TestOwnerBoundIsChecked guards that a bound is counted, not trusted: an

@@ -84,8 +84,11 @@ func TestHandOver(t *testing.T) {
 	assert.Equal(t, int64(10), outlived(t, tr), "what a bounded owner holds never outlives its request")
 
 	require.NoError(t, tr.HandOver(stored, bounded))
+	require.NoError(t, tr.HandBack(stored, unbounded))
 	assert.Zero(t, outlived(t, tr), "moved to a bounded owner")
 	require.NoError(t, tr.HandOver(cached, unbounded))
+	assert.Equal(t, int64(100), outlived(t, tr), "an unbounded owner holds it too: judged")
+	require.NoError(t, tr.HandBack(cached, bounded))
 	assert.Equal(t, int64(100), outlived(t, tr), "moved to an unbounded owner")
 
 	snap := tr.Snapshot()

@@ -138,6 +138,11 @@ func (t *Tracker) NewSiteFeed() *SiteFeed {
 // as ended first.
 func (f *SiteFeed) Changed(dst []SiteStats) []SiteStats { return f.feed.changed(dst) }
 
+// ChangedOwners appends to dst the owners whose figures changed since the
+// last call (on the first, every owner listed in the tracker), those that
+// hold nothing now included, with Count 0: O(owners that changed).
+func (f *SiteFeed) ChangedOwners(dst []OwnerStats) []OwnerStats { return f.feed.changedOwners(dst) }
+
 // Close stops the feed.
 func (f *SiteFeed) Close() { f.feed.close() }
 

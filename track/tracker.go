@@ -440,7 +440,7 @@ func (t *Tracker) Release(r *Record) error {
 	}
 	r.prev, r.next = nil, nil
 	outlived := r.leave()
-	r.leaveOwner()
+	r.leaveOwners()
 	w := r.word.Load()
 	special := w&specialFlag != 0
 	if special {

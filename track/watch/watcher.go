@@ -94,11 +94,16 @@ type Suspect struct {
 
 	// Owner is set for an owner that holds more than its byte bound
 	// (track.Owner.MaxBytes; see OwnerStats.OverBound) rather than a site
-	// whose outlived bytes grow: its name. OwnerMaxBytes is its bound and
-	// OwnerSites the lines that filled it, most bytes first; Site is the
-	// first of them, and OutlivedBytes and OutlivedCount what the owner
-	// holds. It stays a suspect while it holds more than its bound.
+	// whose outlived bytes grow: its name. That is no leak, and is never
+	// reported as one: the owner is over its bound. OwnerID tells two
+	// owners of one name apart (track.OwnerStats.ID), OwnerFirst is the
+	// line of its first hand-over, OwnerMaxBytes its bound and OwnerSites
+	// the lines that filled it, most bytes first; Site is the first of
+	// them, and OutlivedBytes and OutlivedCount what the owner holds. It
+	// stays one while it holds more than its bound.
 	Owner         string
+	OwnerID       uint64
+	OwnerFirst    *track.Site
 	OwnerMaxBytes int64
 	OwnerSites    []track.OwnerSite
 }
@@ -128,15 +133,17 @@ type Watcher struct {
 	windows      atomic.Uint64
 	suspectCount atomic.Int64
 	panics       atomic.Int64
-	// owners are the owners over their byte bound now, by name; under mu.
-	owners map[string]*Suspect
+	// owners are the owners over their byte bound now, by their ID in the
+	// tracker; under mu.
+	owners map[uint64]*Suspect
 
 	// mu guards the feed, the per-site state and the window times; a
 	// window end holds it while judging, so windows are judged in the
 	// order they end.
-	mu      sync.Mutex
-	feed    *track.SiteFeed
-	changed []track.SiteStats // the feed's buffer, reused
+	mu            sync.Mutex
+	feed          *track.SiteFeed
+	changed       []track.SiteStats  // the feed's buffer, reused
+	changedOwners []track.OwnerStats // the feed's owner buffer, reused
 	// sites are the histories of the sites that changed within the last
 	// History windows, and of the suspects. levels are the outlived bytes
 	// (and runs) of the other sites with any: a site with nothing outlived costs
@@ -562,8 +569,7 @@ func siteID(s *track.Site) int {
 // forecasts the suspects, and reports the newly flagged ones after
 // releasing the lock.
 func (w *Watcher) endWindow(fromLoop bool) {
-	now := w.tr.Now()       // the tracker's clock, as its ages and snapshots
-	owners := w.tr.Owners() // O(owners), before the watcher's lock: the tracker's books have their own
+	now := w.tr.Now() // the tracker's clock, as its ages and snapshots
 	w.mu.Lock()
 	if w.stopped.Load() {
 		w.mu.Unlock()
@@ -622,7 +628,8 @@ func (w *Watcher) endWindow(fromLoop bool) {
 		return false
 	})
 	w.settleSites(n)
-	ownerReports := w.judgeOwners(owners, n, now)
+	w.changedOwners = w.feed.ChangedOwners(w.changedOwners[:0]) // O(owners that changed)
+	ownerReports := w.judgeOwners(w.changedOwners, n, now)
 	w.suspectCount.Store(int64(len(w.suspects) + len(w.owners)))
 	w.mu.Unlock()
 
@@ -651,45 +658,40 @@ func (w *Watcher) endWindow(fromLoop bool) {
 		if w.stopped.Load() {
 			return
 		}
-		w.tr.Note(track.EventLeakSuspect, s.Site, s.OutlivedBytes)
+		w.tr.Note(track.EventOwnerOverBound, s.Site, s.OutlivedBytes)
 		w.callOnSuspect(s)
 	}
 }
 
-// judgeOwners makes a suspect of each owner over its byte bound that is
-// not one yet, returning those to report, and clears the owners back
-// within their bounds. Called with w.mu held.
-func (w *Watcher) judgeOwners(owners []track.OwnerStats, n uint64, now time.Time) []Suspect {
-	if len(owners) == 0 && len(w.owners) == 0 {
+// judgeOwners makes a suspect of each changed owner over its byte bound
+// that is not one yet, returning those to report, and clears the changed
+// owners back within their bounds: O(owners that changed). Called with
+// w.mu held.
+func (w *Watcher) judgeOwners(changed []track.OwnerStats, n uint64, now time.Time) []Suspect {
+	if len(changed) == 0 {
 		return nil // most windows of most services: nothing to judge, nothing made
 	}
 	var flagged []*Suspect
-	over := make(map[string]bool, len(owners))
-	for _, o := range owners {
-		if !o.OverBound() || over[o.Name] {
+	for _, o := range changed {
+		if !o.OverBound() {
+			delete(w.owners, o.ID)
 			continue
 		}
-		over[o.Name] = true
-		s := w.owners[o.Name]
+		s := w.owners[o.ID]
 		if s == nil {
-			s = &Suspect{Owner: o.Name, Since: now, SinceWindow: n}
+			s = &Suspect{Owner: o.Name, OwnerID: o.ID, Since: now, SinceWindow: n}
 			if w.owners == nil {
-				w.owners = make(map[string]*Suspect)
+				w.owners = make(map[uint64]*Suspect)
 			}
-			w.owners[o.Name] = s
+			w.owners[o.ID] = s
 			flagged = append(flagged, s)
 		}
-		s.OwnerMaxBytes, s.OwnerSites = o.MaxBytes, o.Sites
+		s.OwnerMaxBytes, s.OwnerSites, s.OwnerFirst = o.MaxBytes, o.Sites, o.First
 		s.OutlivedBytes, s.OutlivedCount = o.Bytes, o.Count
 		s.LiveBytes, s.LiveCount = o.Bytes, o.Count
-		s.Site = nil
-		if len(o.Sites) > 0 {
+		s.Site = o.First
+		if len(o.Sites) > 0 && o.Sites[0].Site != nil {
 			s.Site = o.Sites[0].Site
-		}
-	}
-	for name := range w.owners {
-		if !over[name] {
-			delete(w.owners, name)
 		}
 	}
 	reports := make([]Suspect, len(flagged))
@@ -733,9 +735,15 @@ func logOwnerSuspect(l *slog.Logger, tracker string, s Suspect) {
 		}
 		lines = append(lines, fmt.Sprintf("%s in %d tensors: %s", format.Bytes(o.Bytes), o.Count, where))
 	}
-	l.Warn("tensorlife: leak suspect: an owner holds more than its byte bound",
+	first := "unknown"
+	if s.OwnerFirst != nil {
+		first = s.OwnerFirst.String()
+	}
+	l.Warn("tensorlife: owner over its bound: it holds more than its MaxBytes",
 		slog.String("tracker", tracker),
 		slog.String("owner", s.Owner),
+		slog.Uint64("owner_id", s.OwnerID),
+		slog.String("first_handed_at", first),
 		slog.Int64("bytes", s.OutlivedBytes),
 		slog.Int64("tensors", s.OutlivedCount),
 		slog.Int64("max_bytes", s.OwnerMaxBytes),

@@ -1,0 +1,85 @@
+package mask
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/watch"
+)
+
+// TestCacheOwnerIsWhatTheCacheHoldsUnderEviction is the example server's
+// prompt cache in small: 12 goroutines GetOrBuild and Free masks of 64
+// prompt lengths through a cache whose byte bound makes it evict all the
+// time, while another goroutine reads the cache's owner. The owner never
+// holds more than the cache's bound (it gives back what the cache evicts
+// in the same step), so a watcher ticking meanwhile finds no owner over
+// its bound and no leak suspect.
+func TestCacheOwnerIsWhatTheCacheHoldsUnderEviction(t *testing.T) {
+	e := newEnv(t)
+	b := e.builder(t)
+	const bound = 256 << 10
+	c := newCache(t, MaxBytes(bound), CacheName("prompt-masks"))
+	var suspects atomic.Int64
+	w, err := watch.New(e.tr, watch.OnSuspect(func(watch.Suspect) { suspects.Add(1) }))
+	require.NoError(t, err)
+
+	stop := make(chan struct{})
+	var worst, reads atomic.Int64
+	var readers sync.WaitGroup
+	readers.Go(func() {
+		for {
+			for _, o := range e.tr.Owners() {
+				if o.Name == "prompt-masks" && o.Bytes > worst.Load() {
+					worst.Store(o.Bytes)
+				}
+			}
+			reads.Add(1)
+			require.NoError(t, w.Tick())
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	})
+	var workers sync.WaitGroup
+	for g := range 12 {
+		workers.Go(func() {
+			for i := range 300 {
+				n := 1 + (g*131+i*37)%64 // 64 prompt lengths
+				ctx, end := track.WithRequest(context.Background())
+				m, err := c.GetOrBuild(ctx, "prompt:"+strconv.Itoa(n), func(ctx context.Context) (*tensor.Tensor, error) {
+					lengths := make([]int, 16) // a batch of 16 prompts of n*64 tokens: up to 64 KiB
+					for j := range lengths {
+						lengths[j] = n * 64
+					}
+					return b.Padding(ctx, lengths, n*64)
+				})
+				if !assert.NoError(t, err) {
+					end()
+					return
+				}
+				assert.NoError(t, m.Free())
+				end()
+			}
+		})
+	}
+	workers.Wait()
+	close(stop)
+	readers.Wait()
+	st := c.Stats()
+	require.NotZero(t, st.Evictions, "the cache evicted: the case that broke the owner's books")
+	require.NotZero(t, reads.Load())
+	assert.LessOrEqual(t, worst.Load(), int64(bound), "the owner never held more than the cache's bound")
+	require.NoError(t, w.Tick())
+	assert.Zero(t, suspects.Load(), "no owner over its bound, no leak suspect")
+	require.NoError(t, c.Close())
+}
