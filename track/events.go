@@ -6,15 +6,15 @@ import "context"
 type EventKind uint8
 
 const (
-	EventAlloc        EventKind = iota // an allocation was recorded
-	EventFree                          // an allocation was released
-	EventGCLeak                        // the collector found a tensor dropped without Free
-	EventDoubleFree                    // a handle was freed twice
-	EventOOM                           // an allocation failed for lack of memory
-	EventMaskRebuilt                   // a mask was built again where it should have grown
-	EventLeakSuspect                   // a growth watcher flagged a site
-	EventUseAfterFree                  // a freed handle was used
-	EventOwnerOverBound                // a growth watcher found an owner holding more than its bound
+	EventAlloc          EventKind = iota // an allocation was recorded
+	EventFree                            // an allocation was released
+	EventGCLeak                          // the collector found a tensor dropped without Free
+	EventDoubleFree                      // a handle was freed twice
+	EventOOM                             // an allocation failed for lack of memory
+	EventMaskRebuilt                     // a mask was built again where it should have grown
+	EventLeakSuspect                     // a growth watcher flagged a site
+	EventUseAfterFree                    // a freed handle was used
+	EventOwnerOverBound                  // a growth watcher found an owner holding more than its bound
 	numEventKinds
 )
 
