@@ -47,5 +47,19 @@
 // pool's figures and top sites of the moment itself. Close stops taking
 // dumps and waits for the one being written; Wait waits without stopping.
 //
+// # Files of a dump cut short
+//
+// Each file is written under a temporary name (".tensorlife-tmp-" and the
+// file's name) in the directory and renamed when complete. A process
+// killed in the middle of a dump (SIGKILL, the kernel's OOM killer) leaves
+// that temporary file, which may weigh megabytes. The writer holds an
+// exclusive lock (flock) on its temporary file until the rename, and the
+// system drops it when the process dies, so the lock is what tells a dead
+// writer's file from a live one's: New, and every file written into the
+// directory, removes the temporary files no one holds locked, at once, and
+// never one that a live writer holds, in this process or another sharing
+// the directory. No process id or age is guessed at. Where the system has
+// no flock (Windows), nothing is removed.
+//
 // Every method is safe for concurrent use.
 package oomdump

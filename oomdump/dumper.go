@@ -71,7 +71,10 @@ type Stats struct {
 
 // New returns a Dumper that writes tr's memory into dir when it hears of an
 // out-of-memory error. dir is made, with its parents, when the first dump
-// is written, not before. Hand its OutOfMemory method to
+// is written, not before. Where dir exists, New removes the temporary
+// files that writers which died in the middle of a dump left there (a
+// process killed while writing), and only those: see "Files of a dump cut
+// short" in the package doc. Hand its OutOfMemory method to
 // pool.OnOutOfMemory. Its summary shows the pools, caches, devices and
 // watchers made with tr (they attach themselves to it), whether they are
 // made before or after the Dumper.
@@ -89,6 +92,7 @@ func New(tr *track.Tracker, dir string, opts ...Option) (*Dumper, error) {
 	if err := invariants.ApplyOptions(&cfg, opts, Option.apply, ErrInvalidOption); err != nil {
 		return nil, err
 	}
+	atomicfile.Sweep(dir) // housekeeping: a dumper that cannot sweep still dumps
 	return &Dumper{tr: tr, dir: dir, cfg: cfg, now: time.Now}, nil
 }
 

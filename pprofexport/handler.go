@@ -261,13 +261,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		serveError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	var body bytes.Buffer
 	if q.debug > 0 {
+		var body bytes.Buffer
 		if err = writeText(&body, snap, h.cfg); err == nil {
 			writeBody(w, "text/plain; charset=utf-8", "", body.Bytes())
 		}
 	} else {
-		err = h.writeProfile(w, &body, func(zw io.Writer) error { return stream(zw, snap, h.cfg) }, "tensors")
+		err = h.writeProfile(w, func(zw io.Writer) error { return stream(zw, snap, h.cfg) }, "tensors")
 	}
 	if err != nil {
 		serveError(w, http.StatusInternalServerError, err.Error())
@@ -310,7 +310,7 @@ func (h *handler) serveDelta(w http.ResponseWriter, r *http.Request, q query) {
 		serveWaitError(w, err)
 		return
 	}
-	err = h.writeProfile(w, &bytes.Buffer{}, func(zw io.Writer) error { return streamPair(zw, start, end, "delta", h.cfg) },
+	err = h.writeProfile(w, func(zw io.Writer) error { return streamPair(zw, start, end, "delta", h.cfg) },
 		"tensors-delta")
 	if err != nil {
 		serveError(w, http.StatusInternalServerError, err.Error())
@@ -426,27 +426,73 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// writeProfile compresses what write encodes into buf first, so an
+// writeProfile compresses what write encodes into memory first, so an
 // encoding failure can still be answered with an error status, then sends
 // it.
-func (h *handler) writeProfile(w http.ResponseWriter, buf *bytes.Buffer, write func(io.Writer) error, name string) error {
-	if err := compress(buf, write); err != nil {
+func (h *handler) writeProfile(w http.ResponseWriter, write func(io.Writer) error, name string) error {
+	var body chunks
+	if err := compress(&body, write); err != nil {
 		return err
 	}
-	writeBody(w, "application/octet-stream", name, buf.Bytes())
+	setBodyHeaders(w, "application/octet-stream", name, body.size)
+	for _, c := range body.list {
+		if _, err := w.Write(c); err != nil {
+			return nil // the client has gone; nothing left to tell it
+		}
+	}
 	return nil
 }
 
 func writeBody(w http.ResponseWriter, contentType, attachment string, body []byte) {
+	setBodyHeaders(w, contentType, attachment, len(body))
+	_, _ = w.Write(body) // the client has gone; nothing left to tell it
+}
+
+// setBodyHeaders sends the status and headers of a body of size bytes.
+func setBodyHeaders(w http.ResponseWriter, contentType, attachment string, size int) {
 	hd := w.Header()
 	hd.Set("Content-Type", contentType)
 	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Set("Content-Length", strconv.Itoa(len(body)))
+	hd.Set("Content-Length", strconv.Itoa(size))
 	if attachment != "" {
 		hd.Set("Content-Disposition", `attachment; filename="`+attachment+`"`)
 	}
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body) // the client has gone; nothing left to tell it
+}
+
+// chunks holds what is written to it in blocks that are never copied: a
+// compressed profile of megabytes costs its size, where a buffer that
+// doubles costs about twice that.
+type chunks struct {
+	list [][]byte
+	size int
+}
+
+// chunkBytes is the size of each block but the first ones, which grow to
+// it so that a small profile takes little.
+const chunkBytes = 256 << 10
+
+func (c *chunks) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		last := len(c.list) - 1
+		if last < 0 || len(c.list[last]) == cap(c.list[last]) {
+			size := chunkBytes
+			if last >= 0 && cap(c.list[last]) < chunkBytes {
+				size = min(2*cap(c.list[last]), chunkBytes)
+			} else if last < 0 {
+				size = 4 << 10
+			}
+			c.list = append(c.list, make([]byte, 0, size))
+			last++
+		}
+		b := c.list[last]
+		k := min(len(p), cap(b)-len(b))
+		c.list[last] = append(b, p[:k]...)
+		p = p[k:]
+	}
+	c.size += n
+	return n, nil
 }
 
 // serveWaitError answers a delta window that ended early. The request's

@@ -3,6 +3,7 @@ package pprofexport
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"io"
 
 	"github.com/google/pprof/profile"
@@ -16,12 +17,16 @@ import (
 // label map per sample and its encoder a copy of every sample, which made
 // a profile that shows a request id per group (LabelKeys("request"), 200k
 // ids) allocate about 3 KiB per sample, over a thousand times the bytes it
-// wrote. Streamed, a sample costs what its strings add to the string table
-// and nothing else; the stacks, bounded by the sites, are built as for
-// Profile. The file is the same profile: Profile's samples, labels,
-// locations and functions, in the same order; only the order of the
-// message's fields differs (the string table comes last), which the
-// protocol buffer format allows and every reader accepts.
+// wrote. Streamed, a sample costs nothing it keeps: each string goes into
+// the file's string table as it is first needed, between the samples, and
+// only strings bounded by the sites (names, files, attributes) are
+// remembered, so a request label's values, one per group, cost no memory;
+// the stacks, bounded by the sites, are built as for Profile. The file is
+// the same profile: Profile's samples, labels, locations and functions, in
+// the same order; only the order of the message's fields differs (the
+// string table is spread among them, and a label value may recur in it),
+// which the protocol buffer and profile formats allow and every reader
+// accepts.
 
 // Field numbers of profile.proto that the stream writes.
 const (
@@ -55,8 +60,9 @@ type streamer struct {
 	sub  []byte // a message inside it
 	err  error
 	strs map[string]int64
-	// table lists the strings by index; written last.
-	table []string
+	// strings is how many strings the table has: each is written as it is
+	// added (see intern).
+	strings int64
 
 	st      *stacks
 	cfg     *config
@@ -64,7 +70,24 @@ type streamer struct {
 	held    map[track.Holder]string
 	renamed map[string]string
 	kept    []string // the request labels of the sample being written
+	// values caches the indexes of recent request label values (see
+	// internValue), by a hash of the value.
+	values *[valueSlots]tableEntry
 }
+
+// valueSlots is how many request label values a streamer remembers: enough
+// for the values groups share (models, routes, tenants) to be written
+// once, in 96 KiB whatever the profile's size.
+const valueSlots = 4096
+
+// tableEntry is a string and its index in the string table.
+type tableEntry struct {
+	str string
+	idx int64
+}
+
+// valueSeed hashes request label values for the streamer's cache.
+var valueSeed = maphash.MakeSeed()
 
 // shapeKey identifies a shape of up to eight dimensions without rendering
 // it.
@@ -76,7 +99,7 @@ type shapeKey struct {
 // stream writes the profile of snap that build(snap, cfg, allocSites(snap),
 // false) makes, uncompressed, onto w.
 func stream(w io.Writer, snap *track.Snapshot, cfg config) error {
-	s := newStreamer(w, &cfg, len(snap.Groups))
+	s := newStreamer(w, &cfg)
 	eachSample(snap, allocSites(snap), false, s.live, s.site)
 	var at int64
 	if !snap.Time.IsZero() {
@@ -85,22 +108,21 @@ func stream(w io.Writer, snap *track.Snapshot, cfg config) error {
 	return s.finish(at, 0, comments(snap))
 }
 
-// newStreamer returns a streamer onto w for a profile of about groups
-// groups.
-func newStreamer(w io.Writer, cfg *config, groups int) *streamer {
-	// The strings are about one per group that differs by a label value:
-	// sized for that at once, the table costs a few dozen bytes per group,
-	// where growing to it would cost twice that and more.
-	s := &streamer{w: w, strs: make(map[string]int64, groups+64), table: make([]string, 0, groups+64), cfg: cfg,
+// newStreamer returns a streamer onto w.
+func newStreamer(w io.Writer, cfg *config) *streamer {
+	// The strings are about one per group that differs by a label value.
+	// Those values are not kept (see internValue): the map holds the
+	// profile's other strings, bounded by its sites, so a profile of a
+	// million request ids costs no string table of its own.
+	s := &streamer{w: w, strs: make(map[string]int64, 64), cfg: cfg,
 		st: newStacks(newProfile(), cfg.keepLibrary), shapes: map[shapeKey]string{}, held: map[track.Holder]string{},
-		renamed: map[string]string{}, out: make([]byte, 0, flushBytes+4096)}
+		renamed: map[string]string{}, out: make([]byte, 0, flushBytes+4096), values: new([valueSlots]tableEntry)}
 	s.intern("") // index 0, as the format asks
 	return s
 }
 
-// finish writes what follows the samples: the stacks they use, the
-// profile's header fields (timeNanos and durationNanos when not 0) and,
-// last, the string table, which grew with every field before it.
+// finish writes what follows the samples: the stacks they use and the
+// profile's header fields (timeNanos and durationNanos when not 0).
 func (s *streamer) finish(timeNanos, durationNanos int64, comments []string) error {
 	p := s.st.p
 	for _, m := range p.Mapping {
@@ -124,12 +146,6 @@ func (s *streamer) finish(timeNanos, durationNanos int64, comments []string) err
 	}
 	s.out = appendVarintField(s.out, fieldDefaultSampleType, uint64(s.intern(p.DefaultSampleType)))
 	s.out = appendVarintField(s.out, fieldDocURL, uint64(s.intern(p.DocURL)))
-	for _, str := range s.table {
-		s.out = appendTag(s.out, fieldStringTable, wireBytes)
-		s.out = binary.AppendUvarint(s.out, uint64(len(str)))
-		s.out = append(s.out, str...)
-		s.flushIfFull()
-	}
 	s.flush()
 	if s.err != nil {
 		return fmt.Errorf("pprofexport: write profile: %w", s.err)
@@ -142,9 +158,41 @@ func (s *streamer) intern(str string) int64 {
 	if i, ok := s.strs[str]; ok {
 		return i
 	}
-	i := int64(len(s.table))
-	s.table = append(s.table, str)
+	i := s.add(str)
 	s.strs[str] = i
+	return i
+}
+
+// add writes str as the string table's next entry and returns its index.
+// The entry goes out at once, between the messages that come before and
+// after it: a repeated field may be spread over the message so, and every
+// protocol buffer reader (go tool pprof's among them) gathers it whole, in
+// order, before it looks an index up.
+func (s *streamer) add(str string) int64 {
+	s.out = appendTag(s.out, fieldStringTable, wireBytes)
+	s.out = binary.AppendUvarint(s.out, uint64(len(str)))
+	s.out = append(s.out, str...)
+	s.strings++
+	return s.strings - 1
+}
+
+// internValue returns the index of a request label's value in the string
+// table, adding it unless the cache of recent values or the table's other
+// strings hold it already. A value may be one per group (a request id):
+// such values cost their table entry in the file and nothing in memory,
+// and a value that recurs past the cache's memory is written again, which
+// the format allows (a string table need not be unique) and every reader
+// accepts.
+func (s *streamer) internValue(str string) int64 {
+	c := &s.values[maphash.String(valueSeed, str)%valueSlots]
+	if c.idx != 0 && c.str == str {
+		return c.idx
+	}
+	i, ok := s.strs[str]
+	if !ok {
+		i = s.add(str)
+	}
+	*c = tableEntry{str: str, idx: i}
 	return i
 }
 
@@ -166,7 +214,11 @@ func (s *streamer) live(g *track.Group, leaked bool, v [numValues]int64) {
 	}
 	eachLabel(g, leaked, shape, s.heldBy(g.HeldBy), s.kept, func(key, value string) {
 		s.sub = appendVarintField(s.sub[:0], 1, uint64(s.intern(key)))
-		s.sub = appendVarintField(s.sub, 2, uint64(s.intern(value)))
+		if reservedLabel(key) { // a tensor attribute: few values, kept in the map
+			s.sub = appendVarintField(s.sub, 2, uint64(s.intern(value)))
+		} else {
+			s.sub = appendVarintField(s.sub, 2, uint64(s.internValue(value)))
+		}
 		s.msg = appendMessage(s.msg, 3, s.sub)
 	})
 	if g.Count > 0 && !g.OtherShapes { // the other shapes' tensors differ in size

@@ -157,7 +157,7 @@ func streamPair(w io.Writer, before, after *track.Snapshot, what string, cfg con
 	eachSample(after, withAlloc, perSite, t.live(+1), t.site(+1))
 	t.byKey, t.strs = nil, nil // done with: let the writing reuse their memory
 
-	s := newStreamer(w, &cfg, 0)
+	s := newStreamer(w, &cfg)
 	for i := range t.entries {
 		e := &t.entries[i]
 		switch {

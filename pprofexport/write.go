@@ -63,7 +63,10 @@ var ErrNotRegularFile = atomicfile.ErrNotRegular
 // there. It writes to a temporary file in the same directory and renames
 // it into place once complete, so a crash or a full disk never leaves a
 // torn profile under path: the reader sees the old file or the new one. On
-// error the temporary file is removed and path is untouched.
+// error the temporary file is removed and path is untouched. The writer
+// holds a lock on it while it writes; a process killed meanwhile leaves it,
+// unlocked, and the next write into that directory (or oomdump.New there)
+// removes it.
 //
 // Only regular files are written: a path that exists and is anything else
 // is an error matching ErrNotRegularFile. A symbolic link is followed, as

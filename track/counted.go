@@ -435,7 +435,7 @@ func (t *Tracker) specialGroups() []Group {
 		if r.leaked() {
 			nLeaked = 1
 		}
-		groups.addN(r.site, m.Kind, m.Device, m.DType, m.Shape, Labels{}, held, 1, r.Bytes, nLeaked,
+		groups.addN(r.site, m, Labels{}, held, 1, r.Bytes, nLeaked,
 			r.outlived(), r.time())
 	}
 	return groups.finish(map[*Site]*SiteStats{})

@@ -83,6 +83,15 @@ func (t *Tracker) siteFeedOf() *siteFeed {
 
 // Changed appends to dst the sites changed since the last call (on the
 // first, all that allocated).
+//
+// A reader never waits on the record path for longer than one record's
+// update: it takes each lock it needs once (a request book shard's, each
+// ended request's, its slot's), each a sync.Mutex that hands itself to a
+// waiter kept waiting over a millisecond, holds none of them while it
+// takes another, and retries nothing: no loop here waits for writers to
+// stop. Its cost is the requests that ended since the last read and the
+// sites that changed, however fast records churn meanwhile; a change made
+// after its read of a site queues the site again for the next call.
 func (sf *siteFeed) changed(dst []SiteStats) []SiteStats {
 	t := sf.t
 	t.settle() // requests whose contexts are done count as ended before the read

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -75,13 +76,13 @@ type Group struct {
 	Count    int64
 	Bytes    int64
 	Oldest   time.Time
-	Leaked   int64   // how many of Count the collector found without Free
-	Outlived bool    // these outlived their request
-	HeldBy   *Holder // the extra owner holding them once their own handle is gone
+	Leaked   int64 // how many of Count the collector found without Free
+	Outlived bool  // these outlived their request
 	// OtherShapes marks, in a snapshot read from counters, the one group
 	// (Kind, Device, DType and Shape empty) of a site's tensors past the 64
 	// shapes it counts apart, so that a profile's groups stay bounded.
 	OtherShapes bool
+	HeldBy      *Holder // the extra owner holding them once their own handle is gone
 }
 
 // Snapshot is an immutable copy of the live set, per site and group.
@@ -170,31 +171,53 @@ func (f Filter) admits(c candidate, req *request) bool {
 // profile that shows no other label needs, in memory bounded by the groups
 // whatever the labels hold.
 //
-// Groups are kept in chunks that never move, found by a hash of what tells
-// them apart and told apart by comparing the group itself: a snapshot of
-// 200k groups (a label per request) costs its groups and a small index, not
-// a map of 200-byte keys and a slice grown by copying.
+// While it reads, a group is a compact entry (72 bytes: the record's Meta
+// by pointer, the oldest time as an offset), kept in chunks that never move
+// and found through an open-addressed table of their indexes by the hash
+// of what tells them apart (computed again when the table grows, rather
+// than kept); finish sorts their indexes and writes each
+// Group once, in order. A snapshot of 200k groups (a label per request)
+// costs its Groups, their entries and a table of 4-byte slots: not a map
+// of keys, a chain, and the Groups twice (as chunks, then copied whole).
 type grouper struct {
-	index  map[uint64]int32 // a key's hash: its first group; next chains the others
-	chunks [][]Group
-	next   []int32
-	n      int32
-	keys   []string
-	byKeys bool
+	table   []int32 // entry index + 1 by hash, 0 empty; at most half full
+	chunks  [][]groupEntry
+	n       int32
+	keys    []string
+	byKeys  bool
+	base    time.Time // the oldest times are offsets from it
+	hasBase bool
 }
 
-// groupChunk is how many groups a chunk holds.
+// groupChunk is how many entries a chunk holds.
 const groupChunk = 1024
 
-func newGrouper(f Filter) *grouper {
-	return &grouper{index: map[uint64]int32{}, keys: f.LabelKeys, byKeys: f.LabelKeys != nil}
+// groupEntry is a group while the grouper reads.
+type groupEntry struct {
+	site                 *Site
+	meta                 *Meta // kind, device, dtype and shape
+	labels               Labels
+	held                 *Holder
+	count, bytes, leaked int64
+	oldest               int64 // nanoseconds after grouper.base; noTime for the zero time
+	outlived, other      bool
 }
 
-func (gr *grouper) at(i int32) *Group { return &gr.chunks[i/groupChunk][i%groupChunk] }
+// noTime is the oldest offset of a group whose oldest time is zero.
+const noTime = math.MinInt64
 
-// groupOf is a group's identity: what tells two groups apart.
+func newGrouper(f Filter) *grouper {
+	return &grouper{keys: f.LabelKeys, byKeys: f.LabelKeys != nil}
+}
+
+func (gr *grouper) at(i int32) *groupEntry { return &gr.chunks[i/groupChunk][i%groupChunk] }
+
+// groupOf is a group's identity: what tells two groups apart. meta, when
+// set, is an interned Meta holding kind, device, dtype and shape, kept by
+// pointer; without it a new group copies them into a Meta of its own.
 type groupOf struct {
 	site                *Site
+	meta                *Meta
 	kind, device, dtype string
 	shape               []int
 	labels              Labels
@@ -233,47 +256,70 @@ func mix(h, x uint64) uint64 {
 	return h * 0xff51afd7ed558ccd
 }
 
-func (gr *grouper) matches(g *Group, k *groupOf) bool {
-	if g.Site != k.site || g.Kind != k.kind || g.Device != k.device || g.DType != k.dtype ||
-		g.Outlived != k.outlived || g.OtherShapes != k.other || !slices.Equal(g.Shape, k.shape) {
+func (gr *grouper) matches(e *groupEntry, k *groupOf) bool {
+	if e.site != k.site || e.outlived != k.outlived || e.other != k.other {
 		return false
 	}
-	if (g.HeldBy == nil) != (k.held == nil) ||
-		g.HeldBy != nil && (g.HeldBy.Site != k.held.Site || g.HeldBy.How != k.held.How) {
+	if m := e.meta; m != k.meta && (m.Kind != k.kind || m.Device != k.device || m.DType != k.dtype ||
+		!slices.Equal(m.Shape, k.shape)) {
 		return false
 	}
-	return gr.sameLabels(g.Labels, k.labels)
+	if (e.held == nil) != (k.held == nil) ||
+		e.held != nil && (e.held.Site != k.held.Site || e.held.How != k.held.How) {
+		return false
+	}
+	return gr.sameLabels(e.labels, k.labels)
 }
 
-// group returns the group of k, made empty if it has none yet.
-func (gr *grouper) group(k *groupOf) *Group {
+// group returns the entry of k, made empty if it has none yet.
+func (gr *grouper) group(k *groupOf) *groupEntry {
 	h := gr.hash(k)
-	first, ok := gr.index[h]
-	if ok {
-		for i := first; i >= 0; i = gr.next[i] {
-			if g := gr.at(i); gr.matches(g, k) {
-				return g
-			}
+	if int(gr.n) >= len(gr.table)/2 {
+		gr.grow()
+	}
+	mask := uint64(len(gr.table) - 1)
+	slot := h & mask
+	for ; gr.table[slot] != 0; slot = (slot + 1) & mask {
+		if e := gr.at(gr.table[slot] - 1); gr.matches(e, k) {
+			return e
 		}
 	}
 	i := gr.n
 	if int(i/groupChunk) == len(gr.chunks) {
-		gr.chunks = append(gr.chunks, make([]Group, groupChunk))
+		gr.chunks = append(gr.chunks, make([]groupEntry, groupChunk))
 	}
 	gr.n++
-	next := int32(-1)
-	if ok {
-		next = first
+	gr.table[slot] = i + 1
+	e := gr.at(i)
+	m := k.meta
+	if m == nil {
+		m = &Meta{Kind: k.kind, Device: k.device, DType: k.dtype, Shape: k.shape}
 	}
-	gr.next = append(gr.next, next)
-	gr.index[h] = i
-	g := gr.at(i)
-	*g = Group{Site: k.site, Kind: k.kind, Device: k.device, DType: k.dtype, Shape: k.shape,
-		Labels: gr.groupLabels(k.labels), Outlived: k.outlived, OtherShapes: k.other}
+	*e = groupEntry{site: k.site, meta: m, labels: gr.groupLabels(k.labels), outlived: k.outlived, other: k.other}
 	if k.held != nil {
-		g.HeldBy = &Holder{Site: k.held.Site, How: k.held.How}
+		e.held = &Holder{Site: k.held.Site, How: k.held.How}
 	}
-	return g
+	return e
+}
+
+// grow doubles the table (or makes its first), placing each entry again
+// by its hash. An entry's hash is its identity's: its labels are those of
+// its first allocation as groups see them (groupLabels), which hash alike.
+func (gr *grouper) grow() {
+	table := make([]int32, max(2*len(gr.table), 64))
+	mask := uint64(len(table) - 1)
+	for i := range gr.n {
+		e := gr.at(i)
+		m := e.meta
+		k := groupOf{site: e.site, meta: m, kind: m.Kind, device: m.Device, dtype: m.DType, shape: m.Shape,
+			labels: e.labels, held: e.held, outlived: e.outlived, other: e.other}
+		slot := gr.hash(&k) & mask
+		for table[slot] != 0 {
+			slot = (slot + 1) & mask
+		}
+		table[slot] = i + 1
+	}
+	gr.table = table
 }
 
 // labelHash returns the hash groups of labels are keyed by.
@@ -284,18 +330,17 @@ func (gr *grouper) labelHash(l Labels) uint64 {
 	if len(gr.keys) == 0 || l.Len() == 0 {
 		return 0
 	}
-	h := maphash.Hash{}
-	h.SetSeed(labelSeed)
+	// The keys are the grouper's, the same for every group: only which
+	// are present and their values tell groups apart.
+	var h uint64
 	for _, k := range gr.keys {
-		v, ok := l.Get(k)
-		if ok {
-			h.WriteString(k)
-			h.WriteByte(0)
-			h.WriteString(v)
+		if v, ok := l.Get(k); ok {
+			h = mix(h, maphash.String(labelSeed, v))
+		} else {
+			h = mix(h, 1)
 		}
-		h.WriteByte(0)
 	}
-	return h.Sum64()
+	return h
 }
 
 // sameLabels reports whether a group's labels are l's, as groups see them.
@@ -333,45 +378,77 @@ func (gr *grouper) groupLabels(l Labels) Labels {
 	return NewLabels(kv...)
 }
 
-// add counts one allocation. held is the extra owner holding it once its
-// own handle is gone; nil while the own handle holds it.
-func (gr *grouper) add(site *Site, kind, device, dtype string, shape []int, labels Labels, held *Holder,
+// add counts one allocation of m's kind, device, dtype and shape. held is
+// the extra owner holding it once its own handle is gone; nil while the
+// own handle holds it.
+func (gr *grouper) add(site *Site, m *Meta, labels Labels, held *Holder,
 	bytes int64, leaked, outlived bool, born time.Time) {
 	var n int64
 	if leaked {
 		n = 1
 	}
-	gr.addN(site, kind, device, dtype, shape, labels, held, 1, bytes, n, outlived, born)
+	gr.addN(site, m, labels, held, 1, bytes, n, outlived, born)
 }
 
 // addN counts count allocations of bytes in all, leaked of them found by
 // the collector, as add counts one.
-func (gr *grouper) addN(site *Site, kind, device, dtype string, shape []int, labels Labels, held *Holder,
+func (gr *grouper) addN(site *Site, m *Meta, labels Labels, held *Holder,
 	count, bytes, leaked int64, outlived bool, born time.Time) {
+	k := groupOf{site: site, meta: m, kind: m.Kind, device: m.Device, dtype: m.DType, shape: m.Shape,
+		labels: labels, held: held, outlived: outlived}
+	gr.count(gr.group(&k), count, bytes, leaked, born)
+}
+
+// addOf counts one allocation as add does, of a kind, device, dtype and
+// shape held by no interned Meta (an Allocation's).
+func (gr *grouper) addOf(site *Site, kind, device, dtype string, shape []int, labels Labels, held *Holder,
+	bytes int64, leaked, outlived bool, born time.Time) {
 	k := groupOf{site: site, kind: kind, device: device, dtype: dtype, shape: shape, labels: labels, held: held,
 		outlived: outlived}
-	g := gr.group(&k)
-	if g.Count == 0 || born.Before(g.Oldest) {
-		g.Oldest = born
+	var n int64
+	if leaked {
+		n = 1
 	}
-	g.Count += count
-	g.Bytes += bytes
-	g.Leaked += leaked
+	gr.count(gr.group(&k), 1, bytes, n, born)
+}
+
+// count adds count allocations born at born to e.
+func (gr *grouper) count(e *groupEntry, count, bytes, leaked int64, born time.Time) {
+	at := int64(noTime) // the zero time, before every other
+	if !born.IsZero() {
+		if !gr.hasBase {
+			gr.base, gr.hasBase = born, true
+		}
+		at = int64(born.Sub(gr.base))
+	}
+	if e.count == 0 || at < e.oldest {
+		e.oldest = at
+	}
+	e.count += count
+	e.bytes += bytes
+	e.leaked += leaked
 }
 
 // finish returns the groups in order and adds their live figures to their
 // sites in bySite, making the entries it lacks.
 func (gr *grouper) finish(bySite map[*Site]*SiteStats) []Group {
-	var out []Group
-	if len(gr.chunks) == 1 {
-		out = gr.chunks[0][:gr.n] // most snapshots: one chunk, no copy
-	} else {
-		out = make([]Group, 0, gr.n)
-		for i := range gr.n {
-			out = append(out, *gr.at(i))
-		}
+	order := make([]int32, gr.n)
+	for i := range order {
+		order[i] = int32(i)
 	}
-	gr.chunks, gr.next, gr.index = nil, nil, nil
+	slices.SortFunc(order, func(a, b int32) int { return entryOrder(gr.at(a), gr.at(b)) })
+	out := make([]Group, len(order))
+	for i, at := range order {
+		e := gr.at(at)
+		var oldest time.Time
+		if e.oldest != noTime {
+			oldest = gr.base.Add(time.Duration(e.oldest))
+		}
+		out[i] = Group{Site: e.site, Kind: e.meta.Kind, Device: e.meta.Device, DType: e.meta.DType,
+			Shape: e.meta.Shape, Labels: e.labels, Count: e.count, Bytes: e.bytes, Oldest: oldest,
+			Leaked: e.leaked, Outlived: e.outlived, HeldBy: e.held, OtherShapes: e.other}
+	}
+	gr.chunks, gr.table = nil, nil
 	for i := range out {
 		g := &out[i]
 		st := bySite[g.Site]
@@ -381,8 +458,18 @@ func (gr *grouper) finish(bySite map[*Site]*SiteStats) []Group {
 		}
 		st.add(g)
 	}
-	sortGroups(out)
 	return out
+}
+
+// entryOrder is the order of groups (sortGroups) on their entries.
+func entryOrder(a, b *groupEntry) int {
+	if c := cmp.Or(cmp.Compare(a.site.id, b.site.id), cmp.Compare(b.bytes, a.bytes)); c != 0 {
+		return c
+	}
+	return cmp.Or(compareBool(a.other, b.other), strings.Compare(a.meta.Kind, b.meta.Kind),
+		strings.Compare(a.meta.DType, b.meta.DType), strings.Compare(a.meta.Device, b.meta.Device),
+		slices.Compare(a.meta.Shape, b.meta.Shape), compareLabels(a.labels, b.labels),
+		compareHolders(a.held, b.held), compareBool(a.outlived, b.outlived))
 }
 
 // SiteSnapshot is a snapshot of the counters alone: O(sites), no walk.
@@ -434,7 +521,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 			} else if h, ok := r.heldBy(); ok {
 				heldBuf, held = h, &heldBuf
 			}
-			groups.add(r.site, m.Kind, m.Device, m.DType, m.Shape, labels, held, r.Bytes, leaked, outlived, r.time())
+			groups.add(r.site, m, labels, held, r.Bytes, leaked, outlived, r.time())
 			if f.Allocations {
 				allocs = append(allocs, r.allocationOf(m, labels, leaked, holders))
 			}
@@ -517,7 +604,7 @@ func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
 		if h, ok := heldByOf(a.Holders); ok {
 			held = &h
 		}
-		groups.add(a.Site, a.Kind, a.Device, a.DType, a.Shape, a.Labels, held, a.Bytes, a.Leaked, a.Outlived, a.Time)
+		groups.addOf(a.Site, a.Kind, a.Device, a.DType, a.Shape, a.Labels, held, a.Bytes, a.Leaked, a.Outlived, a.Time)
 	}
 	live := make(map[*Site]*SiteStats)
 	out.Groups = groups.finish(live)

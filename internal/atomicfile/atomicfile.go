@@ -3,11 +3,28 @@
 // directory must never leave half written.
 //
 // The data goes to a temporary file in the target's directory, named with
-// TempPrefix, which is synced and renamed over the target. A writer killed
-// before the rename leaves its temporary file behind; the next Write in
-// that directory removes such files once they are older than StaleAfter,
-// and only those: a temporary name carries a check that other programs'
-// files, even named alike, fail.
+// TempPrefix, which is synced and renamed over the target.
+//
+// # Temporary files of writers that died
+//
+// A writer killed before its rename (SIGKILL, a crash, a lost machine)
+// leaves its temporary file behind, as large as what it had written. The
+// rule that finds such files is a lock, not a guess: a writer holds an
+// exclusive flock on its temporary file from the moment it creates it to
+// the moment it renames it, and the system drops that lock when the file is
+// closed, however the process ends. Sweep (which every Write runs first in
+// its directory, and which oomdump.New runs in its own) removes exactly the
+// temporary files it can lock: those of writers that are gone. A live
+// writer's file is locked, in this process or any other, so it is never
+// removed, however old; a dead writer's is removed at the next sweep,
+// however new. No process id, age or clock is consulted. A writer takes its
+// file's lock under a shared lock of the directory and a sweep holds the
+// directory's exclusive lock, so a sweep never meets a file that a writer
+// has made and not locked yet. Only files this package named are touched: a
+// temporary name carries a check that other programs' files, even named
+// alike, fail. On a system without flock (Windows, Solaris, AIX, ...) no
+// lock can tell a dead writer from a live one, and the sweep removes
+// nothing.
 //
 // Only regular files are written. A rename replaces whatever name it
 // lands on, so a target that exists and is anything else (a directory, a
@@ -30,7 +47,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 )
 
@@ -48,14 +64,6 @@ const (
 	// leftover one is recognisable as such (by people and by the sweep)
 	// and no other file is ever taken for one.
 	TempPrefix = ".tensorlife-tmp-"
-	// StaleAfter is how long after its last change a temporary file is
-	// taken to be abandoned by a writer that died. A live writer touches
-	// its file at each buffer flush and renames it within moments, so an
-	// hour leaves a wide margin; removing a live writer's file by mistake
-	// would only make that write fail (its rename finds no file), never
-	// damage the target.
-	StaleAfter = time.Hour
-
 	// tempBaseBytes is how much of the target's name a temporary file's
 	// name keeps, so a person can tell whose it is: a temporary name stays
 	// under 80 bytes, and any name the system allows can be written.
@@ -77,10 +85,10 @@ const (
 // A replaced file keeps its permission bits. A new file gets 0666 less the
 // process's umask, as os.WriteFile and os.Create give, so a service that
 // runs with umask 077 writes private profiles. Before writing, Write
-// removes temporary files of earlier writes to the same directory that
-// were abandoned (see StaleAfter); errors of that sweep are ignored, as it
-// is housekeeping and not part of this write. A write that panics leaves
-// no temporary file either; the panic goes on to the caller.
+// sweeps the directory (Sweep): the temporary files of writers that died
+// go; errors of that sweep are ignored, as it is housekeeping and not part
+// of this write. A write that panics leaves no temporary file either; the
+// panic goes on to the caller.
 func Write(path string, write func(io.Writer) error) (err error) {
 	if path == "" {
 		return ErrEmptyPath
@@ -93,7 +101,7 @@ func Write(path string, write func(io.Writer) error) (err error) {
 	if dir == "" {
 		dir = "."
 	}
-	removeStale(dir, time.Now())
+	Sweep(dir)
 	tmp, err := createTemp(dir, base)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -129,13 +137,25 @@ func Write(path string, write func(io.Writer) error) (err error) {
 			return err
 		}
 	}
-	if err = tmp.Close(); err != nil {
-		return err
+	if !canLock {
+		// Without locks nothing is held across the rename, and some
+		// systems (Windows) refuse to rename an open file.
+		if err = tmp.Close(); err != nil {
+			return err
+		}
 	}
+	// With locks the rename comes first: the file stays locked until its
+	// temporary name is gone, so no sweep can take it for a dead writer's
+	// in between.
 	if err = os.Rename(tmp.Name(), target); err != nil {
 		return err
 	}
 	renamed = true
+	if canLock {
+		// Synced, so its data is on disk under the target's name; an
+		// error closing it has nothing left to report.
+		_ = tmp.Close()
+	}
 	syncDir(dir)
 	return nil
 }
@@ -194,21 +214,51 @@ func describe(m fs.FileMode) string {
 // TempPrefix, at most tempBaseBytes of base (so that a long legal name
 // still leaves room), a random number and a check of the two (see
 // tempName), so the sweep can tell this package's files from any other.
+// The file is returned locked (see the package doc): it is created and
+// locked under the directory's shared lock, which a sweep holds
+// exclusively, so no sweep sees it unlocked. Where the directory's lock
+// cannot be had (a file system without locks) the file is still checked,
+// once locked, to be the one its name names, and made again if a sweep
+// took it meanwhile. A file whose lock cannot be had is written all the
+// same: a sweep on such a file system cannot lock it either, and keeps it.
+//
 // Unlike os.CreateTemp, which creates files 0600, it asks for 0666 and
 // lets the system apply the umask (and a directory's default ACL), which
 // is what a new file written by os.WriteFile gets; the umask cannot be
 // read without changing it for the whole process.
 func createTemp(dir, base string) (*os.File, error) {
 	base = clip(base, tempBaseBytes)
+	if canLock {
+		if d, err := os.Open(dir); err == nil {
+			defer d.Close() // closing it drops the shared lock
+			_ = lockShared(d)
+		}
+	}
 	for range 10000 {
 		name := filepath.Join(dir, tempName(base, rand.Uint64()))
 		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
-		return f, err
+		if err != nil || !canLock || lockExclusive(f) != nil {
+			return f, err
+		}
+		if named(f, name) {
+			return f, nil
+		}
+		_ = f.Close() // a sweep removed it before it was locked: make another
 	}
 	return nil, &fs.PathError{Op: "createtemp", Path: filepath.Join(dir, TempPrefix+base+".*.tmp"), Err: fs.ErrExist}
+}
+
+// named reports whether name still names the file f has open.
+func named(f *os.File, name string) bool {
+	open, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	now, err := os.Lstat(name)
+	return err == nil && os.SameFile(open, now)
 }
 
 // tempName is the name of a temporary file for base (already clipped):
@@ -265,33 +315,60 @@ func clip(s string, n int) string {
 	return s[:n]
 }
 
-// removeStale removes the temporary files in dir that a writer of this
-// package left behind when it died before its rename: regular files whose
-// names tempName made (prefix, number and check) and whose last change is
-// more than StaleAfter before now. A file of another program's, however
-// old and however like ours its name, is left alone.
-func removeStale(dir string, now time.Time) {
+// Sweep removes the temporary files in dir that writers of this package
+// left when they died before their rename, and returns how many it
+// removed: the regular files whose names tempName made (prefix, number and
+// check) and that no open file holds locked (see the package doc). A live
+// writer's file, in this process or another, is kept; so is a file of
+// another program's, however like ours its name. Sweep holds the
+// directory's exclusive lock while it runs, so writers starting in dir
+// wait for it. Errors are ignored (a directory that cannot be read is
+// swept of nothing): the sweep is housekeeping. Where the system has no
+// flock, Sweep removes nothing.
+func Sweep(dir string) (removed int) {
+	if !canLock {
+		return 0
+	}
 	d, err := os.Open(dir)
 	if err != nil {
-		return // the write itself will report what is wrong with dir
+		return 0
 	}
-	defer d.Close()
+	defer d.Close() // closing it drops the lock
+	if lockExclusive(d) != nil {
+		// Writers may be making files the sweep would find unlocked: it
+		// cannot tell those from dead writers', so it keeps them all.
+		return 0
+	}
 	for {
 		entries, err := d.ReadDir(256)
 		for _, e := range entries {
-			if !e.Type().IsRegular() || !ownTemp(e.Name()) {
-				continue
+			if e.Type().IsRegular() && ownTemp(e.Name()) && removeAbandoned(filepath.Join(dir, e.Name())) {
+				removed++
 			}
-			info, err := e.Info()
-			if err != nil || now.Sub(info.ModTime()) <= StaleAfter {
-				continue
-			}
-			_ = os.Remove(filepath.Join(dir, e.Name()))
 		}
 		if err != nil {
-			return
+			return removed
 		}
 	}
+}
+
+// removeAbandoned removes the temporary file path if no open file holds
+// it locked, and reports whether it did.
+func removeAbandoned(path string) bool {
+	f, err := openToLock(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return false
+	}
+	if ok, err := tryLockExclusive(f); !ok || err != nil {
+		return false // a live writer's, or a file system whose locks say nothing
+	}
+	// Locked now, so no writer holds it; it may have been renamed over its
+	// target in the moment before, and then its name is gone or another's.
+	return named(f, path) && os.Remove(path) == nil
 }
 
 // syncDir makes the rename durable where the system allows it. The file is
