@@ -126,7 +126,8 @@ func windowDevices(win []trackalloc.Event) []string {
 
 // Stretch is a span of a Timeline's window, in nanoseconds since Start.
 type Stretch struct {
-	From, To int64
+	From int64 // the last event before it
+	To   int64 // the first event after it
 }
 
 // maxQuiet bounds Timeline.Quiet.
