@@ -166,7 +166,9 @@ type commandRun struct {
 // run runs command as a new shell in the repository root would, with a
 // temporary directory of its own as TMPDIR, and returns what it printed,
 // stdout and stderr as a terminal shows them, and that TMPDIR. Its exit
-// status is not judged here: the README's shell blocks say it.
+// status is not judged here: the README's shell blocks say it. What the
+// command writes in the root, it writes as the README's reader would
+// (agentleak's tensors.pb.gz, which git ignores).
 func (c *commandRuns) run(t *testing.T, root, command string) (string, string) {
 	c.mu.Lock()
 	r := c.runs[command]
