@@ -1,7 +1,8 @@
 // Package docs_test checks that the repository's documentation says what the
 // code does: docs/ARCHITECTURE.md's import table against `go list`, the
-// README's Go snippets against the compiler, and the pictures in docs/
-// against the program that draws them.
+// README's Go snippets against the compiler, the README's output blocks
+// against real runs of their commands, and the pictures in docs/ against
+// the program that draws them.
 package docs_test
 
 import (

@@ -221,6 +221,11 @@ func (d *Dumper) writeFiles(job *dumpJob, files *[]string) error {
 	if job.OOM != nil && job.OOM.Limit > 0 {
 		topts = append(topts, timeline.BudgetLine(job.OOM.Limit))
 	}
+	if job.OOM != nil && job.OOM.Reserved > 0 {
+		// Beside the tensor bytes: the allocator's rounding and cache are
+		// what stands between them and the budget line.
+		topts = append(topts, timeline.Reserved(job.OOM.Reserved))
+	}
 	tl, err := timeline.Build(d.tr, topts...)
 	if errors.Is(err, track.ErrHistoryOff) {
 		return nil // no history, no timeline: the dump is complete

@@ -116,7 +116,7 @@ func WriteSummary(w io.Writer, tr *track.Tracker, opts ...Option) error {
 	writeDevices(&b, reading.Devices)
 	writeSites(&b, tr, cfg.top)
 	for _, w := range reading.Watchers {
-		writeSuspects(&b, w, now)
+		writeSuspects(&b, w, reading.Pools, now)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -192,9 +192,11 @@ func writeCaches(b *strings.Builder, caches []mask.CacheStats) {
 	if len(caches) == 0 {
 		return
 	}
-	b.WriteString("\nCaches\n")
+	// A cache charges its budget more than its masks' tensor bytes (which
+	// Owners and the sites show): their keys and an overhead per entry too.
+	b.WriteString("\nCaches (charged: what counts against the budget, masks' tensor bytes plus keys and entries)\n")
 	fmt.Fprintf(b, "  %-16s%13s%13s%10s%12s%12s%12s\n",
-		"name", "bytes", "budget", "entries", "hits", "misses", "evictions")
+		"name", "charged", "budget", "entries", "hits", "misses", "evictions")
 	for _, s := range caches {
 		budget := "none"
 		if s.MaxBytes > 0 {
@@ -255,7 +257,7 @@ func writeDevices(b *strings.Builder, devices []DeviceMemory) {
 		}
 		fmt.Fprintf(b, "  %-16s%13s%13s%13s%13s%13s\n", clip(d.Device, 16),
 			format.Bytes(d.Used), format.Bytes(d.Reserved), format.Bytes(d.Outside),
-			format.Bytes(d.Free), format.Bytes(d.Total))
+			format.BytesOf(d.Free, d.Total), format.Bytes(d.Total))
 	}
 }
 
@@ -288,7 +290,7 @@ func writeSites(b *strings.Builder, tr *track.Tracker, top int) {
 	}
 }
 
-func writeSuspects(b *strings.Builder, w SuspectSource, now time.Time) {
+func writeSuspects(b *strings.Builder, w SuspectSource, pools []pool.Stats, now time.Time) {
 	r := w.Rules()
 	window := "1 tick"
 	if r.Every > 0 {
@@ -331,7 +333,13 @@ func writeSuspects(b *strings.Builder, w SuspectSource, now time.Time) {
 		for _, h := range s.HeldBy { // wider than the site column: a description is long
 			fmt.Fprintf(b, "%*s%s\n", heldIndent, "", clip(format.HeldBy(h.String(), h.Live), summaryWidth-heldIndent))
 		}
-		if s.RunsOutIn > 0 {
+		switch refused := oomsOn(pools, s.Device); {
+		case refused > 0:
+			// Memory has run out: a forecast of when it will would
+			// contradict the error the service already got.
+			fmt.Fprintf(b, "%*s%s\n", heldIndent, "", clip(fmt.Sprintf("ran out: %s refused on %s for lack of memory, so no forecast",
+				plural(refused, "allocation"), s.Device), summaryWidth-heldIndent))
+		case s.RunsOutIn > 0:
 			fmt.Fprintf(b, "%*s%s\n", heldIndent, "", clip(fmt.Sprintf("%s: the %s on %s, %s left, forecast %s",
 				s.Forecast(), s.HeadroomOf, s.Device, format.Bytes(s.Headroom),
 				s.ForecastAt.UTC().Format("15:04:05")), summaryWidth-heldIndent))
@@ -341,6 +349,25 @@ func writeSuspects(b *strings.Builder, w SuspectSource, now time.Time) {
 	if owners {
 		format.Wrap(b, "  for an owner: ", watch.OwnerAdvice+".", summaryWidth)
 	}
+}
+
+// oomsOn is how many allocations the pools on device refused for lack of
+// memory.
+func oomsOn(pools []pool.Stats, device string) int64 {
+	var n int64
+	for _, p := range pools {
+		if p.Device == device {
+			n += p.OOMs
+		}
+	}
+	return n
+}
+
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.FormatInt(n, 10) + " " + noun + "s"
 }
 
 // writeVia writes, under a site's row, "via caller (file.go:line)": the

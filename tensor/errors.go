@@ -124,7 +124,7 @@ func (e *OOMError) Error() string {
 	}
 	if e.DeviceFree >= 0 {
 		if e.DeviceTotal > 0 {
-			row("free on device", "%s of %s", format.Bytes(e.DeviceFree), format.Bytes(e.DeviceTotal))
+			row("free on device", "%s of %s", format.BytesOf(e.DeviceFree, e.DeviceTotal), format.Bytes(e.DeviceTotal))
 		} else {
 			row("free on device", "%s", format.Bytes(e.DeviceFree))
 		}

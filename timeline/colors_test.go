@@ -76,7 +76,7 @@ func TestAdjacentBandsDiffer(t *testing.T) {
 		for i := 1; i < n; i++ {
 			assert.NotEqual(t, colors[i-1], colors[i], "bands %d and %d of %d", i-1, i, n)
 		}
-		if n <= len(palette)+1 {
+		if n <= 3*len(shadeMix)+1 { // three functions, a shade for each of their lines
 			seen := map[string]bool{}
 			for _, c := range colors {
 				assert.False(t, seen[c], "colour %s used twice among %d series", c, n)
@@ -101,4 +101,30 @@ func TestColoursStableAcrossCheckouts(t *testing.T) {
 	assert.Equal(t, home, ci)
 	assert.Equal(t, colorIndex(&Series{Function: "main.f", File: "/x/main.go", Line: 1}),
 		colorIndex(&Series{Function: "main.f", File: "C:/Users/bo/y/main.go", Line: 1}))
+}
+
+// A site keeps its colour whatever else a picture shows and however the
+// bands stack: the README's leaky and fixed pictures share two sites.
+func TestSiteKeepsItsColourAcrossPictures(t *testing.T) {
+	site := func(fn string, line int, device string) Series {
+		return Series{Function: fn, File: "/src/examples/agentleak/agent.go", Line: line, Device: device}
+	}
+	serve, logits := site("main.(*agent).serve", 55, ""), site("main.(*agent).logits", 124, "")
+	leaky := []Series{site("main.(*agent).decodeLeaky", 76, ""), serve, logits}
+	fixed := []Series{site("main.(*agent).decodeFixed.func1", 93, ""), serve, logits, site("main.(*agent).decodeFixed", 103, ""), {Name: OtherName}}
+	lc, fc := seriesColors(leaky), seriesColors(fixed)
+	assert.Equal(t, lc[1], fc[1], "serve")
+	assert.Equal(t, lc[2], fc[2], "logits")
+	seen := map[string]bool{}
+	for _, c := range fc {
+		assert.False(t, seen[c], "colour %s twice in %v", c, fc)
+		seen[c] = true
+	}
+	// On two devices a line keeps its hue: one device has it, the other
+	// a shade of it, and the two differ.
+	two := seriesColors([]Series{site("main.(*agent).serve", 55, "host:1"), site("main.(*agent).serve", 55, "host:0")})
+	base := palette[colorIndex(&serve)]
+	assert.Equal(t, base, two[1], "the first device has the hue itself")
+	assert.Equal(t, shadeOf(base, 1), two[0])
+	assert.NotEqual(t, two[0], two[1])
 }

@@ -21,7 +21,13 @@
 // made without track.KeepHistory. The picture (WriteSVG) stacks live bytes by
 // the top sites (Bands, default 8) with the rest as "other", draws a budget
 // (BudgetLine) as a dashed line and OOMs, leak suspects and GC-found leaks
-// as marks, and names each site in the legend by function and file:line.
+// as marks, and names each site in the legend by function and file:line,
+// saying of a band too thin to see that it is. A site's colour is its
+// function's, the same in every picture. Reserved draws the allocator's
+// reserved bytes beside the tensor bytes at the end (what stands between
+// the bands and the budget when memory runs out), and stretches with no
+// event at all (Timeline.Quiet: on a real clock, the process was
+// descheduled) are hatched, so a flat band there is not read as a pause.
 // Both end with the workload's last event, however long after it Build is
 // called. The trace (WriteTrace) holds a counter per top site, an instant
 // per allocation and free, and a global instant per OOM or suspect. The file

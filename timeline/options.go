@@ -52,6 +52,7 @@ type config struct {
 	bands      int
 	samples    int
 	budgetLine int64
+	reserved   int64
 	title      string
 }
 
@@ -103,6 +104,22 @@ func BudgetLine(bytes int64) Option {
 			return fmt.Errorf("%w: BudgetLine(%d): want a positive number of bytes", ErrInvalidOption, bytes)
 		}
 		c.budgetLine = bytes
+		return nil
+	})
+}
+
+// Reserved gives what the allocator held from the device at the window's
+// end (a pool's Stats().Reserved, an OOMError's Reserved): the picture
+// draws it beside the tensor bytes at the end, so that the distance from
+// the bands to the budget line, the allocator's rounding to its block
+// sizes and its cached blocks, is on the chart. It only draws. Any
+// positive number of bytes.
+func Reserved(bytes int64) Option {
+	return optionFunc(func(c *config) error {
+		if bytes <= 0 {
+			return fmt.Errorf("%w: Reserved(%d): want a positive number of bytes", ErrInvalidOption, bytes)
+		}
+		c.reserved = bytes
 		return nil
 	})
 }

@@ -1,10 +1,12 @@
 package timeline
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"path"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -17,7 +19,7 @@ import (
 const (
 	svgWidth     = 960
 	plotLeft     = 92
-	plotRight    = 40
+	plotRight    = 64 // room for the reserved column (Reserved)
 	plotTop      = 72
 	plotHeight   = 360
 	legendRow    = 20
@@ -46,6 +48,14 @@ var palette = []string{
 }
 
 const otherColor = "#cfcfcf"
+
+// minVisible is the height in pixels under which a band cannot be seen:
+// its legend entry says so.
+const minVisible = 3
+
+// reservedColor fills the part of the reserved column above the tensor
+// bytes (dark grey).
+const reservedColor = "#bdbdbd"
 
 // markStyle is how a marker kind is drawn; kinds without one are counted in
 // the picture but not drawn (a rebuilt mask happens at every step of a
@@ -130,14 +140,20 @@ func (sw *svgWriter) write() {
 	sw.x = timeAxis(tl.From, tl.To)
 	sw.budgetOff = tl.BudgetLine > 0 && sw.maxTotal > 0 && tl.BudgetLine/budgetScale > sw.maxTotal
 	if sw.budgetOff {
-		sw.y = bytesAxis(sw.maxTotal)
+		sw.y = bytesAxis(max(sw.maxTotal, tl.Reserved))
 	} else {
-		sw.y = bytesAxis(max(sw.maxTotal, tl.BudgetLine))
+		sw.y = bytesAxis(max(sw.maxTotal, tl.BudgetLine, tl.Reserved))
 	}
 	marks, skipped := sw.marksToDraw()
 	kinds := markKinds(marks)
 	rows := len(tl.Series) + len(kinds)
 	if skipped > 0 {
+		rows++
+	}
+	if tl.Reserved > 0 && len(tl.Total) > 0 {
+		rows++
+	}
+	if len(tl.Quiet) > 0 {
 		rows++
 	}
 	height := plotTop + plotHeight + legendGap + rows*legendRow + 12
@@ -147,7 +163,10 @@ func (sw *svgWriter) write() {
 		`" viewBox="0 0 `, strconv.Itoa(svgWidth), " ", strconv.Itoa(height), `" font-family="sans-serif" font-size="12">`, "\n")
 	sw.s(`<title>`)
 	sw.text(tl.Title)
-	sw.s("</title>\n", `<rect width="100%" height="100%" fill="#ffffff"/>`, "\n")
+	sw.s("</title>\n", `<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">`,
+		`<rect width="6" height="6" fill="#ffffff" fill-opacity="0.4"/><line x1="0" y1="0" x2="0" y2="6" stroke="#999999" stroke-width="1.5"/>`,
+		"</pattern></defs>\n")
+	sw.s(`<rect width="100%" height="100%" fill="#ffffff"/>`, "\n")
 	sw.s(`<text x="`, strconv.Itoa(plotLeft), `" y="26" font-size="18" font-weight="bold">`)
 	sw.text(tl.Title)
 	sw.s("</text>\n", `<text x="`, strconv.Itoa(plotLeft), `" y="48" fill="#555555">`)
@@ -156,6 +175,8 @@ func (sw *svgWriter) write() {
 
 	sw.grid()
 	sw.series()
+	sw.quiet()
+	sw.reserved()
 	sw.budget()
 	for _, m := range marks {
 		sw.mark(m)
@@ -268,6 +289,69 @@ func (sw *svgWriter) area(xs []float64, lower, upper []int64) {
 	sw.s("H")
 	sw.num(xs[0])
 	sw.s("Z")
+}
+
+// quiet hatches the stretches with no event (Timeline.Quiet) over the
+// bands, so that a band flat there is not read as a pause of its site.
+func (sw *svgWriter) quiet() {
+	if len(sw.tl.Quiet) == 0 {
+		return
+	}
+	sw.s(`<g class="quiet">`, "\n")
+	for _, q := range sw.tl.Quiet {
+		x0, x1 := sw.px(q.From), sw.px(q.To)
+		sw.s(`<rect x="`)
+		sw.num(x0)
+		sw.s(`" y="`, strconv.Itoa(plotTop), `" width="`)
+		sw.num(max(x1-x0, 1))
+		sw.s(`" height="`, strconv.Itoa(plotHeight), `" fill="url(#hatch)"><title>`)
+		sw.text(fmt.Sprintf("no events from %s to %s (%s): the process recorded nothing here, "+
+			"descheduled or waiting; no site paused", formatDuration(q.From), formatDuration(q.To), formatDuration(q.To-q.From)))
+		sw.s("</title></rect>\n")
+		if x1-x0 >= 56 {
+			sw.s(`<text x="`)
+			sw.num((x0 + x1) / 2)
+			sw.s(`" y="`, strconv.Itoa(plotTop+14), `" text-anchor="middle" fill="#444444">no events</text>`, "\n")
+		}
+	}
+	sw.s("</g>\n")
+}
+
+// reserved draws, right of the plot at the window's end, what the
+// allocator held (Timeline.Reserved) over the tensor bytes: the part above
+// them is its rounding to block sizes and its cached blocks, what stands
+// between the bands and the budget line when memory runs out.
+func (sw *svgWriter) reserved() {
+	tl := sw.tl
+	if tl.Reserved <= 0 || len(tl.Total) == 0 {
+		return
+	}
+	tensors := tl.Total[len(tl.Total)-1]
+	x := strconv.Itoa(plotLeft + plotWidth + 8)
+	sw.s(`<g class="reserved"><title>`)
+	sw.text(sw.reservedText(tensors))
+	sw.s(`</title><rect x="`, x, `" width="16" y="`)
+	sw.num(sw.py(tensors))
+	sw.s(`" height="`)
+	sw.num(sw.py(0) - sw.py(tensors))
+	sw.s(`" fill="#555555"/>`)
+	if tl.Reserved > tensors {
+		sw.s(`<rect x="`, x, `" width="16" y="`)
+		sw.num(sw.py(tl.Reserved))
+		sw.s(`" height="`)
+		sw.num(sw.py(tensors) - sw.py(tl.Reserved))
+		sw.s(`" fill="`, reservedColor, `" stroke="#555555"/>`)
+	}
+	sw.s("</g>\n")
+}
+
+func (sw *svgWriter) reservedText(tensors int64) string {
+	tl := sw.tl
+	s := fmt.Sprintf("right, at the end: %s of tensors (dark) in %s reserved by the allocator", format.Bytes(tensors), format.Bytes(tl.Reserved))
+	if tl.Reserved > tensors {
+		s += fmt.Sprintf(" (light: +%s, block rounding and cache)", format.Bytes(tl.Reserved-tensors))
+	}
+	return s
 }
 
 func round1(v float64) float64 { return float64(int64(v*10+0.5*sign(v))) / 10 }
@@ -404,7 +488,11 @@ func (sw *svgWriter) legend(kinds []kindCount, skipped int) {
 			colors[i], `"/><text x="`, strconv.Itoa(plotLeft+18), `" y="`, strconv.Itoa(y), `">`)
 		sw.text(truncate(ser.Name, maxLegendLen))
 		sw.s(`<tspan dx="10" fill="#777777">`)
-		sw.text("peak " + format.Bytes(ser.Peak))
+		peak := "peak " + format.Bytes(ser.Peak)
+		if sw.py(0)-sw.py(ser.Peak) < minVisible {
+			peak += ", too thin to draw at this scale"
+		}
+		sw.text(peak)
 		sw.s("</tspan></text></g>\n")
 		y += legendRow
 	}
@@ -414,6 +502,30 @@ func (sw *svgWriter) legend(kinds []kindCount, skipped int) {
 			strconv.Itoa(y-11), `" y2="`, strconv.Itoa(y+3), `" stroke="`, st.color, `" stroke-width="2"/><text x="`,
 			strconv.Itoa(plotLeft+18), `" y="`, strconv.Itoa(y), `">`)
 		sw.text(fmt.Sprintf("%s (%d)", st.label, kc.count))
+		sw.s("</text></g>\n")
+		y += legendRow
+	}
+	if tl.Reserved > 0 && len(tl.Total) > 0 {
+		sw.s(`<g class="legend-reserved"><rect x="`, strconv.Itoa(plotLeft), `" y="`, strconv.Itoa(y-10),
+			`" width="6" height="12" fill="#555555"/><rect x="`, strconv.Itoa(plotLeft+6), `" y="`, strconv.Itoa(y-10),
+			`" width="6" height="12" fill="`, reservedColor, `"/><text x="`, strconv.Itoa(plotLeft+18), `" y="`, strconv.Itoa(y), `">`)
+		sw.text(sw.reservedText(tl.Total[len(tl.Total)-1]))
+		sw.s("</text></g>\n")
+		y += legendRow
+	}
+	if len(tl.Quiet) > 0 {
+		var longest int64
+		for _, q := range tl.Quiet {
+			longest = max(longest, q.To-q.From)
+		}
+		sw.s(`<g class="legend-quiet"><rect x="`, strconv.Itoa(plotLeft), `" y="`, strconv.Itoa(y-10),
+			`" width="12" height="12" fill="url(#hatch)"/><text x="`, strconv.Itoa(plotLeft+18), `" y="`, strconv.Itoa(y), `">`)
+		what := "1 stretch"
+		if len(tl.Quiet) > 1 {
+			what = strconv.Itoa(len(tl.Quiet)) + " stretches, the longest"
+		}
+		sw.text(fmt.Sprintf("no events recorded (%s %s): the process was descheduled or waiting, no site paused",
+			what, formatDuration(longest)))
 		sw.s("</text></g>\n")
 		y += legendRow
 	}
@@ -455,46 +567,84 @@ func truncate(s string, n int) string {
 	return s[:i] + "…"
 }
 
-// seriesColors gives each series its colour (see palette).
+// seriesColors gives each series its colour (see palette): the hue its
+// function hashes to, whatever else the picture shows, so a site keeps its
+// colour in every picture of a program and between two programs. Series
+// that share a hue (two lines of one function, one line on two devices, a
+// hash clash) take its shades in turn, in an order that does not depend on
+// the picture either (by device, then line), and adjacent bands never
+// share a colour.
 func seriesColors(series []Series) []string {
 	out := make([]string, len(series))
-	used := make([]bool, len(palette))
-	free := len(palette)
-	below := -1 // the palette index of the band underneath
+	var order []int
 	for i := range series {
-		s := &series[i]
-		if s.Other() {
+		if series[i].Other() {
 			out[i] = otherColor
-			below = -1
 			continue
 		}
-		c := colorIndex(s)
-		if free == 0 { // more series than colours: colours repeat
-			clear(used)
-			free = len(palette)
+		order = append(order, i)
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		sa, sb := &series[a], &series[b]
+		return cmp.Or(cmp.Compare(colorIndex(sa), colorIndex(sb)), cmp.Compare(sa.Device, sb.Device),
+			cmp.Compare(sa.Function, sb.Function), cmp.Compare(path.Base(sa.File), path.Base(sb.File)),
+			cmp.Compare(sa.Line, sb.Line))
+	})
+	shade := make([]int, len(series))
+	taken := make(map[int]int, len(palette))
+	for _, i := range order {
+		c := colorIndex(&series[i])
+		shade[i] = taken[c]
+		taken[c]++
+	}
+	for _, i := range order {
+		c := colorIndex(&series[i])
+		out[i] = shadeOf(palette[c], shade[i])
+	}
+	// A hue with more series than shades repeats a shade: keep it off
+	// the band underneath.
+	for i := 1; i < len(series); i++ {
+		for k := 1; out[i] == out[i-1] && !series[i].Other() && k < len(shadeMix); k++ {
+			out[i] = shadeOf(palette[colorIndex(&series[i])], shade[i]+k)
 		}
-		for used[c] || c == below {
-			c = (c + 1) % len(palette)
-		}
-		used[c] = true
-		free--
-		out[i] = palette[c]
-		below = c
 	}
 	return out
 }
 
-// colorIndex is the palette index a series' location hashes to. The file
-// counts by its name alone: the directory differs between checkouts. (The
-// runtime writes source paths with forward slashes on every system.) A
-// series of one device hashes its device too, so one line's bands on two
-// devices differ.
+// shadeMix are a hue's shades: itself, lighter, darker, lightest; a
+// positive mix lightens toward white, a negative one darkens toward black.
+var shadeMix = []float64{0, 0.5, -0.35, 0.75}
+
+// shadeOf returns shade k of colour hex (#rrggbb).
+func shadeOf(hex string, k int) string {
+	mix := shadeMix[k%len(shadeMix)]
+	if mix == 0 {
+		return hex
+	}
+	v, err := strconv.ParseUint(hex[1:], 16, 32)
+	if err != nil {
+		return hex
+	}
+	var b [3]uint64
+	for i := range b {
+		c := float64(v >> (16 - 8*i) & 0xff)
+		if mix < 0 {
+			c *= 1 + mix
+		} else {
+			c += (255 - c) * mix
+		}
+		b[i] = uint64(c + 0.5)
+	}
+	return fmt.Sprintf("#%02x%02x%02x", b[0], b[1], b[2])
+}
+
+// colorIndex is the palette index a series' function hashes to: not its
+// file's directory (it differs between checkouts), nor its line (an edit
+// above it moves it), nor its device (one line on two devices is one
+// site).
 func colorIndex(s *Series) int {
 	h := fnv.New32a()
-	fmt.Fprintf(h, "%s\x00%s\x00%d", s.Function, path.Base(s.File), s.Line)
-	if s.Device != "" {
-		fmt.Fprintf(h, "\x00%s", s.Device)
-	}
+	h.Write([]byte(s.Function))
 	return int(h.Sum32() % uint32(len(palette)))
 }
 

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
@@ -236,4 +237,58 @@ func TestWriteSVGWritesAFarBudgetAboveTheChart(t *testing.T) {
 		yTicks = append(yTicks, n.text)
 	}
 	assert.Equal(t, "15 KiB", yTicks[len(yTicks)-1], "the scale follows the data: 8 + 10×0.5 + 2 KiB at most")
+}
+
+// A stretch where the process recorded nothing (on a real clock: it was
+// descheduled) is a Quiet stretch, hatched in the picture and named in the
+// legend, so a flat band there does not read as a pause of the leak.
+func TestWriteSVGMarksStretchesWithNoEvents(t *testing.T) {
+	clk := &stepClock{now: time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC), step: time.Microsecond}
+	tr := newTracker(t, track.KeepHistory(1<<14), track.Clock(clk.Now))
+	run(t, tr, 100)
+	clk.advance(50 * time.Millisecond) // the process stood still
+	run(t, tr, 100)
+	tl, err := timeline.Build(tr)
+	require.NoError(t, err)
+	require.Len(t, tl.Quiet, 1, "one stretch stands out: %+v", tl.Quiet)
+	assert.GreaterOrEqual(t, tl.Quiet[0].To-tl.Quiet[0].From, (50 * time.Millisecond).Nanoseconds())
+	svg := parseSVG(t, writeSVG(t, tl))
+	quiet := svg.all(hasClass("quiet"))
+	require.Len(t, quiet, 1)
+	assert.Contains(t, quiet[0].allText(), "no events from ")
+	assert.Contains(t, svg.all(hasClass("legend-quiet"))[0].allText(), "no events recorded (1 stretch 50")
+
+	// A steady clock has none.
+	even := newTracker(t, track.KeepHistory(1<<14), track.Clock((&stepClock{now: clk.now, step: time.Microsecond}).Now))
+	run(t, even, 200)
+	tl, err = timeline.Build(even)
+	require.NoError(t, err)
+	assert.Empty(t, tl.Quiet)
+	assert.Empty(t, parseSVG(t, writeSVG(t, tl)).all(hasClass("quiet")))
+}
+
+// The allocator's reserved bytes stand beside the tensor bytes at the end,
+// up to the budget line, and a band too thin to see says so in the legend.
+func TestWriteSVGDrawsReservedBesideTheTensorBytes(t *testing.T) {
+	tr := newTracker(t, track.KeepHistory(1<<14))
+	run(t, tr, 300) // 8 KiB of weights, 150 KiB of masks, 2 KiB of logits
+	tl, err := timeline.Build(tr, timeline.BudgetLine(256<<10), timeline.Reserved(256<<10))
+	require.NoError(t, err)
+	assert.Equal(t, int64(256<<10), tl.Reserved)
+	svg := parseSVG(t, writeSVG(t, tl))
+	reserved := svg.all(hasClass("reserved"))
+	require.Len(t, reserved, 1)
+	assert.Contains(t, reserved[0].child("title").text, "in 256 KiB reserved by the allocator")
+	assert.Contains(t, reserved[0].child("title").text, "block rounding and cache")
+	var thin []string
+	for _, e := range svg.all(hasClass("legend-entry")) {
+		if strings.Contains(e.allText(), "too thin to draw") {
+			thin = append(thin, e.attrs["data-series"])
+		}
+	}
+	require.Len(t, thin, 1, "2 KiB of 256 KiB is under a pixel and a half")
+	assert.Contains(t, thin[0], "allocLogits")
+
+	_, err = timeline.Build(tr, timeline.Reserved(0))
+	require.ErrorIs(t, err, timeline.ErrInvalidOption)
 }

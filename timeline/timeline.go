@@ -55,6 +55,15 @@ type Timeline struct {
 	// BudgetLine is the limit the picture draws as a line (the BudgetLine
 	// option); 0 if none.
 	BudgetLine int64
+	// Reserved is what the allocator held at the window's end (the
+	// Reserved option), drawn beside the tensor bytes; 0 if not given.
+	Reserved int64
+	// Quiet are the stretches of the window with no event at all, each
+	// longer than a fiftieth of the window and than 20 times the median
+	// time between events, at most 16 (the longest): on a real clock, where
+	// the process recorded nothing (descheduled, waiting), which the
+	// picture marks so that a flat band there does not read as a pause.
+	Quiet []Stretch
 	// Events is the number of history events in the window.
 	Events int
 	// Dropped counts events the bounded history overwrote before it was
@@ -112,6 +121,42 @@ func windowDevices(win []track.Event) []string {
 		return nil
 	}
 	return devices
+}
+
+// Stretch is a span of a Timeline's window, in nanoseconds since Start.
+type Stretch struct {
+	From int64 // the last event before it
+	To   int64 // the first event after it
+}
+
+// maxQuiet bounds Timeline.Quiet.
+const maxQuiet = 16
+
+// quietStretches returns the gaps between events that stand out (see
+// Timeline.Quiet).
+func quietStretches(win []track.Event, from, to int64) []Stretch {
+	if len(win) < 3 || to <= from {
+		return nil
+	}
+	gaps := make([]int64, 0, len(win)-1)
+	for i := 1; i < len(win); i++ {
+		gaps = append(gaps, win[i].Time-win[i-1].Time)
+	}
+	sorted := slices.Clone(gaps)
+	slices.Sort(sorted)
+	floor := max((to-from)/50, 20*sorted[len(sorted)/2], 1)
+	var out []Stretch
+	for i, g := range gaps {
+		if g > floor {
+			out = append(out, Stretch{From: win[i].Time, To: win[i+1].Time})
+		}
+	}
+	if len(out) > maxQuiet {
+		slices.SortFunc(out, func(a, b Stretch) int { return cmp.Compare(b.To-b.From, a.To-a.From) })
+		out = out[:maxQuiet]
+		slices.SortFunc(out, func(a, b Stretch) int { return cmp.Compare(a.From, b.From) })
+	}
+	return out
 }
 
 // Series is one band of the picture and one counter of the trace.
@@ -251,7 +296,7 @@ func build(log *track.HistoryLog, live []track.SiteStats, cfg config) *Timeline 
 	first := firstAfter(log.Events, after)
 	win := log.Events[first:]
 	tl := &Timeline{
-		Title: cfg.title, Start: log.Start, From: max(after, 0), BudgetLine: cfg.budgetLine,
+		Title: cfg.title, Start: log.Start, From: max(after, 0), BudgetLine: cfg.budgetLine, Reserved: cfg.reserved,
 		Events: len(win), Dropped: log.Dropped, Omitted: first, Capacity: log.Capacity, events: win,
 	}
 	if after < 0 && len(win) > 0 {
@@ -263,6 +308,7 @@ func build(log *track.HistoryLog, live []track.SiteStats, cfg config) *Timeline 
 	if n := len(win); n > 0 {
 		tl.To = max(tl.To, win[n-1].Time)
 	}
+	tl.Quiet = quietStretches(win, tl.From, tl.To)
 	tl.devices = windowDevices(win)
 	b := builder{tl: tl, byFrame: map[groupKey]int32{}, names: map[string]int{}}
 

@@ -27,7 +27,15 @@ func (s *session) writeFiles(w io.Writer) error {
 	if s.o.fixed {
 		title = "agentleak, fixed"
 	}
-	tl, err := timeline.Build(s.tr, timeline.Title(title)) // the budget line is the pools'
+	var reserved int64
+	for _, l := range s.lanes {
+		reserved += l.pool.Stats().Reserved
+	}
+	topts := []timeline.Option{timeline.Title(title)} // the budget line is the pools'
+	if reserved > 0 {
+		topts = append(topts, timeline.Reserved(reserved)) // beside the tensor bytes
+	}
+	tl, err := timeline.Build(s.tr, topts...)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}

@@ -335,12 +335,24 @@ func (s *server) onSuspect(sus watch.Suspect) {
 		slog.String("outlived", report.Bytes(sus.OutlivedBytes)),
 		slog.String("live", report.Bytes(sus.LiveBytes)),
 		slog.Int64("tensors", sus.LiveCount),
+		slog.Duration("runs_out_in", sus.RunsOutIn),
+		slog.String("runs_out_of", runsOutOf(sus)),
+		slog.String("advice", watch.Advice),
 		slog.String("stack", sus.Site.Stack("")))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.firstSuspect == nil {
 		s.firstSuspect = &sus
 	}
+}
+
+// runsOutOf says what a suspect's forecast runs out of, as the watcher's
+// own log line does ("pool budget on host"); empty while it has none.
+func runsOutOf(sus watch.Suspect) string {
+	if sus.RunsOutIn == 0 {
+		return ""
+	}
+	return sus.HeadroomOf + " on " + sus.Device
 }
 
 // suspect returns the first site the watcher flagged, or nil.

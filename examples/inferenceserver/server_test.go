@@ -163,6 +163,15 @@ func checkShutdown(t *testing.T, ts *testServer, leak bool) {
 		assert.True(t, strings.HasSuffix(sus.Site.Location().Function, leakFunc), sus.Site.String())
 		t.Logf("the watcher named the leak after %d requests", sus.SinceWindow)
 		assert.Contains(t, logs, "leak suspect")
+		// The warning carries what the watcher's own log line does, which
+		// the alert rules send the operator to (docs/alerts).
+		for _, line := range strings.Split(logs, "\n") {
+			if strings.Contains(line, "leak suspect") {
+				assert.Regexp(t, `runs_out_in=\S+`, line)
+				assert.Regexp(t, `runs_out_of="?[a-z]`, line, "the forecast says what runs out")
+				assert.Contains(t, line, "advice=")
+			}
+		}
 		assert.Contains(t, logs, "tensors still live at shutdown")
 		_, sites, _ := strings.Cut(report, "Top sites by live bytes")
 		sites, _, _ = strings.Cut(sites, "Leak suspects")

@@ -7,6 +7,7 @@ package format
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -53,6 +54,20 @@ func Bytes(n int64) string {
 	s := strconv.FormatFloat(f/size, 'f', 1, 64) // size is a power of two: the division is exact
 	s = strings.TrimSuffix(s, ".0")
 	return sign + s + " " + unit
+}
+
+// BytesOf renders part of whole, as Bytes does, except that a part
+// below the whole never reads as much as it: 27.5 KiB in use of 256 MiB
+// leaves "255.9 MiB" free, not "256 MiB". Rounding down keeps the two
+// figures in the order they are in.
+func BytesOf(part, whole int64) string {
+	s := Bytes(part)
+	if part >= whole || part < 1024 || s != Bytes(whole) {
+		return s
+	}
+	size, unit := ByteUnit(float64(part))
+	f := math.Floor(float64(part)/size*10) / 10
+	return strings.TrimSuffix(strconv.FormatFloat(f, 'f', 1, 64), ".0") + " " + unit
 }
 
 // Age renders a duration coarsely enough to read at a glance and to stay put

@@ -108,3 +108,20 @@ func TestWrap(t *testing.T) {
 	Wrap(&b, "  do: ", "free it on the path named or hand it to an owner", 24)
 	assert.Equal(t, "  do: free it on the\n      path named or hand\n      it to an owner\n", b.String())
 }
+
+// A part below its whole never reads as much as the whole.
+func TestBytesOf(t *testing.T) {
+	tests := []struct {
+		part, whole int64
+		want        string
+	}{
+		{256<<20 - 27<<10 - 512, 256 << 20, "255.9 MiB"},
+		{48 << 20, 64 << 20, "48 MiB"},
+		{64 << 20, 64 << 20, "64 MiB"},
+		{1000, 1010, "1000 B"},
+		{4<<10 - 1, 4 << 10, "3.9 KiB"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, BytesOf(tt.part, tt.whole), "%d of %d", tt.part, tt.whole)
+	}
+}

@@ -73,8 +73,8 @@ func normalize(t *testing.T, report string) string {
 	dir, err := os.Getwd()
 	require.NoError(t, err)
 	report = withoutRetainers(regexp.MustCompile(`\bage [^,\n]+`).ReplaceAllString(report, "age _"))
-	return regexp.MustCompile(`(?m)^(\s+)\t(\S+):(\d+)$`).ReplaceAllStringFunc(report, func(line string) string {
-		m := regexp.MustCompile(`^(\s+)\t(\S+):(\d+)$`).FindStringSubmatch(line)
+	return regexp.MustCompile(`(?m)^(\s+)\t(.+):(\d+)$`).ReplaceAllStringFunc(report, func(line string) string {
+		m := regexp.MustCompile(`^(\s+)\t(.+):(\d+)$`).FindStringSubmatch(line)
 		if filepath.Dir(m[2]) == dir {
 			return m[1] + "\t$PKG/" + filepath.Base(m[2]) + ":" + m[3]
 		}
