@@ -83,3 +83,51 @@ func TestCacheOwnerIsWhatTheCacheHoldsUnderEviction(t *testing.T) {
 	assert.Zero(t, suspects.Load(), "no owner over its bound, no leak suspect")
 	require.NoError(t, c.Close())
 }
+
+// forgetful is a request's use of the cache that returns early and never
+// frees the handle GetOrBuild gave it.
+//
+//go:noinline
+func forgetful(t *testing.T, c *Cache, b *Builder, ctx context.Context, key string, n int) *tensor.Tensor {
+	m, err := c.GetOrBuild(ctx, key, func(ctx context.Context) (*tensor.Tensor, error) {
+		return b.Padding(ctx, []int{n}, n)
+	})
+	require.NoError(t, err)
+	return m // the caller drops it on an early return
+}
+
+// TestForgottenCacheHandleIsNamedOnceEvicted: a request that keeps the
+// handle a cache hit gave it leaks that mask, which the cache's owner holds
+// until the cache evicts it; from then on each eviction is memory that
+// outlived its request, and the watcher names the leak within its slow
+// rule's 48 windows of the first eviction.
+func TestForgottenCacheHandleIsNamedOnceEvicted(t *testing.T) {
+	e := newEnv(t)
+	b := e.builder(t)
+	c := newCache(t, MaxEntries(8))
+	var named []watch.Suspect
+	w, err := watch.New(e.tr, watch.OnSuspect(func(s watch.Suspect) { named = append(named, s) }))
+	require.NoError(t, err)
+	var kept []*tensor.Tensor
+	firstEviction := 0
+	for i := 1; i <= 200 && len(named) == 0; i++ {
+		ctx, end := track.WithRequest(context.Background())
+		n := 64 + i%64 // a new prompt length each request, for a while: misses that evict
+		kept = append(kept, forgetful(t, c, b, ctx, "prompt:"+strconv.Itoa(n), n))
+		end()
+		require.NoError(t, w.Tick())
+		if firstEviction == 0 && c.Stats().Evictions > 0 {
+			firstEviction = i
+		}
+	}
+	require.NotZero(t, firstEviction)
+	require.NotEmpty(t, named, "the forgotten handles are named")
+	windows := int(w.WindowsEnded()) - firstEviction
+	t.Logf("named %d windows after the first eviction", windows)
+	assert.LessOrEqual(t, windows, 48)
+	assert.Contains(t, named[0].Site.Location().Function, "forgetful")
+	for _, m := range kept {
+		require.NoError(t, m.Free())
+	}
+	require.NoError(t, c.Close())
+}

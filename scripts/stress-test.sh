@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # stress-test.sh: run every watcher test of the repository 20 times in a row
 # under -race, with -cpu 1,2,4, on a machine kept busy by two CPU-bound
-# processes. The watcher's tests drive windows with Tick and time with
+# processes, then soak the example server: the fixed one under steady load
+# with evictions (12 clients, prompt lengths 1..512, 45 s, default options)
+# must log no suspect warning and flag none, the -leak one must be named.
+# The watcher's tests drive windows with Tick and time with
 # testing/synctest, so they must not depend on scheduling: this is the
 # check that they do not.
 #
@@ -38,7 +41,10 @@ cd "$root_dir"
 # In the background, waited for: a signal then interrupts the wait and the
 # trap stops the tests and the burners alike.
 set -m # the next job gets a process group of its own
-go test -race -count="$count" -cpu 1,2,4 -timeout 90m ./track/watch/ ./oteltrack/ ./report/ &
+(
+	go test -race -count="$count" -cpu 1,2,4 -timeout 90m ./track/watch/ ./oteltrack/ ./report/ ./mask/ &&
+		TENSORLIFE_SOAK=${TENSORLIFE_SOAK:-45s} go test -count=1 -run 'TestSoakWithEvictions' -v ./examples/inferenceserver/
+) &
 tests=$!
 set +m
 status=0

@@ -327,8 +327,23 @@ func (s *server) tick() {
 }
 
 // onSuspect is the watcher's callback: it runs on the request goroutine that
-// ended the window, so it only logs and remembers.
+// ended the window, so it only logs and remembers. An owner over its byte
+// bound is no leak, and is said as what it is.
 func (s *server) onSuspect(sus watch.Suspect) {
+	if sus.IsOwner() {
+		first := "unknown"
+		if sus.OwnerFirst != nil {
+			first = sus.OwnerFirst.String()
+		}
+		s.log.Warn("owner over its bound: it holds more than its MaxBytes",
+			slog.String("owner", sus.Owner),
+			slog.String("holds", report.Bytes(sus.OutlivedBytes)),
+			slog.String("max_bytes", report.Bytes(sus.OwnerMaxBytes)),
+			slog.Int64("tensors", sus.OutlivedCount),
+			slog.String("first_handed_at", first),
+			slog.String("advice", watch.OwnerAdvice))
+		return
+	}
 	s.log.Warn("leak suspect: bytes that outlived their request keep growing at one call site",
 		slog.String("site", sus.Site.String()),
 		slog.String("growth_per_request", report.Bytes(sus.GrowthPerWindow)),

@@ -124,3 +124,65 @@ func BenchmarkNewOnManySites(b *testing.B) {
 	_ = kept
 	b.ReportMetric(float64(int64(manyBytes)-int64(fewBytes))/sites, "retained-B/site")
 }
+
+// ownerBench is a tracker of owners owners, each holding one tensor, and
+// a watcher of it; each window, one owner takes a tensor and lets the one
+// before go.
+type ownerBench struct {
+	tr     *track.Tracker
+	w      *watch.Watcher
+	owners []*track.Owner
+	recs   []*track.Record
+	i      int
+}
+
+func newOwnerBench(b *testing.B, owners int) *ownerBench {
+	tr, err := track.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ob := &ownerBench{tr: tr}
+	for range owners {
+		o := &track.Owner{Name: "session", MaxBytes: 1 << 20}
+		r := &track.Record{Bytes: 256, Meta: track.InternMeta("kv-cache", "host", "", nil)}
+		if err := tr.Record(context.Background(), r, 0); err != nil {
+			b.Fatal(err)
+		}
+		if err := tr.HandOver(r, o); err != nil {
+			b.Fatal(err)
+		}
+		ob.owners, ob.recs = append(ob.owners, o), append(ob.recs, r)
+	}
+	if ob.w, err = watch.New(tr); err != nil {
+		b.Fatal(err)
+	}
+	if err := ob.w.Tick(); err != nil { // the first window reads every owner
+		b.Fatal(err)
+	}
+	return ob
+}
+
+// window hands the next owner's tensor back and over again, so that one
+// owner's books change, and ends the window.
+func (ob *ownerBench) window(b *testing.B) {
+	ob.i = (ob.i + 1) % len(ob.owners)
+	o, r := ob.owners[ob.i], ob.recs[ob.i]
+	if err := ob.tr.HandBack(r, o); err != nil {
+		b.Fatal(err)
+	}
+	if err := ob.tr.HandOver(r, o); err != nil {
+		b.Fatal(err)
+	}
+	if err := ob.w.Tick(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkWindowCostIsFlatInOwners is a window end on a tracker of 100,000
+// live owners against one of 100, one owner changing per window: a window
+// reads only the owners whose books changed, so the ratio stays near 1.
+func BenchmarkWindowCostIsFlatInOwners(b *testing.B) {
+	many, few := newOwnerBench(b, 100_000), newOwnerBench(b, 100)
+	benchratio.Run(b, "100k-owners", func() { many.window(b) }, func() { few.window(b) },
+		benchratio.BaselineName("100-owners"))
+}
