@@ -66,8 +66,9 @@
 //	tensorlife.mask.cache.evictions    {entry}       Counter
 //
 // With owners tensors were handed to (track.Owner; a mask cache is one),
-// per tensorlife.owner.name, what each holds; an owner over its limit is
-// a leak suspect, counted in tensorlife.watcher.suspect.active:
+// one series per owner, by tensorlife.owner.name and tensorlife.owner.id
+// (two owners of one name are two series), what each holds; an owner over
+// its limit is counted in tensorlife.watcher.suspect.active:
 //
 //	tensorlife.owner.memory.usage  By        UpDownCounter
 //	tensorlife.owner.memory.limit  By        UpDownCounter  its MaxBytes, when it has one
@@ -113,6 +114,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -266,6 +268,7 @@ const (
 	attrPoolState   = "tensorlife.pool.memory.state"
 	attrCache       = "tensorlife.cache.name"
 	attrOwner       = "tensorlife.owner.name"
+	attrOwnerID     = "tensorlife.owner.id"
 	attrDeviceState = "tensorlife.device.memory.state"
 )
 
@@ -322,7 +325,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		}
 	}
 	for _, ow := range m.tr.Owners() { // O(owners): counters kept as tensors are handed over and back
-		attrs := m.attr(attrKey{a: attrOwner, av: ow.Name})
+		attrs := m.attr(attrKey{attrOwner, ow.Name, attrOwnerID, strconv.FormatUint(ow.ID, 10)})
 		o.ObserveInt64(in.ownerUsage, ow.Bytes, attrs)
 		o.ObserveInt64(in.ownerTensors, ow.Count, attrs)
 		if ow.MaxBytes > 0 {
@@ -374,6 +377,9 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 // attrKey names an attribute set of one or two string attributes.
 type attrKey struct{ a, av, b, bv string }
 
+// maxCachedAttrs bounds the attribute sets attr keeps between collections.
+const maxCachedAttrs = 4096
+
 // attr returns the cached observe option for k, so a steady scrape builds
 // no attribute sets. Called with m.mu held.
 func (m *Metrics) attr(k attrKey) metric.ObserveOption {
@@ -385,6 +391,9 @@ func (m *Metrics) attr(k attrKey) metric.ObserveOption {
 		kv = append(kv, attribute.String(k.b, k.bv))
 	}
 	opt := metric.WithAttributeSet(attribute.NewSet(kv...))
+	if len(m.attrs) >= maxCachedAttrs {
+		clear(m.attrs) // owners come and go: the cache stays bounded
+	}
 	m.attrs[k] = opt
 	return opt
 }
