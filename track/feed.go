@@ -24,6 +24,9 @@ type feedSlot struct {
 	mu      sync.Mutex
 	pending []*Site
 	owners  []*ownerBook // the owners changed since the feed's last read
+	// ownersQueued is set when owners is not empty, so that a read of a
+	// window in which no owner changed takes no lock.
+	ownersQueued atomic.Bool
 }
 
 // changed queues s, whose outlived figures changed, for every feed not yet
@@ -52,6 +55,7 @@ func (fs *feedSet) ownerChanged(b *ownerBook) {
 		sl := &fs.slots[bits.TrailingZeros64(newly)]
 		sl.mu.Lock()
 		sl.owners = append(sl.owners, b)
+		sl.ownersQueued.Store(true)
 		sl.mu.Unlock()
 	}
 }
@@ -138,9 +142,13 @@ func (sf *siteFeed) changedOwners(dst []OwnerStats) []OwnerStats {
 		}
 	} else {
 		sl := &t.feeds.slots[sf.slot]
+		if !sl.ownersQueued.Load() {
+			return dst // no owner changed: no lock taken
+		}
 		sl.mu.Lock()
 		books = sl.owners
 		sl.owners = nil
+		sl.ownersQueued.Store(false)
 		sl.mu.Unlock()
 		bit := uint64(1) << sf.slot
 		for _, b := range books {

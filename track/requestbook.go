@@ -3,6 +3,7 @@ package track
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/tensorlife/tensorlife/internal/counter"
@@ -36,7 +37,10 @@ type bookShard struct {
 }
 
 type bookData struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// listed mirrors len(open), so that a reader skips an empty shard
+	// without its lock: a window in which no request is open takes none.
+	listed  atomic.Int32
 	open    []*request
 	settled int // len(open) after the last settle
 	// labelled indexes the listed requests begun by WithLabels by their
@@ -72,6 +76,7 @@ func (b *requestBook) add(q *request) *request {
 		return q // a race of two first records: listed by the other
 	}
 	sh.open = append(sh.open, q)
+	sh.listed.Store(int32(len(sh.open)))
 	var over []*request
 	if len(sh.open) >= 2*sh.settled+settleSlack {
 		over = sh.collect(nil)
@@ -87,6 +92,9 @@ func (b *requestBook) settle() {
 	var over []*request
 	for i := range b.shards {
 		sh := &b.shards[i]
+		if sh.listed.Load() == 0 {
+			continue // a request listed from now on is read by the next settle
+		}
 		sh.mu.Lock()
 		if len(sh.open) > 0 {
 			over = sh.collect(over)
@@ -115,6 +123,7 @@ func (sh *bookData) collect(over []*request) []*request {
 	}
 	clear(sh.open[len(open):]) // drop the unlisted requests' memory
 	sh.open = open
+	sh.listed.Store(int32(len(open)))
 	sh.settled = len(open)
 	return over
 }
