@@ -400,6 +400,9 @@ func writeSuspects(b *strings.Builder, w suspectsRead, now time.Time) {
 // frame that tells it apart from another listed site with the same line
 // (one line reached from two callers), if there is one.
 func writeVia(b *strings.Builder, s *track.Site, listed []*track.Site, indent, room int) {
+	if s == nil {
+		return
+	}
 	via, ok := s.DistinctFrame(listed)
 	if !ok {
 		return
@@ -410,7 +413,12 @@ func writeVia(b *strings.Builder, s *track.Site, listed []*track.Site, indent, r
 // siteLine renders a site as "pkg.Function (file.go:line)" in at most room
 // columns, cutting the function's left end first: its last element and the
 // file name are what a reader looks for.
-func siteLine(s *track.Site, room int) string { return frameLine("", s.Location(), room) }
+func siteLine(s *track.Site, room int) string {
+	if s == nil { // a source's suspect that names no site
+		return "an unknown site"
+	}
+	return frameLine("", s.Location(), room)
+}
 
 // frameLine renders f as siteLine renders a site, after prefix.
 func frameLine(prefix string, f track.Frame, room int) string {
