@@ -28,12 +28,12 @@ type (
 )
 
 func (*panicReserver) Reserved() (string, int64) { panic("hostile Reserved") }
-func (*panicPool) Stats() pool.Stats              { panic("hostile pool Stats") }
-func (*panicCache) Stats() mask.CacheStats        { panic("hostile cache Stats") }
-func (*panicWatcher) Rules() watch.Rules          { panic("hostile Rules") }
-func (*panicWatcher) WindowsEnded() uint64        { panic("hostile WindowsEnded") }
-func (*panicWatcher) SuspectCount() int           { panic("hostile SuspectCount") }
-func (*panicWatcher) Suspects() []watch.Suspect   { panic("hostile Suspects") }
+func (*panicPool) Stats() pool.Stats             { panic("hostile pool Stats") }
+func (*panicCache) Stats() mask.CacheStats       { panic("hostile cache Stats") }
+func (*panicWatcher) Rules() watch.Rules         { panic("hostile Rules") }
+func (*panicWatcher) WindowsEnded() uint64       { panic("hostile WindowsEnded") }
+func (*panicWatcher) SuspectCount() int          { panic("hostile SuspectCount") }
+func (*panicWatcher) Suspects() []watch.Suspect  { panic("hostile Suspects") }
 
 // The metrics callback reads every part: one that panics is left out of
 // the collection and counted in tensorlife.part.panics, and the rest is
