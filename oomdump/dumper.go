@@ -66,7 +66,7 @@ type Stats struct {
 	Dumps   int64 // dumps started
 	Failed  int64 // dumps that stopped on an error
 	Skipped int64 // out-of-memory errors heard within Interval of a dump, or while one was being written
-	Panics  int64 // panics recovered from OnDump and from the user's code a dump reads
+	Panics  int64 // panics recovered from OnDump and from writing a dump (a part's, read by the summary, is the tracker's: Totals.PartPanics)
 }
 
 // New returns a Dumper that writes tr's memory into dir when it hears of an

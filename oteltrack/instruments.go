@@ -17,7 +17,7 @@ type instruments struct {
 	deviceUsage, deviceLimit, gpuUsage, gpuLimit          metric.Int64Observable
 	suspects, flags, windows, stackFallbacks              metric.Int64Observable
 	stackUncached, freeLinesLost, runsOutIn               metric.Int64Observable
-	ownerUsage, ownerLimit, ownerTensors                  metric.Int64Observable
+	ownerUsage, ownerLimit, ownerTensors, partPanics      metric.Int64Observable
 }
 
 // spec describes one instrument: where it goes and what it is.
@@ -54,6 +54,7 @@ func (in *instruments) create(meter metric.Meter) ([]metric.Observable, error) {
 		{&in.maskRebuilds, counter, "tensorlife.mask.rebuilds", "{mask}", "Masks built again where they should have grown."},
 		{&in.stackFallbacks, counter, "tensorlife.stack.fallbacks", "{capture}", "Stack captures the frame-pointer walk could not serve, taken by runtime.Callers."},
 		{&in.stackUncached, counter, "tensorlife.stack.uncached", "{capture}", "Stack captures taken by runtime.Callers because the full walk cache could not keep their walk."},
+		{&in.partPanics, counter, "tensorlife.part.panics", "{call}", "Calls into code tensorlife does not own (a part's or a device's method, a foreign release) that panicked; each was recovered, and its figure left out."},
 		{&in.freeLinesLost, counter, "tensorlife.tensor.free_lines_lost", "{free}", "Frees whose line the full free-line table could not keep: a double-free report cannot name them."},
 		// The parts' instruments.
 		{&in.poolUsage, upDown, "tensorlife.pool.memory.usage", "By", "Bytes pools hold from the device, by state: active (handed out) or cached (kept for reuse)."},

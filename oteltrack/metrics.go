@@ -45,6 +45,7 @@
 //	tensorlife.stack.fallbacks         {capture}     Counter        captures the frame-pointer walk could not serve
 //	tensorlife.stack.uncached          {capture}     Counter        captures past a full walk cache, by runtime.Callers
 //	tensorlife.tensor.free_lines_lost  {free}        Counter        frees whose line the full free-line table lost
+//	tensorlife.part.panics             {call}        Counter        calls into code tensorlife does not own that panicked, recovered
 //
 // With pools, per tensorlife.device (pools on one device add up):
 //
@@ -113,6 +114,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -123,11 +125,13 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	sat "github.com/tensorlife/tensorlife/internal/counter" // the package name is one of the instrument kinds here
 	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/watch"
 )
 
 // Errors returned by this package.
@@ -349,28 +353,34 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	}
 	if len(reading.Watchers) > 0 {
 		// Suspects of several watchers add up; the flags are the tracker's.
+		// Each watcher is a part, read under recover: one that panics is
+		// left out of this collection and counted.
 		var suspects, windows int64
+		shortest := map[forecastKey]int64{}
 		for _, w := range reading.Watchers {
-			suspects += int64(w.SuspectCount())
-			windows += int64(w.WindowsEnded())
+			var list []watch.Suspect
+			var n int
+			var ended uint64
+			if track.Guard(m.tr, w, "WindowsEnded", func() { ended = w.WindowsEnded() }) != nil ||
+				track.Guard(m.tr, w, "SuspectCount", func() { n = w.SuspectCount() }) != nil ||
+				(n > 0 && track.Guard(m.tr, w, "Suspects", func() { list = w.Suspects() }) != nil) {
+				continue
+			}
+			suspects = sat.AddSat(suspects, int64(max(n, 0)))
+			windows = sat.AddSat(windows, int64(min(ended, math.MaxInt64)))
+			for _, sus := range list {
+				shorter(shortest, forecastKey{sus.Device, sus.HeadroomOf}, sus.RunsOutIn)
+			}
 		}
 		o.ObserveInt64(in.suspects, suspects)
 		o.ObserveInt64(in.flags, tt.Event(track.EventLeakSuspect))
 		o.ObserveInt64(in.windows, windows)
-		if suspects > 0 {
-			shortest := map[forecastKey]int64{}
-			for _, w := range reading.Watchers {
-				if w.SuspectCount() > 0 {
-					for _, sus := range w.Suspects() {
-						shorter(shortest, forecastKey{sus.Device, sus.HeadroomOf}, sus.RunsOutIn)
-					}
-				}
-			}
-			for k, secs := range shortest {
-				o.ObserveInt64(in.runsOutIn, secs, m.attr(attrKey{attrDevice, k.device, attrForecastOf, k.of}))
-			}
+		for k, secs := range shortest {
+			o.ObserveInt64(in.runsOutIn, secs, m.attr(attrKey{attrDevice, k.device, attrForecastOf, k.of}))
 		}
 	}
+	// Read last, so that a panic of this collection's parts is counted in it.
+	o.ObserveInt64(in.partPanics, m.tr.Totals().PartPanics)
 	return nil
 }
 

@@ -215,6 +215,7 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 		"tensorlife.stack.fallbacks":         {"{capture}", "counter", map[string]int64{"": 0}},
 		"tensorlife.stack.uncached":          {"{capture}", "counter", map[string]int64{"": 0}},
 		"tensorlife.tensor.free_lines_lost":  {"{free}", "counter", map[string]int64{"": 0}},
+		"tensorlife.part.panics":             {"{call}", "counter", map[string]int64{"": 0}},
 		"tensorlife.pool.memory.usage": {"By", "updown", map[string]int64{
 			host + ",tensorlife.pool.memory.state=active": 5120, host + ",tensorlife.pool.memory.state=cached": 4096,
 			cuda + ",tensorlife.pool.memory.state=active": 0, cuda + ",tensorlife.pool.memory.state=cached": 2048}},
@@ -302,7 +303,7 @@ func TestMetricsOnlyForSourcesGiven(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, m.Stop()) }()
 	for name := range collect() {
-		assert.Regexp(t, `^tensorlife\.(tensor\.|mask\.rebuilds|stack\.(fallbacks|uncached))`, name)
+		assert.Regexp(t, `^tensorlife\.(tensor\.|mask\.rebuilds|stack\.(fallbacks|uncached)|part\.panics)`, name)
 	}
 }
 

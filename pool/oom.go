@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/tensorlife/tensorlife/internal/counter"
 	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/internal/sitelist"
 
@@ -34,10 +35,14 @@ func (p *Pool) oomError(size int64, refused string, devErr error) error {
 	}
 	e.LargestCached = largest
 	e.OtherReserved = p.otherReserved()
-	free, total, err := p.dev.MemInfo()
+	free, total, err := p.memInfo()
 	if err == nil {
-		e.DeviceFree, e.DeviceTotal = free, total
-		e.Outside = max(total-free-s.Reserved-e.OtherReserved, 0)
+		// As report's device split: clamped, so that no figure wraps
+		// or reads negative whatever the device and the parts say.
+		e.DeviceTotal = max(total, 0)
+		e.DeviceFree = min(max(free, 0), e.DeviceTotal)
+		used := e.DeviceTotal - e.DeviceFree
+		e.Outside = used - min(counter.AddSat(max(s.Reserved, 0), e.OtherReserved), used)
 	}
 	switch {
 	case refused == "budget":
@@ -99,8 +104,10 @@ func (p *Pool) otherReserved() int64 {
 		if src == track.Reserver(p) {
 			continue
 		}
-		if device, bytes := src.Reserved(); device == p.dev.Name() {
-			sum += bytes
+		// Another part's code, read under recover: one that panics is
+		// counted and left out of the error.
+		if device, bytes, ok := p.tracker.ReadReserved(src); ok && device == p.name {
+			sum = counter.AddSat(sum, bytes)
 		}
 	}
 	return sum
@@ -159,12 +166,12 @@ func (e *ActiveBlocksError) Is(target error) bool { return target == ErrActiveBl
 // allocate: a block allocated during Close may be missed in its report.
 func (p *Pool) Close() error {
 	if !p.closed.CompareAndSwap(false, true) {
-		return fmt.Errorf("%w: pool on %s closed twice", tensor.ErrClosed, p.dev.Name())
+		return fmt.Errorf("%w: pool on %s closed twice", tensor.ErrClosed, p.name)
 	}
 	err := p.EmptyCache()
 	if blocks := p.deviceBlocks.Load(); blocks > 0 {
 		sites := p.liveSitesOnDevice()
-		err = errors.Join(err, &ActiveBlocksError{Device: p.dev.Name(), Blocks: blocks,
+		err = errors.Join(err, &ActiveBlocksError{Device: p.name, Blocks: blocks,
 			Bytes: p.activeBytes(), Sites: sites, HeldBy: p.heldBy(sites)})
 	} else {
 		// Nothing is left for the tracker's reports to count: leave them
@@ -182,7 +189,7 @@ func (p *Pool) liveSitesOnDevice() []track.SiteStats {
 	if p.tracker == nil {
 		return nil
 	}
-	snap, err := p.tracker.SnapshotOf(track.Filter{Device: p.dev.Name()})
+	snap, err := p.tracker.SnapshotOf(track.Filter{Device: p.name})
 	if err != nil {
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -34,6 +35,7 @@ var ErrActiveBlocks = errors.New("pool: closed with active blocks")
 // still hold.
 type Pool struct {
 	dev       tensor.Device
+	name      string // dev.Name() at New
 	tracker   *track.Tracker
 	id        uint32
 	budget    int64 // 0: none
@@ -85,7 +87,11 @@ func New(dev tensor.Device, opts ...Option) (*Pool, error) {
 	if err := invariants.ApplyOptions(&cfg, opts, Option.apply, ErrInvalidOption); err != nil {
 		return nil, err
 	}
-	_, total, memErr := dev.MemInfo()
+	name, err := deviceName(cfg.tracker, dev)
+	if err != nil {
+		return nil, err
+	}
+	_, total, memErr := deviceMemInfo(cfg.tracker, dev, name)
 	if memErr != nil {
 		total = 0
 	}
@@ -95,6 +101,7 @@ func New(dev tensor.Device, opts ...Option) (*Pool, error) {
 	}
 	p := &Pool{
 		dev:       dev,
+		name:      name,
 		tracker:   cfg.tracker,
 		id:        counter.NewAllocatorID(),
 		budget:    budget,
@@ -135,7 +142,7 @@ func (p *Pool) Allocate(bytes int64) (tensor.Block, error) {
 		return tensor.Block{}, fmt.Errorf("%w: allocate %d bytes", tensor.ErrInvalidSize, bytes)
 	}
 	if p.closed.Load() {
-		return tensor.Block{}, fmt.Errorf("%w: pool on %s", tensor.ErrClosed, p.dev.Name())
+		return tensor.Block{}, fmt.Errorf("%w: pool on %s", tensor.ErrClosed, p.name)
 	}
 	c, size, ok := classOf(bytes)
 	if !ok {
@@ -232,7 +239,7 @@ func (p *Pool) allocateNew(h uint32, sh *shard, c int, size int64) (tensor.Block
 
 	i, s, err := p.emptySlot(h, c)
 	if err != nil {
-		freeErr := p.dev.Free(ptr, size)
+		freeErr := p.devFree(ptr, size)
 		p.deviceFrees.Add(1)
 		p.dropReserved(size)
 		return tensor.Block{}, errors.Join(err, freeErr)
@@ -275,7 +282,7 @@ func (p *Pool) emptySlot(h uint32, c int) (uint32, *slot, error) {
 	i, ok := p.slots.add()
 	p.mu.Unlock()
 	if !ok {
-		return 0, nil, fmt.Errorf("%w: pool on %s holds %d blocks, its limit", tensor.ErrOutOfMemory, p.dev.Name(), maxSlots)
+		return 0, nil, fmt.Errorf("%w: pool on %s holds %d blocks, its limit", tensor.ErrOutOfMemory, p.name, maxSlots)
 	}
 	s := p.slots.get(i)
 	cs := &p.shard(h).classes[c]
@@ -308,12 +315,15 @@ func (p *Pool) deviceAlloc(size int64) (ptr tensor.DevicePtr, refused string, er
 		if p.budget > 0 && size > p.budget-r {
 			return 0, "budget", nil
 		}
+		if size > math.MaxInt64-r { // only a device that hands out more than exists gets here
+			return 0, "device", fmt.Errorf("%w: pool on %s would hold more than 2^63-1 bytes", tensor.ErrOutOfMemory, p.name)
+		}
 		if p.reserved.CompareAndSwap(r, r+size) {
 			counter.RaisePeak(&p.peakReserved, r+size)
 			break
 		}
 	}
-	ptr, err = p.dev.Alloc(size)
+	ptr, err = p.devAlloc(size)
 	if err != nil {
 		p.reserved.Add(-size)
 		if errors.Is(err, tensor.ErrOutOfMemory) {
@@ -340,7 +350,7 @@ func (p *Pool) deviceAlloc(size int64) (ptr tensor.DevicePtr, refused string, er
 func (p *Pool) Release(b tensor.Block) error {
 	if uint32(b.Tag>>32) != p.id {
 		return fmt.Errorf("%w: block %#x (%s) released to pool on %s", tensor.ErrForeignBlock,
-			uintptr(b.Ptr), format.Bytes(b.Size), p.dev.Name())
+			uintptr(b.Ptr), format.Bytes(b.Size), p.name)
 	}
 	low := uint32(b.Tag)
 	i := low >> genBits
@@ -413,7 +423,7 @@ func (p *Pool) cacheRoom(size int64) bool {
 func (p *Pool) badRelease(b tensor.Block, why string) error {
 	p.badReleases.Add(1)
 	err := fmt.Errorf("%w: pool on %s refused block %#x (%s): %s", tensor.ErrInvalidPointer,
-		p.dev.Name(), uintptr(b.Ptr), format.Bytes(b.Size), why)
+		p.name, uintptr(b.Ptr), format.Bytes(b.Size), why)
 	if invariants.Enabled {
 		panic(err)
 	}
@@ -434,14 +444,14 @@ func (p *Pool) toDevice(h uint32, c int, i uint32, s *slot) error {
 	s.ptr, s.size = 0, 0 // matches no block: stale copies are refused
 	cs.mu.Unlock()
 
-	err := p.dev.Free(ptr, size)
+	err := p.devFree(ptr, size)
 	p.deviceFrees.Add(1)
 	p.dropReserved(size)
 	cs.mu.Lock()
 	cs.empty = append(cs.empty, i)
 	cs.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("pool: returning %s block %#x to %s: %w", format.Bytes(size), uintptr(ptr), p.dev.Name(), err)
+		return fmt.Errorf("pool: returning %s block %#x to %s: %w", format.Bytes(size), uintptr(ptr), p.name, err)
 	}
 	return nil
 }

@@ -56,7 +56,7 @@ func (p *Pool) Stats() Stats {
 // out-of-memory error, from one pass over the size classes.
 func (p *Pool) stats() (s Stats, largestCached int64) {
 	s = Stats{
-		Device:       p.dev.Name(),
+		Device:       p.name,
 		Limit:        p.budget,
 		MaxCached:    p.maxCached,
 		DeviceAllocs: p.deviceAllocs.Load(),
@@ -93,7 +93,7 @@ func (p *Pool) stats() (s Stats, largestCached int64) {
 // Reserved returns the pool's device and the bytes it holds there (a Pool
 // is a track.Reserver): what reports count as tensorlife's on the device.
 func (p *Pool) Reserved() (device string, bytes int64) {
-	return p.dev.Name(), p.reserved.Load()
+	return p.name, p.reserved.Load()
 }
 
 // Headroom returns the pool's budget (0: none) and the bytes it may still
@@ -103,11 +103,11 @@ func (p *Pool) Reserved() (device string, bytes int64) {
 // MemInfo fails). A Pool is a track.Headroomer.
 func (p *Pool) Headroom() (budget, left int64) {
 	if p.budget == 0 {
-		free, _, err := p.dev.MemInfo()
+		free, _, err := p.memInfo()
 		if err != nil {
 			return 0, -1
 		}
-		return 0, free
+		return 0, max(free, 0)
 	}
 	return p.budget, max(p.budget-p.activeBytes(), 0)
 }

@@ -81,7 +81,7 @@ func TestDeviceSplitAlwaysAddsUp(t *testing.T) {
 			d := r.Devices[0]
 			assert.Equal(t, tc.used, d.Used)
 			assert.Equal(t, tc.outside, d.Outside)
-			assert.Equal(t, tc.reserved, d.Reserved, "what the allocators hold is reported as they say")
+			assert.Equal(t, max(tc.reserved, 0), d.Reserved, "what the allocators hold, a negative claim read as 0")
 			for _, v := range []int64{d.Used - d.Outside, d.Outside, d.Free} {
 				assert.GreaterOrEqual(t, v, int64(0))
 			}
@@ -94,7 +94,8 @@ func TestDeviceSplitAlwaysAddsUp(t *testing.T) {
 // TestDeviceSplitSaturatesReserved guards the device split against wrapping:
 // adopted bytes near MaxInt64 meeting another allocator on the same device
 // name add up to MaxInt64, as Tracker.ReservedOn saturates, never to a
-// negative reservation; huge negative claims hold at MinInt64 likewise.
+// negative reservation; negative claims, which no allocator can hold, read
+// as 0.
 func TestDeviceSplitSaturatesReserved(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -103,7 +104,7 @@ func TestDeviceSplitSaturatesReserved(t *testing.T) {
 	}{
 		{"huge and more", []int64{math.MaxInt64 - 10, 100}, math.MaxInt64},
 		{"three halves", []int64{math.MaxInt64 / 2, math.MaxInt64 / 2, math.MaxInt64 / 2}, math.MaxInt64},
-		{"huge negatives", []int64{math.MinInt64 + 10, -100}, math.MinInt64},
+		{"huge negatives", []int64{math.MinInt64 + 10, -100}, 0},
 		{"fits", []int64{math.MaxInt64 - 100, 100}, math.MaxInt64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,9 +2,9 @@ package report
 
 import (
 	"fmt"
-	"math"
 	"slices"
 
+	"github.com/tensorlife/tensorlife/internal/counter"
 	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
@@ -126,6 +126,10 @@ type Reading struct {
 	// Watchers are the growth watchers of the tracker, in the order they
 	// were made.
 	Watchers []SuspectSource
+	// Skipped are the calls into sources that panicked, each a
+	// *track.PanicError naming the part and the method: their figures are
+	// missing from the reading. Empty when every source answered.
+	Skipped []error
 }
 
 // hasDevice is an allocator that says its device: a *pool.Pool, a
@@ -137,6 +141,10 @@ type hardware interface{ UUID() string }
 
 // Read reads tr's parts (track.PartsOf) and s; tr may be nil, and then
 // only s counts. It reads counters and MemInfo only: O(parts + devices).
+// Every source's method is other code, called under recover (track.Guard):
+// one that panics is counted on tr (Totals.PartPanics), listed in
+// Reading.Skipped, and its figure is left out: a pool or cache is not
+// listed, a device's memory is unknown (DeviceMemory.Err).
 func (s Sources) Read(tr *track.Tracker) Reading {
 	var (
 		pools    []PoolSource
@@ -154,9 +162,17 @@ func (s Sources) Read(tr *track.Tracker) Reading {
 	}
 	reserved := make(map[string]int64)
 	addPool := func(p PoolSource) {
-		st := p.Stats() // read once: its reserved bytes come from here too
-		r.Pools = append(r.Pools, st)
-		reserved[st.Device] = addSat(reserved[st.Device], st.Reserved)
+		var st pool.Stats
+		if r.call(tr, p, "Stats", func() { st = p.Stats() }) { // read once: its reserved bytes come from here too
+			r.Pools = append(r.Pools, st)
+			reserved[st.Device] = counter.AddSat(reserved[st.Device], max(st.Reserved, 0))
+		}
+	}
+	addCache := func(c CacheSource) {
+		var st mask.CacheStats
+		if r.call(tr, c, "Stats", func() { st = c.Stats() }) {
+			r.Caches = append(r.Caches, st)
+		}
 	}
 	for _, p := range pools {
 		addPool(p)
@@ -165,15 +181,20 @@ func (s Sources) Read(tr *track.Tracker) Reading {
 		if _, isPool := a.(PoolSource); isPool {
 			continue // counted from its Stats above
 		}
-		device, bytes := a.Reserved()
-		reserved[device] = addSat(reserved[device], bytes)
+		device, bytes, err := readReserved(tr, a)
+		if err != nil {
+			r.Skipped = append(r.Skipped, err)
+			continue
+		}
+		reserved[device] = counter.AddSat(reserved[device], bytes)
 	}
 	for _, c := range caches {
-		r.Caches = append(r.Caches, c.Stats())
+		addCache(c)
 	}
 	var devices []DeviceSource
 	for _, d := range devicers {
-		if dev := d.Device(); !invariants.IsNil(dev) {
+		var dev tensor.Device
+		if r.call(tr, d, "Device", func() { dev = d.Device() }) && !invariants.IsNil(dev) {
 			devices = append(devices, dev)
 		}
 	}
@@ -184,22 +205,30 @@ func (s Sources) Read(tr *track.Tracker) Reading {
 	}
 	for _, c := range s.Caches {
 		if !slices.Contains(caches, c) {
-			r.Caches = append(r.Caches, c.Stats())
+			addCache(c)
 		}
 	}
 	devices = append(devices, s.Devices...)
 	seen := make(map[string]bool, len(devices))
 	for _, d := range devices {
-		name := d.Name()
+		var name string
+		if !r.call(tr, d, "Name", func() { name = d.Name() }) {
+			continue // a device without a name matches no allocator's figures
+		}
 		if seen[name] {
 			continue
 		}
 		seen[name] = true
 		m := DeviceMemory{Device: name, Reserved: reserved[name]}
 		if h, ok := d.(hardware); ok {
-			m.HardwareID = h.UUID()
+			r.call(tr, d, "UUID", func() { m.HardwareID = h.UUID() })
 		}
-		free, total, err := d.MemInfo()
+		var free, total int64
+		var err error
+		if perr := track.Guard(tr, d, "MemInfo", func() { free, total, err = d.MemInfo() }); perr != nil {
+			r.Skipped = append(r.Skipped, perr)
+			err = &tensor.DeviceError{Op: "meminfo", Device: name, Err: perr}
+		}
 		if err != nil {
 			m.Err = err
 		} else {
@@ -210,18 +239,22 @@ func (s Sources) Read(tr *track.Tracker) Reading {
 	return r
 }
 
-// addSat returns a + b, held at the int64 bounds rather than wrapping, as
-// Tracker.ReservedOn holds its sum: allocators that claim huge
-// figures on one device must not read as a negative reservation, which
-// would turn the device's split around.
-func addSat(a, b int64) int64 {
-	switch {
-	case b > 0 && a > math.MaxInt64-b:
-		return math.MaxInt64
-	case b < 0 && a < math.MinInt64-b:
-		return math.MinInt64
+// call runs f, a call of method on part, under recover (track.Guard),
+// and reports whether it returned; a panic is noted on tr and listed in
+// r.Skipped.
+func (r *Reading) call(tr *track.Tracker, part any, method string, f func()) bool {
+	if err := track.Guard(tr, part, method, f); err != nil {
+		r.Skipped = append(r.Skipped, err)
+		return false
 	}
-	return a + b
+	return true
+}
+
+// readReserved reads a.Reserved under recover, on tr when there is one
+// (Tracker.ReadReserved, which clamps a negative figure to 0).
+func readReserved(tr *track.Tracker, a track.Reserver) (device string, bytes int64, err error) {
+	err = track.Guard(tr, a, "Reserved", func() { device, bytes = a.Reserved() })
+	return device, max(bytes, 0), err
 }
 
 // split turns a device's MemInfo and what tensorlife reserves there into

@@ -108,15 +108,26 @@ func WriteSummary(w io.Writer, tr *track.Tracker, opts ...Option) error {
 	now := cfg.now()
 	var b strings.Builder
 	writeHeader(&b, tr, now)
-	writeTotals(&b, totals(tr))
+	// The parts are read first, so that the totals count a panic of
+	// theirs in this reading.
 	reading := cfg.sources.Read(tr)
+	watchers := make([]suspectsRead, 0, len(reading.Watchers))
+	for _, w := range reading.Watchers {
+		if sr, err := readSuspects(tr, w); err != nil {
+			reading.Skipped = append(reading.Skipped, err)
+		} else {
+			watchers = append(watchers, sr)
+		}
+	}
+	writeTotals(&b, totals(tr))
 	writePools(&b, reading.Pools)
 	writeCaches(&b, reading.Caches)
 	writeOwners(&b, tr.Owners())
 	writeDevices(&b, reading.Devices)
+	writeSkipped(&b, reading.Skipped)
 	writeSites(&b, tr, cfg.top)
-	for _, w := range reading.Watchers {
-		writeSuspects(&b, w, reading.Pools, now)
+	for _, sr := range watchers {
+		writeSuspects(&b, sr, reading.Pools, now)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -165,6 +176,42 @@ func writeTotals(b *strings.Builder, t track.Totals) {
 		t.StackFallbacks, t.StackMismatches, t.StackUncached))
 	row("free lines lost", fmt.Sprintf("%d (frees a double-free report cannot name)", t.FreeLinesLost))
 	row("labels truncated", fmt.Sprintf("%d tensors (labels are cut at 16 keys of 256 bytes)", t.LabelsTruncated))
+	if t.PartPanics > 0 {
+		row("part panics", fmt.Sprintf("%d (calls into code tensorlife does not own, recovered)", t.PartPanics))
+	}
+}
+
+// writeSkipped lists the sources whose figures are missing from the
+// reading because a call into them panicked.
+func writeSkipped(b *strings.Builder, skipped []error) {
+	if len(skipped) == 0 {
+		return
+	}
+	b.WriteString("\nUnread parts (a call panicked: their figures are unknown)\n")
+	for _, err := range skipped {
+		fmt.Fprintf(b, "  %s\n", clip(err.Error(), summaryWidth-2))
+	}
+}
+
+// suspectsRead is what a summary shows of one watcher, read under
+// recover.
+type suspectsRead struct {
+	rules    watch.Rules
+	ended    uint64
+	suspects []watch.Suspect
+}
+
+// readSuspects reads w's figures, each call under recover (track.Guard):
+// a watcher that panics is left out of the summary, counted on tr.
+func readSuspects(tr *track.Tracker, w SuspectSource) (sr suspectsRead, err error) {
+	if err = track.Guard(tr, w, "Rules", func() { sr.rules = w.Rules() }); err != nil {
+		return sr, err
+	}
+	if err = track.Guard(tr, w, "WindowsEnded", func() { sr.ended = w.WindowsEnded() }); err != nil {
+		return sr, err
+	}
+	err = track.Guard(tr, w, "Suspects", func() { sr.suspects = w.Suspects() })
+	return sr, err
 }
 
 func writePools(b *strings.Builder, pools []pool.Stats) {
@@ -179,14 +226,20 @@ func writePools(b *strings.Builder, pools []pool.Stats) {
 		if s.Limit > 0 {
 			limit = format.Bytes(s.Limit)
 		}
+		// A source's figures are shown clamped: none can be negative.
 		fmt.Fprintf(b, "  %-12s%14s%14s%14s%14s%14s%14s\n", clip(s.Device, 12),
-			format.Bytes(s.Reserved), format.Bytes(s.Active), format.Bytes(s.Cached),
-			format.Bytes(s.PeakReserved), format.Bytes(s.PeakActive), limit)
+			bytesOf(s.Reserved), bytesOf(s.Active), bytesOf(s.Cached),
+			bytesOf(s.PeakReserved), bytesOf(s.PeakActive), limit)
 		// Two lines, so that counters of any size stay within 100 columns.
-		fmt.Fprintf(b, "  %-12shits %d, misses %d, evictions %d, OOMs %d\n", "", s.Hits, s.Misses, s.Evictions, s.OOMs)
-		fmt.Fprintf(b, "  %-12sdevice allocs %d, device frees %d\n", "", s.DeviceAllocs, s.DeviceFrees)
+		fmt.Fprintf(b, "  %-12shits %d, misses %d, evictions %d, OOMs %d\n", "",
+			max(s.Hits, 0), max(s.Misses, 0), max(s.Evictions, 0), max(s.OOMs, 0))
+		fmt.Fprintf(b, "  %-12sdevice allocs %d, device frees %d\n", "", max(s.DeviceAllocs, 0), max(s.DeviceFrees, 0))
 	}
 }
+
+// bytesOf formats a byte figure that cannot be negative, a negative one
+// (from a source that says so) as 0 B.
+func bytesOf(n int64) string { return format.Bytes(max(n, 0)) }
 
 func writeCaches(b *strings.Builder, caches []mask.CacheStats) {
 	if len(caches) == 0 {
@@ -203,7 +256,7 @@ func writeCaches(b *strings.Builder, caches []mask.CacheStats) {
 			budget = format.Bytes(s.MaxBytes)
 		}
 		fmt.Fprintf(b, "  %-16s%13s%13s%10d%12d%12d%12d\n", clip(s.Name, 16),
-			format.Bytes(s.Bytes), budget, s.Entries, s.Hits, s.Misses, s.Evictions)
+			bytesOf(s.Bytes), budget, max(s.Entries, 0), max(s.Hits, 0), max(s.Misses, 0), max(s.Evictions, 0))
 	}
 }
 
@@ -290,8 +343,8 @@ func writeSites(b *strings.Builder, tr *track.Tracker, top int) {
 	}
 }
 
-func writeSuspects(b *strings.Builder, w SuspectSource, pools []pool.Stats, now time.Time) {
-	r := w.Rules()
+func writeSuspects(b *strings.Builder, w suspectsRead, pools []pool.Stats, now time.Time) {
+	r := w.rules
 	window := "1 tick"
 	if r.Every > 0 {
 		window = r.Every.String()
@@ -299,8 +352,8 @@ func writeSuspects(b *strings.Builder, w SuspectSource, pools []pool.Stats, now 
 		window = strconv.Itoa(r.Ticks) + " ticks"
 	}
 	fmt.Fprintf(b, "\nLeak suspects (window %s; outlived bytes grew in %d of %d windows by over %s; %d windows ended)\n",
-		window, r.MostOf, r.Windows, format.Bytes(r.MinGrowth), w.WindowsEnded())
-	suspects := w.Suspects()
+		window, r.MostOf, r.Windows, format.Bytes(r.MinGrowth), w.ended)
+	suspects := w.suspects
 	if len(suspects) == 0 {
 		b.WriteString("  none\n")
 		return
@@ -341,7 +394,7 @@ func writeSuspects(b *strings.Builder, w SuspectSource, pools []pool.Stats, now 
 				plural(refused, "allocation"), s.Device), summaryWidth-heldIndent))
 		case s.RunsOutIn > 0:
 			fmt.Fprintf(b, "%*s%s\n", heldIndent, "", clip(fmt.Sprintf("%s: the %s on %s, %s left, forecast %s",
-				s.Forecast(), s.HeadroomOf, s.Device, format.Bytes(s.Headroom),
+				s.Forecast(), s.HeadroomOf, s.Device, bytesOf(s.Headroom),
 				s.ForecastAt.UTC().Format("15:04:05")), summaryWidth-heldIndent))
 		}
 	}
@@ -374,6 +427,9 @@ func plural(n int64, noun string) string {
 // frame that tells it apart from another listed site with the same line
 // (one line reached from two callers), if there is one.
 func writeVia(b *strings.Builder, s *track.Site, listed []*track.Site, indent, room int) {
+	if s == nil {
+		return
+	}
 	via, ok := s.DistinctFrame(listed)
 	if !ok {
 		return
@@ -384,7 +440,12 @@ func writeVia(b *strings.Builder, s *track.Site, listed []*track.Site, indent, r
 // siteLine renders a site as "pkg.Function (file.go:line)" in at most room
 // columns, cutting the function's left end first: its last element and the
 // file name are what a reader looks for.
-func siteLine(s *track.Site, room int) string { return frameLine("", s.Location(), room) }
+func siteLine(s *track.Site, room int) string {
+	if s == nil { // a source's suspect that names no site
+		return "an unknown site"
+	}
+	return frameLine("", s.Location(), room)
+}
 
 // frameLine renders f as siteLine renders a site, after prefix.
 func frameLine(prefix string, f track.Frame, room int) string {

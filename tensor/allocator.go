@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"math"
 	"sync/atomic"
 
 	"github.com/tensorlife/tensorlife/internal/counter"
@@ -17,18 +18,25 @@ import (
 // as tensorlife's.
 type DeviceAllocator struct {
 	dev     Device
+	name    string // dev.Name() at NewDeviceAllocator
 	tracker *track.Tracker
 	id      uint32
 	books   books
 }
 
 // NewDeviceAllocator returns an allocator over dev that records tensors in
-// tracker; a nil tracker leaves tensors from it untracked.
+// tracker; a nil tracker leaves tensors from it untracked. It reads dev's
+// name once, here: a Name that panics returns a *DeviceError matching
+// ErrPanic.
 func NewDeviceAllocator(dev Device, tracker *track.Tracker) (*DeviceAllocator, error) {
 	if dev == nil {
 		return nil, fmt.Errorf("%w: nil device", ErrNilAllocator)
 	}
-	a := &DeviceAllocator{dev: dev, tracker: tracker, id: counter.NewAllocatorID()}
+	name, err := deviceName(tracker, dev)
+	if err != nil {
+		return nil, err
+	}
+	a := &DeviceAllocator{dev: dev, name: name, tracker: tracker, id: counter.NewAllocatorID()}
 	track.Attach(tracker, a)
 	return a, nil
 }
@@ -46,12 +54,12 @@ type AllocatorStats struct {
 }
 
 // Stats reports the bytes and blocks the allocator holds from the device.
-func (a *DeviceAllocator) Stats() AllocatorStats { return a.books.stats(a.dev.Name()) }
+func (a *DeviceAllocator) Stats() AllocatorStats { return a.books.stats(a.name) }
 
 // Reserved returns the device's name and the bytes the allocator holds
 // there (a DeviceAllocator is a track.Reserver).
 func (a *DeviceAllocator) Reserved() (device string, bytes int64) {
-	return a.dev.Name(), a.books.reserved.Load()
+	return a.name, a.books.reserved.Load()
 }
 
 // Device returns the device allocations come from.
@@ -60,11 +68,15 @@ func (a *DeviceAllocator) Device() Device { return a.dev }
 // Headroom returns no budget and the device's free memory (-1 if MemInfo
 // fails), for the watcher's forecasts (track.Headroomer).
 func (a *DeviceAllocator) Headroom() (budget, left int64) {
-	free, _, err := a.dev.MemInfo()
+	var free int64
+	err := deviceCall(a.tracker, a.dev, "MemInfo", "meminfo", a.name, 0, func() (err error) {
+		free, _, err = a.dev.MemInfo()
+		return err
+	})
 	if err != nil {
 		return 0, -1
 	}
-	return 0, free
+	return 0, max(free, 0)
 }
 
 // Tracker returns the tracker tensors are recorded in; nil if untracked.
@@ -75,11 +87,21 @@ func (a *DeviceAllocator) Allocate(bytes int64) (Block, error) {
 	if bytes <= 0 {
 		return Block{}, fmt.Errorf("%w: allocate %d bytes", ErrInvalidSize, bytes)
 	}
-	p, err := a.dev.Alloc(bytes)
+	held, ok := a.books.reserve(bytes)
+	if !ok {
+		return Block{}, &OOMError{Device: a.name, Requested: bytes, DeviceFree: -1, Outside: -1, Reason: "device",
+			Err: fmt.Errorf("the allocator would hold more than 2^63-1 bytes")}
+	}
+	var p DevicePtr
+	err := deviceCall(a.tracker, a.dev, "Alloc", "alloc", a.name, bytes, func() (err error) {
+		p, err = a.dev.Alloc(bytes)
+		return err
+	})
 	if err != nil {
+		a.books.unreserve(bytes)
 		return Block{}, err
 	}
-	a.books.add(bytes)
+	a.books.add(held)
 	return Block{Ptr: p, Size: bytes, Tag: uint64(a.id) << 32}, nil
 }
 
@@ -88,7 +110,9 @@ func (a *DeviceAllocator) Release(b Block) error {
 	if uint32(b.Tag>>32) != a.id {
 		return fmt.Errorf("%w: block %#x", ErrForeignBlock, uintptr(b.Ptr))
 	}
-	if err := a.dev.Free(b.Ptr, b.Size); err != nil {
+	if err := deviceCall(a.tracker, a.dev, "Free", "free", a.name, b.Size, func() error {
+		return a.dev.Free(b.Ptr, b.Size)
+	}); err != nil {
 		return err
 	}
 	a.books.remove(b.Size)
@@ -102,10 +126,31 @@ type books struct {
 	allocs, frees  atomic.Int64
 }
 
-// add counts an allocation of bytes.
-func (b *books) add(bytes int64) {
+// reserve counts bytes as held before the device is asked, as a pool
+// reserves against its budget, and returns what is then held; it reports
+// false, counting nothing, when
+// that would take the books past math.MaxInt64: only a device that hands
+// out more memory than exists gets there, and the books never wrap.
+func (b *books) reserve(bytes int64) (held int64, ok bool) {
+	for {
+		r := b.reserved.Load()
+		if bytes > math.MaxInt64-r {
+			return r, false
+		}
+		if b.reserved.CompareAndSwap(r, r+bytes) {
+			return r + bytes, true
+		}
+	}
+}
+
+// unreserve takes back a reservation whose allocation failed.
+func (b *books) unreserve(bytes int64) { b.reserved.Add(-bytes) }
+
+// add counts an allocation reserved and made, held the bytes reserve
+// returned.
+func (b *books) add(held int64) {
 	b.allocs.Add(1)
-	counter.RaisePeak(&b.peak, b.reserved.Add(bytes))
+	counter.RaisePeak(&b.peak, held)
 }
 
 // remove counts the release of an allocation of bytes.

@@ -40,7 +40,9 @@ func (t *Tensor) copyFromHost(off int64, src []byte, whole bool) error {
 	if len(src) == 0 {
 		return nil
 	}
-	err := t.Device().CopyToDevice(t.blk().mem.Ptr.Add(t.offset()+off), src)
+	err := t.onDevice("CopyToDevice", "copy to device", int64(len(src)), func(d Device) error {
+		return d.CopyToDevice(t.blk().mem.Ptr.Add(t.offset()+off), src)
+	})
 	// t must stay reachable until the copy is done: otherwise a handle the
 	// caller drops right after this call could be found leaked mid-copy and
 	// its memory handed to another tensor.
@@ -55,7 +57,9 @@ func (t *Tensor) copyToHost(off int64, dst []byte, whole bool) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	err := t.Device().CopyToHost(dst, t.blk().mem.Ptr.Add(t.offset()+off))
+	err := t.onDevice("CopyToHost", "copy to host", int64(len(dst)), func(d Device) error {
+		return d.CopyToHost(dst, t.blk().mem.Ptr.Add(t.offset()+off))
+	})
 	runtime.KeepAlive(t) // see copyFromHost
 	return err
 }
@@ -68,7 +72,9 @@ func (t *Tensor) Fill(value byte) error {
 	if t.Bytes() == 0 {
 		return nil
 	}
-	err := t.Device().Memset(t.blk().mem.Ptr.Add(t.offset()), value, t.Bytes())
+	err := t.onDevice("Memset", "memset", t.Bytes(), func(d Device) error {
+		return d.Memset(t.blk().mem.Ptr.Add(t.offset()), value, t.Bytes())
+	})
 	runtime.KeepAlive(t) // see copyFromHost
 	return err
 }

@@ -45,6 +45,11 @@ var (
 	// ErrNoDevice means a device could not be opened: no driver, no GPU, or a
 	// binary built without the device's support.
 	ErrNoDevice = errors.New("tensor: device unavailable")
+	// ErrPanic means a device's or an allocator's method panicked and
+	// tensorlife recovered it: the call fails with a *DeviceError whose
+	// cause is a *track.PanicError naming the method. It is
+	// track.ErrPanic.
+	ErrPanic = track.ErrPanic
 )
 
 // DeviceError is a failure reported by a device driver, with the operation,
@@ -52,7 +57,7 @@ var (
 // this package's sentinels (ErrOutOfMemory, ErrInvalidPointer, ...) where one
 // applies, and the driver's own error otherwise.
 type DeviceError struct {
-	Op     string // "alloc", "free", "copy to device", "copy to host", "memset", "meminfo"
+	Op     string // "alloc", "free", "copy to device", "copy to host", "memset", "meminfo", "name"
 	Device string // Device.Name()
 	Bytes  int64  // size of the request; 0 where it does not apply
 	Err    error  // the cause

@@ -314,8 +314,15 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 			return nil, err
 		}
 	}
+	name, err := allocDeviceName(tr, alloc) // foreign code, under recover (guard.go)
+	if err != nil {
+		if bytes > 0 {
+			err = errors.Join(err, alloc.Release(b.mem))
+		}
+		return nil, err
+	}
 	// The shape is copied here, once per distinct value: shared after.
-	b.rec.Meta = internMeta(kind, alloc.Device().Name(), dt, shape)
+	b.rec.Meta = internMeta(kind, name, dt, shape)
 	if o != nil {
 		if bytes > 0 {
 			runtime.SetFinalizer(o, (*ownedTensor).collected)

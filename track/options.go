@@ -111,7 +111,8 @@ func ReclaimLeaks(reclaim bool) Option {
 	})
 }
 
-// Logger sets the logger of the default leak report (default slog.Default()).
+// Logger sets the logger of the default leak report and of the panics
+// recovered from parts (NotePanic); default slog.Default().
 func Logger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {

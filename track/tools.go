@@ -4,11 +4,12 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"math"
 	"runtime"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/tensorlife/tensorlife/internal/counter"
 )
 
 // This file holds what allocators and tools read of a tracker beyond what
@@ -42,15 +43,13 @@ type Headroomer interface {
 func (t *Tracker) Allocators() []Reserver { return PartsOf[Reserver](t) }
 
 // ReservedOn returns what t's attached allocators hold on device,
-// saturating at math.MaxInt64: tensorlife's memory there.
+// saturating at math.MaxInt64: tensorlife's memory there. An allocator
+// whose Reserved panics is left out (ReadReserved).
 func (t *Tracker) ReservedOn(device string) int64 {
 	var sum int64
 	for _, a := range t.Allocators() {
-		if d, bytes := a.Reserved(); d == device && bytes > 0 {
-			if bytes > math.MaxInt64-sum {
-				return math.MaxInt64 // a sum of huge claims never wraps
-			}
-			sum += bytes
+		if d, bytes, ok := t.ReadReserved(a); ok && d == device {
+			sum = counter.AddSat(sum, bytes) // a sum of huge claims never wraps
 		}
 	}
 	return sum

@@ -264,6 +264,7 @@ type Tracker struct {
 	handles      atomic.Pointer[HandleFinder] // package tensor's registry of handles (FindHandlesWith)
 	requests     requestBook                  // the open requests, settled by readers (requestbook.go)
 	owners       ownerRegistry                // the owners tensors were handed to (owner.go)
+	panics       partPanics                   // panics recovered from parts' code (panics.go)
 }
 
 // New returns an isolated Tracker.
@@ -528,6 +529,7 @@ type Totals struct {
 	StackUncached    int64 // captures past a full walk cache, served by runtime.Callers
 	FreeLinesLost    int64 // frees whose line the full free-line table lost
 	HelpersUnmatched int   // HelperFunctions names no stack has matched yet
+	PartPanics       int64 // calls into code tensorlife does not own that panicked, recovered (NotePanic)
 	events           [numEventKinds]int64
 }
 
@@ -577,12 +579,13 @@ func (t *Tracker) Totals() Totals {
 		FreeLinesLost:   t.freeLinesLost.Load(),
 
 		HelpersUnmatched: t.cfg.helpers.unmatched(),
+		PartPanics:       t.panics.count.Load(),
 	}
 	// Summed from the sites when asked, not kept tracker-wide: a shared
 	// counter would be one more contended cache line on the record path.
 	for _, s := range t.stacks.sites() {
-		tt.OutlivedCount += s.outlivedCount.Load()
-		tt.OutlivedBytes += s.outlivedBytes.Load()
+		tt.OutlivedCount = counter.AddSat(tt.OutlivedCount, max(s.outlivedCount.Load(), 0))
+		tt.OutlivedBytes = counter.AddSat(tt.OutlivedBytes, max(s.outlivedBytes.Load(), 0))
 	}
 	for i := range tt.events {
 		tt.events[i] = t.events[i].Load()

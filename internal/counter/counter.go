@@ -1,10 +1,16 @@
 // Package counter holds what the hot structures of tensor, pool and track
 // share to count without contention: the cache-line size their counters
-// are padded to, high-water marks raised in place, and the process-unique
-// identities allocators stamp into their blocks.
+// are padded to, high-water marks raised in place, the process-unique
+// identities allocators stamp into their blocks, and totals that saturate
+// rather than wrap.
 package counter
 
-import "sync/atomic"
+import (
+	"math"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+)
 
 // CacheLine is the cache-line size, in bytes, that padding assumes, so that
 // a counter or a lock that goroutines on different cores update does not
@@ -39,3 +45,55 @@ var nextAllocatorID atomic.Uint32
 // allocator that did not hand it out is caught. Package tensor's
 // DeviceAllocator and package pool draw from the same counter.
 func NewAllocatorID() uint32 { return nextAllocatorID.Add(1) }
+
+// AddSat returns a + b held at the int64 bounds rather than wrapping: a
+// total of figures that parts report (the bytes several allocators claim
+// on one device) saturates instead of turning negative.
+func AddSat(a, b int64) int64 {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
+		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
+	}
+	return a + b
+}
+
+// Total is a sum of int64 figures kept exactly past the int64 range (in
+// 128 bits), read held at the int64 bounds: adding and then removing
+// figures that together pass math.MaxInt64 leaves it exact, where a
+// saturating int64 would not come back down. It takes a lock, for totals
+// off the hot path (the memory adopted on a device). The zero value is 0;
+// it must not be copied after first use. Safe for concurrent use.
+type Total struct {
+	mu sync.Mutex
+	hi int64  // the high word of a two's-complement 128-bit sum
+	lo uint64 // its low word
+}
+
+// Add adds n and returns the sum, saturated (Load).
+func (t *Total) Add(n int64) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var carry uint64
+	t.lo, carry = bits.Add64(t.lo, uint64(n), 0)
+	t.hi += n>>63 + int64(carry) // n's sign extended into the high word
+	return t.loadLocked()
+}
+
+// Load returns the sum, held at math.MaxInt64 and math.MinInt64.
+func (t *Total) Load() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.loadLocked()
+}
+
+func (t *Total) loadLocked() int64 {
+	switch {
+	case t.hi > 0 || (t.hi == 0 && t.lo > math.MaxInt64):
+		return math.MaxInt64
+	case t.hi < -1 || (t.hi == -1 && t.lo < 1<<63):
+		return math.MinInt64
+	}
+	return int64(t.lo)
+}

@@ -2,6 +2,7 @@ package counter_test
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -63,4 +64,49 @@ func ExampleRaisePeak() {
 	}
 	fmt.Println(high.Load())
 	// Output: 7
+}
+
+func TestAddSatHoldsAtTheBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a, b int64
+		want int64
+	}{
+		{"small", 2, 3, 5},
+		{"past the top", math.MaxInt64 - 1, 2, math.MaxInt64},
+		{"two halves", 1 << 62, 1 << 62, math.MaxInt64},
+		{"past the bottom", math.MinInt64 + 1, -2, math.MinInt64},
+		{"back down", math.MaxInt64, -1, math.MaxInt64 - 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, counter.AddSat(tc.a, tc.b))
+		})
+	}
+}
+
+func TestTotalIsExactPastTheRange(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		adds  []int64
+		after int64 // the saturated reading after every add
+	}{
+		{"in range", []int64{5, -3}, 2},
+		{"two adoptions of 2^62", []int64{1 << 62, 1 << 62}, math.MaxInt64},
+		{"past and back", []int64{1 << 62, 1 << 62, 1 << 62, -(1 << 62), -(1 << 62)}, 1 << 62},
+		{"four of MaxInt64 and back to 1", []int64{math.MaxInt64, math.MaxInt64, math.MaxInt64, math.MaxInt64,
+			-math.MaxInt64, -math.MaxInt64, -math.MaxInt64, -math.MaxInt64 + 1}, 1},
+		{"below the bottom", []int64{math.MinInt64, -1}, math.MinInt64},
+		{"below and back", []int64{math.MinInt64, -5, 5}, math.MinInt64},
+		{"to zero", []int64{1 << 62, 1 << 62, -(1 << 62), -(1 << 62)}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tot counter.Total
+			var got int64
+			for _, n := range tc.adds {
+				got = tot.Add(n)
+			}
+			assert.Equal(t, tc.after, got)
+			assert.Equal(t, tc.after, tot.Load())
+		})
+	}
 }

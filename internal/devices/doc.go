@@ -50,4 +50,10 @@
 // straight to the wrapped device once the pointer checks pass. A Faulty is
 // safe for concurrent use; its bookkeeping takes one mutex, which is fine
 // for tests.
+//
+// # A device that panics
+//
+// Hostile wraps a tensor.Device with chosen methods panicking (Name,
+// Alloc, Free, MemInfo, the copies, Memset, UUID), for the tests that hold
+// tensorlife to calling a device only under recover.
 package devices

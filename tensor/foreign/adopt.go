@@ -95,10 +95,9 @@ func Adopt(ctx context.Context, tracker *track.Tracker, mem Memory, spec tensor.
 		return nil, fmt.Errorf("%w: foreign.Adopt: %v%v needs %d bytes of a %d-byte allocation",
 			tensor.ErrSizeMismatch, spec.DType, spec.Shape, need, mem.Bytes)
 	}
-	name := mem.Device.Name()
-	_, total, err := mem.Device.MemInfo()
+	name, total, err := deviceFigures(tracker, mem)
 	if err != nil {
-		return nil, &tensor.DeviceError{Op: "meminfo", Device: name, Bytes: mem.Bytes, Err: err}
+		return nil, err
 	}
 	if mem.Bytes > total {
 		return nil, fmt.Errorf("%w: foreign.Adopt: Memory.Bytes %d is more than %s's total memory, %d bytes",
@@ -107,7 +106,7 @@ func Adopt(ctx context.Context, tracker *track.Tracker, mem Memory, spec tensor.
 	if spec.Kind == "" {
 		spec.Kind = Kind
 	}
-	a := &adoption{books: adoptionBooks(tracker, mem.Device), tracker: tracker, mem: mem,
+	a := &adoption{books: adoptionBooks(tracker, name), tracker: tracker, mem: mem, name: name,
 		live: adoptionsOf(mem.Device)}
 	if err := a.register(total); err != nil {
 		return nil, err
@@ -139,6 +138,7 @@ type adoption struct {
 	books   *books // nil for an untracked adoption: nobody reads them
 	tracker *track.Tracker
 	mem     Memory
+	name    string                // mem.Device.Name() at Adopt
 	live    *tensor.LiveAdoptions // the device's live adoptions; nil if it keeps none
 	handed  atomic.Bool           // Allocate has handed the memory out
 	owned   atomic.Bool           // Adopt succeeded: Release must release
@@ -156,10 +156,10 @@ func (a *adoption) register(total int64) error {
 		return nil
 	case clash.Bytes > 0:
 		return fmt.Errorf("%w: foreign.Adopt: %d bytes at %#x overlap the %d bytes at %#x adopted on %s",
-			ErrAlreadyAdopted, s.Bytes, s.Ptr, clash.Bytes, clash.Ptr, a.mem.Device.Name())
+			ErrAlreadyAdopted, s.Bytes, s.Ptr, clash.Bytes, clash.Ptr, a.name)
 	default:
 		return fmt.Errorf("%w: foreign.Adopt: Memory.Bytes %d is more than the %d bytes that the live adoptions on %s (%d bytes) leave of its total memory",
-			tensor.ErrInvalidSize, s.Bytes, max(total-held, 0), a.mem.Device.Name(), held)
+			tensor.ErrInvalidSize, s.Bytes, max(total-held, 0), a.name, held)
 	}
 }
 
@@ -196,14 +196,14 @@ func (a *adoption) Release(b tensor.Block) error {
 		a.books.remove(a.mem.Bytes)
 	}
 	a.live.Remove(a.mem.Ptr)
-	err := callRelease(a.mem.Release, a.mem.Ptr)
+	err := callRelease(a.tracker, a.mem.Release, a.mem.Ptr)
 	if err == nil {
 		return nil
 	}
 	if a.books != nil {
 		a.books.failed(err)
 	}
-	return &tensor.DeviceError{Op: "release adopted", Device: a.mem.Device.Name(), Bytes: a.mem.Bytes, Err: err}
+	return &tensor.DeviceError{Op: "release adopted", Device: a.name, Bytes: a.mem.Bytes, Err: err}
 }
 
 // QueueDropped is how package tensor hands over a tensor whose last handle

@@ -15,13 +15,14 @@ var (
 	ErrAlreadyAdopted = fmt.Errorf("foreign: memory already adopted: %w", tensor.ErrInvalidPointer)
 	// ErrPanic means a Memory.Release panicked; tensorlife recovered the
 	// panic. The *PanicError that matches it holds the panic's value and
-	// stack.
+	// stack, and matches tensor.ErrPanic too, as a panic of the device's
+	// methods in Adopt does.
 	ErrPanic = errors.New("foreign: release function panicked")
 )
 
 // PanicError is a panic that tensorlife recovered from a Memory.Release:
-// foreign code must not take the process down. It matches ErrPanic, and
-// unwraps to the panic's value when that is an error.
+// foreign code must not take the process down. It matches ErrPanic and
+// tensor.ErrPanic, and unwraps to the panic's value when that is an error.
 type PanicError struct {
 	Func  string // what panicked: "Memory.Release"
 	Value any    // what was passed to panic
@@ -35,8 +36,8 @@ func (e *PanicError) Error() string {
 	return fmt.Sprintf("foreign: %s panicked: %s", e.Func, clipText(fmt.Sprint(e.Value), 256))
 }
 
-// Is reports whether target is ErrPanic.
-func (e *PanicError) Is(target error) bool { return target == ErrPanic }
+// Is reports whether target is ErrPanic or tensor.ErrPanic.
+func (e *PanicError) Is(target error) bool { return target == ErrPanic || target == tensor.ErrPanic }
 
 // Unwrap returns the panic's value if it is an error, so that a panic with
 // a sentinel still matches it.

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
 )
 
 // Release functions (Memory.Release) are foreign code: a panic in one must
@@ -16,17 +17,39 @@ import (
 // them (see the package doc).
 
 // callRelease calls release(p), returning its error or, if it panicked, a
-// *PanicError. A release that calls runtime.Goexit ends the calling
-// goroutine, as it would anywhere.
-func callRelease(release func(tensor.DevicePtr) error, p tensor.DevicePtr) (err error) {
+// *PanicError, which it counts on tr unless tr is nil (Tracker.NotePanic).
+// A release that calls runtime.Goexit ends the calling goroutine, as it
+// would anywhere.
+func callRelease(tr *track.Tracker, release func(tensor.DevicePtr) error, p tensor.DevicePtr) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			stack := debug.Stack()
 			err = &PanicError{Func: "Memory.Release", Value: v,
 				Stack: string(stack[:min(len(stack), maxPanicStack)])}
+			if tr != nil {
+				tr.NotePanic("foreign.Memory", "Release", v)
+			}
 		}
 	}()
 	return release(p)
+}
+
+// deviceFigures reads the name and total memory of mem's device for
+// Adopt, each call under recover (track.Guard): a device whose Name or
+// MemInfo panics fails the Adopt with a *tensor.DeviceError matching
+// ErrPanic and tensor.ErrPanic, and the memory stays the caller's.
+func deviceFigures(tr *track.Tracker, mem Memory) (name string, total int64, err error) {
+	dev := mem.Device
+	if perr := track.Guard(tr, dev, "Name", func() { name = dev.Name() }); perr != nil {
+		return "", 0, &tensor.DeviceError{Op: "name", Bytes: mem.Bytes, Err: perr}
+	}
+	if perr := track.Guard(tr, dev, "MemInfo", func() { _, total, err = dev.MemInfo() }); perr != nil {
+		err = perr
+	}
+	if err != nil {
+		return name, 0, &tensor.DeviceError{Op: "meminfo", Device: name, Bytes: mem.Bytes, Err: err}
+	}
+	return name, total, nil
 }
 
 // isPanic reports whether err is a recovered panic.

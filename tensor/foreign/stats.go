@@ -66,9 +66,13 @@ func Adoptions(tr *track.Tracker) []Stats {
 // bytes are the adopted bytes not yet released. It lives as long as its
 // tracker, on the tracker's shelf (track.Local).
 type books struct {
-	device         string
-	reserved, peak atomic.Int64
-	allocs, frees  atomic.Int64
+	device string
+	// reserved is exact past the int64 range and read saturated: adopted
+	// memory is another library's claim, and two of 2^62 bytes on one
+	// device name must read as MaxInt64, not wrap to a negative total.
+	reserved      counter.Total
+	peak          atomic.Int64
+	allocs, frees atomic.Int64
 	// pending counts dropped adoptions whose Release is queued or running;
 	// failures counts the Release calls that returned an error, panics
 	// those that panicked.
@@ -110,14 +114,13 @@ func (b *books) stats() tensor.AllocatorStats {
 		Blocks: allocs - frees, Allocs: allocs, Frees: frees}
 }
 
-// adoptionBooks finds the books of adoptions on dev in tracker, or makes
-// and attaches them; nil for a nil tracker, whose adoptions no report
-// counts.
-func adoptionBooks(tracker *track.Tracker, dev tensor.Device) *books {
+// adoptionBooks finds the books of adoptions on the device named name in
+// tracker, or makes and attaches them; nil for a nil tracker, whose
+// adoptions no report counts.
+func adoptionBooks(tracker *track.Tracker, name string) *books {
 	if tracker == nil {
 		return nil
 	}
-	name := dev.Name()
 	shelf := shelfOf(tracker)
 	shelf.mu.Lock()
 	defer shelf.mu.Unlock()

@@ -132,14 +132,19 @@ func (w *Watcher) headroom(device string) (left int64, of string, scale float64)
 	var free, held int64
 	haveFree := false
 	for _, a := range w.tr.Allocators() {
-		if d, _ := a.Reserved(); d != device {
-			continue
-		}
 		h, ok := a.(track.Headroomer)
 		if !ok {
 			continue
 		}
-		switch budget, l := h.Headroom(); {
+		// Each part's answer is read under recover and clamped
+		// (Tracker.ReadReserved, ReadHeadroom): one that panics is counted
+		// and left out, and the forecast goes on without its figure.
+		if d, _, ok := w.tr.ReadReserved(a); !ok || d != device {
+			continue
+		}
+		budget, l, ok := w.tr.ReadHeadroom(h)
+		switch {
+		case !ok:
 		case budget > 0:
 			if of != HeadroomPoolBudget || l < left {
 				left, of, held = l, HeadroomPoolBudget, budget-l

@@ -1,0 +1,51 @@
+package tensor
+
+import "github.com/tensorlife/tensorlife/track"
+
+// A Device and an Allocator given to tensorlife are code it does not own:
+// each call this package makes into a device (a DeviceAllocator's, a
+// tensor's copies and fill) runs under recover (track.Guard). A method
+// that panics fails its one call with a *DeviceError that matches
+// ErrPanic, counted on the tracker (track.Totals.PartPanics), and nothing
+// is counted for the operation that did not happen.
+
+// deviceCall runs f, a call of method on dev, under recover, and returns
+// f's error, or the panic as a *DeviceError of op on the device named name
+// for bytes bytes.
+func deviceCall(tr *track.Tracker, dev Device, method, op, name string, bytes int64, f func() error) (err error) {
+	if perr := track.Guard(tr, dev, method, func() { err = f() }); perr != nil {
+		return &DeviceError{Op: op, Device: name, Bytes: bytes, Err: perr}
+	}
+	return err
+}
+
+// deviceName reads dev's name under recover.
+func deviceName(tr *track.Tracker, dev Device) (name string, err error) {
+	err = deviceCall(tr, dev, "Name", "name", "", 0, func() error { name = dev.Name(); return nil })
+	return name, err
+}
+
+// onDevice runs f on the tensor's device, both the allocator's Device and
+// f under recover; op and bytes name the operation in a panic's error.
+func (t *Tensor) onDevice(method, op string, bytes int64, f func(Device) error) error {
+	b := t.blk()
+	tr := b.tracker()
+	name := ""
+	if b.rec.Meta != nil {
+		name = b.rec.Meta.Device
+	}
+	var dev Device
+	if perr := track.Guard(tr, b.alloc, "Device", func() { dev = b.alloc.Device() }); perr != nil {
+		return &DeviceError{Op: op, Device: name, Bytes: bytes, Err: perr}
+	}
+	return deviceCall(tr, dev, method, op, name, bytes, func() error { return f(dev) })
+}
+
+// allocDeviceName reads the name of alloc's device, both calls under
+// recover, for New.
+func allocDeviceName(tr *track.Tracker, alloc Allocator) (name string, err error) {
+	if perr := track.Guard(tr, alloc, "Device", func() { name = alloc.Device().Name() }); perr != nil {
+		return "", &DeviceError{Op: "name", Err: perr}
+	}
+	return name, nil
+}
