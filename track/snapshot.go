@@ -363,7 +363,8 @@ func (gr *grouper) groupLabels(l Labels) Labels {
 	if !gr.byKeys {
 		return l
 	}
-	var kv []string
+	var buf [2 * maxLabelKeys]string // l holds no more: kv stays off the heap
+	kv := buf[:0]
 	for _, k := range gr.keys {
 		if v, ok := l.Get(k); ok {
 			kv = append(kv, k, v)
@@ -440,14 +441,10 @@ func (gr *grouper) addOther(site *Site, count, bytes int64) {
 // finish returns the groups in order and adds their live figures to their
 // sites in bySite, making the entries it lacks.
 func (gr *grouper) finish(bySite map[*Site]*SiteStats) []Group {
-	order := make([]int32, gr.n)
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortFunc(order, func(a, b int32) int { return entryOrder(gr.at(a), gr.at(b)) })
+	order := gr.sorted()
 	out := make([]Group, len(order))
-	for i, at := range order {
-		e := gr.at(at)
+	for i, k := range order {
+		e := gr.at(k.at)
 		var oldest time.Time
 		if e.oldest != noTime {
 			oldest = gr.base.Add(time.Duration(e.oldest))
@@ -467,6 +464,86 @@ func (gr *grouper) finish(bySite map[*Site]*SiteStats) []Group {
 		st.add(g)
 	}
 	return out
+}
+
+// sortKey is an entry to sort: its index and a prefix of what breaks its
+// ties (see sorted).
+type sortKey struct {
+	tie uint64
+	at  int32
+}
+
+// sorted returns the entries' indexes in the order of groups (entryOrder).
+//
+// Where groups are told apart by one label key (a request id), most of
+// them tie on everything but its value, and comparing values that sit
+// behind two pointers each took most of the sort. Each key then carries
+// eight bytes of its value, after the prefix every value shares, big-end
+// first and padded with zeros: two groups that tie up to their labels and
+// differ in those bytes are ordered by them, as comparing the values
+// would order them, and any other pair is compared whole.
+func (gr *grouper) sorted() []sortKey {
+	keys := make([]sortKey, gr.n)
+	for i := range keys {
+		keys[i].at = int32(i)
+	}
+	ties := gr.byKeys && len(gr.keys) == 1
+	if ties {
+		shared := -1 // the length of the prefix all values share
+		var first string
+		for i := range gr.n {
+			v, ok := soleValue(gr.at(i).labels)
+			switch {
+			case !ok:
+			case shared < 0:
+				first, shared = v, len(v)
+			default:
+				shared = min(shared, len(v))
+				for j := 0; j < shared; j++ {
+					if v[j] != first[j] {
+						shared = j
+					}
+				}
+			}
+		}
+		for i := range keys {
+			if v, ok := soleValue(gr.at(int32(i)).labels); ok {
+				keys[i].tie = prefix8(v[shared:])
+			}
+		}
+	}
+	slices.SortFunc(keys, func(a, b sortKey) int {
+		ea, eb := gr.at(a.at), gr.at(b.at)
+		if c := cmp.Or(cmp.Compare(ea.site.id, eb.site.id), cmp.Compare(eb.bytes, ea.bytes)); c != 0 {
+			return c
+		}
+		if ties && ea.meta == eb.meta && ea.other == eb.other && a.tie != b.tie {
+			return cmp.Compare(a.tie, b.tie) // tied up to the labels, told apart by their values' bytes
+		}
+		return entryOrder(ea, eb)
+	})
+	return keys
+}
+
+// soleValue returns the value of l's one pair, false if l has none.
+func soleValue(l Labels) (string, bool) {
+	if l.set == nil || len(l.set.kv) != 2 {
+		return "", false
+	}
+	return l.set.kv[1], true
+}
+
+// prefix8 returns the first eight bytes of s as a big-endian number, zeros
+// past its end: prefix8(a) < prefix8(b) only where a < b.
+func prefix8(s string) uint64 {
+	var p uint64
+	for i := range 8 {
+		p <<= 8
+		if i < len(s) {
+			p |= uint64(s[i])
+		}
+	}
+	return p
 }
 
 // entryOrder is the order of groups (sortGroups) on their entries.
