@@ -192,7 +192,7 @@
 // where merging two profiles took 1.1 GiB. The snapshots themselves are
 // the tracker's, grouped by the labels shown, and cost their groups (about
 // 230 bytes each while taken): the handler's whole answer of 200k ids
-// allocates about 50 MiB, of 1M about 240 (BenchmarkLabelKeysProfile). The
+// allocates about 52 MiB, of 1M about 250 (BenchmarkLabelKeysProfile). The
 // text view (?debug=1) shows no label, and groups by none.
 // Symbolizing happens once per site for the tracker's life. Every function
 // here is safe for concurrent use.
