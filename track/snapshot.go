@@ -172,10 +172,9 @@ func (f Filter) admits(c candidate, req *request) bool {
 // whatever the labels hold.
 //
 // While it reads, a group is a compact entry (72 bytes: the record's Meta
-// by pointer, the oldest time as an offset), kept in chunks that never move
-// and found through an open-addressed table of their indexes by the hash
-// of what tells them apart (computed again when the table grows, rather
-// than kept); finish sorts their indexes and writes each
+// by pointer, the oldest time as an offset, the low half of its hash),
+// kept in chunks that never move and found through an open-addressed table
+// of their indexes by the hash of what tells them apart; finish sorts their indexes and writes each
 // Group once, in order. A snapshot of 200k groups (a label per request)
 // costs its Groups, their entries and a table of 4-byte slots: not a map
 // of keys, a chain, and the Groups twice (as chunks, then copied whole).
@@ -201,6 +200,7 @@ type groupEntry struct {
 	count, bytes, leaked int64
 	oldest               int64 // nanoseconds after grouper.base; noTime for the zero time
 	outlived, other      bool
+	hash                 uint32 // the low half of the hash of its identity, in what would be padding
 }
 
 // noTime is the oldest offset of a group whose oldest time is zero.
@@ -273,14 +273,14 @@ func (gr *grouper) matches(e *groupEntry, k *groupOf) bool {
 
 // group returns the entry of k, made empty if it has none yet.
 func (gr *grouper) group(k *groupOf) *groupEntry {
-	h := gr.hash(k)
+	h := uint32(gr.hash(k)) // a table never has 2³² slots
 	if int(gr.n) >= len(gr.table)/2 {
 		gr.grow()
 	}
-	mask := uint64(len(gr.table) - 1)
+	mask := uint32(len(gr.table) - 1)
 	slot := h & mask
 	for ; gr.table[slot] != 0; slot = (slot + 1) & mask {
-		if e := gr.at(gr.table[slot] - 1); gr.matches(e, k) {
+		if e := gr.at(gr.table[slot] - 1); e.hash == h && gr.matches(e, k) {
 			return e
 		}
 	}
@@ -295,7 +295,8 @@ func (gr *grouper) group(k *groupOf) *groupEntry {
 	if m == nil {
 		m = &Meta{Kind: k.kind, Device: k.device, DType: k.dtype, Shape: k.shape}
 	}
-	*e = groupEntry{site: k.site, meta: m, labels: gr.groupLabels(k.labels), outlived: k.outlived, other: k.other}
+	*e = groupEntry{site: k.site, meta: m, labels: gr.groupLabels(k.labels), outlived: k.outlived, other: k.other,
+		hash: h}
 	if k.held != nil {
 		e.held = &Holder{Site: k.held.Site, How: k.held.How}
 	}
@@ -303,17 +304,12 @@ func (gr *grouper) group(k *groupOf) *groupEntry {
 }
 
 // grow doubles the table (or makes its first), placing each entry again
-// by its hash. An entry's hash is its identity's: its labels are those of
-// its first allocation as groups see them (groupLabels), which hash alike.
+// by its hash.
 func (gr *grouper) grow() {
 	table := make([]int32, max(2*len(gr.table), 64))
-	mask := uint64(len(table) - 1)
+	mask := uint32(len(table) - 1)
 	for i := range gr.n {
-		e := gr.at(i)
-		m := e.meta
-		k := groupOf{site: e.site, meta: m, kind: m.Kind, device: m.Device, dtype: m.DType, shape: m.Shape,
-			labels: e.labels, held: e.held, outlived: e.outlived, other: e.other}
-		slot := gr.hash(&k) & mask
+		slot := gr.at(i).hash & mask
 		for table[slot] != 0 {
 			slot = (slot + 1) & mask
 		}
