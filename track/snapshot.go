@@ -172,10 +172,9 @@ func (f Filter) admits(c candidate, req *request) bool {
 // whatever the labels hold.
 //
 // While it reads, a group is a compact entry (72 bytes: the record's Meta
-// by pointer, the oldest time as an offset), kept in chunks that never move
-// and found through an open-addressed table of their indexes by the hash
-// of what tells them apart (computed again when the table grows, rather
-// than kept); finish sorts their indexes and writes each
+// by pointer, the oldest time as an offset, the low half of its hash),
+// kept in chunks that never move and found through an open-addressed table
+// of their indexes by the hash of what tells them apart; finish sorts their indexes and writes each
 // Group once, in order. A snapshot of 200k groups (a label per request)
 // costs its Groups, their entries and a table of 4-byte slots: not a map
 // of keys, a chain, and the Groups twice (as chunks, then copied whole).
@@ -201,6 +200,7 @@ type groupEntry struct {
 	count, bytes, leaked int64
 	oldest               int64 // nanoseconds after grouper.base; noTime for the zero time
 	outlived, other      bool
+	hash                 uint32 // the low half of the hash of its identity, in what would be padding
 }
 
 // noTime is the oldest offset of a group whose oldest time is zero.
@@ -273,14 +273,14 @@ func (gr *grouper) matches(e *groupEntry, k *groupOf) bool {
 
 // group returns the entry of k, made empty if it has none yet.
 func (gr *grouper) group(k *groupOf) *groupEntry {
-	h := gr.hash(k)
+	h := uint32(gr.hash(k)) // a table never has 2³² slots
 	if int(gr.n) >= len(gr.table)/2 {
 		gr.grow()
 	}
-	mask := uint64(len(gr.table) - 1)
+	mask := uint32(len(gr.table) - 1)
 	slot := h & mask
 	for ; gr.table[slot] != 0; slot = (slot + 1) & mask {
-		if e := gr.at(gr.table[slot] - 1); gr.matches(e, k) {
+		if e := gr.at(gr.table[slot] - 1); e.hash == h && gr.matches(e, k) {
 			return e
 		}
 	}
@@ -295,7 +295,8 @@ func (gr *grouper) group(k *groupOf) *groupEntry {
 	if m == nil {
 		m = &Meta{Kind: k.kind, Device: k.device, DType: k.dtype, Shape: k.shape}
 	}
-	*e = groupEntry{site: k.site, meta: m, labels: gr.groupLabels(k.labels), outlived: k.outlived, other: k.other}
+	*e = groupEntry{site: k.site, meta: m, labels: gr.groupLabels(k.labels), outlived: k.outlived, other: k.other,
+		hash: h}
 	if k.held != nil {
 		e.held = &Holder{Site: k.held.Site, How: k.held.How}
 	}
@@ -303,17 +304,12 @@ func (gr *grouper) group(k *groupOf) *groupEntry {
 }
 
 // grow doubles the table (or makes its first), placing each entry again
-// by its hash. An entry's hash is its identity's: its labels are those of
-// its first allocation as groups see them (groupLabels), which hash alike.
+// by its hash.
 func (gr *grouper) grow() {
 	table := make([]int32, max(2*len(gr.table), 64))
-	mask := uint64(len(table) - 1)
+	mask := uint32(len(table) - 1)
 	for i := range gr.n {
-		e := gr.at(i)
-		m := e.meta
-		k := groupOf{site: e.site, meta: m, kind: m.Kind, device: m.Device, dtype: m.DType, shape: m.Shape,
-			labels: e.labels, held: e.held, outlived: e.outlived, other: e.other}
-		slot := gr.hash(&k) & mask
+		slot := gr.at(i).hash & mask
 		for table[slot] != 0 {
 			slot = (slot + 1) & mask
 		}
@@ -363,7 +359,8 @@ func (gr *grouper) groupLabels(l Labels) Labels {
 	if !gr.byKeys {
 		return l
 	}
-	var kv []string
+	var buf [2 * maxLabelKeys]string // l holds no more: kv stays off the heap
+	kv := buf[:0]
 	for _, k := range gr.keys {
 		if v, ok := l.Get(k); ok {
 			kv = append(kv, k, v)
@@ -432,14 +429,10 @@ func (gr *grouper) count(e *groupEntry, count, bytes, leaked int64, born time.Ti
 // finish returns the groups in order and adds their live figures to their
 // sites in bySite, making the entries it lacks.
 func (gr *grouper) finish(bySite map[*Site]*SiteStats) []Group {
-	order := make([]int32, gr.n)
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortFunc(order, func(a, b int32) int { return entryOrder(gr.at(a), gr.at(b)) })
+	order := gr.sorted()
 	out := make([]Group, len(order))
-	for i, at := range order {
-		e := gr.at(at)
+	for i, k := range order {
+		e := gr.at(k.at)
 		var oldest time.Time
 		if e.oldest != noTime {
 			oldest = gr.base.Add(time.Duration(e.oldest))
@@ -459,6 +452,86 @@ func (gr *grouper) finish(bySite map[*Site]*SiteStats) []Group {
 		st.add(g)
 	}
 	return out
+}
+
+// sortKey is an entry to sort: its index and a prefix of what breaks its
+// ties (see sorted).
+type sortKey struct {
+	tie uint64
+	at  int32
+}
+
+// sorted returns the entries' indexes in the order of groups (entryOrder).
+//
+// Where groups are told apart by one label key (a request id), most of
+// them tie on everything but its value, and comparing values that sit
+// behind two pointers each took most of the sort. Each key then carries
+// eight bytes of its value, after the prefix every value shares, big-end
+// first and padded with zeros: two groups that tie up to their labels and
+// differ in those bytes are ordered by them, as comparing the values
+// would order them, and any other pair is compared whole.
+func (gr *grouper) sorted() []sortKey {
+	keys := make([]sortKey, gr.n)
+	for i := range keys {
+		keys[i].at = int32(i)
+	}
+	ties := gr.byKeys && len(gr.keys) == 1
+	if ties {
+		shared := -1 // the length of the prefix all values share
+		var first string
+		for i := range gr.n {
+			v, ok := soleValue(gr.at(i).labels)
+			switch {
+			case !ok:
+			case shared < 0:
+				first, shared = v, len(v)
+			default:
+				shared = min(shared, len(v))
+				for j := 0; j < shared; j++ {
+					if v[j] != first[j] {
+						shared = j
+					}
+				}
+			}
+		}
+		for i := range keys {
+			if v, ok := soleValue(gr.at(int32(i)).labels); ok {
+				keys[i].tie = prefix8(v[shared:])
+			}
+		}
+	}
+	slices.SortFunc(keys, func(a, b sortKey) int {
+		ea, eb := gr.at(a.at), gr.at(b.at)
+		if c := cmp.Or(cmp.Compare(ea.site.id, eb.site.id), cmp.Compare(eb.bytes, ea.bytes)); c != 0 {
+			return c
+		}
+		if ties && ea.meta == eb.meta && ea.other == eb.other && a.tie != b.tie {
+			return cmp.Compare(a.tie, b.tie) // tied up to the labels, told apart by their values' bytes
+		}
+		return entryOrder(ea, eb)
+	})
+	return keys
+}
+
+// soleValue returns the value of l's one pair, false if l has none.
+func soleValue(l Labels) (string, bool) {
+	if l.set == nil || len(l.set.kv) != 2 {
+		return "", false
+	}
+	return l.set.kv[1], true
+}
+
+// prefix8 returns the first eight bytes of s as a big-endian number, zeros
+// past its end: prefix8(a) < prefix8(b) only where a < b.
+func prefix8(s string) uint64 {
+	var p uint64
+	for i := range 8 {
+		p <<= 8
+		if i < len(s) {
+			p |= uint64(s[i])
+		}
+	}
+	return p
 }
 
 // entryOrder is the order of groups (sortGroups) on their entries.
