@@ -10,7 +10,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/trackalloc"
 )
 
 // discard is a ResponseWriter that keeps nothing of the body, as a socket
@@ -59,13 +58,13 @@ func labelledWithModel(tb testing.TB, n int) *track.Tracker {
 	for i := range recs {
 		ctx := track.WithLabels(context.Background(), "request", fmt.Sprintf("req-%08d", i), "model", "llama")
 		recs[i].Bytes, recs[i].Meta = 128, meta
-		if err := trackalloc.Record(ctx, tr, &recs[i], 0); err != nil {
+		if err := tr.Record(ctx, &recs[i], 0); err != nil {
 			tb.Fatal(err)
 		}
 	}
 	tb.Cleanup(func() {
 		for i := range recs {
-			if err := trackalloc.Release(tr, &recs[i]); err != nil {
+			if err := tr.Release(&recs[i]); err != nil {
 				tb.Error(err)
 			}
 		}
