@@ -188,35 +188,55 @@ func (q *request) join(t *Tracker, r *Record) *request {
 		return nil
 	}
 	b := &t.requests
-	for {
-		if c := q.canon.Load(); c != nil {
-			q = c
+	if c := q.canon.Load(); c != nil {
+		q = c
+	}
+	q.mu.Lock()
+	if q.ended.Load() {
+		q.mu.Unlock()
+		r.site.outlived(r.Bytes, 1)
+		return q
+	}
+	if q.book != b && !slices.Contains(q.moreBooks, b) {
+		if !q.labelled {
+			// The first record of q in t: mark it listed here, so that
+			// one record lists it, and list it once q's lock is
+			// released (a book shard's lock is never taken under a
+			// request's).
+			q.listIn(b)
+			q.addLocked(r.site, r.Bytes, 1)
+			q.mu.Unlock()
+			b.add(q)
+			return q
+		}
+		// A request begun by WithLabels may be the same as one listed
+		// before, of its Done channel: ask the book, unlocked.
+		q.mu.Unlock()
+		if c := b.add(q); c != q {
+			q.canon.CompareAndSwap(nil, c)
+			return q.canon.Load().join(t, r) // listed in b: one more round at most
 		}
 		q.mu.Lock()
-		if q.ended.Load() {
+		q.listIn(b)
+		if q.ended.Load() { // ended while it was being listed
 			q.mu.Unlock()
 			r.site.outlived(r.Bytes, 1)
 			return q
 		}
-		if q.book == b || slices.Contains(q.moreBooks, b) {
-			q.addLocked(r.site, r.Bytes, 1)
-			q.mu.Unlock()
-			return q
-		}
-		q.mu.Unlock()
-		if c := b.add(q); c != q { // the same request, listed before
-			q.canon.CompareAndSwap(nil, c)
-			continue
-		}
-		q.mu.Lock()
-		switch {
-		case q.book == b || slices.Contains(q.moreBooks, b):
-		case q.book == nil:
-			q.book = b
-		default:
-			q.moreBooks = append(q.moreBooks, b)
-		}
-		q.mu.Unlock()
+	}
+	q.addLocked(r.site, r.Bytes, 1)
+	q.mu.Unlock()
+	return q
+}
+
+// listIn notes that b lists q. Called with q.mu held.
+func (q *request) listIn(b *requestBook) {
+	switch {
+	case q.book == b || slices.Contains(q.moreBooks, b):
+	case q.book == nil:
+		q.book = b
+	default:
+		q.moreBooks = append(q.moreBooks, b)
 	}
 }
 

@@ -1,7 +1,6 @@
 package track
 
 import (
-	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -45,7 +44,7 @@ type bookData struct {
 	settled int // len(open) after the last settle
 	// labelled indexes the listed requests begun by WithLabels by their
 	// Done channel: one entry per open context.
-	labelled map[<-chan struct{}]*request
+	labelled doneIndex
 }
 
 // shardOfDone spreads contexts over the book's shards by the address of
@@ -58,22 +57,17 @@ func shardOfDone(done <-chan struct{}) int {
 // add lists q, which is recording its first allocation in the book's
 // tracker, and returns it; or, for a request begun by WithLabels whose Done
 // channel another listed request shares, returns that one, which q is the
-// same as, and lists nothing. Adding a listed request again lists it once.
+// same as, and lists nothing. A request begun by WithLabels added again is
+// listed once; any other is added once, by the record that marked it
+// listed (request.join).
 func (b *requestBook) add(q *request) *request {
 	sh := &b.shards[shardOfDone(q.done)]
 	sh.mu.Lock()
 	if q.labelled {
-		if c := sh.labelled[q.done]; c != nil {
+		if c := sh.labelled.addOrGet(q); c != q {
 			sh.mu.Unlock()
 			return c
 		}
-		if sh.labelled == nil {
-			sh.labelled = make(map[<-chan struct{}]*request)
-		}
-		sh.labelled[q.done] = q
-	} else if slices.Contains(sh.open[sh.settled:], q) {
-		sh.mu.Unlock()
-		return q // a race of two first records: listed by the other
 	}
 	sh.open = append(sh.open, q)
 	sh.listed.Store(int32(len(sh.open)))
@@ -114,13 +108,11 @@ func (sh *bookData) collect(over []*request) []*request {
 			if !ended {
 				over = append(over, q)
 			}
-			if q.labelled && sh.labelled[q.done] == q {
-				delete(sh.labelled, q.done)
-			}
 			continue
 		}
 		open = append(open, q)
 	}
+	sh.labelled.rebuild(open)
 	clear(sh.open[len(open):]) // drop the unlisted requests' memory
 	sh.open = open
 	sh.listed.Store(int32(len(open)))
@@ -136,3 +128,77 @@ func endAll(qs []*request) {
 
 // settle ends t's requests that are over: every reader calls it first.
 func (t *Tracker) settle() { t.requests.settle() }
+
+// doneIndex finds a listed request begun by WithLabels by its Done channel:
+// an open-addressed table of the requests, linear probing on the channel's
+// address, at most half full. It costs a hash and a compare or two where
+// a Go map of channels costs several times that, on the path every
+// labelled request takes once; collect rebuilds it from the requests still
+// listed, so it never holds an ended one.
+type doneIndex struct {
+	slots []*request
+	n     int
+}
+
+func doneHash(done <-chan struct{}) uint64 {
+	p := uint64(*(*uintptr)(unsafe.Pointer(&done)))
+	return (p >> 4) * 0x9e3779b97f4a7c15
+}
+
+// addOrGet returns the request of q's Done channel, indexing q if there is
+// none.
+func (x *doneIndex) addOrGet(q *request) *request {
+	if 2*(x.n+1) > len(x.slots) {
+		x.grow(max(16, 2*len(x.slots)))
+	}
+	mask := uint64(len(x.slots) - 1)
+	for i := doneHash(q.done) & mask; ; i = (i + 1) & mask {
+		switch c := x.slots[i]; {
+		case c == nil:
+			x.slots[i] = q
+			x.n++
+			return q
+		case c.done == q.done:
+			return c
+		}
+	}
+}
+
+// grow makes the table size slots, a power of two, and reindexes.
+func (x *doneIndex) grow(size int) {
+	old := x.slots
+	x.slots, x.n = make([]*request, size), 0
+	for _, q := range old {
+		if q != nil {
+			x.addOrGet(q)
+		}
+	}
+}
+
+// rebuild indexes the requests begun by WithLabels among open alone.
+func (x *doneIndex) rebuild(open []*request) {
+	if x.n == 0 {
+		return
+	}
+	labelled := 0
+	for _, q := range open {
+		if q.labelled {
+			labelled++
+		}
+	}
+	size := 16
+	for size < 2*labelled {
+		size *= 2
+	}
+	if size < len(x.slots) {
+		x.slots = make([]*request, size)
+	} else {
+		clear(x.slots)
+	}
+	x.n = 0
+	for _, q := range open {
+		if q.labelled {
+			x.addOrGet(q)
+		}
+	}
+}
