@@ -345,10 +345,16 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 // newHandle makes a further handle on b, with a finalizer that reports it
 // if it is dropped without Free and gives its ownership up.
 func newHandle(b *block, site *track.Site, view *window, how uint8) *Tensor {
-	t := &Tensor{b: b, site: site, how: how}
+	var x *handleExt
 	if view != nil {
-		t.ext = &handleExt{view: view}
+		x = &handleExt{view: view} // shared with the handle it was retained from
 	}
+	return newHandleExt(b, site, x, how)
+}
+
+// newHandleExt is newHandle with the handle's ext made by the caller.
+func newHandleExt(b *block, site *track.Site, x *handleExt, how uint8) *Tensor {
+	t := &Tensor{b: b, site: site, ext: x, how: how}
 	runtime.SetFinalizer(t, (*Tensor).dropped)
 	if heapfence.RetainersOn() {
 		noteHandle(t)
@@ -555,8 +561,13 @@ func (t *Tensor) View(offset int, dims ...int) (*Tensor, error) {
 		return nil, fmt.Errorf("%w: view %v at element %d of %v", ErrSizeMismatch, shape, offset, t)
 	}
 	b.extra.Add(1)
-	w := &window{off: t.offset() + int64(offset)*size, bytes: bytes, shape: shape.Clone()}
-	return newHandle(b, t.holdSite(howView, 2), w, howView), nil
+	// The view's window and the handle's ext in one allocation.
+	v := &struct {
+		x handleExt
+		w window
+	}{w: window{off: t.offset() + int64(offset)*size, bytes: bytes, shape: shape.Clone()}}
+	v.x.view = &v.w
+	return newHandleExt(b, t.holdSite(howView, 2), &v.x, howView), nil
 }
 
 // check returns ErrFreed for a freed handle and notes the use to the
