@@ -58,6 +58,12 @@
 // LiveByClass, ReservedOn, HeldBy, a SiteFeed (the sites whose outlived
 // figures changed, what a watcher reads each window) and WatchLeaks.
 //
+// A part's methods, a device's and a foreign release are code tensorlife does
+// not own: every call into them runs under Guard (ReadReserved and
+// ReadHeadroom for the two interfaces above), which turns a panic into an
+// error matching ErrPanic, counted in Totals.PartPanics and logged once per
+// part and method (NotePanic).
+//
 // # Costs
 //
 // Record and Release cost one frame-pointer walk, a lookup without a lock,
