@@ -569,15 +569,28 @@ func siteID(s *track.Site) int {
 // forecasts the suspects, and reports the newly flagged ones after
 // releasing the lock.
 func (w *Watcher) endWindow(fromLoop bool) {
-	now := w.tr.Now() // the tracker's clock, as its ages and snapshots
 	w.mu.Lock()
 	if w.stopped.Load() {
 		w.mu.Unlock()
 		return
 	}
 	n := w.windows.Add(1)
-	w.times[n%uint64(len(w.times))] = now
 	w.changed = w.feed.Changed(w.changed[:0])
+	w.changedOwners = w.feed.ChangedOwners(w.changedOwners[:0]) // O(owners that changed)
+	size := uint64(len(w.times))
+	if len(w.changed) == 0 && len(w.changedOwners) == 0 && len(w.suspects) == 0 {
+		// Nothing to judge, the window end of a quiet service: no clock
+		// read. The window's time is the last one read, which only a
+		// forecast reads back, as the start of a span over which the
+		// suspect's bytes were the same (a suspect's windows read the
+		// clock).
+		w.times[n%size] = w.times[(n-1)%size]
+		w.settleSites(n)
+		w.mu.Unlock()
+		return
+	}
+	now := w.tr.Now() // the tracker's clock, as its ages and snapshots
+	w.times[n%size] = now
 	var flagged []*siteHistory
 	var reports []Suspect
 	for _, st := range w.changed {
@@ -628,15 +641,23 @@ func (w *Watcher) endWindow(fromLoop bool) {
 		return false
 	})
 	w.settleSites(n)
-	w.changedOwners = w.feed.ChangedOwners(w.changedOwners[:0]) // O(owners that changed)
 	ownerReports := w.judgeOwners(w.changedOwners, n, now)
 	w.suspectCount.Store(int64(len(w.suspects) + len(w.owners)))
+	var ests []estimate
+	if len(flagged) == 0 {
+		ests = w.estimates(n) // under this lock: a window with no flag takes it once
+	}
 	w.mu.Unlock()
 
 	if len(flagged) > 0 {
+		// The new suspects' devices come first: their forecast is of
+		// their device's headroom.
 		w.nameDevices(flagged, n)
+		w.mu.Lock()
+		ests = w.estimates(w.windows.Load())
+		w.mu.Unlock()
 	}
-	w.forecast()
+	w.forecast(ests)
 	if len(flagged) == 0 && len(ownerReports) == 0 {
 		return
 	}
