@@ -11,6 +11,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/counter"
 	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/internal/ownalloc"
 
 	"github.com/tensorlife/tensorlife/internal/format"
 
@@ -34,6 +35,7 @@ var ErrActiveBlocks = errors.New("pool: closed with active blocks")
 // It must not be copied. Close it to return its memory; it does not free memory that tensors
 // still hold.
 type Pool struct {
+	ownMark   // its device's name, for tensor.New
 	dev       tensor.Device
 	name      string // dev.Name() at New
 	tracker   *track.Tracker
@@ -76,6 +78,10 @@ type Pool struct {
 	_      [counter.CacheLine - unsafe.Sizeof(atomic.Int64{})]byte
 }
 
+// ownMark is the mark of an allocator of this module (internal/ownalloc):
+// tensor.New takes the device's name from it.
+type ownMark = ownalloc.Mark[tensor.Allocator]
+
 // New returns a Pool over dev. Options are validated here, against each
 // other and against dev.MemInfo's total: an invalid one returns an error
 // matching ErrInvalidOption, a nil dev one matching tensor.ErrNilAllocator.
@@ -112,6 +118,7 @@ func New(dev tensor.Device, opts ...Option) (*Pool, error) {
 		logger:    cfg.logger,
 		shardMask: uint32(shardCount() - 1),
 	}
+	p.ownMark = ownalloc.New[tensor.Allocator](p, name)
 	// Count what the pool reserves as tensorlife's in the tracker's reports
 	// and in other pools' out-of-memory errors (see track.Attach).
 	track.Attach(p.tracker, p)
@@ -361,13 +368,15 @@ func (p *Pool) Release(b tensor.Block) error {
 	// The slot's home may change (a sibling steals it) only while it is
 	// idle, under the old home's lock: read it, lock, and check it again.
 	var hm uint32
+	var sh *shard
 	var cs *classShard
 	for {
 		hm = s.home.Load()
 		if hm == 0 {
 			return p.badRelease(b, "it is not a block of this pool")
 		}
-		cs = &p.shards[homeShard(hm)].Load().classes[homeClass(hm)]
+		sh = p.shards[homeShard(hm)].Load()
+		cs = &sh.classes[homeClass(hm)]
 		p.lock(cs)
 		if s.home.Load() == hm {
 			break
@@ -385,7 +394,7 @@ func (p *Pool) Release(b tensor.Block) error {
 	}
 	s.out = false
 	s.gen++
-	p.shards[h].Load().active.Add(-b.Size)
+	sh.active.Add(-b.Size)
 	// Close sets closed before it empties each class under its lock, so a
 	// block is either cached before Close empties its class or not at all.
 	if c < numClasses && !p.closed.Load() && p.cacheRoom(b.Size) {
