@@ -50,6 +50,7 @@ type Pool struct {
 	shardMask uint32                 // shards - 1, a power of two less one
 	spread    atomic.Bool            // a class lock was found held: goroutines use their shards (shard.go)
 	shards    [maxShards]atomic.Pointer[shard]
+	shard0    *shard    // shards[0], made at New: every goroutine's until the pool spreads
 	slots     slotTable // its directory is read on every call, written on growth only
 
 	_ [counter.CacheLine]byte // the read-mostly fields above, the miss path's below
@@ -119,6 +120,7 @@ func New(dev tensor.Device, opts ...Option) (*Pool, error) {
 		shardMask: uint32(shardCount() - 1),
 	}
 	p.ownMark = ownalloc.New[tensor.Allocator](p, name)
+	p.shard0 = p.shard(0)
 	// Count what the pool reserves as tensorlife's in the tracker's reports
 	// and in other pools' out-of-memory errors (see track.Attach).
 	track.Attach(p.tracker, p)
@@ -155,10 +157,16 @@ func (p *Pool) Allocate(bytes int64) (tensor.Block, error) {
 	if !ok {
 		return tensor.Block{}, fmt.Errorf("%w: allocate %d bytes: more than any device holds", tensor.ErrInvalidSize, bytes)
 	}
-	h := p.myShard()
-	sh := p.shard(h)
+	var h uint32 // the goroutine's shard: 0 until goroutines are seen to contend
+	sh := p.shard0
+	if p.spread.Load() {
+		h = procHint() & p.shardMask
+		sh = p.shard(h)
+	}
 	cs := &sh.classes[c]
-	p.lock(cs)
+	if !cs.mu.TryLock() { // see lockContended
+		p.lockContended(cs)
+	}
 	if n := len(cs.idle); n > 0 {
 		i := cs.idle[n-1]
 		cs.idle = cs.idle[:n-1]
@@ -375,9 +383,11 @@ func (p *Pool) Release(b tensor.Block) error {
 		if hm == 0 {
 			return p.badRelease(b, "it is not a block of this pool")
 		}
-		sh = p.shards[homeShard(hm)].Load()
+		sh = p.shards[homeShard(hm)%maxShards].Load() // in range: no bounds check
 		cs = &sh.classes[homeClass(hm)]
-		p.lock(cs)
+		if !cs.mu.TryLock() { // see lockContended
+			p.lockContended(cs)
+		}
 		if s.home.Load() == hm {
 			break
 		}
