@@ -213,6 +213,24 @@ type siteHistory struct {
 
 func (h *siteHistory) value(i uint64) int64 { return h.ring[i%uint64(len(h.ring))] }
 
+// steps calls f with the values at the ends of windows i-1 and i, for i
+// from+1 through to, oldest first: a window end's loops over a history,
+// with no division per value (to-from is at most the ring's length less
+// one).
+func (h *siteHistory) steps(from, to uint64, f func(prev, cur int64)) {
+	size := uint64(len(h.ring))
+	j := from % size
+	prev := h.ring[j]
+	for range to - from {
+		if j++; j == size {
+			j = 0
+		}
+		cur := h.ring[j]
+		f(prev, cur)
+		prev = cur
+	}
+}
+
 // fillTo carries the latest value forward to window n: the site did not
 // change in between.
 func (h *siteHistory) fillTo(n uint64) {
@@ -264,14 +282,11 @@ func New(tr *track.Tracker, opts ...Option) (*Watcher, error) {
 // Tracker returns the tracker w watches.
 func (w *Watcher) Tracker() *track.Tracker { return w.tr }
 
-// history returns the site's history, making it at window n: from the
-// site's level if it holds one, else from nothing outlived. Called with
-// w.mu held.
-func (w *Watcher) history(s *track.Site, n uint64) *siteHistory {
+// newHistory makes the history of a site that has none at window n: from
+// the site's level if it holds one, else from nothing outlived. Called
+// with w.mu held.
+func (w *Watcher) newHistory(s *track.Site, n uint64) *siteHistory {
 	id := s.ID()
-	if h := w.sites[id]; h != nil {
-		return h
-	}
 	h := &siteHistory{site: s, ring: make([]int64, w.cfg.history+1), at: n, runStart: n}
 	if l, ok := w.levels[id]; ok {
 		delete(w.levels, id)
@@ -596,10 +611,13 @@ func (w *Watcher) endWindow(fromLoop bool) {
 	for _, st := range w.changed {
 		cur := st.OutlivedBytes
 		id := st.Site.ID()
-		if w.sites[id] == nil && w.levels[id].bytes == cur {
-			continue // back where it was, or nothing outlived from the start: no history to keep
+		h := w.sites[id]
+		if h == nil {
+			if w.levels[id].bytes == cur {
+				continue // back where it was, or nothing outlived from the start: no history to keep
+			}
+			h = w.newHistory(st.Site, n-1)
 		}
-		h := w.history(st.Site, n-1)
 		h.fillTo(n - 1)
 		h.ring[n%uint64(len(h.ring))], h.at = cur, n
 		if h.suspect == nil {
@@ -807,11 +825,11 @@ func (w *Watcher) judge(h *siteHistory, st track.SiteStats, n uint64, now time.T
 	judged := n - w.cfg.warmUp // windows since the warm-up
 	span := min(uint64(w.cfg.windows), judged)
 	grew := 0
-	for i := n - span + 1; i <= n; i++ {
-		if h.value(i) > h.value(i-1) {
+	h.steps(n-span, n, func(prev, cur int64) {
+		if cur > prev {
 			grew++
 		}
-	}
+	})
 	live, start := h.value(n), h.value(n-span)
 	net := live - start
 
@@ -831,9 +849,7 @@ func (w *Watcher) judge(h *siteHistory, st track.SiteStats, n uint64, now time.T
 	// swinging site do not pass for a leak.
 	seen := min(uint64(w.cfg.history), judged)
 	var gaveBack int64
-	for i := n - seen + 1; i <= n; i++ {
-		gaveBack += max(h.value(i-1)-h.value(i), 0)
-	}
+	h.steps(n-seen, n, func(prev, cur int64) { gaveBack += max(prev-cur, 0) })
 	bar := float64(gaveBack) * float64(w.cfg.history) / float64(seen)
 	fast := grew >= w.cfg.mostOf && net > w.cfg.minGrowth && float64(net) > bar
 	// A slow leak: grew just now, in at least MostOf windows of a run of a
