@@ -192,7 +192,8 @@ func BenchmarkWindowCostIsFlatInOwners(b *testing.B) {
 // changed, against a request and its window end with one site changed
 // (BenchmarkTickCostIsFlatInSites's): an empty window reads no clock, takes
 // only the watcher's lock and makes nothing, so it costs a few percent of
-// the other (4% here, 36 ns; 76 ns at 34bffc1, measured alternately).
+// the other (4% here, 31-49 ns; 76-112 ns at 34bffc1, measured
+// alternately, where it read the clock and took a second lock).
 func BenchmarkEmptyWindowRatio(b *testing.B) {
 	quiet, busy := newTickBench(b, 10_000), newTickBench(b, 10_000)
 	if err := quiet.w.Tick(); err != nil { // the first window reads every site

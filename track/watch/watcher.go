@@ -425,7 +425,9 @@ func (w *Watcher) Tick() error {
 	if w.cfg.ticks == 0 {
 		return ErrWindowKind
 	}
-	if w.ticks.Add(1)%uint64(w.cfg.ticks) == 0 {
+	// A window of one Tick, the default, counts nothing: every call ends
+	// one.
+	if w.cfg.ticks == 1 || w.ticks.Add(1)%uint64(w.cfg.ticks) == 0 {
 		w.endWindow(false)
 	}
 	return nil
