@@ -99,6 +99,20 @@ func TestPoolSurvivesAHostileDevice(t *testing.T) {
 		assert.Zero(t, budget)
 		assert.EqualValues(t, -1, left, "unknown")
 	})
+	t.Run("Name panics after New", func(t *testing.T) {
+		// tensor.New takes the name the pool read when it was made, and
+		// calls no Name.
+		p, dev, tr := hostilePool(t)
+		dev.Panic("Name")
+		x, err := tensor.New(context.Background(), p, tensor.Uint8, 32)
+		require.NoError(t, err)
+		assert.Zero(t, dev.Panicked())
+		assert.Zero(t, tr.Totals().PartPanics)
+		classes := tr.LiveByClass()
+		require.Len(t, classes, 1)
+		assert.Equal(t, "host", classes[0].Device)
+		require.NoError(t, x.Free())
+	})
 	t.Run("Name panics at New", func(t *testing.T) {
 		host, err := tensor.NewHostDevice(1 << 20)
 		require.NoError(t, err)

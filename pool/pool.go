@@ -11,6 +11,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/counter"
 	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/internal/ownalloc"
 
 	"github.com/tensorlife/tensorlife/internal/format"
 
@@ -34,6 +35,7 @@ var ErrActiveBlocks = errors.New("pool: closed with active blocks")
 // It must not be copied. Close it to return its memory; it does not free memory that tensors
 // still hold.
 type Pool struct {
+	ownMark   // its device's name, for tensor.New
 	dev       tensor.Device
 	name      string // dev.Name() at New
 	tracker   *track.Tracker
@@ -48,6 +50,7 @@ type Pool struct {
 	shardMask uint32                 // shards - 1, a power of two less one
 	spread    atomic.Bool            // a class lock was found held: goroutines use their shards (shard.go)
 	shards    [maxShards]atomic.Pointer[shard]
+	shard0    *shard    // shards[0], made at New: every goroutine's until the pool spreads
 	slots     slotTable // its directory is read on every call, written on growth only
 
 	_ [counter.CacheLine]byte // the read-mostly fields above, the miss path's below
@@ -75,6 +78,10 @@ type Pool struct {
 	cached atomic.Int64
 	_      [counter.CacheLine - unsafe.Sizeof(atomic.Int64{})]byte
 }
+
+// ownMark is the mark of an allocator of this module (internal/ownalloc):
+// tensor.New takes the device's name from it.
+type ownMark = ownalloc.Mark[tensor.Allocator]
 
 // New returns a Pool over dev. Options are validated here, against each
 // other and against dev.MemInfo's total: an invalid one returns an error
@@ -112,6 +119,8 @@ func New(dev tensor.Device, opts ...Option) (*Pool, error) {
 		logger:    cfg.logger,
 		shardMask: uint32(shardCount() - 1),
 	}
+	p.ownMark = ownalloc.New[tensor.Allocator](p, name)
+	p.shard0 = p.shard(0)
 	// Count what the pool reserves as tensorlife's in the tracker's reports
 	// and in other pools' out-of-memory errors (see track.Attach).
 	track.Attach(p.tracker, p)
@@ -148,10 +157,16 @@ func (p *Pool) Allocate(bytes int64) (tensor.Block, error) {
 	if !ok {
 		return tensor.Block{}, fmt.Errorf("%w: allocate %d bytes: more than any device holds", tensor.ErrInvalidSize, bytes)
 	}
-	h := p.myShard()
-	sh := p.shard(h)
+	var h uint32 // the goroutine's shard: 0 until goroutines are seen to contend
+	sh := p.shard0
+	if p.spread.Load() {
+		h = procHint() & p.shardMask
+		sh = p.shard(h)
+	}
 	cs := &sh.classes[c]
-	p.lock(cs)
+	if !cs.mu.TryLock() { // see lockContended
+		p.lockContended(cs)
+	}
 	if n := len(cs.idle); n > 0 {
 		i := cs.idle[n-1]
 		cs.idle = cs.idle[:n-1]
@@ -361,14 +376,18 @@ func (p *Pool) Release(b tensor.Block) error {
 	// The slot's home may change (a sibling steals it) only while it is
 	// idle, under the old home's lock: read it, lock, and check it again.
 	var hm uint32
+	var sh *shard
 	var cs *classShard
 	for {
 		hm = s.home.Load()
 		if hm == 0 {
 			return p.badRelease(b, "it is not a block of this pool")
 		}
-		cs = &p.shards[homeShard(hm)].Load().classes[homeClass(hm)]
-		p.lock(cs)
+		sh = p.shards[homeShard(hm)%maxShards].Load() // in range: no bounds check
+		cs = &sh.classes[homeClass(hm)]
+		if !cs.mu.TryLock() { // see lockContended
+			p.lockContended(cs)
+		}
 		if s.home.Load() == hm {
 			break
 		}
@@ -385,7 +404,7 @@ func (p *Pool) Release(b tensor.Block) error {
 	}
 	s.out = false
 	s.gen++
-	p.shards[h].Load().active.Add(-b.Size)
+	sh.active.Add(-b.Size)
 	// Close sets closed before it empties each class under its lock, so a
 	// block is either cached before Close empties its class or not at all.
 	if c < numClasses && !p.closed.Load() && p.cacheRoom(b.Size) {

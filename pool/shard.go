@@ -46,8 +46,9 @@ import (
 //
 // There are as many shards as the larger of GOMAXPROCS and the CPU count
 // at New, rounded up to a power of two and at most maxShards: a P per
-// shard while the hints last. A shard is made on first use, so a pool
-// costs the memory of the shards its goroutines use (14 KiB each).
+// shard while the hints last. A shard is made on first use (shard 0 at
+// New, for the warm path to read without a lookup), so a pool costs the
+// memory of the shards its goroutines use (14 KiB each).
 const maxShards = 64
 
 // classShard is one size class in one shard. Its lock guards its fields
@@ -120,23 +121,11 @@ func (p *Pool) makeShard(i uint32) *shard {
 	return p.shards[i].Load()
 }
 
-// myShard returns the index of the calling goroutine's shard: 0 until
-// goroutines are seen to contend.
-func (p *Pool) myShard() uint32 {
-	if !p.spread.Load() {
-		return 0
-	}
-	return procHint() & p.shardMask
-}
-
-// lock locks cs, a class lock of the warm path, and spreads the pool over
-// its shards when another goroutine holds it.
-func (p *Pool) lock(cs *classShard) {
-	if !cs.mu.TryLock() {
-		p.lockContended(cs)
-	}
-}
-
+// lockContended locks cs, a class lock of the warm path that TryLock found
+// held by another goroutine, and spreads the pool over its shards. The
+// warm path calls TryLock itself: a method around the two would be too
+// large to inline, and its call cost a hit and a release a nanosecond
+// each.
 func (p *Pool) lockContended(cs *classShard) {
 	if p.shardMask > 0 && !p.spread.Load() {
 		p.spread.Store(true)

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tensorlife/tensorlife/internal/counter"
+	"github.com/tensorlife/tensorlife/internal/ownalloc"
 
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -17,6 +18,7 @@ import (
 // use. It attaches itself to its tracker, so that reports count its memory
 // as tensorlife's.
 type DeviceAllocator struct {
+	ownMark // its device's name, for New
 	dev     Device
 	name    string // dev.Name() at NewDeviceAllocator
 	tracker *track.Tracker
@@ -37,6 +39,7 @@ func NewDeviceAllocator(dev Device, tracker *track.Tracker) (*DeviceAllocator, e
 		return nil, err
 	}
 	a := &DeviceAllocator{dev: dev, name: name, tracker: tracker, id: counter.NewAllocatorID()}
+	a.ownMark = ownalloc.New[Allocator](a, name)
 	track.Attach(tracker, a)
 	return a, nil
 }

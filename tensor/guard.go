@@ -1,6 +1,9 @@
 package tensor
 
-import "github.com/tensorlife/tensorlife/track"
+import (
+	"github.com/tensorlife/tensorlife/internal/ownalloc"
+	"github.com/tensorlife/tensorlife/track"
+)
 
 // A Device and an Allocator given to tensorlife are code it does not own:
 // each call this package makes into a device (a DeviceAllocator's, a
@@ -41,9 +44,25 @@ func (t *Tensor) onDevice(method, op string, bytes int64, f func(Device) error) 
 	return deviceCall(tr, dev, method, op, name, bytes, func() error { return f(dev) })
 }
 
-// allocDeviceName reads the name of alloc's device, both calls under
-// recover, for New.
+// allocDeviceName returns the name of alloc's device for New: from the
+// mark of one of tensorlife's own allocators (DeviceAllocator, pool.Pool),
+// which read it once, under recover, when they were made; else it reads
+// it, both calls under recover.
 func allocDeviceName(tr *track.Tracker, alloc Allocator) (name string, err error) {
+	if m, ok := alloc.(ownalloc.Marked[Allocator]); ok {
+		if name, ok := ownalloc.DeviceName(alloc, m); ok {
+			return name, nil
+		}
+	}
+	return foreignDeviceName(tr, alloc)
+}
+
+// ownMark is the mark of an allocator of this module (internal/ownalloc).
+type ownMark = ownalloc.Mark[Allocator]
+
+// foreignDeviceName reads the name of alloc's device, both calls under
+// recover.
+func foreignDeviceName(tr *track.Tracker, alloc Allocator) (name string, err error) {
 	if perr := track.Guard(tr, alloc, "Device", func() { name = alloc.Device().Name() }); perr != nil {
 		return "", &DeviceError{Op: "name", Err: perr}
 	}

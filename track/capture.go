@@ -84,7 +84,11 @@ func (t *Tracker) site(skip int) *Site {
 	if n == len(walk) {
 		return t.deepSite(skip + 1) // maybe cut short: no key
 	}
-	return t.walkedSite(skip+1, walk[:n])
+	site, keep, h := t.walkedSite(walk[:n])
+	if site == nil {
+		site = t.callersSite(skip+1, keep, h)
+	}
+	return site
 }
 
 // deepSite is site for a stack deeper than maxDepth physical frames. A walk
@@ -102,28 +106,33 @@ func (t *Tracker) deepSite(skip int) *Site {
 		t.stackFallbacks.Add(1)
 		return t.callersSite(skip+1, nil, 0)
 	}
-	return t.walkedSite(skip+1, walk[:n])
+	site, keep, h := t.walkedSite(walk[:n])
+	if site == nil {
+		site = t.callersSite(skip+1, keep, h)
+	}
+	return site
 }
 
-// walkedSite returns the site of a trusted walk from the walk cache, or
-// captures the stack with runtime.Callers: for a walk not seen before
-// (caching it, trusted or not), one that disagreed once, or one a full
-// cache cannot keep. site and deepSite share it; skip counts as theirs,
-// plus its own frame.
-func (t *Tracker) walkedSite(skip int, walk []uintptr) *Site {
-	h := intern.NewHash().PCs(walk).Sum()
+// walkedSite looks walk up in the walk cache: the site of a trusted walk,
+// or nil and what callersSite is to cache, the walk and its hash when the
+// walk is new and the cache has room (nil for one that disagreed once, or
+// that a full cache cannot keep). site and deepSite share it; it captures
+// nothing, so that the runtime.Callers of a miss, which they make, has no
+// frame of it to skip.
+func (t *Tracker) walkedSite(walk []uintptr) (site *Site, keep []uintptr, h uint64) {
+	h = intern.NewHash().PCs(walk).Sum()
 	switch e, _ := t.walks.table.Lookup(h, sameWalk(h, walk)); {
 	case e == nil && t.walks.full():
 		// The walk could not be kept, so comparing it would be wasted,
 		// and counted again as a mismatch on every capture.
 		t.stackUncached.Add(1)
-		return t.callersSite(skip+1, nil, 0)
+		return nil, nil, 0
 	case e == nil:
-		return t.callersSite(skip+1, walk, h)
+		return nil, walk, h
 	case e.site == nil: // a walk that disagreed once is not trusted
-		return t.callersSite(skip+1, nil, 0)
+		return nil, nil, 0
 	default:
-		return e.site
+		return e.site, nil, 0
 	}
 }
 

@@ -24,9 +24,11 @@ type feedSlot struct {
 	mu      sync.Mutex
 	pending []*Site
 	owners  []*ownerBook // the owners changed since the feed's last read
-	// ownersQueued is set when owners is not empty, so that a read of a
-	// window in which no owner changed takes no lock.
-	ownersQueued atomic.Bool
+	// pendingQueued and ownersQueued are set when pending and owners are
+	// not empty, so that a read of a window in which nothing changed takes
+	// no lock.
+	pendingQueued atomic.Bool
+	ownersQueued  atomic.Bool
 }
 
 // changed queues s, whose outlived figures changed, for every feed not yet
@@ -40,6 +42,7 @@ func (fs *feedSet) changed(s *Site) {
 		sl := &fs.slots[bits.TrailingZeros64(newly)]
 		sl.mu.Lock()
 		sl.pending = append(sl.pending, s)
+		sl.pendingQueued.Store(true)
 		sl.mu.Unlock()
 	}
 }
@@ -113,9 +116,13 @@ func (sf *siteFeed) changed(dst []SiteStats) []SiteStats {
 		return dst
 	}
 	sl := &t.feeds.slots[sf.slot]
+	if !sl.pendingQueued.Load() {
+		return dst // no site changed: no lock taken
+	}
 	sl.mu.Lock()
 	pending := sl.pending
 	sl.pending = nil
+	sl.pendingQueued.Store(false)
 	sl.mu.Unlock()
 	bit := uint64(1) << sf.slot
 	for _, s := range pending {
@@ -176,6 +183,8 @@ func (f *siteFeed) close() {
 	sl := &fs.slots[f.slot]
 	sl.mu.Lock()
 	sl.pending, sl.owners = nil, nil
+	sl.pendingQueued.Store(false)
+	sl.ownersQueued.Store(false)
 	sl.mu.Unlock()
 	fs.used &^= 1 << f.slot
 	f.slot = -1

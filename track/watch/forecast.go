@@ -53,13 +53,14 @@ type estimate struct {
 	at        time.Time
 }
 
-// forecast updates every suspect's RunsOutIn from its growth over the
-// windows since its growth began (at most History) and the headroom of its
-// device, asked of the tracker's attached allocators outside the lock:
-// they are other packages' code.
-func (w *Watcher) forecast() {
-	w.mu.Lock()
-	n := w.windows.Load()
+// estimates returns the growth rate of every suspect at the end of window
+// n, the first half of a forecast; nil without suspects, the window of
+// most services, which then makes nothing. Called with w.mu held by the
+// window end that judged them.
+func (w *Watcher) estimates(n uint64) []estimate {
+	if len(w.suspects) == 0 {
+		return nil
+	}
 	size := uint64(len(w.times))
 	ests := make([]estimate, 0, len(w.suspects))
 	for _, h := range w.suspects {
@@ -80,7 +81,14 @@ func (w *Watcher) forecast() {
 		}
 		ests = append(ests, e)
 	}
-	w.mu.Unlock()
+	return ests
+}
+
+// forecast updates the RunsOutIn of the suspects estimated (estimates)
+// from their growth and the headroom of their device, asked of the
+// tracker's attached allocators outside the lock: they are other packages'
+// code.
+func (w *Watcher) forecast(ests []estimate) {
 	if len(ests) == 0 {
 		return
 	}

@@ -213,6 +213,24 @@ type siteHistory struct {
 
 func (h *siteHistory) value(i uint64) int64 { return h.ring[i%uint64(len(h.ring))] }
 
+// steps calls f with the values at the ends of windows i-1 and i, for i
+// from+1 through to, oldest first: a window end's loops over a history,
+// with no division per value (to-from is at most the ring's length less
+// one).
+func (h *siteHistory) steps(from, to uint64, f func(prev, cur int64)) {
+	size := uint64(len(h.ring))
+	j := from % size
+	prev := h.ring[j]
+	for range to - from {
+		if j++; j == size {
+			j = 0
+		}
+		cur := h.ring[j]
+		f(prev, cur)
+		prev = cur
+	}
+}
+
 // fillTo carries the latest value forward to window n: the site did not
 // change in between.
 func (h *siteHistory) fillTo(n uint64) {
@@ -264,14 +282,11 @@ func New(tr *track.Tracker, opts ...Option) (*Watcher, error) {
 // Tracker returns the tracker w watches.
 func (w *Watcher) Tracker() *track.Tracker { return w.tr }
 
-// history returns the site's history, making it at window n: from the
-// site's level if it holds one, else from nothing outlived. Called with
-// w.mu held.
-func (w *Watcher) history(s *track.Site, n uint64) *siteHistory {
+// newHistory makes the history of a site that has none at window n: from
+// the site's level if it holds one, else from nothing outlived. Called
+// with w.mu held.
+func (w *Watcher) newHistory(s *track.Site, n uint64) *siteHistory {
 	id := s.ID()
-	if h := w.sites[id]; h != nil {
-		return h
-	}
 	h := &siteHistory{site: s, ring: make([]int64, w.cfg.history+1), at: n, runStart: n}
 	if l, ok := w.levels[id]; ok {
 		delete(w.levels, id)
@@ -410,7 +425,9 @@ func (w *Watcher) Tick() error {
 	if w.cfg.ticks == 0 {
 		return ErrWindowKind
 	}
-	if w.ticks.Add(1)%uint64(w.cfg.ticks) == 0 {
+	// A window of one Tick, the default, counts nothing: every call ends
+	// one.
+	if w.cfg.ticks == 1 || w.ticks.Add(1)%uint64(w.cfg.ticks) == 0 {
 		w.endWindow(false)
 	}
 	return nil
@@ -569,24 +586,40 @@ func siteID(s *track.Site) int {
 // forecasts the suspects, and reports the newly flagged ones after
 // releasing the lock.
 func (w *Watcher) endWindow(fromLoop bool) {
-	now := w.tr.Now() // the tracker's clock, as its ages and snapshots
 	w.mu.Lock()
 	if w.stopped.Load() {
 		w.mu.Unlock()
 		return
 	}
 	n := w.windows.Add(1)
-	w.times[n%uint64(len(w.times))] = now
 	w.changed = w.feed.Changed(w.changed[:0])
+	w.changedOwners = w.feed.ChangedOwners(w.changedOwners[:0]) // O(owners that changed)
+	size := uint64(len(w.times))
+	if len(w.changed) == 0 && len(w.changedOwners) == 0 && len(w.suspects) == 0 {
+		// Nothing to judge, the window end of a quiet service: no clock
+		// read. The window's time is the last one read, which only a
+		// forecast reads back, as the start of a span over which the
+		// suspect's bytes were the same (a suspect's windows read the
+		// clock).
+		w.times[n%size] = w.times[(n-1)%size]
+		w.settleSites(n)
+		w.mu.Unlock()
+		return
+	}
+	now := w.tr.Now() // the tracker's clock, as its ages and snapshots
+	w.times[n%size] = now
 	var flagged []*siteHistory
 	var reports []Suspect
 	for _, st := range w.changed {
 		cur := st.OutlivedBytes
 		id := st.Site.ID()
-		if w.sites[id] == nil && w.levels[id].bytes == cur {
-			continue // back where it was, or nothing outlived from the start: no history to keep
+		h := w.sites[id]
+		if h == nil {
+			if w.levels[id].bytes == cur {
+				continue // back where it was, or nothing outlived from the start: no history to keep
+			}
+			h = w.newHistory(st.Site, n-1)
 		}
-		h := w.history(st.Site, n-1)
 		h.fillTo(n - 1)
 		h.ring[n%uint64(len(h.ring))], h.at = cur, n
 		if h.suspect == nil {
@@ -628,15 +661,23 @@ func (w *Watcher) endWindow(fromLoop bool) {
 		return false
 	})
 	w.settleSites(n)
-	w.changedOwners = w.feed.ChangedOwners(w.changedOwners[:0]) // O(owners that changed)
 	ownerReports := w.judgeOwners(w.changedOwners, n, now)
 	w.suspectCount.Store(int64(len(w.suspects) + len(w.owners)))
+	var ests []estimate
+	if len(flagged) == 0 {
+		ests = w.estimates(n) // under this lock: a window with no flag takes it once
+	}
 	w.mu.Unlock()
 
 	if len(flagged) > 0 {
+		// The new suspects' devices come first: their forecast is of
+		// their device's headroom.
 		w.nameDevices(flagged, n)
+		w.mu.Lock()
+		ests = w.estimates(w.windows.Load())
+		w.mu.Unlock()
 	}
-	w.forecast()
+	w.forecast(ests)
 	if len(flagged) == 0 && len(ownerReports) == 0 {
 		return
 	}
@@ -786,11 +827,11 @@ func (w *Watcher) judge(h *siteHistory, st track.SiteStats, n uint64, now time.T
 	judged := n - w.cfg.warmUp // windows since the warm-up
 	span := min(uint64(w.cfg.windows), judged)
 	grew := 0
-	for i := n - span + 1; i <= n; i++ {
-		if h.value(i) > h.value(i-1) {
+	h.steps(n-span, n, func(prev, cur int64) {
+		if cur > prev {
 			grew++
 		}
-	}
+	})
 	live, start := h.value(n), h.value(n-span)
 	net := live - start
 
@@ -810,9 +851,7 @@ func (w *Watcher) judge(h *siteHistory, st track.SiteStats, n uint64, now time.T
 	// swinging site do not pass for a leak.
 	seen := min(uint64(w.cfg.history), judged)
 	var gaveBack int64
-	for i := n - seen + 1; i <= n; i++ {
-		gaveBack += max(h.value(i-1)-h.value(i), 0)
-	}
+	h.steps(n-seen, n, func(prev, cur int64) { gaveBack += max(prev-cur, 0) })
 	bar := float64(gaveBack) * float64(w.cfg.history) / float64(seen)
 	fast := grew >= w.cfg.mostOf && net > w.cfg.minGrowth && float64(net) > bar
 	// A slow leak: grew just now, in at least MostOf windows of a run of a

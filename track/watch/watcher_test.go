@@ -602,3 +602,20 @@ func elapse(d time.Duration) {
 	<-time.After(d + time.Microsecond)
 	synctest.Wait()
 }
+
+// A window in which nothing changed makes nothing, with sites holding
+// outlived bytes and a request open.
+func TestEmptyWindowAllocatesNothing(t *testing.T) {
+	tr, err := track.New()
+	require.NoError(t, err)
+	ctx, end := track.WithRequest(context.Background())
+	defer end()
+	r := &track.Record{Bytes: 256, Meta: track.InternMeta("mask", "host", "", nil)}
+	require.NoError(t, tr.Record(ctx, r, 0))
+	w, err := watch.New(tr)
+	require.NoError(t, err)
+	require.NoError(t, w.Tick())
+	assert.Zero(t, testing.AllocsPerRun(100, func() { require.NoError(t, w.Tick()) }))
+	assert.Equal(t, uint64(101+1), w.WindowsEnded())
+	require.NoError(t, tr.Release(r))
+}
