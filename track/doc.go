@@ -11,6 +11,8 @@
 // when its request ends has outlived it (Filter.Outlived,
 // SiteStats.OutlivedBytes): what package track/watch judges. A tensor kept
 // on purpose is handed to an Owner, whose holdings are counted (Owners).
+// OpenRequests lists the requests open now, the largest and the oldest, with
+// what each holds in flight: facts, never judged.
 //
 // A Site is a call stack, captured by a frame-pointer walk through a cache
 // and symbolized when a report asks; Site.Location is the line to change,

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // A request is one unit of a service's work, begun by WithRequest or by the
@@ -31,6 +32,19 @@ type request struct {
 	sites  []reqSite       // what is in flight, by site; starts in first
 	more   map[*Site]*reqSite
 	first  [1]reqSite
+
+	// What it holds in flight in all, beside the sites, and the most it
+	// has held, under mu: plain integers, so that the record path pays
+	// nothing for them beyond the lock it takes anyway.
+	inFlight, tensors, peak int64
+	// labels are those of its record with the most labels (the first
+	// such): what OpenRequests shows and what its kind is read from.
+	// device is the device of its first record. Both under mu.
+	labels *labelSet
+	device string
+	// begun is when the request was first listed, on the listing
+	// tracker's clock, in Unix nanoseconds; set once, before it is listed.
+	begun atomic.Int64
 
 	// labelled marks a request begun by WithLabels: other label calls on
 	// contexts that share its Done channel begin requests of their own,
@@ -58,6 +72,9 @@ const maxListedSites = 16
 // addLocked counts bytes and count (negative to take them back) in flight
 // at site. Called with q.mu held.
 func (q *request) addLocked(site *Site, bytes, count int64) {
+	q.inFlight += bytes
+	q.tensors += count
+	q.peak = max(q.peak, q.inFlight)
 	for i := range q.sites {
 		if e := &q.sites[i]; e.site == site {
 			e.bytes += bytes
@@ -200,10 +217,14 @@ func (q *request) join(t *Tracker, r *Record) *request {
 		}
 		if q.book == b || slices.Contains(q.moreBooks, b) {
 			q.addLocked(r.site, r.Bytes, 1)
+			q.noteLabels(r)
 			q.mu.Unlock()
 			return q
 		}
 		q.mu.Unlock()
+		if q.begun.Load() == 0 {
+			q.begun.CompareAndSwap(0, t.start.Add(time.Duration(t.now())).UnixNano())
+		}
 		if c := b.add(q); c != q { // the same request, listed before
 			q.canon.CompareAndSwap(nil, c)
 			continue
@@ -217,6 +238,17 @@ func (q *request) join(t *Tracker, r *Record) *request {
 			q.moreBooks = append(q.moreBooks, b)
 		}
 		q.mu.Unlock()
+	}
+}
+
+// noteLabels keeps r's labels as q's when they are more than q's, and r's
+// device when q has none. Called with q.mu held.
+func (q *request) noteLabels(r *Record) {
+	if l := r.labels.Load(); l != nil && (q.labels == nil || len(l.kv) > len(q.labels.kv)) {
+		q.labels = l
+	}
+	if q.device == "" && r.Meta != nil {
+		q.device = r.Meta.Device
 	}
 }
 
