@@ -18,6 +18,8 @@ type instruments struct {
 	suspects, flags, windows, stackFallbacks              metric.Int64Observable
 	stackUncached, freeLinesLost, runsOutIn               metric.Int64Observable
 	ownerUsage, ownerLimit, ownerTensors, partPanics      metric.Int64Observable
+	requestsOpen, requestsInFlight                        metric.Int64Observable
+	requestOldestAge, requestLargest                      metric.Int64Observable
 }
 
 // spec describes one instrument: where it goes and what it is.
@@ -56,6 +58,11 @@ func (in *instruments) create(meter metric.Meter) ([]metric.Observable, error) {
 		{&in.stackUncached, counter, "tensorlife.stack.uncached", "{capture}", "Stack captures taken by runtime.Callers because the full walk cache could not keep their walk."},
 		{&in.partPanics, counter, "tensorlife.part.panics", "{call}", "Calls into code tensorlife does not own (a part's or a device's method, a foreign release) that panicked; each was recovered, and its figure left out."},
 		{&in.freeLinesLost, counter, "tensorlife.tensor.free_lines_lost", "{free}", "Frees whose line the full free-line table could not keep: a double-free report cannot name them."},
+		// The open requests: facts, never judged (in flight is no leak).
+		{&in.requestsOpen, upDown, "tensorlife.request.open", "{request}", "Requests open now that have recorded a tensor."},
+		{&in.requestsInFlight, upDown, "tensorlife.request.memory.in_flight", "By", "Device bytes the open requests hold in flight: made under them, neither freed nor handed to an owner."},
+		{&in.requestOldestAge, gauge, "tensorlife.request.oldest.age", "s", "How long the oldest open request has been open."},
+		{&in.requestLargest, gauge, "tensorlife.request.largest.memory.in_flight", "By", "In-flight bytes of the open request holding most."},
 		// The parts' instruments.
 		{&in.poolUsage, upDown, "tensorlife.pool.memory.usage", "By", "Bytes pools hold from the device, by state: active (handed out) or cached (kept for reuse)."},
 		{&in.poolLimit, upDown, "tensorlife.pool.memory.limit", "By", "Memory budget of the pools on a device."},

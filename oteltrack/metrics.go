@@ -290,6 +290,15 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(in.tensorMemory, c.LiveBytes, attrs)
 	}
 	o.ObserveInt64(in.peak, tt.PeakBytes)
+	open := m.tr.OpenRequests(1) // one scan of the open list, no walk of the live set
+	o.ObserveInt64(in.requestsOpen, int64(open.Count))
+	o.ObserveInt64(in.requestsInFlight, open.InFlightBytes)
+	o.ObserveInt64(in.requestOldestAge, int64(open.OldestAge/time.Second))
+	var largest int64
+	if len(open.Largest) > 0 {
+		largest = open.Largest[0].InFlightBytes
+	}
+	o.ObserveInt64(in.requestLargest, largest)
 	o.ObserveInt64(in.outlived, tt.OutlivedBytes)
 	o.ObserveInt64(in.allocated, tt.AllocBytes)
 	o.ObserveInt64(in.allocs, tt.Allocs)
