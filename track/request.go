@@ -324,6 +324,12 @@ func (q *request) endLocked() {
 		}
 	}
 	q.sites, q.more = nil, nil
+	if q.book != nil {
+		q.book.tracker.kinds.ended(q.book.tracker, q)
+	}
+	for _, b := range q.moreBooks {
+		b.tracker.kinds.ended(b.tracker, q)
+	}
 }
 
 // outlived reports whether r outlived its request: a record made under no

@@ -263,6 +263,7 @@ type Tracker struct {
 	misuses      misuseLog                    // the latest misuses, for tests (NoteMisuse)
 	handles      atomic.Pointer[HandleFinder] // package tensor's registry of handles (FindHandlesWith)
 	requests     requestBook                  // the open requests, settled by readers (requestbook.go)
+	kinds        kindTable                    // what each kind of request cost (kinds.go)
 	owners       ownerRegistry                // the owners tensors were handed to (owner.go)
 	panics       partPanics                   // panics recovered from parts' code (panics.go)
 }
@@ -275,6 +276,8 @@ func New(opts ...Option) (*Tracker, error) {
 	}
 	t := &Tracker{cfg: cfg, walks: newWalkCache(cfg.maxSites)}
 	t.start = t.Now()
+	t.requests.tracker = t
+	t.kinds.keys = cfg.kindKeys
 	t.stacks = newStackTable(cfg.maxSites, cfg.helpers, &t.feeds)
 	if cfg.historyEvents > 0 {
 		for i := range t.shards {
