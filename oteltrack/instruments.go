@@ -20,7 +20,24 @@ type instruments struct {
 	ownerUsage, ownerLimit, ownerTensors, partPanics      metric.Int64Observable
 	requestsOpen, requestsInFlight                        metric.Int64Observable
 	requestOldestAge, requestLargest                      metric.Int64Observable
+
+	// requestPeaks is the one synchronous instrument: OpenTelemetry has
+	// no observable histogram, so the callback records into it what the
+	// tracker's per-kind histograms counted since the last collection.
+	requestPeaks metric.Int64Histogram
 }
+
+// peakBoundaries are requestPeaks' buckets, an octave each, from 1 KiB to
+// 1 TiB: 2^e-1, since a bucket holds the values up to its bound, so that
+// bucket e holds the integers in [2^(e-1), 2^e). A bucket of the tracker's
+// (1/8 of an octave) lies inside one of them, so the counts are exact.
+var peakBoundaries = func() []float64 {
+	var out []float64
+	for e := 10; e <= 40; e++ {
+		out = append(out, float64(int64(1)<<e-1))
+	}
+	return out
+}()
 
 // spec describes one instrument: where it goes and what it is.
 type spec struct {
@@ -87,6 +104,13 @@ func (in *instruments) create(meter metric.Meter) ([]metric.Observable, error) {
 		{&in.flags, counter, "tensorlife.watcher.flags", "{site}", "Times the growth watcher flagged a site as a leak suspect."},
 		{&in.windows, counter, "tensorlife.watcher.windows", "{window}", "Windows the growth watcher ended."},
 		{&in.runsOutIn, gauge, "tensorlife.watcher.suspect.runs_out_in", "s", "Shortest forecast, over the current leak suspects on a device, of the time until the memory they draw from (a pool budget, else the device's free memory) runs out at their growth rate."},
+	}
+	var err error
+	in.requestPeaks, err = meter.Int64Histogram("tensorlife.request.memory.peak", metric.WithUnit("By"),
+		metric.WithDescription("Peak in-flight bytes of each ended request, by request kind (track.RequestKinds) and device."),
+		metric.WithExplicitBucketBoundaries(peakBoundaries...))
+	if err != nil {
+		return nil, fmt.Errorf("tensorlife.request.memory.peak: %w", err)
 	}
 	out := make([]metric.Observable, 0, len(specs))
 	for _, s := range specs {

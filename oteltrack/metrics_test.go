@@ -467,3 +467,52 @@ func TestMetricsOpenRequests(t *testing.T) {
 		require.NoError(t, tr.Release(r))
 	}
 }
+
+// The peaks of ended requests are a histogram per request kind and device,
+// each request counted once however many collections read it.
+func TestMetricsRequestPeaks(t *testing.T) {
+	tr, err := track.New(track.RequestKinds("route"))
+	require.NoError(t, err)
+	mp, collect := metricsReader(t)
+	m, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(mp))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, m.Stop()) }()
+
+	serve := func(route string, bytes int64) {
+		ctx, end := track.WithRequest(context.Background())
+		r := &track.Record{Bytes: bytes, Meta: track.InternMeta("kv-cache", "host", "", nil)}
+		require.NoError(t, tr.Record(track.WithLabels(ctx, "route", route), r, 0))
+		require.NoError(t, tr.Release(r))
+		end()
+	}
+	for range 3 {
+		serve("/generate", 1<<20) // exactly a power of two
+	}
+	serve("/generate", 3<<20)
+	serve("/embed", 4096)
+	peaks := func() map[string]metricdata.HistogramDataPoint[int64] {
+		got := collect()["tensorlife.request.memory.peak"]
+		h, ok := got.Data.(metricdata.Histogram[int64])
+		require.True(t, ok, "%T", got.Data)
+		assert.Equal(t, "By", got.Unit)
+		out := map[string]metricdata.HistogramDataPoint[int64]{}
+		for _, dp := range h.DataPoints {
+			out[dp.Attributes.Encoded(attribute.DefaultEncoder())] = dp
+		}
+		return out
+	}
+	got := peaks()
+	gen := got["tensorlife.device=host,tensorlife.request.kind=route\\=/generate"]
+	assert.Equal(t, uint64(4), gen.Count)
+	gotMax, _ := gen.Max.Value()
+	assert.Equal(t, int64(3<<20), gotMax)
+	// 1 MiB is in the bucket (1 MiB-1, 2 MiB-1], the 12th of 1 KiB-1 on.
+	assert.Equal(t, uint64(3), gen.BucketCounts[11])
+	assert.Equal(t, uint64(1), gen.BucketCounts[12])
+	assert.Equal(t, uint64(1), got["tensorlife.device=host,tensorlife.request.kind=route\\=/embed"].Count)
+
+	serve("/embed", 4096)
+	got = peaks()
+	assert.Equal(t, uint64(4), got["tensorlife.device=host,tensorlife.request.kind=route\\=/generate"].Count, "counted once")
+	assert.Equal(t, uint64(2), got["tensorlife.device=host,tensorlife.request.kind=route\\=/embed"].Count)
+}

@@ -92,3 +92,31 @@ func TestSummaryOpenRequestsLongLivedWorker(t *testing.T) {
 	require.NoError(t, WriteSummary(&buf, tr))
 	assert.NotContains(t, buf.String(), "Open requests", "no section when none is open")
 }
+
+// The summary shows what each kind of request cost: requests, peak p50,
+// p99 and max, outlived bytes.
+func TestSummaryRequestKinds(t *testing.T) {
+	tr, err := track.New(track.Name("kinds"), track.RequestKinds("route"))
+	require.NoError(t, err)
+	for i := range 10 {
+		ctx, end := track.WithRequest(context.Background())
+		recs := summaryMasks(t, track.WithLabels(ctx, "route", "/generate"), tr, i+1, 1<<20)
+		for _, r := range recs {
+			require.NoError(t, tr.Release(r))
+		}
+		end()
+	}
+	ctx, end := track.WithRequest(context.Background())
+	kept := summaryMasks(t, ctx, tr, 1, 4096) // no route: kind other, and it outlives its request
+	end()
+
+	var buf bytes.Buffer
+	require.NoError(t, WriteSummary(&buf, tr))
+	report := buf.String()
+	t.Log(report)
+	assertFits(t, report)
+	assert.Contains(t, report, "\nRequest kinds (")
+	assert.Regexp(t, `route=/generate\s+cuda:0\s+10\s+5 MiB\s+10 MiB\s+10 MiB\s+0 B\n`, report)
+	assert.Regexp(t, `other\s+cuda:0\s+1\s+4 KiB\s+4 KiB\s+4 KiB\s+4 KiB\n`, report)
+	require.NoError(t, tr.Release(kept[0]))
+}

@@ -84,7 +84,8 @@ func Bytes(n int64) string { return format.Bytes(n) }
 // caches and devices made with tr (and of WithSources), the top call sites
 // by live bytes with the bytes that outlived their request, the open
 // requests holding most and open longest (facts, never suspects: memory in
-// flight is not judged), and the current suspects of each watcher of tr.
+// flight is not judged), what each kind of request cost at its peak
+// (track.RequestKinds), and the current suspects of each watcher of tr.
 // Lines fit in 100 columns; the site lines name the function and file:line
 // that allocated. A tracker with nothing live gets a report saying so.
 //
@@ -127,6 +128,7 @@ func WriteSummary(w io.Writer, tr *track.Tracker, opts ...Option) error {
 	writeDevices(&b, reading.Devices)
 	writeSkipped(&b, reading.Skipped)
 	writeOpenRequests(&b, tr.OpenRequests(openRequestRows))
+	writeRequestKinds(&b, tr.RequestCosts())
 	writeSites(&b, tr, cfg.top)
 	for _, sr := range watchers {
 		writeSuspects(&b, sr, reading.Pools, now)
@@ -351,6 +353,22 @@ func writeOpenRequests(b *strings.Builder, open track.OpenRequests) {
 			"", "", plural(int64(open.OthersCount), "request"))
 	}
 	rows("oldest", open.Oldest)
+}
+
+// writeRequestKinds writes, per request kind and device, how many requests
+// ended, their peak in-flight bytes at p50, p99 and max, and the bytes that
+// outlived them.
+func writeRequestKinds(b *strings.Builder, kinds []track.RequestKindStats) {
+	if len(kinds) == 0 {
+		return
+	}
+	b.WriteString("\nRequest kinds (ended requests: peak in-flight bytes, p50/p99 within one bucket of 1/8)\n")
+	const head = "  %-32s %-10s %9s %10s %10s %10s %11s\n"
+	fmt.Fprintf(b, head, "kind", "device", "requests", "peak p50", "peak p99", "peak max", "outlived")
+	for _, k := range kinds {
+		fmt.Fprintf(b, head, clip(k.Kind, 32), clip(k.Device, 10), strconv.FormatInt(k.Requests, 10),
+			format.Bytes(k.PeakP50), format.Bytes(k.PeakP99), format.Bytes(k.PeakMax), format.Bytes(k.OutlivedBytes))
+	}
 }
 
 func writeSites(b *strings.Builder, tr *track.Tracker, top int) {
