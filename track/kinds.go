@@ -61,16 +61,27 @@ func RequestKinds(keys ...string) Option {
 // exact when that bucket saw one value, and never below the true
 // percentile's bucket. Max is exact.
 type RequestKindStats struct {
-	Kind, Device string
+	// Kind is the request kind: the values of the RequestKinds keys.
+	Kind string
+	// Device is the device of its requests' first tensors.
+	Device string
 	// Requests counts the requests of the kind that ended.
 	Requests int64
-	// PeakP50, PeakP99 and PeakMax are the most bytes its requests held
-	// in flight at once.
-	PeakP50, PeakP99, PeakMax int64
-	// DurationP50, DurationP99 and DurationMax are how long its requests
-	// were open, from their first record to the end the tracker saw: their
-	// end function, or the first read after their context was done.
-	DurationP50, DurationP99, DurationMax time.Duration
+	// PeakP50 is the median of the most bytes each request held in
+	// flight at once.
+	PeakP50 int64
+	// PeakP99 is the 99th percentile of the peaks.
+	PeakP99 int64
+	// PeakMax is the largest peak, exact.
+	PeakMax int64
+	// DurationP50 is the median of how long its requests were open, from
+	// their first record to the end the tracker saw: their end function,
+	// or the first read after their context was done.
+	DurationP50 time.Duration
+	// DurationP99 is the 99th percentile of the durations.
+	DurationP99 time.Duration
+	// DurationMax is the longest duration, exact.
+	DurationMax time.Duration
 	// OutlivedBytes sums what its requests still held when they ended.
 	OutlivedBytes int64
 	// Peaks are the histogram of the peaks, the buckets that saw any,
@@ -81,9 +92,14 @@ type RequestKindStats struct {
 // Bucket is one bucket of a histogram: the values in [Low, High) it
 // counted, and the largest of them.
 type Bucket struct {
-	Low, High int64
-	Count     int64
-	Max       int64
+	// Low is the lowest value the bucket counts.
+	Low int64
+	// High is the lowest value past it.
+	High int64
+	// Count is how many values it counted.
+	Count int64
+	// Max is the largest of them.
+	Max int64
 }
 
 // RequestCosts returns the statistics of every request kind on every

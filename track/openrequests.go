@@ -15,18 +15,21 @@ type RequestStats struct {
 	// Labels are those of the request's record with the most labels.
 	Labels Labels
 	// Begun is when the tracker first listed it (its first record), on
-	// the tracker's clock; Age is how long it has been open since.
+	// the tracker's clock.
 	Begun time.Time
-	Age   time.Duration
-	// InFlightBytes and InFlightTensors are what it holds now and has
-	// neither released nor handed to an owner: all it has grown since it
-	// began.
-	InFlightBytes, InFlightTensors int64
+	// Age is how long it has been open since it began.
+	Age time.Duration
+	// InFlightBytes is what it holds now and has neither released nor
+	// handed to an owner: all it has grown since it began.
+	InFlightBytes int64
+	// InFlightTensors counts the tensors of InFlightBytes.
+	InFlightTensors int64
 	// PeakBytes is the most it has held in flight at once.
 	PeakBytes int64
-	// TopSite is the site at which it holds most bytes now, TopSiteBytes
-	// those bytes; nil when it holds nothing.
-	TopSite      *Site
+	// TopSite is the site at which it holds most bytes now; nil when it
+	// holds nothing.
+	TopSite *Site
+	// TopSiteBytes are the bytes it holds at TopSite.
 	TopSiteBytes int64
 	// Device is the device of its first tensor.
 	Device string
@@ -38,18 +41,24 @@ type OpenRequests struct {
 	// Count is the number of requests open, each counted once however
 	// many label calls made it.
 	Count int
-	// InFlightBytes and InFlightTensors sum what the open requests hold:
-	// the rows of Largest plus OthersBytes make InFlightBytes exactly.
-	InFlightBytes, InFlightTensors int64
+	// InFlightBytes sums what the open requests hold: the rows of
+	// Largest plus OthersBytes make it exactly.
+	InFlightBytes int64
+	// InFlightTensors counts the tensors of InFlightBytes.
+	InFlightTensors int64
 	// OldestAge is the age of the oldest open request; 0 if none.
 	OldestAge time.Duration
 	// Largest are the n requests holding most in-flight bytes, largest
-	// first (ties: oldest first); Oldest the n open longest, oldest first.
-	Largest, Oldest []RequestStats
-	// OthersBytes and OthersTensors are what the requests not in Largest
-	// hold, OthersCount how many they are.
-	OthersBytes, OthersTensors int64
-	OthersCount                int
+	// first (ties: oldest first).
+	Largest []RequestStats
+	// Oldest are the n requests open longest, oldest first.
+	Oldest []RequestStats
+	// OthersBytes is what the requests not in Largest hold.
+	OthersBytes int64
+	// OthersTensors counts the tensors of OthersBytes.
+	OthersTensors int64
+	// OthersCount is how many requests are not in Largest.
+	OthersCount int
 }
 
 // MaxOpenRows bounds the n of Tracker.OpenRequests.
