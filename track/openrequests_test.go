@@ -151,3 +151,37 @@ func TestOpenRequestsBounds(t *testing.T) {
 	}
 	release(t, tr, recs...)
 }
+
+// Filter.InFlight selects what open requests hold in flight: neither what
+// outlived its request nor what was handed to an owner.
+func TestFilterInFlight(t *testing.T) {
+	tr := newTracker(t)
+	ctx, end := track.WithRequest(context.Background())
+	held := recordA(tr, ctx, 100, "tensor")
+	handed := recordA(tr, ctx, 10, "tensor")
+	owner := &track.Owner{Name: "cache", MaxBytes: 1 << 20}
+	require.NoError(t, tr.HandOver(handed, owner))
+	none := recordA(tr, context.Background(), 1, "tensor")
+
+	snap, err := tr.SnapshotOf(track.Filter{InFlight: true, Allocations: true})
+	require.NoError(t, err)
+	require.Len(t, snap.Allocations, 1)
+	assert.Equal(t, held.ID(), snap.Allocations[0].ID)
+	assert.True(t, snap.Allocations[0].InFlight)
+
+	all, err := tr.SnapshotOf(track.Filter{Allocations: true})
+	require.NoError(t, err)
+	sel, err := all.Select(track.Filter{InFlight: true})
+	require.NoError(t, err)
+	assert.Len(t, sel.Allocations, 1)
+
+	_, err = tr.SnapshotOf(track.Filter{InFlight: true, Outlived: true})
+	assert.ErrorIs(t, err, track.ErrInvalidOption)
+
+	end()
+	snap, err = tr.SnapshotOf(track.Filter{InFlight: true, Allocations: true})
+	require.NoError(t, err)
+	assert.Empty(t, snap.Allocations, "its request ended: outlived now")
+	require.NoError(t, tr.HandBack(handed, owner))
+	release(t, tr, held, handed, none)
+}

@@ -342,3 +342,9 @@ func (r *Record) outlived() bool {
 	}
 	return r.req.ended.Load()
 }
+
+// inFlight reports whether r is held in flight by its request: made under
+// one that has not ended, and not handed to an owner.
+func (r *Record) inFlight() bool {
+	return r.req != nil && r.word.Load()&handedFlag == 0 && !r.req.ended.Load()
+}
