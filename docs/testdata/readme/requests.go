@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/report"
@@ -31,7 +32,10 @@ func prefill(ctx context.Context, p *pool.Pool, blocks int) ([]*tensor.Tensor, e
 // summary: the requests that hold the memory, and what each route's
 // requests cost at their peak.
 func openRequests() error {
-	tr, err := track.New(track.Name("requests"), track.RequestKinds("route"))
+	// The tracker's clock moves when told, so that the ages print alike
+	// every run: the short requests came a minute before the prompts.
+	now := time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
+	tr, err := track.New(track.Name("requests"), track.RequestKinds("route"), track.Clock(func() time.Time { return now }))
 	if err != nil {
 		return err
 	}
@@ -66,6 +70,7 @@ func openRequests() error {
 		}
 	}
 	for i := range 100 {
+		now = now.Add(time.Millisecond)
 		ctx, end := begin("route", "/embed", "request", fmt.Sprint("e", i))
 		defer end()
 		x, err := tensor.Make(ctx, p, tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{1024}, Kind: "activations"})
@@ -74,7 +79,9 @@ func openRequests() error {
 		}
 		held = append(held, x)
 	}
+	now = now.Add(time.Minute)
 	for i, blocks := range []int{7, 4, 4} {
+		now = now.Add(10 * time.Second)
 		ctx, end := begin("route", "/generate", "request", fmt.Sprint("g", i))
 		defer end()
 		kv, err := prefill(ctx, p, blocks)
@@ -83,6 +90,7 @@ func openRequests() error {
 			return err
 		}
 	}
+	now = now.Add(20 * time.Second)
 	ctx, end := begin("route", "/generate", "request", "g3")
 	defer end()
 	kv, err := prefill(ctx, p, 4) // refused at its first block
