@@ -67,7 +67,9 @@
 // BenchmarkRecordReleaseRatio measures them against one runtime.Callers over
 // the same 20 frames. A request is listed once per tracker, at its first
 // record (one of 16 locks); every reader settles the listed requests first,
-// O(requests open).
+// O(requests open). OpenRequests scans the open list once, a request's lock
+// each (about 55 ns a request with the settle); a request's end with
+// RequestKinds takes one tracker-wide lock, once per request.
 //
 // Every reader but the views that show per-tensor detail reads counters
 // kept on the record path: the default profile's snapshot is O(sites ×
