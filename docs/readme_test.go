@@ -65,6 +65,8 @@ var snippetImports = map[string]string{
 	"cuda": module + "tensor/cuda", "foreign": module + "tensor/foreign", "timeline": module + "timeline", "track": module + "track",
 	"oteltrack": module + "oteltrack", "tracktest": module + "track/tracktest",
 	"watch":      module + "track/watch",
+	"httptrack":  module + "track/httptrack",
+	"io":         "io",
 	"prometheus": "github.com/prometheus/client_golang/prometheus",
 	"promhttp":   "github.com/prometheus/client_golang/prometheus/promhttp",
 	"otelprom":   "go.opentelemetry.io/otel/exporters/prometheus",

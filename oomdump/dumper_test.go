@@ -433,3 +433,30 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// The dump carries the open requests that held the memory when it ran out:
+// the error's rows, captured at the failure, whatever has ended since.
+func TestDumpNamesTheOpenRequests(t *testing.T) {
+	s := newService(t, false, oomdump.Interval(time.Hour))
+	ctx, end := track.WithRequest(context.Background())
+	ctx = track.WithLabels(ctx, "route", "/generate")
+	var err error
+	for range 1000 {
+		var m *tensor.Tensor
+		if m, err = tensor.New(ctx, s.pool, tensor.Float32, 64, 64); err != nil {
+			break
+		}
+		s.held = append(s.held, m)
+	}
+	require.ErrorIs(t, err, tensor.ErrOutOfMemory)
+	end() // before the dump is written, maybe
+	require.NoError(t, s.dumper.Wait())
+	dump, ok := s.dumper.Last()
+	require.True(t, ok)
+	summary, err := os.ReadFile(dump.Files[1])
+	require.NoError(t, err)
+	assert.Contains(t, string(summary), "largest open requests (1 open, 256 KiB in 16 tensors in flight):")
+	assert.Contains(t, string(summary), "1. 256 KiB in 16 tensors (100% of the limit), open ")
+	assert.Contains(t, string(summary), "{route=/generate}")
+	require.NoError(t, s.dumper.Close())
+}

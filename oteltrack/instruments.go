@@ -18,7 +18,26 @@ type instruments struct {
 	suspects, flags, windows, stackFallbacks              metric.Int64Observable
 	stackUncached, freeLinesLost, runsOutIn               metric.Int64Observable
 	ownerUsage, ownerLimit, ownerTensors, partPanics      metric.Int64Observable
+	requestsOpen, requestsInFlight                        metric.Int64Observable
+	requestOldestAge, requestLargest                      metric.Int64Observable
+
+	// requestPeaks is the one synchronous instrument: OpenTelemetry has
+	// no observable histogram, so the callback records into it what the
+	// tracker's per-kind histograms counted since the last collection.
+	requestPeaks metric.Int64Histogram
 }
+
+// peakBoundaries are requestPeaks' buckets, an octave each, from 1 KiB to
+// 1 TiB: 2^e-1, since a bucket holds the values up to its bound, so that
+// bucket e holds the integers in [2^(e-1), 2^e). A bucket of the tracker's
+// (1/8 of an octave) lies inside one of them, so the counts are exact.
+var peakBoundaries = func() []float64 {
+	var out []float64
+	for e := 10; e <= 40; e++ {
+		out = append(out, float64(int64(1)<<e-1))
+	}
+	return out
+}()
 
 // spec describes one instrument: where it goes and what it is.
 type spec struct {
@@ -56,6 +75,11 @@ func (in *instruments) create(meter metric.Meter) ([]metric.Observable, error) {
 		{&in.stackUncached, counter, "tensorlife.stack.uncached", "{capture}", "Stack captures taken by runtime.Callers because the full walk cache could not keep their walk."},
 		{&in.partPanics, counter, "tensorlife.part.panics", "{call}", "Calls into code tensorlife does not own (a part's or a device's method, a foreign release) that panicked; each was recovered, and its figure left out."},
 		{&in.freeLinesLost, counter, "tensorlife.tensor.free_lines_lost", "{free}", "Frees whose line the full free-line table could not keep: a double-free report cannot name them."},
+		// The open requests: facts, never judged (in flight is no leak).
+		{&in.requestsOpen, upDown, "tensorlife.request.open", "{request}", "Requests open now that have recorded a tensor."},
+		{&in.requestsInFlight, upDown, "tensorlife.request.memory.in_flight", "By", "Device bytes the open requests hold in flight: made under them, neither freed nor handed to an owner."},
+		{&in.requestOldestAge, gauge, "tensorlife.request.oldest.age", "s", "How long the oldest open request has been open."},
+		{&in.requestLargest, gauge, "tensorlife.request.largest.memory.in_flight", "By", "In-flight bytes of the open request holding most."},
 		// The parts' instruments.
 		{&in.poolUsage, upDown, "tensorlife.pool.memory.usage", "By", "Bytes pools hold from the device, by state: active (handed out) or cached (kept for reuse)."},
 		{&in.poolLimit, upDown, "tensorlife.pool.memory.limit", "By", "Memory budget of the pools on a device."},
@@ -80,6 +104,13 @@ func (in *instruments) create(meter metric.Meter) ([]metric.Observable, error) {
 		{&in.flags, counter, "tensorlife.watcher.flags", "{site}", "Times the growth watcher flagged a site as a leak suspect."},
 		{&in.windows, counter, "tensorlife.watcher.windows", "{window}", "Windows the growth watcher ended."},
 		{&in.runsOutIn, gauge, "tensorlife.watcher.suspect.runs_out_in", "s", "Shortest forecast, over the current leak suspects on a device, of the time until the memory they draw from (a pool budget, else the device's free memory) runs out at their growth rate."},
+	}
+	var err error
+	in.requestPeaks, err = meter.Int64Histogram("tensorlife.request.memory.peak", metric.WithUnit("By"),
+		metric.WithDescription("Peak in-flight bytes of each ended request, by request kind (track.RequestKinds) and device."),
+		metric.WithExplicitBucketBoundaries(peakBoundaries...))
+	if err != nil {
+		return nil, fmt.Errorf("tensorlife.request.memory.peak: %w", err)
 	}
 	out := make([]metric.Observable, 0, len(specs))
 	for _, s := range specs {

@@ -223,6 +223,10 @@ type Metrics struct {
 	// the attribute cache.
 	mu    sync.Mutex
 	attrs map[attrKey]metric.ObserveOption
+	// peaksSeen is, per request kind and device, each histogram bucket's
+	// count (by its low bound) already recorded into requestPeaks:
+	// bounded by the tracker's kinds and buckets.
+	peaksSeen map[attrKey]map[int64]int64
 }
 
 // Register registers tr's instruments with a meter named ScopeName from the
@@ -269,6 +273,7 @@ const (
 	attrDevice      = "tensorlife.device"
 	attrForecastOf  = "tensorlife.forecast.memory"
 	attrKind        = "tensorlife.tensor.kind"
+	attrRequestKind = "tensorlife.request.kind"
 	attrPoolState   = "tensorlife.pool.memory.state"
 	attrCache       = "tensorlife.cache.name"
 	attrOwner       = "tensorlife.owner.name"
@@ -279,7 +284,7 @@ const (
 // observe is the one callback. It reads counters and sources only, and never
 // fails a collection for one source: a device that cannot report is left
 // out of that collection.
-func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
+func (m *Metrics) observe(ctx context.Context, o metric.Observer) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	in := &m.inst
@@ -290,6 +295,16 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(in.tensorMemory, c.LiveBytes, attrs)
 	}
 	o.ObserveInt64(in.peak, tt.PeakBytes)
+	open := m.tr.OpenRequests(1) // one scan of the open list, no walk of the live set
+	o.ObserveInt64(in.requestsOpen, int64(open.Count))
+	o.ObserveInt64(in.requestsInFlight, open.InFlightBytes)
+	o.ObserveInt64(in.requestOldestAge, int64(open.OldestAge/time.Second))
+	var largest int64
+	if len(open.Largest) > 0 {
+		largest = open.Largest[0].InFlightBytes
+	}
+	o.ObserveInt64(in.requestLargest, largest)
+	m.recordPeaks(ctx)
 	o.ObserveInt64(in.outlived, tt.OutlivedBytes)
 	o.ObserveInt64(in.allocated, tt.AllocBytes)
 	o.ObserveInt64(in.allocs, tt.Allocs)
@@ -382,6 +397,40 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	// Read last, so that a panic of this collection's parts is counted in it.
 	o.ObserveInt64(in.partPanics, m.tr.Totals().PartPanics)
 	return nil
+}
+
+// recordPeaks records into the request peak histogram the requests that
+// ended since the last collection: each bucket's new count, at the largest
+// value the bucket saw, which falls in the instrument's bucket that holds
+// the whole of the tracker's. O(requests ended since), as if each end were
+// recorded. Called with m.mu held.
+func (m *Metrics) recordPeaks(ctx context.Context) {
+	for _, k := range m.tr.RequestCosts() {
+		key := attrKey{attrRequestKind, k.Kind, attrDevice, k.Device}
+		seen := m.peaksSeen[key]
+		if seen == nil {
+			if m.peaksSeen == nil {
+				m.peaksSeen = make(map[attrKey]map[int64]int64)
+			}
+			seen = make(map[int64]int64)
+			m.peaksSeen[key] = seen
+		}
+		var opt metric.RecordOption
+		for _, b := range k.Peaks {
+			n := b.Count - seen[b.Low]
+			if n <= 0 {
+				continue
+			}
+			if opt == nil {
+				opt = metric.WithAttributeSet(attribute.NewSet(attribute.String(attrRequestKind, k.Kind),
+					attribute.String(attrDevice, k.Device)))
+			}
+			for range n {
+				m.inst.requestPeaks.Record(ctx, b.Max, opt)
+			}
+			seen[b.Low] = b.Count
+		}
+	}
 }
 
 // attrKey names an attribute set of one or two string attributes.

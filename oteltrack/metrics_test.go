@@ -216,6 +216,11 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 		"tensorlife.stack.uncached":          {"{capture}", "counter", map[string]int64{"": 0}},
 		"tensorlife.tensor.free_lines_lost":  {"{free}", "counter", map[string]int64{"": 0}},
 		"tensorlife.part.panics":             {"{call}", "counter", map[string]int64{"": 0}},
+		// No request is open: tested with some in TestMetricsOpenRequests.
+		"tensorlife.request.open":                     {"{request}", "updown", map[string]int64{"": 0}},
+		"tensorlife.request.memory.in_flight":         {"By", "updown", map[string]int64{"": 0}},
+		"tensorlife.request.oldest.age":               {"s", "gauge", map[string]int64{"": 0}},
+		"tensorlife.request.largest.memory.in_flight": {"By", "gauge", map[string]int64{"": 0}},
 		"tensorlife.pool.memory.usage": {"By", "updown", map[string]int64{
 			host + ",tensorlife.pool.memory.state=active": 5120, host + ",tensorlife.pool.memory.state=cached": 4096,
 			cuda + ",tensorlife.pool.memory.state=active": 0, cuda + ",tensorlife.pool.memory.state=cached": 2048}},
@@ -303,7 +308,7 @@ func TestMetricsOnlyForSourcesGiven(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, m.Stop()) }()
 	for name := range collect() {
-		assert.Regexp(t, `^tensorlife\.(tensor\.|mask\.rebuilds|stack\.(fallbacks|uncached)|part\.panics)`, name)
+		assert.Regexp(t, `^tensorlife\.(tensor\.|request\.|mask\.rebuilds|stack\.(fallbacks|uncached)|part\.panics)`, name)
 	}
 }
 
@@ -420,4 +425,94 @@ func TestMetricsForecast(t *testing.T) {
 		runtime.KeepAlive(alloc)
 		leak.setLive(t, 0)
 	})
+}
+
+// The open requests' count, their in-flight bytes, the oldest one's age and
+// the largest one's bytes, on the tracker's clock.
+func TestMetricsOpenRequests(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tr, err := track.New(track.Clock(func() time.Time { return now }))
+	require.NoError(t, err)
+	mp, collect := metricsReader(t)
+	m, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(mp))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, m.Stop()) }()
+
+	var recs []*track.Record
+	var ends []context.CancelFunc
+	for i, bytes := range []int64{4096, 1 << 20, 512} {
+		ctx, end := track.WithRequest(context.Background())
+		ends = append(ends, end)
+		r := &track.Record{Bytes: bytes, Meta: track.InternMeta("kv-cache", "host", "", nil)}
+		require.NoError(t, tr.Record(track.WithLabels(ctx, "route", fmt.Sprint("/r", i)), r, 0))
+		recs = append(recs, r)
+		now = now.Add(time.Minute)
+	}
+	value := func(got map[string]metricdata.Metrics, name string) int64 {
+		_, points := pointsOf(t, got[name])
+		return points[""]
+	}
+	got := collect()
+	assert.Equal(t, int64(3), value(got, "tensorlife.request.open"))
+	assert.Equal(t, int64(4096+1<<20+512), value(got, "tensorlife.request.memory.in_flight"))
+	assert.Equal(t, int64(180), value(got, "tensorlife.request.oldest.age"))
+	assert.Equal(t, int64(1<<20), value(got, "tensorlife.request.largest.memory.in_flight"))
+
+	for _, end := range ends {
+		end()
+	}
+	got = collect()
+	assert.Zero(t, value(got, "tensorlife.request.open"), "ended requests are open no more")
+	for _, r := range recs {
+		require.NoError(t, tr.Release(r))
+	}
+}
+
+// The peaks of ended requests are a histogram per request kind and device,
+// each request counted once however many collections read it.
+func TestMetricsRequestPeaks(t *testing.T) {
+	tr, err := track.New(track.RequestKinds("route"))
+	require.NoError(t, err)
+	mp, collect := metricsReader(t)
+	m, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(mp))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, m.Stop()) }()
+
+	serve := func(route string, bytes int64) {
+		ctx, end := track.WithRequest(context.Background())
+		r := &track.Record{Bytes: bytes, Meta: track.InternMeta("kv-cache", "host", "", nil)}
+		require.NoError(t, tr.Record(track.WithLabels(ctx, "route", route), r, 0))
+		require.NoError(t, tr.Release(r))
+		end()
+	}
+	for range 3 {
+		serve("/generate", 1<<20) // exactly a power of two
+	}
+	serve("/generate", 3<<20)
+	serve("/embed", 4096)
+	peaks := func() map[string]metricdata.HistogramDataPoint[int64] {
+		got := collect()["tensorlife.request.memory.peak"]
+		h, ok := got.Data.(metricdata.Histogram[int64])
+		require.True(t, ok, "%T", got.Data)
+		assert.Equal(t, "By", got.Unit)
+		out := map[string]metricdata.HistogramDataPoint[int64]{}
+		for _, dp := range h.DataPoints {
+			out[dp.Attributes.Encoded(attribute.DefaultEncoder())] = dp
+		}
+		return out
+	}
+	got := peaks()
+	gen := got["tensorlife.device=host,tensorlife.request.kind=route\\=/generate"]
+	assert.Equal(t, uint64(4), gen.Count)
+	gotMax, _ := gen.Max.Value()
+	assert.Equal(t, int64(3<<20), gotMax)
+	// 1 MiB is in the bucket (1 MiB-1, 2 MiB-1], the 12th of 1 KiB-1 on.
+	assert.Equal(t, uint64(3), gen.BucketCounts[11])
+	assert.Equal(t, uint64(1), gen.BucketCounts[12])
+	assert.Equal(t, uint64(1), got["tensorlife.device=host,tensorlife.request.kind=route\\=/embed"].Count)
+
+	serve("/embed", 4096)
+	got = peaks()
+	assert.Equal(t, uint64(4), got["tensorlife.device=host,tensorlife.request.kind=route\\=/generate"].Count, "counted once")
+	assert.Equal(t, uint64(2), got["tensorlife.device=host,tensorlife.request.kind=route\\=/embed"].Count)
 }

@@ -52,6 +52,9 @@ func (p *Pool) oomError(size int64, refused string, devErr error) error {
 	}
 	e.TopSites = p.topLiveSites()
 	e.HeldBy = p.heldBy(e.TopSites)
+	if p.tracker != nil {
+		e.Requests = p.tracker.OpenRequests(oomRequestRows)
+	}
 	if p.onOOM != nil {
 		p.callOnOOM(e)
 	}
@@ -74,6 +77,10 @@ func (p *Pool) callOnOOM(e *tensor.OOMError) {
 	}()
 	p.onOOM(e)
 }
+
+// oomRequestRows is how many open requests an out-of-memory error names:
+// the largest, the rest summed as others.
+const oomRequestRows = 5
 
 // maxHeldBy bounds the owners an out-of-memory error names per site.
 const maxHeldBy = 4

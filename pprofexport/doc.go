@@ -132,6 +132,8 @@
 //	              small slow leak is no longer hidden under in-flight activations
 //	outlived=1    only tensors that outlived the request that made them (track.WithRequest):
 //	              what the growth watcher judges
+//	open=1        only tensors held in flight by open requests (track.Tracker.OpenRequests):
+//	              what the requests running now hold, never judged
 //	kind=mask     only tensors of this kind
 //	device=cuda:1 only tensors on this device (a tracker over several devices)
 //	leaked=true   only tensors the garbage collector found without Free

@@ -156,7 +156,7 @@ func (h *handler) parse(r *http.Request) (query, error) {
 		return v
 	}
 	debug, seconds, minAge, leaked, gc := get("debug"), get("seconds"), get("min_age"), get("leaked"), get("gc")
-	kind, outlived, device := get("kind"), get("outlived"), get("device")
+	kind, outlived, device, open := get("kind"), get("outlived"), get("device"), get("open")
 	if err != nil {
 		return q, err
 	}
@@ -196,6 +196,18 @@ func (h *handler) parse(r *http.Request) (query, error) {
 		q.filter.Outlived = true
 	default:
 		return q, fmt.Errorf(`invalid value for "outlived": %s, want 1 (only tensors that outlived their request) or 0`, echo(outlived))
+	}
+	switch open {
+	case "":
+	case "0", "false":
+		q.filter.InFlight = false
+	case "1", "true":
+		q.filter.InFlight = true
+	default:
+		return q, fmt.Errorf(`invalid value for "open": %s, want 1 (only tensors open requests hold in flight) or 0`, echo(open))
+	}
+	if q.filter.InFlight && q.filter.Outlived {
+		return q, errors.New(`"open" and "outlived" cannot be combined: a tensor is in flight or outlived its request`)
 	}
 	if values.Has("kind") {
 		q.filter.Kind = kind

@@ -198,6 +198,9 @@ func describeFilter(f track.Filter) string {
 	if f.Outlived {
 		parts = append(parts, "outlived=1")
 	}
+	if f.InFlight {
+		parts = append(parts, "open=1")
+	}
 	if f.Kind != "" {
 		parts = append(parts, "kind="+f.Kind)
 	}

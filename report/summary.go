@@ -82,8 +82,10 @@ func Bytes(n int64) string { return format.Bytes(n) }
 // WriteSummary writes a text report of tr's memory in the manner of
 // torch.cuda.memory_summary: totals and peak, the figures of the pools,
 // caches and devices made with tr (and of WithSources), the top call sites
-// by live bytes with the bytes that outlived their request, and the current
-// suspects of each watcher of tr.
+// by live bytes with the bytes that outlived their request, the open
+// requests holding most and open longest (facts, never suspects: memory in
+// flight is not judged), what each kind of request cost at its peak
+// (track.RequestKinds), and the current suspects of each watcher of tr.
 // Lines fit in 100 columns; the site lines name the function and file:line
 // that allocated. A tracker with nothing live gets a report saying so.
 //
@@ -125,6 +127,8 @@ func WriteSummary(w io.Writer, tr *track.Tracker, opts ...Option) error {
 	writeOwners(&b, tr.Owners())
 	writeDevices(&b, reading.Devices)
 	writeSkipped(&b, reading.Skipped)
+	writeOpenRequests(&b, tr.OpenRequests(openRequestRows))
+	writeRequestKinds(&b, tr.RequestCosts())
 	writeSites(&b, tr, cfg.top)
 	for _, sr := range watchers {
 		writeSuspects(&b, sr, reading.Pools, now)
@@ -314,6 +318,59 @@ func writeDevices(b *strings.Builder, devices []DeviceMemory) {
 	}
 }
 
+// openRequestRows is how many requests each list of the Open requests
+// section shows.
+const openRequestRows = 5
+
+// writeOpenRequests writes the open requests holding most in flight and
+// those open longest, each with its bytes, tensors, peak, age, labels (cut
+// to the line) and the site where it holds most; then what the requests
+// not among the largest hold, so that the rows and the others make the
+// in-flight bytes.
+func writeOpenRequests(b *strings.Builder, open track.OpenRequests) {
+	if open.Count == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\nOpen requests (%d open, %s in %s in flight; in flight is never a leak)\n",
+		open.Count, format.Bytes(open.InFlightBytes), plural(open.InFlightTensors, "tensor"))
+	const head = "  %-8s %12s %8s %12s %9s  "
+	room := summaryWidth - len(fmt.Sprintf(head, "", "", "", "", ""))
+	rows := func(title string, rs []track.RequestStats) {
+		fmt.Fprintf(b, head+"%s\n", title, "in flight", "tensors", "peak", "age", "labels")
+		for i, r := range rs {
+			labels := r.Labels.String()
+			fmt.Fprintf(b, head+"%s\n", strconv.Itoa(i+1)+".", format.Bytes(r.InFlightBytes),
+				strconv.FormatInt(r.InFlightTensors, 10), format.Bytes(r.PeakBytes), format.Age(r.Age), clip(labels, room))
+			if r.TopSite != nil {
+				const indent = 13
+				fmt.Fprintf(b, "%*s%s\n", indent, "", frameLine("most at ", r.TopSite.Location(), summaryWidth-indent))
+			}
+		}
+	}
+	rows("largest", open.Largest)
+	if open.OthersCount > 0 {
+		fmt.Fprintf(b, head+"%s\n", "others", format.Bytes(open.OthersBytes), strconv.FormatInt(open.OthersTensors, 10),
+			"", "", plural(int64(open.OthersCount), "request"))
+	}
+	rows("oldest", open.Oldest)
+}
+
+// writeRequestKinds writes, per request kind and device, how many requests
+// ended, their peak in-flight bytes at p50, p99 and max, and the bytes that
+// outlived them.
+func writeRequestKinds(b *strings.Builder, kinds []track.RequestKindStats) {
+	if len(kinds) == 0 {
+		return
+	}
+	b.WriteString("\nRequest kinds (ended requests: peak in-flight bytes, p50/p99 within one bucket of 1/8)\n")
+	const head = "  %-32s %-10s %9s %10s %10s %10s %11s\n"
+	fmt.Fprintf(b, head, "kind", "device", "requests", "peak p50", "peak p99", "peak max", "outlived")
+	for _, k := range kinds {
+		fmt.Fprintf(b, head, clip(k.Kind, 32), clip(k.Device, 10), strconv.FormatInt(k.Requests, 10),
+			format.Bytes(k.PeakP50), format.Bytes(k.PeakP99), format.Bytes(k.PeakMax), format.Bytes(k.OutlivedBytes))
+	}
+}
+
 func writeSites(b *strings.Builder, tr *track.Tracker, top int) {
 	var live []track.SiteStats
 	for _, st := range tr.SiteTotals() { // per-site counters: no walk of the live set
@@ -351,8 +408,13 @@ func writeSuspects(b *strings.Builder, w suspectsRead, pools []pool.Stats, now t
 	} else if r.Ticks > 1 {
 		window = strconv.Itoa(r.Ticks) + " ticks"
 	}
-	fmt.Fprintf(b, "\nLeak suspects (window %s; outlived bytes grew in %d of %d windows by over %s; %d windows ended)\n",
+	title := fmt.Sprintf("Leak suspects (window %s; outlived bytes grew in %d of %d windows by over %s; %d windows ended)",
 		window, r.MostOf, r.Windows, format.Bytes(r.MinGrowth), w.ended)
+	if len(title) > summaryWidth { // past 99 windows ended, say it shorter
+		title = fmt.Sprintf("Leak suspects (window %s; outlived grew in %d of %d windows by over %s; %d ended)",
+			window, r.MostOf, r.Windows, format.Bytes(r.MinGrowth), w.ended)
+	}
+	fmt.Fprintf(b, "\n%s\n", clip(title, summaryWidth))
 	suspects := w.suspects
 	if len(suspects) == 0 {
 		b.WriteString("  none\n")

@@ -103,6 +103,12 @@ type OOMError struct {
 	// HeldBy names, per TopSites entry, the extra owners (View, Retain, a
 	// cache entry) holding its memory, most handles first (Tracker.HeldBy).
 	HeldBy [][]track.Holder
+	// Requests are the tracker's open requests when memory ran out, with
+	// the few holding most in flight (Largest; the text cuts each one's
+	// labels at 120 bytes) and what the others hold: the rows and the
+	// others make Requests.InFlightBytes. Facts, not leaks: a request in
+	// flight is never judged.
+	Requests track.OpenRequests
 	// Err is the underlying device error, if the device refused.
 	Err error
 }
@@ -135,6 +141,7 @@ func (e *OOMError) Error() string {
 		}
 	}
 	format.WriteSites(&b, "top live sites (tensor bytes, before the allocator rounds them)", sitelist.Lines(e.TopSites, e.HeldBy))
+	sitelist.WriteRequests(&b, "largest open requests", e.Requests, e.Requests.Largest, e.Limit)
 	if e.Err != nil {
 		fmt.Fprintf(&b, "\n  device: %v", e.Err)
 	}

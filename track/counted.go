@@ -263,7 +263,7 @@ func (t *Tracker) makeSpecial(r *Record) {
 // counted reports whether a snapshot of f can be read from counters: the
 // default profile's, with no filter and grouped by no label.
 func (f Filter) counted() bool {
-	return f.MinAge == 0 && !f.Outlived && f.Request == nil && f.Kind == "" && f.Device == "" &&
+	return f.MinAge == 0 && !f.Outlived && !f.InFlight && f.Request == nil && f.Kind == "" && f.Device == "" &&
 		!f.LeakedOnly && len(f.Labels) == 0 && !f.Allocations && !f.Oldest && f.LabelKeys != nil &&
 		len(f.LabelKeys) == 0
 }

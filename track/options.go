@@ -44,6 +44,7 @@ type config struct {
 	framePointers bool
 	helpers       *helperRules     // HelperFunctions; nil if none
 	clock         func() time.Time // Clock; nil reads time.Now
+	kindKeys      []string         // RequestKinds; nil keeps no statistics
 }
 
 func defaultConfig() config {

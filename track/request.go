@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // A request is one unit of a service's work, begun by WithRequest or by the
@@ -31,6 +32,19 @@ type request struct {
 	sites  []reqSite       // what is in flight, by site; starts in first
 	more   map[*Site]*reqSite
 	first  [1]reqSite
+
+	// What it holds in flight in all, beside the sites, and the most it
+	// has held, under mu: plain integers, so that the record path pays
+	// nothing for them beyond the lock it takes anyway.
+	inFlight, tensors, peak int64
+	// labels are those of its record with the most labels (the first
+	// such): what OpenRequests shows and what its kind is read from.
+	// device is the device of its first record. Both under mu.
+	labels *labelSet
+	device string
+	// begun is when the request was first listed, on the listing
+	// tracker's clock, in Unix nanoseconds; set once, before it is listed.
+	begun atomic.Int64
 
 	// labelled marks a request begun by WithLabels: other label calls on
 	// contexts that share its Done channel begin requests of their own,
@@ -58,6 +72,9 @@ const maxListedSites = 16
 // addLocked counts bytes and count (negative to take them back) in flight
 // at site. Called with q.mu held.
 func (q *request) addLocked(site *Site, bytes, count int64) {
+	q.inFlight += bytes
+	q.tensors += count
+	q.peak = max(q.peak, q.inFlight)
 	for i := range q.sites {
 		if e := &q.sites[i]; e.site == site {
 			e.bytes += bytes
@@ -198,6 +215,9 @@ func (q *request) join(t *Tracker, r *Record) *request {
 		return q
 	}
 	if q.book != b && !slices.Contains(q.moreBooks, b) {
+		if q.begun.Load() == 0 { // the tracker's clock when first listed
+			q.begun.CompareAndSwap(0, t.start.Add(time.Duration(t.now())).UnixNano())
+		}
 		if !q.labelled {
 			// The first record of q in t: mark it listed here, so that
 			// one record lists it, and list it once q's lock is
@@ -205,6 +225,7 @@ func (q *request) join(t *Tracker, r *Record) *request {
 			// request's).
 			q.listIn(b)
 			q.addLocked(r.site, r.Bytes, 1)
+			q.noteLabels(r)
 			q.mu.Unlock()
 			b.add(q)
 			return q
@@ -225,6 +246,7 @@ func (q *request) join(t *Tracker, r *Record) *request {
 		}
 	}
 	q.addLocked(r.site, r.Bytes, 1)
+	q.noteLabels(r)
 	q.mu.Unlock()
 	return q
 }
@@ -237,6 +259,17 @@ func (q *request) listIn(b *requestBook) {
 		q.book = b
 	default:
 		q.moreBooks = append(q.moreBooks, b)
+	}
+}
+
+// noteLabels keeps r's labels as q's when they are more than q's, and r's
+// device when q has none. Called with q.mu held.
+func (q *request) noteLabels(r *Record) {
+	if l := r.labels.Load(); l != nil && (q.labels == nil || len(l.kv) > len(q.labels.kv)) {
+		q.labels = l
+	}
+	if q.device == "" && r.Meta != nil {
+		q.device = r.Meta.Device
 	}
 }
 
@@ -312,6 +345,12 @@ func (q *request) endLocked() {
 		}
 	}
 	q.sites, q.more = nil, nil
+	if q.book != nil {
+		q.book.tracker.kinds.ended(q.book.tracker, q)
+	}
+	for _, b := range q.moreBooks {
+		b.tracker.kinds.ended(b.tracker, q)
+	}
 }
 
 // outlived reports whether r outlived its request: a record made under no
@@ -323,4 +362,10 @@ func (r *Record) outlived() bool {
 		return w&outlivedFlag != 0
 	}
 	return r.req.ended.Load()
+}
+
+// inFlight reports whether r is held in flight by its request: made under
+// one that has not ended, and not handed to an owner.
+func (r *Record) inFlight() bool {
+	return r.req != nil && r.word.Load()&handedFlag == 0 && !r.req.ended.Load()
 }

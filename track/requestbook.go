@@ -27,7 +27,8 @@ const bookShards = 16
 // index of them (labelled) makes the label calls on one context one
 // request: the first listed stands for every later one.
 type requestBook struct {
-	shards [bookShards]bookShard
+	shards  [bookShards]bookShard
+	tracker *Tracker // whose book it is: its kinds count the requests that end
 }
 
 type bookShard struct {

@@ -25,6 +25,7 @@ type Allocation struct {
 	Site     *Site
 	Leaked   bool     // the collector found a handle of it dropped without Free
 	Outlived bool     // it outlived its request (WithRequest)
+	InFlight bool     // its request is open and holds it: neither ended nor handed on
 	Owner    *Owner   // what it was handed to (HandOver); nil if none
 	Holders  []Holder // the handles that keep it, by the line that made them
 	req      *request // for Filter.Request in Snapshot.Select
@@ -42,7 +43,7 @@ func (r *Record) allocationOf(m *Meta, labels Labels, leaked bool, holders []Hol
 	return Allocation{
 		ID: r.id, Bytes: r.Bytes, Kind: m.Kind, Device: m.Device, DType: m.DType,
 		Shape: m.Shape, Labels: labels, Time: r.time(), Site: r.site, Leaked: leaked,
-		Outlived: r.outlived(), Owner: r.ownerOf(), req: r.req, Holders: holders,
+		Outlived: r.outlived(), InFlight: r.inFlight(), Owner: r.ownerOf(), req: r.req, Holders: holders,
 	}
 }
 
@@ -103,6 +104,7 @@ type Snapshot struct {
 type Filter struct {
 	MinAge      time.Duration     // at least this old
 	Outlived    bool              // outlived their request: what a watcher judges
+	InFlight    bool              // held in flight by their open request (OpenRequests): never judged
 	Request     context.Context   // made under this context's request, wherever kept since
 	Kind        string            // of this kind; empty for all
 	Device      string            // on this device ("cuda:1"); empty for all
@@ -118,7 +120,7 @@ type Filter struct {
 
 // Active reports whether f selects only some allocations.
 func (f Filter) Active() bool {
-	return f.MinAge != 0 || f.Outlived || f.Request != nil || f.Kind != "" || f.Device != "" || f.LeakedOnly ||
+	return f.MinAge != 0 || f.Outlived || f.InFlight || f.Request != nil || f.Kind != "" || f.Device != "" || f.LeakedOnly ||
 		len(f.Labels) > 0
 }
 
@@ -126,6 +128,9 @@ func (f Filter) Active() bool {
 func (f Filter) Validate() error {
 	if f.MinAge < 0 {
 		return fmt.Errorf("%w: negative MinAge %v", ErrInvalidOption, f.MinAge)
+	}
+	if f.Outlived && f.InFlight {
+		return fmt.Errorf("%w: Filter.Outlived and InFlight: a tensor is one or the other", ErrInvalidOption)
 	}
 	if f.Request != nil && scopeOf(f.Request).req == nil {
 		return fmt.Errorf("%w: Filter.Request: the context is under no request", ErrInvalidOption)
@@ -137,6 +142,7 @@ func (f Filter) Validate() error {
 type candidate struct {
 	kind, device     string
 	leaked, outlived bool
+	inFlight         bool
 	req              *request
 	age              time.Duration
 	labels           Labels
@@ -147,7 +153,7 @@ type candidate struct {
 // request, read once by the caller.
 func (f Filter) admits(c candidate, req *request) bool {
 	if (f.Kind != "" && c.kind != f.Kind) || (f.Device != "" && c.device != f.Device) ||
-		(f.LeakedOnly && !c.leaked) || c.age < f.MinAge || (f.Outlived && !c.outlived) ||
+		(f.LeakedOnly && !c.leaked) || c.age < f.MinAge || (f.Outlived && !c.outlived) || (f.InFlight && !c.inFlight) ||
 		(req != nil && !c.req.within(req)) {
 		return false
 	}
@@ -578,7 +584,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 			m := metaOf(r)
 			labels := r.Labels() // read once: SetLabels may replace them
 			leaked, outlived := r.leaked(), r.outlived()
-			c := candidate{kind: m.Kind, device: m.Device, leaked: leaked, outlived: outlived, req: r.req,
+			c := candidate{kind: m.Kind, device: m.Device, leaked: leaked, outlived: outlived, inFlight: r.inFlight(), req: r.req,
 				age: time.Duration(sinceStart - r.born), labels: labels}
 			if !f.admits(c, wantReq) {
 				continue
@@ -645,6 +651,7 @@ func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
 	merged := s.Filter
 	merged.MinAge = max(merged.MinAge, f.MinAge)
 	merged.Outlived = merged.Outlived || f.Outlived
+	merged.InFlight = merged.InFlight || f.InFlight
 	if f.Request != nil {
 		merged.Request = f.Request
 	}
@@ -667,7 +674,7 @@ func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
 	groups := newGrouper(merged)
 	wantReq := scopeOf(f.Request).req
 	for _, a := range s.Allocations {
-		c := candidate{kind: a.Kind, device: a.Device, leaked: a.Leaked, outlived: a.Outlived, req: a.req,
+		c := candidate{kind: a.Kind, device: a.Device, leaked: a.Leaked, outlived: a.Outlived, inFlight: a.InFlight, req: a.req,
 			age: s.Time.Sub(a.Time), labels: a.Labels}
 		if !f.admits(c, wantReq) {
 			continue

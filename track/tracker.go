@@ -232,12 +232,11 @@ func (r *Record) Tracker() *Tracker { return r.tracker }
 
 // Tracker is the live registry of allocations. Safe for concurrent use.
 type Tracker struct {
-	cfg    config
-	start  time.Time
-	stacks *stackTable
-	walks  *walkCache
-	spread atomic.Bool             // goroutines were seen to contend: see shardCount
-	_      [counter.CacheLine]byte // the read-mostly fields above, apart from shard 0
+	trackerHead
+	// The read-mostly head apart from shard 0, and the shards on cache
+	// line boundaries (the tracker is allocated aligned): a shard that
+	// straddled two lines would cost every record a second line.
+	_      [counter.CacheLine + (counter.CacheLine-unsafe.Sizeof(trackerHead{})%counter.CacheLine)%counter.CacheLine]byte
 	shards [shardCount]shard
 
 	stackFallbacks  atomic.Int64 // captures the frame-pointer walk could not serve
@@ -265,6 +264,16 @@ type Tracker struct {
 	requests     requestBook                  // the open requests, settled by readers (requestbook.go)
 	owners       ownerRegistry                // the owners tensors were handed to (owner.go)
 	panics       partPanics                   // panics recovered from parts' code (panics.go)
+	kinds        kindTable                    // what each kind of request cost (kinds.go)
+}
+
+// trackerHead is the tracker's read-mostly fields, before its shards.
+type trackerHead struct {
+	cfg    config
+	start  time.Time
+	stacks *stackTable
+	walks  *walkCache
+	spread atomic.Bool // goroutines were seen to contend: see shardCount
 }
 
 // New returns an isolated Tracker.
@@ -273,8 +282,10 @@ func New(opts ...Option) (*Tracker, error) {
 	if err := applyOptions(&cfg, opts); err != nil {
 		return nil, err
 	}
-	t := &Tracker{cfg: cfg, walks: newWalkCache(cfg.maxSites)}
+	t := &Tracker{trackerHead: trackerHead{cfg: cfg, walks: newWalkCache(cfg.maxSites)}}
 	t.start = t.Now()
+	t.requests.tracker = t
+	t.kinds.keys = cfg.kindKeys
 	t.stacks = newStackTable(cfg.maxSites, cfg.helpers, &t.feeds)
 	if cfg.historyEvents > 0 {
 		for i := range t.shards {

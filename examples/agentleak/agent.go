@@ -47,8 +47,8 @@ func newAgent(w workload, lanes []lane) *agent {
 func (a *agent) serve(ctx context.Context, id int) error {
 	ctx, end := track.WithRequest(ctx)
 	defer end()
-	ctx = track.WithLabels(ctx, "request", fmt.Sprintf("r%d", id))
 	promptLen := promptLengths[a.rng.IntN(len(promptLengths))]
+	ctx = track.WithLabels(ctx, "request", fmt.Sprintf("r%d", id), "prompt", fmt.Sprint(promptLen)) // prompt: its kind
 	maxLen := promptLen + a.w.tokens
 	l := a.lanes[id%len(a.lanes)]
 

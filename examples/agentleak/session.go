@@ -46,7 +46,7 @@ func newSession(o options) (*session, error) {
 	if s.devs, err = devflag.OpenAll(o.device, o.capacity); err != nil {
 		return nil, err
 	}
-	topts := []track.Option{track.Name("agentleak"), track.OnLeak(func(track.LeakReport) {})}
+	topts := []track.Option{track.Name("agentleak"), track.OnLeak(func(track.LeakReport) {}), track.RequestKinds("prompt")}
 	switch {
 	case o.timeline != "" || o.trace != "":
 		topts = append(topts, track.KeepHistory(1<<20))

@@ -161,7 +161,9 @@ func (s *server) serveGenerate(w http.ResponseWriter, r *http.Request) {
 			s.cfg.maxInFlight, id), http.StatusServiceUnavailable)
 		return
 	}
-	ctx := track.WithLabels(r.Context(), "request", id, "route", "/generate")
+	// The route's wrapper (httptrack.Route, in Handler) began the request
+	// and labelled its route; it ends it when this handler returns.
+	ctx := track.WithLabels(r.Context(), "request", id)
 	err = s.generate(ctx, id, req)
 	s.tick()
 	// The place is given back before the answer is written, so a client

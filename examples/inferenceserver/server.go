@@ -20,6 +20,7 @@ import (
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/tensor/devflag"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/httptrack"
 	"github.com/tensorlife/tensorlife/track/watch"
 )
 
@@ -90,7 +91,10 @@ func newServer(cfg config, logger *slog.Logger, report io.Writer) (*server, erro
 	if err != nil {
 		return nil, err
 	}
-	if s.tr, err = track.New(track.Name("inferenceserver"), track.Logger(logger)); err != nil {
+	// A request's kind is its route (httptrack labels it): the summary
+	// and the metrics show what each route's requests hold at their peak.
+	if s.tr, err = track.New(track.Name("inferenceserver"), track.Logger(logger),
+		track.RequestKinds(httptrack.RouteKey)); err != nil {
 		return nil, errors.Join(err, devflag.CloseAll(devs))
 	}
 	for _, dev := range devs {
@@ -102,8 +106,8 @@ func newServer(cfg config, logger *slog.Logger, report io.Writer) (*server, erro
 	}
 	// One window per request (the default): a site whose memory outlives
 	// most of the last 8 requests is named within a few. Each request is
-	// the context net/http cancels when the handler returns (WithLabels
-	// in handleGenerate begins it), so what a request still holds in flight,
+	// begun by httptrack.Route around the route's handler and ended when
+	// the handler returns, so what a request still holds in flight,
 	// however many run at once and however long, is never judged.
 	s.watcher, err = watch.New(s.tr, watch.WarmUp(cfg.watchAfter), watch.OnSuspect(s.onSuspect))
 	if err != nil {
@@ -152,8 +156,10 @@ func newHTTPServer(ctx context.Context, h http.Handler, errorLog *log.Logger) *h
 //	GET /healthz       200 "ok" while serving, 503 once shutdown has begun
 func (s *server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /generate", s.serveGenerate)
-	mux.HandleFunc("GET /healthz", s.serveHealth)
+	// Each route's handler is wrapped, not the mux: ServeMux sets the
+	// pattern the wrapper labels with inside its own ServeHTTP.
+	httptrack.HandleFunc(mux, "POST /generate", s.serveGenerate)
+	httptrack.HandleFunc(mux, "GET /healthz", s.serveHealth)
 	return mux
 }
 

@@ -1,6 +1,7 @@
 // Package sitelist turns a tracker's site figures into the lines of a site
 // list (format.WriteSites), so that an out-of-memory error and a pool closed
-// with live blocks name their sites, and who holds their memory, alike.
+// with live blocks name their sites, and who holds their memory, alike; and
+// writes a tracker's open requests as the error and the summary list them.
 package sitelist
 
 import (

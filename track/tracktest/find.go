@@ -193,8 +193,29 @@ func (c *config) check(tr *track.Tracker, scope scope, drops *dropLog) *LeakErro
 		return nil
 	}
 	le.sort()
+	le.Open = stillOpen(tr, scope.name)
 	if c.retainers {
 		c.findRetainers(tr, le)
 	}
 	return le
+}
+
+// maxOpenListed is how many open requests a report lists.
+const maxOpenListed = 5
+
+// stillOpen returns the requests of tr still open when a check ended, the
+// largest first: those of the scope checked (its ScopeLabel value), or all
+// for a check of the whole tracker.
+func stillOpen(tr *track.Tracker, scope string) []track.RequestStats {
+	n := maxOpenListed
+	if scope != "" {
+		n = track.MaxOpenRows // the scope's among the tracker's
+	}
+	var out []track.RequestStats
+	for _, r := range tr.OpenRequests(n).Largest {
+		if v, _ := r.Labels.Get(ScopeLabel); scope == "" || v == scope {
+			out = append(out, r)
+		}
+	}
+	return out[:min(len(out), maxOpenListed)]
 }

@@ -94,6 +94,12 @@ type LeakError struct {
 	// did not run (goroutines in system calls, a heap over the cap).
 	// Empty when the check did not search.
 	Retainers string
+	// Open are the requests still open when the check ended (of the scope
+	// checked, or of the tracker), the largest five first: a tensor
+	// listed Live that one of them holds in flight may be freed once the
+	// request ends, and is listed all the same. A request's end is its
+	// context's.
+	Open []track.RequestStats
 
 	// counted holds the ids Tensors and Bytes already count, while the
 	// check lists leaks.
@@ -257,6 +263,13 @@ func (e *LeakError) Error() string {
 	}
 	if e.Retainers != "" {
 		b.WriteString("\nRetainers: " + e.Retainers + ".")
+	}
+	if len(e.Open) > 0 {
+		fmt.Fprintf(&b, "\nStill open when the check ended (a request ends with its context), largest first:")
+		for _, r := range e.Open {
+			fmt.Fprintf(&b, "\n  %s in %s, open %s: %s", format.Bytes(r.InFlightBytes), plural(int(r.InFlightTensors), "tensor"),
+				format.Age(r.Age), r.Labels)
+		}
 	}
 	return b.String()
 }

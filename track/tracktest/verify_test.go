@@ -305,3 +305,27 @@ func TestFindRejectsInvalidOptions(t *testing.T) {
 		})
 	}
 }
+
+// A failed check says which requests were still open, with what each holds
+// in flight: a tensor one of them holds may be freed when it ends.
+func TestFindNamesRequestsStillOpen(t *testing.T) {
+	e := newEnv(t, "open")
+	ctx, end := track.WithRequest(context.Background())
+	x, err := tensor.New(track.WithLabels(ctx, "route", "/generate"), e.alloc, tensor.Float32, 256)
+	require.NoError(t, err)
+	err = tracktest.Find(e.tr, fast...)
+	var le *tracktest.LeakError
+	require.ErrorAs(t, err, &le)
+	require.Len(t, le.Open, 1)
+	assert.Equal(t, int64(1024), le.Open[0].InFlightBytes)
+	assert.Equal(t, "{route=/generate}", le.Open[0].Labels.String())
+	assert.Contains(t, err.Error(), "Still open when the check ended")
+	assert.Contains(t, err.Error(), "1 KiB in 1 tensor, open ")
+
+	end()
+	err = tracktest.Find(e.tr, fast...)
+	require.ErrorAs(t, err, &le)
+	assert.Empty(t, le.Open, "an ended request is open no more")
+	assert.NotContains(t, err.Error(), "Still open")
+	require.NoError(t, x.Free())
+}

@@ -1,0 +1,292 @@
+package track
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// What each kind of request costs. A tracker made with RequestKinds names
+// the label keys whose values make a request's kind ("route", "model");
+// when a request ends, its peak in-flight bytes, its duration and what it
+// still held (what outlived it) join the statistics of its kind and
+// device, in fixed log-scale histograms: bounded whatever the traffic, so
+// that a service sizes its caches and admission from what its requests
+// held at their largest rather than from a guess.
+
+// OtherKind is the kind of a request that carries none of the kind keys,
+// and of every kind past the bound (MaxRequestKinds): a key with
+// unbounded values (a request id) makes at most that many kinds.
+const OtherKind = "other"
+
+// MaxRequestKinds bounds the kinds (with their devices) a tracker keeps
+// apart; later kinds count under OtherKind on their device.
+const MaxRequestKinds = 32
+
+// maxKindKeys bounds the keys of RequestKinds.
+const maxKindKeys = 4
+
+// RequestKinds names the label keys (1..4, distinct, non-empty) whose values
+// make a request's kind, in that order: RequestKinds("route", "model")
+// makes "route=/generate model=llama". A request's labels are those of its
+// record with the most labels; a key it lacks is left out of its kind, and
+// a request with none of them is of OtherKind. Tracker.RequestCosts reads
+// the statistics. Without it the tracker keeps none.
+func RequestKinds(keys ...string) Option {
+	keys = slices.Clone(keys)
+	return optionFunc(func(c *config) error {
+		if len(keys) == 0 || len(keys) > maxKindKeys {
+			return fmt.Errorf("%w: RequestKinds(%q): want 1..%d keys", ErrInvalidOption, keys, maxKindKeys)
+		}
+		for i, k := range keys {
+			if k == "" || slices.Contains(keys[:i], k) {
+				return fmt.Errorf("%w: RequestKinds(%q): want distinct, non-empty keys", ErrInvalidOption, keys)
+			}
+		}
+		c.kindKeys = keys
+		return nil
+	})
+}
+
+// RequestKindStats is what the ended requests of one kind on one device
+// cost: how many, their peak in-flight bytes and durations as percentiles,
+// and the bytes that outlived them. A percentile is read from a
+// log-scale histogram of 8 buckets a power of two (each at most 12.5%
+// wide): it is the largest value seen in the bucket that holds it, so it is
+// exact when that bucket saw one value, and never below the true
+// percentile's bucket. Max is exact.
+type RequestKindStats struct {
+	// Kind is the request kind: the values of the RequestKinds keys.
+	Kind string
+	// Device is the device of its requests' first tensors.
+	Device string
+	// Requests counts the requests of the kind that ended.
+	Requests int64
+	// PeakP50 is the median of the most bytes each request held in
+	// flight at once.
+	PeakP50 int64
+	// PeakP99 is the 99th percentile of the peaks.
+	PeakP99 int64
+	// PeakMax is the largest peak, exact.
+	PeakMax int64
+	// DurationP50 is the median of how long its requests were open, from
+	// their first record to the end the tracker saw: their end function,
+	// or the first read after their context was done.
+	DurationP50 time.Duration
+	// DurationP99 is the 99th percentile of the durations.
+	DurationP99 time.Duration
+	// DurationMax is the longest duration, exact.
+	DurationMax time.Duration
+	// OutlivedBytes sums what its requests still held when they ended.
+	OutlivedBytes int64
+	// Peaks are the histogram of the peaks, the buckets that saw any,
+	// smallest first: what a metrics exporter turns into its own.
+	Peaks []Bucket
+}
+
+// Bucket is one bucket of a histogram: the values in [Low, High) it
+// counted, and the largest of them.
+type Bucket struct {
+	// Low is the lowest value the bucket counts.
+	Low int64
+	// High is the lowest value past it.
+	High int64
+	// Count is how many values it counted.
+	Count int64
+	// Max is the largest of them.
+	Max int64
+}
+
+// RequestCosts returns the statistics of every request kind on every
+// device, by kind then device, OtherKind last; nil without RequestKinds.
+// It reads the bounded table once under its lock: O(kinds × buckets).
+func (t *Tracker) RequestCosts() []RequestKindStats {
+	k := &t.kinds
+	if len(k.keys) == 0 {
+		return nil
+	}
+	t.settle() // the requests that are over count
+	k.mu.Lock()
+	out := make([]RequestKindStats, 0, len(k.byKey))
+	for _, s := range k.byKey {
+		out = append(out, RequestKindStats{
+			Kind: s.kind, Device: s.device, Requests: s.requests,
+			PeakP50: s.peaks.quantile(0.50), PeakP99: s.peaks.quantile(0.99), PeakMax: s.peaks.max,
+			DurationP50:   time.Duration(s.durations.quantile(0.50)),
+			DurationP99:   time.Duration(s.durations.quantile(0.99)),
+			DurationMax:   time.Duration(s.durations.max),
+			OutlivedBytes: s.outlived,
+			Peaks:         s.peaks.buckets(),
+		})
+	}
+	k.mu.Unlock()
+	slices.SortFunc(out, func(a, b RequestKindStats) int {
+		if ao, bo := a.Kind == OtherKind, b.Kind == OtherKind; ao != bo {
+			if ao {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Device, b.Device))
+	})
+	return out
+}
+
+// kindTable keeps a tracker's statistics per request kind and device.
+// Its lock is taken once per request, at its end, never on the record
+// path.
+type kindTable struct {
+	keys  []string // RequestKinds; empty: no statistics
+	mu    sync.Mutex
+	byKey map[kindKey]*kindStats
+	apart int // kinds other than OtherKind in byKey
+}
+
+type kindKey struct{ kind, device string }
+
+type kindStats struct {
+	kind, device string
+	requests     int64
+	outlived     int64
+	peaks        histogram
+	durations    histogram
+}
+
+// kindOf renders l's values of keys as a kind, OtherKind for none.
+func kindOf(keys []string, l Labels) string {
+	var b strings.Builder
+	for _, k := range keys {
+		if v, ok := l.Get(k); ok {
+			if b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(k)
+			b.WriteByte('=')
+			b.WriteString(v)
+		}
+	}
+	if b.Len() == 0 {
+		return OtherKind
+	}
+	return b.String()
+}
+
+// ended counts q, which has just ended at now (the tracker's nanoseconds
+// since its start): its peak, duration and the bytes it still held. Called
+// with q.mu held; the table's lock comes after it.
+func (k *kindTable) ended(t *Tracker, q *request) {
+	if len(k.keys) == 0 {
+		return
+	}
+	kind := kindOf(k.keys, Labels{set: q.labels})
+	var dur int64
+	if b := q.begun.Load(); b != 0 {
+		dur = max(t.start.Add(time.Duration(t.now())).UnixNano()-b, 0)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key := kindKey{kind, q.device}
+	s := k.byKey[key]
+	if s == nil && kind != OtherKind && k.apart >= MaxRequestKinds {
+		key.kind = OtherKind
+		s = k.byKey[key]
+	}
+	if s == nil {
+		if k.byKey == nil {
+			k.byKey = make(map[kindKey]*kindStats)
+		}
+		s = &kindStats{kind: key.kind, device: key.device}
+		k.byKey[key] = s
+		if key.kind != OtherKind {
+			k.apart++
+		}
+	}
+	s.requests++
+	s.outlived += max(q.inFlight, 0)
+	s.peaks.add(q.peak)
+	s.durations.add(dur)
+}
+
+// subBucketBits sets how many buckets a power of two is split into, 8:
+// each at most 1/8 of its low bound wide.
+const subBucketBits = 3
+
+const (
+	subBuckets  = 1 << subBucketBits
+	histBuckets = subBuckets + (63-subBucketBits)*subBuckets
+)
+
+// histogram is a fixed log-scale histogram of non-negative values: below
+// subBuckets a bucket per value, above 8 buckets a power of two. Each
+// bucket keeps its count and the largest value it saw.
+type histogram struct {
+	counts [histBuckets]int64
+	maxes  [histBuckets]int64
+	n, max int64
+}
+
+// bucketOf returns the bucket of v ≥ 0.
+func bucketOf(v int64) int {
+	if v < subBuckets {
+		return int(max(v, 0))
+	}
+	e := bits.Len64(uint64(v)) - 1 // subBucketBits..62
+	m := int(v >> (e - subBucketBits))
+	return (e-subBucketBits)*subBuckets + m
+}
+
+// bucketLow returns the lowest value of bucket i.
+func bucketLow(i int) int64 {
+	if i < subBuckets {
+		return int64(i)
+	}
+	e := i/subBuckets - 1 + subBucketBits
+	m := int64(i%subBuckets + subBuckets)
+	return m << (e - subBucketBits)
+}
+
+func (h *histogram) add(v int64) {
+	v = max(v, 0)
+	i := bucketOf(v)
+	h.counts[i]++
+	h.maxes[i] = max(h.maxes[i], v)
+	h.n++
+	h.max = max(h.max, v)
+}
+
+// quantile returns the largest value seen in the bucket holding the
+// q-quantile (the value at rank ⌈q·n⌉); 0 for no values.
+func (h *histogram) quantile(q float64) int64 {
+	if h.n == 0 {
+		return 0
+	}
+	rank := max(int64(math.Ceil(q*float64(h.n))), 1)
+	var seen int64
+	for i, c := range h.counts {
+		if seen += c; seen >= rank {
+			return h.maxes[i]
+		}
+	}
+	return h.max
+}
+
+// buckets returns the buckets that counted any value.
+func (h *histogram) buckets() []Bucket {
+	var out []Bucket
+	for i, c := range h.counts {
+		if c == 0 {
+			continue
+		}
+		high := int64(1<<63 - 1)
+		if i+1 < histBuckets {
+			high = bucketLow(i + 1)
+		}
+		out = append(out, Bucket{Low: bucketLow(i), High: high, Count: c, Max: h.maxes[i]})
+	}
+	return out
+}

@@ -1,0 +1,196 @@
+package track
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// RequestStats is what one open request holds now: a fact, never a
+// verdict. A request that stays open for long (a worker that labels its
+// long-lived context once, a client that stopped reading) stands at the
+// top of OpenRequests' lists, and nothing judges it: in-flight memory is
+// never a leak.
+type RequestStats struct {
+	// Labels are those of the request's record with the most labels.
+	Labels Labels
+	// Begun is when the tracker first listed it (its first record), on
+	// the tracker's clock.
+	Begun time.Time
+	// Age is how long it has been open since it began.
+	Age time.Duration
+	// InFlightBytes is what it holds now and has neither released nor
+	// handed to an owner: all it has grown since it began.
+	InFlightBytes int64
+	// InFlightTensors counts the tensors of InFlightBytes.
+	InFlightTensors int64
+	// PeakBytes is the most it has held in flight at once.
+	PeakBytes int64
+	// TopSite is the site at which it holds most bytes now; nil when it
+	// holds nothing.
+	TopSite *Site
+	// TopSiteBytes are the bytes it holds at TopSite.
+	TopSiteBytes int64
+	// Device is the device of its first tensor.
+	Device string
+}
+
+// OpenRequests is a tracker's open requests at one moment: how many, what
+// they hold in all, and the largest and the oldest of them.
+type OpenRequests struct {
+	// Count is the number of requests open, each counted once however
+	// many label calls made it.
+	Count int
+	// InFlightBytes sums what the open requests hold: the rows of
+	// Largest plus OthersBytes make it exactly.
+	InFlightBytes int64
+	// InFlightTensors counts the tensors of InFlightBytes.
+	InFlightTensors int64
+	// OldestAge is the age of the oldest open request; 0 if none.
+	OldestAge time.Duration
+	// Largest are the n requests holding most in-flight bytes, largest
+	// first (ties: oldest first).
+	Largest []RequestStats
+	// Oldest are the n requests open longest, oldest first.
+	Oldest []RequestStats
+	// OthersBytes is what the requests not in Largest hold.
+	OthersBytes int64
+	// OthersTensors counts the tensors of OthersBytes.
+	OthersTensors int64
+	// OthersCount is how many requests are not in Largest.
+	OthersCount int
+}
+
+// MaxOpenRows bounds the n of Tracker.OpenRequests.
+const MaxOpenRows = 256
+
+// OpenRequests returns the tracker's open requests, with the n largest
+// (by in-flight bytes) and the n oldest (n is cut to 0..MaxOpenRows; 0
+// returns the figures alone, what metrics read). It reads counters each
+// request keeps on the record path, in one scan of the open list, shard by
+// shard: a shard's lock is held while its list is copied, and each
+// request's, after, while its few counters are read (a request's lock comes
+// before a book's); the rows returned are read once more, under their
+// locks, for their labels and top sites. It never walks the live set. A
+// request that records in two trackers shows what it holds in both. Safe
+// for concurrent use.
+func (t *Tracker) OpenRequests(n int) OpenRequests {
+	n = min(max(n, 0), MaxOpenRows)
+	t.settle()
+	now := t.start.Add(time.Duration(t.now())).UnixNano()
+	var out OpenRequests
+	largest := make([]openRow, 0, n)
+	oldest := make([]openRow, 0, n)
+	oldestBegun := int64(0)
+	b := &t.requests
+	var buf []*request
+	for i := range b.shards {
+		sh := &b.shards[i]
+		if sh.listed.Load() == 0 {
+			continue
+		}
+		sh.mu.Lock()
+		buf = append(buf[:0], sh.open...)
+		sh.mu.Unlock()
+		for _, q := range buf {
+			q.mu.Lock()
+			ended := q.ended.Load()
+			row := openRow{q: q, bytes: q.inFlight, tensors: q.tensors, begun: q.begun.Load()}
+			q.mu.Unlock()
+			if ended {
+				continue
+			}
+			out.Count++
+			out.InFlightBytes += row.bytes
+			out.InFlightTensors += row.tensors
+			if oldestBegun == 0 || row.begun < oldestBegun {
+				oldestBegun = row.begun
+			}
+			if n > 0 {
+				largest = keepTop(largest, n, row, largerRow)
+				oldest = keepTop(oldest, n, row, olderRow)
+			}
+		}
+	}
+	clear(buf)
+	if out.Count > 0 {
+		out.OldestAge = time.Duration(max(now-oldestBegun, 0))
+	}
+	out.OthersBytes, out.OthersTensors, out.OthersCount = out.InFlightBytes, out.InFlightTensors, out.Count
+	for _, r := range largest {
+		out.OthersBytes -= r.bytes
+		out.OthersTensors -= r.tensors
+		out.OthersCount--
+	}
+	out.Largest = rowsStats(largest, now)
+	out.Oldest = rowsStats(oldest, now)
+	return out
+}
+
+// openRow is one request as the scan read it.
+type openRow struct {
+	q              *request
+	bytes, tensors int64
+	begun          int64
+}
+
+func largerRow(a, b openRow) int {
+	if c := cmp.Compare(b.bytes, a.bytes); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.begun, b.begun)
+}
+
+func olderRow(a, b openRow) int {
+	if c := cmp.Compare(a.begun, b.begun); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.bytes, a.bytes)
+}
+
+// keepTop keeps in rows, sorted by less, the n first of rows and row.
+func keepTop(rows []openRow, n int, row openRow, less func(a, b openRow) int) []openRow {
+	if len(rows) == n && less(row, rows[n-1]) >= 0 {
+		return rows
+	}
+	i, _ := slices.BinarySearchFunc(rows, row, less)
+	if len(rows) == n {
+		rows = rows[:n-1]
+	}
+	return slices.Insert(rows, i, row)
+}
+
+// rowsStats turns rows into their stats, reading each request's top site
+// under its lock (no book lock is held). The bytes are those the scan read,
+// so that rows and others add up.
+func rowsStats(rows []openRow, now int64) []RequestStats {
+	if len(rows) == 0 {
+		return nil
+	}
+	out := make([]RequestStats, len(rows))
+	for i, r := range rows {
+		q := r.q
+		s := RequestStats{
+			Begun:           time.Unix(0, r.begun),
+			Age:             time.Duration(max(now-r.begun, 0)),
+			InFlightBytes:   r.bytes,
+			InFlightTensors: r.tensors,
+		}
+		q.mu.Lock()
+		s.Labels, s.Device = Labels{set: q.labels}, q.device
+		s.PeakBytes = max(q.peak, r.bytes)
+		for _, e := range q.sites {
+			if e.bytes > s.TopSiteBytes {
+				s.TopSite, s.TopSiteBytes = e.site, e.bytes
+			}
+		}
+		for _, e := range q.more {
+			if e.bytes > s.TopSiteBytes {
+				s.TopSite, s.TopSiteBytes = e.site, e.bytes
+			}
+		}
+		q.mu.Unlock()
+		out[i] = s
+	}
+	return out
+}
