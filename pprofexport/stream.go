@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
+	"iter"
 
 	"github.com/google/pprof/profile"
 
@@ -99,8 +100,14 @@ type shapeKey struct {
 // stream writes the profile of snap that build(snap, cfg, allocSites(snap),
 // false) makes, uncompressed, onto w.
 func stream(w io.Writer, snap *track.Snapshot, cfg config) error {
+	return streamGroups(w, snap, groupsOf(snap), cfg)
+}
+
+// streamGroups is stream for a snapshot whose groups are read from groups
+// (track.Tracker.GroupsOf), each written as it is read.
+func streamGroups(w io.Writer, snap *track.Snapshot, groups iter.Seq[*track.Group], cfg config) error {
 	s := newStreamer(w, &cfg)
-	eachSample(snap, allocSites(snap), false, s.live, s.site)
+	eachSample(snap, groups, allocSites(snap), false, s.live, s.site)
 	var at int64
 	if !snap.Time.IsZero() {
 		at = snap.Time.UnixNano()
