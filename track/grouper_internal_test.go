@@ -1,7 +1,6 @@
 package track
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -51,8 +50,7 @@ func TestSortedGroupsTieOnTheirValuesAsInFull(t *testing.T) {
 				gr.add(sites[rng.IntN(2)], metas[rng.IntN(len(metas))], labels, nil, int64(rng.IntN(3)+1)*64,
 					false, rng.IntN(4) == 0, time.Time{})
 			}
-			// A value made last that shares no prefix with the others:
-			// the ties read before it are read again past none.
+			// A value made last that shares no prefix with the others.
 			gr.add(sites[0], metas[0], NewLabels("request", "\xff"+alphabet[4], "model", "m"), nil, 64, false, false,
 				time.Time{})
 			require.Greater(t, gr.n, int32(50))
@@ -87,24 +85,4 @@ func TestGroupsByKeysHashAsTheirLabels(t *testing.T) {
 	assert.NotEqual(t, gr.labelHash(alone), gr.labelHash(NewLabels("request", "r2", "model", "m")))
 	assert.Zero(t, gr.labelHash(NewLabels("model", "m")), "no key of the grouper's: no labels")
 	assert.Zero(t, gr.labelHash(Labels{}))
-}
-
-// TestSortedTiesAreReadAgainWhenThePrefixShrinks guards the ties read as
-// entries are made: request ids that share a long prefix, in no order,
-// then one that shares none, sort as comparing them whole sorts them.
-func TestSortedTiesAreReadAgainWhenThePrefixShrinks(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	site, meta := &Site{id: 1}, InternMeta("a", "host", "f16", []int{4})
-	gr := newGrouper(Filter{LabelKeys: []string{"request"}})
-	for _, i := range rng.Perm(3000) {
-		gr.add(site, meta, NewLabels("request", fmt.Sprintf("request-%05d", i)), nil, 64, false, false, time.Time{})
-	}
-	assert.Equal(t, len("request-0"), gr.shared)
-	gr.add(site, meta, NewLabels("request", "a"), nil, 64, false, false, time.Time{}) // first: against stale ties, last
-	require.Equal(t, int32(3000), gr.redoTies, "the ties before it are read again")
-	got := gr.sorted()
-	for i := 1; i < len(got); i++ {
-		require.Negative(t, entryOrder(gr.at(got[i-1].at), gr.at(got[i].at)), "position %d", i)
-	}
-	assert.Equal(t, "{request=a}", gr.at(got[0].at).labels.String())
 }

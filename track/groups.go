@@ -4,7 +4,7 @@ import "iter"
 
 // Groups are the groups of one snapshot, kept apart from it (GroupsOf) to
 // be read one at a time in the order of Snapshot.Groups. What they hold
-// while unread is a compact entry per group, the 80 bytes the walk keeps
+// while unread is a compact entry per group, the 72 bytes the walk keeps
 // anyway, not the Group (about 150 bytes) a slice of them would hold: a
 // profile by request ids (Filter.LabelKeys) of a million groups writes
 // each as it reads it and holds none. Groups are immutable: All may be

@@ -171,15 +171,15 @@ func (f Filter) admits(c candidate, req *request) bool {
 // profile that shows no other label needs, in memory bounded by the groups
 // whatever the labels hold.
 //
-// While it reads, a group is a compact entry (80 bytes: the record's Meta
-// by pointer, the oldest time as an offset, the low half of its hash, the
-// sort's tie), kept in chunks that never move and found through an
-// open-addressed table of their indexes by the hash of what tells them
-// apart; finish sorts their indexes and writes each Group once, in order,
-// or Tracker.GroupsOf keeps the entries and makes each Group as it is
-// read. A snapshot of 200k groups (a label per request) costs its Groups,
-// their entries and a table of 4-byte slots: not a map of keys, a chain,
-// and the Groups twice (as chunks, then copied whole).
+// While it reads, a group is a compact entry (72 bytes: the record's Meta
+// by pointer, the oldest time as an offset, the low half of its hash),
+// kept in chunks that never move and found through an open-addressed
+// table of their indexes by the hash of what tells them apart; finish
+// sorts their indexes and writes each Group once, in order, or
+// Tracker.GroupsOf keeps the entries and makes each Group as it is read.
+// A snapshot of 200k groups (a label per request) costs its Groups, their
+// entries and a table of 4-byte slots: not a map of keys, a chain, and
+// the Groups twice (as chunks, then copied whole).
 type grouper struct {
 	table   []int32 // entry index + 1 by hash, 0 empty; at most half full
 	chunks  [][]groupEntry
@@ -193,15 +193,6 @@ type grouper struct {
 	// a run, not once a record.
 	lastMeta     *Meta
 	lastMetaHash uint64
-	// With one label key (ties), what the sort's shortcut needs is read as
-	// each entry is made, its labels at hand: the first value and the
-	// length of the prefix every value so far shares. Entries made before
-	// that prefix last shrank, below redoTies, had their ties read past a
-	// longer one.
-	ties     bool
-	first    string
-	shared   int // -1 before the first value
-	redoTies int32
 }
 
 // groupChunk is how many entries a chunk holds.
@@ -217,14 +208,13 @@ type groupEntry struct {
 	oldest               int64 // nanoseconds after grouper.base; noTime for the zero time
 	outlived, other      bool
 	hash                 uint32 // the low half of the hash of its identity, in what would be padding
-	tie                  uint64 // with one label key, the bytes the sort compares of its value (see sorted)
 }
 
 // noTime is the oldest offset of a group whose oldest time is zero.
 const noTime = math.MinInt64
 
 func newGrouper(f Filter) *grouper {
-	return &grouper{keys: f.LabelKeys, byKeys: f.LabelKeys != nil, ties: len(f.LabelKeys) == 1, shared: -1}
+	return &grouper{keys: f.LabelKeys, byKeys: f.LabelKeys != nil}
 }
 
 func (gr *grouper) at(i int32) *groupEntry { return &gr.chunks[i/groupChunk][i%groupChunk] }
@@ -330,33 +320,7 @@ func (gr *grouper) group(k *groupOf) *groupEntry {
 	if k.held != nil {
 		e.held = &Holder{Site: k.held.Site, How: k.held.How}
 	}
-	if gr.ties {
-		gr.tieOf(e, i)
-	}
 	return e
-}
-
-// tieOf reads the tie of the new entry e, the i-th, shrinking the prefix
-// all values share to exclude its value's difference (see grouper.ties).
-func (gr *grouper) tieOf(e *groupEntry, i int32) {
-	v, ok := soleValue(e.labels)
-	if !ok {
-		return
-	}
-	switch {
-	case gr.shared < 0:
-		gr.first, gr.shared = v, len(v)
-	default:
-		n := min(gr.shared, len(v))
-		j := 0
-		for j < n && v[j] == gr.first[j] {
-			j++
-		}
-		if j < gr.shared {
-			gr.shared, gr.redoTies = j, i
-		}
-	}
-	e.tie = prefix8(v[gr.shared:])
 }
 
 // grow doubles the table (or makes its first), placing each entry again
@@ -566,25 +530,36 @@ const minSortClasses = 1 << 12
 // carries eight bytes of its value, after the prefix every value shares,
 // big-end first and padded with zeros: two groups of a class that differ
 // in those bytes are ordered by them, as comparing the values would order
-// them, and any other pair is compared whole. The bytes are read as each
-// entry is made (tieOf), while its labels are at hand, and again here only
-// for the entries made before the shared prefix last shrank.
+// them, and any other pair is compared whole.
 func (gr *grouper) sorted() []sortKey {
 	keys := make([]sortKey, gr.n)
 	for i := range keys {
 		keys[i].at = int32(i)
 	}
 	ranked := gr.rank(keys)
-	ties := gr.ties && gr.byKeys
+	ties := gr.byKeys && len(gr.keys) == 1
 	if ties {
-		for i := range keys {
-			e := gr.at(int32(i))
-			if int32(i) < gr.redoTies {
-				if v, ok := soleValue(e.labels); ok {
-					e.tie = prefix8(v[gr.shared:])
+		shared := -1 // the length of the prefix all values share
+		var first string
+		for i := range gr.n {
+			v, ok := soleValue(gr.at(i).labels)
+			switch {
+			case !ok:
+			case shared < 0:
+				first, shared = v, len(v)
+			default:
+				shared = min(shared, len(v))
+				for j := 0; j < shared; j++ {
+					if v[j] != first[j] {
+						shared = j
+					}
 				}
 			}
-			keys[i].tie = e.tie
+		}
+		for i := range keys {
+			if v, ok := soleValue(gr.at(int32(i)).labels); ok {
+				keys[i].tie = prefix8(v[shared:])
+			}
 		}
 	}
 	if ranked {
