@@ -1,6 +1,7 @@
 package track
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -85,4 +86,23 @@ func TestGroupsByKeysHashAsTheirLabels(t *testing.T) {
 	assert.NotEqual(t, gr.labelHash(alone), gr.labelHash(NewLabels("request", "r2", "model", "m")))
 	assert.Zero(t, gr.labelHash(NewLabels("model", "m")), "no key of the grouper's: no labels")
 	assert.Zero(t, gr.labelHash(Labels{}))
+}
+
+// TestSortedTiesAreReadAgainWhenThePrefixShrinks guards the ties read past
+// the prefix shared so far: request ids that share a long prefix, in no
+// order, then one that shares none, sort as comparing them whole sorts
+// them.
+func TestSortedTiesAreReadAgainWhenThePrefixShrinks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	site, meta := &Site{id: 1}, InternMeta("a", "host", "f16", []int{4})
+	gr := newGrouper(Filter{LabelKeys: []string{"request"}})
+	for _, i := range rng.Perm(3000) {
+		gr.add(site, meta, NewLabels("request", fmt.Sprintf("request-%05d", i)), nil, 64, false, false, time.Time{})
+	}
+	gr.add(site, meta, NewLabels("request", "a"), nil, 64, false, false, time.Time{}) // first: against stale ties, last
+	got := gr.sorted()
+	for i := 1; i < len(got); i++ {
+		require.Negative(t, entryOrder(gr.at(got[i-1].at), gr.at(got[i].at)), "position %d", i)
+	}
+	assert.Equal(t, "{request=a}", gr.at(got[0].at).labels.String())
 }

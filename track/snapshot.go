@@ -539,24 +539,31 @@ func (gr *grouper) sorted() []sortKey {
 	ranked := gr.rank(keys)
 	ties := gr.byKeys && len(gr.keys) == 1
 	if ties {
+		// One pass reads each tie past the prefix shared so far, and a
+		// second reads again those read before it last shrank (below
+		// redo): most of the time a few, not every value twice.
 		shared := -1 // the length of the prefix all values share
 		var first string
-		for i := range gr.n {
-			v, ok := soleValue(gr.at(i).labels)
+		redo := 0
+		for i := range keys {
+			v, ok := soleValue(gr.at(int32(i)).labels)
 			switch {
 			case !ok:
+				continue
 			case shared < 0:
 				first, shared = v, len(v)
 			default:
-				shared = min(shared, len(v))
-				for j := 0; j < shared; j++ {
-					if v[j] != first[j] {
-						shared = j
-					}
+				n, j := min(shared, len(v)), 0
+				for j < n && v[j] == first[j] {
+					j++
+				}
+				if j < shared {
+					shared, redo = j, i
 				}
 			}
+			keys[i].tie = prefix8(v[shared:])
 		}
-		for i := range keys {
+		for i := range keys[:redo] {
 			if v, ok := soleValue(gr.at(int32(i)).labels); ok {
 				keys[i].tie = prefix8(v[shared:])
 			}
