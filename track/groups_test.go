@@ -3,6 +3,7 @@ package track_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,4 +82,42 @@ func TestGroupsOfReadsSnapshotOfGroups(t *testing.T) {
 
 	_, _, err := tr.GroupsOf(track.Filter{MinAge: -time.Second})
 	assert.ErrorIs(t, err, track.ErrInvalidOption)
+}
+
+// Groups are immutable once taken: goroutines that read them at once, while
+// tensors are recorded and released, each read the same groups.
+func TestGroupsAreReadConcurrently(t *testing.T) {
+	tr := newTracker(t)
+	var recs []*track.Record
+	for i := range 200 {
+		recs = append(recs, recordA(tr, track.WithLabels(context.Background(), "request", fmt.Sprint(i)), 8, "tensor"))
+	}
+	t.Cleanup(func() { release(t, tr, recs...) })
+	snap, groups, err := tr.GroupsOf(track.Filter{LabelKeys: []string{"request"}})
+	require.NoError(t, err)
+	require.Nil(t, snap.Groups)
+	var want []track.Group
+	for g := range groups.All() {
+		want = append(want, *g)
+	}
+	require.Len(t, want, 200)
+
+	var wg sync.WaitGroup
+	got := make([][]track.Group, 4)
+	for i := range got {
+		wg.Go(func() {
+			for g := range groups.All() {
+				got[i] = append(got[i], *g)
+			}
+		})
+	}
+	wg.Go(func() { // the live set changes meanwhile; the groups taken do not
+		for range 50 {
+			assert.NoError(t, tr.Release(recordA(tr, context.Background(), 8, "tensor")))
+		}
+	})
+	wg.Wait()
+	for i := range got {
+		assert.Equal(t, want, got[i], "reader %d", i)
+	}
 }
