@@ -95,7 +95,7 @@ type Snapshot struct {
 	// Sites lists every site that has allocated, most live bytes first;
 	// live figures count what the filter selects, cumulative ones all.
 	Sites       []SiteStats
-	Groups      []Group      // by site id, then most bytes first
+	Groups      []Group      // by site id, then most bytes first; nil from GroupsOf
 	Allocations []Allocation // by id, with Filter.Allocations
 }
 
