@@ -268,19 +268,29 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.cfg.maxProfiles))
 		return
 	}
-	snap, err := h.snapshot(q)
+	if q.debug > 0 {
+		snap, err := h.snapshot(q)
+		if err != nil {
+			serveError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		var body bytes.Buffer
+		if err = writeText(&body, snap, h.cfg); err == nil {
+			writeBody(w, "text/plain; charset=utf-8", "", body.Bytes())
+		} else {
+			serveError(w, http.StatusInternalServerError, err.Error())
+		}
+		return
+	}
+	// The groups are read apart from the snapshot and each written as it
+	// is read: a profile of a million request ids holds no Group of them.
+	h.collect(q)
+	snap, groups, err := h.tracker.GroupsOf(h.filter(q))
 	if err != nil {
 		serveError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if q.debug > 0 {
-		var body bytes.Buffer
-		if err = writeText(&body, snap, h.cfg); err == nil {
-			writeBody(w, "text/plain; charset=utf-8", "", body.Bytes())
-		}
-	} else {
-		err = h.writeProfile(w, func(zw io.Writer) error { return stream(zw, snap, h.cfg) }, "tensors")
-	}
+	err = h.writeProfile(w, func(zw io.Writer) error { return streamGroups(zw, snap, groups.All(), h.cfg) }, "tensors")
 	if err != nil {
 		serveError(w, http.StatusInternalServerError, err.Error())
 	}
@@ -353,6 +363,11 @@ func extendWriteDeadline(w http.ResponseWriter, r *http.Request, window time.Dur
 // request id per tensor) cost it nothing.
 func (h *handler) snapshot(q query) (*track.Snapshot, error) {
 	h.collect(q)
+	return h.tracker.SnapshotOf(h.filter(q))
+}
+
+// filter is the filter of the snapshot a query asks for (see snapshot).
+func (h *handler) filter(q query) track.Filter {
 	f := q.filter
 	switch {
 	case q.debug == 1:
@@ -363,7 +378,7 @@ func (h *handler) snapshot(q query) (*track.Snapshot, error) {
 		f.LabelKeys = append([]string{}, h.cfg.labelKeys...) // not nil: these keys and no other
 	}
 	f.Oldest = q.debug == 1 // the text view prints ages: it walks
-	return h.tracker.SnapshotOf(f)
+	return f
 }
 
 // collect runs the collection ?gc=1 asks for, unless one was forced less

@@ -1,7 +1,10 @@
 package pprofexport_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -535,4 +538,61 @@ func TestGoToolPprofFetchesHandler(t *testing.T) {
 	out, err = runPprof(t, "-top", "-sample_index=inuse_objects", srv.URL+tensorsPath+"?kind=mask&debug=7")
 	require.Error(t, err, out)
 	assert.Contains(t, err.Error(), `want 0 (profile) or 1 (text)`, "pprof shows the handler's message")
+}
+
+// TestHandlerProfileIsWrittenSnapshot guards the handler's profile, whose
+// groups are read apart from their snapshot (track.Tracker.GroupsOf) and
+// written as they are read: it is, byte for byte once uncompressed, what
+// Write makes of the snapshot SnapshotOf takes with the handler's filter,
+// for the default profile (read from counters), by label keys, and
+// filtered.
+func TestHandlerProfileIsWrittenSnapshot(t *testing.T) {
+	at := time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC)
+	prog := newProgram(t, track.Clock(func() time.Time { return at }))
+	prog.masks("r1", 3)
+	prog.kv("r2", 2)
+	for i := range 40 {
+		ctx := track.WithLabels(context.Background(), "request", fmt.Sprintf("r%02d", i), "model", "m")
+		ms, err := buildMasks(ctx, prog.alloc, 1+i%3)
+		prog.live = append(prog.live, ms...)
+		require.NoError(t, err)
+	}
+	uncompressed := func(t *testing.T, body []byte) []byte {
+		t.Helper()
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		require.NoError(t, err)
+		out, err := io.ReadAll(zr)
+		require.NoError(t, err)
+		return out
+	}
+	for _, tt := range []struct {
+		name   string
+		keys   []string // nil: the handler's default
+		query  string
+		filter track.Filter
+	}{
+		{name: "default", filter: track.Filter{LabelKeys: []string{}}},
+		{name: "by request", keys: []string{"request"}, filter: track.Filter{LabelKeys: []string{"request"}}},
+		{name: "by request and model", keys: []string{"request", "model"},
+			filter: track.Filter{LabelKeys: []string{"request", "model"}}},
+		{name: "by model, kv only", keys: []string{"model"}, query: "?kind=kv-cache",
+			filter: track.Filter{Kind: "kv-cache", LabelKeys: []string{"model"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var opts []pprofexport.HandlerOption
+			var popts []pprofexport.ProfileOption
+			if tt.keys != nil {
+				opts = append(opts, pprofexport.LabelKeys(tt.keys...))
+				popts = append(popts, pprofexport.LabelKeys(tt.keys...))
+			}
+			srv := serve(t, newHandler(t, prog.tracker, opts...))
+			resp, body := get(t, srv.URL+tensorsPath+tt.query)
+			require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+			snap, err := prog.tracker.SnapshotOf(tt.filter)
+			require.NoError(t, err)
+			var want bytes.Buffer
+			require.NoError(t, pprofexport.Write(&want, snap, popts...))
+			assert.Equal(t, uncompressed(t, want.Bytes()), uncompressed(t, body))
+		})
+	}
 }

@@ -2,6 +2,7 @@ package pprofexport
 
 import (
 	"fmt"
+	"iter"
 	"strings"
 	"time"
 
@@ -105,7 +106,7 @@ func build(snap *track.Snapshot, cfg config, withAlloc func(*track.SiteStats) bo
 		samples = append(samples, s)
 		p.Sample = append(p.Sample, &samples[len(samples)-1])
 	}
-	eachSample(snap, withAlloc, perSite, func(g *track.Group, leaked bool, v [numValues]int64) {
+	eachSample(snap, groupsOf(snap), withAlloc, perSite, func(g *track.Group, leaked bool, v [numValues]int64) {
 		l := lb.labels(g, leaked)
 		add(profile.Sample{Location: st.site(g.Site), Label: l.label, NumLabel: l.num, NumUnit: l.unit}, v)
 	}, func(site *track.Site, v [numValues]int64) {
@@ -128,21 +129,32 @@ func countSamples(snap *track.Snapshot, perSite bool) int {
 	return n
 }
 
-// eachSample calls live with each in-use sample of a profile of snap and
+// groupsOf yields the groups of snap.
+func groupsOf(snap *track.Snapshot) iter.Seq[*track.Group] {
+	return func(yield func(*track.Group) bool) {
+		for i := range snap.Groups {
+			if !yield(&snap.Groups[i]) {
+				return
+			}
+		}
+	}
+}
+
+// eachSample calls live with each in-use sample of a profile of snap, its
+// groups read from groups (snap.Groups, or track.Groups taken apart), and
 // site with each per-site one, in the order a profile lists them: the one
-// reading of a snapshot that build and the streaming encoder share. A
+// reading of a snapshot that build and the streaming encoders share. A
 // group whose tensors the garbage collector found leaked in part is two
 // samples, so that -tagfocus leaked=true selects exactly those. Sites
 // carry the alloc values withAlloc keeps and, with perSite, the in-use
-// values in place of the groups'; a site with no value is left out.
-func eachSample(snap *track.Snapshot, withAlloc func(*track.SiteStats) bool, perSite bool,
-	live func(g *track.Group, leaked bool, v [numValues]int64), site func(s *track.Site, v [numValues]int64)) {
-	groups := snap.Groups
+// values in place of the groups', which are not read; a site with no
+// value is left out.
+func eachSample(snap *track.Snapshot, groups iter.Seq[*track.Group], withAlloc func(*track.SiteStats) bool,
+	perSite bool, live func(g *track.Group, leaked bool, v [numValues]int64), site func(s *track.Site, v [numValues]int64)) {
 	if perSite {
-		groups = nil
+		groups = func(func(*track.Group) bool) {}
 	}
-	for i := range groups {
-		g := &groups[i]
+	for g := range groups {
 		if g.Count == 0 && g.Bytes == 0 {
 			continue
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
+	"iter"
+	"slices"
 
 	"github.com/google/pprof/profile"
 
@@ -73,6 +75,24 @@ type streamer struct {
 	// values caches the indexes of recent request label values (see
 	// internValue), by a hash of the value.
 	values *[valueSlots]tableEntry
+	// last holds what the last live sample shares with the next ones of
+	// a run (one site, one kind of tensor, a request id each), encoded.
+	last lastSample
+}
+
+// lastSample is the encoding of the last live sample's stack and its
+// tensors' attribute labels, with what they were encoded of: a sample of
+// the same is written with them as they are, its strings in the table
+// already.
+type lastSample struct {
+	site                *track.Site
+	locations           []byte // the stack's field
+	attrsValid          bool
+	kind, device, dtype string
+	shape               []int
+	other, leaked       bool
+	held                *track.Holder
+	attrs               []byte // the attributes' label fields
 }
 
 // valueSlots is how many request label values a streamer remembers: enough
@@ -99,8 +119,14 @@ type shapeKey struct {
 // stream writes the profile of snap that build(snap, cfg, allocSites(snap),
 // false) makes, uncompressed, onto w.
 func stream(w io.Writer, snap *track.Snapshot, cfg config) error {
+	return streamGroups(w, snap, groupsOf(snap), cfg)
+}
+
+// streamGroups is stream for a snapshot whose groups are read from groups
+// (track.Tracker.GroupsOf), each written as it is read.
+func streamGroups(w io.Writer, snap *track.Snapshot, groups iter.Seq[*track.Group], cfg config) error {
 	s := newStreamer(w, &cfg)
-	eachSample(snap, allocSites(snap), false, s.live, s.site)
+	eachSample(snap, groups, allocSites(snap), false, s.live, s.site)
 	var at int64
 	if !snap.Time.IsZero() {
 		at = snap.Time.UnixNano()
@@ -199,7 +225,11 @@ func (s *streamer) internValue(str string) int64 {
 // live writes the in-use sample of the tensors of g that leaked, or of
 // those that did not, with the labels Profile gives it.
 func (s *streamer) live(g *track.Group, leaked bool, v [numValues]int64) {
-	s.msg = s.locationIDs(s.msg[:0], g.Site)
+	last := &s.last
+	if g.Site != last.site || last.locations == nil {
+		last.site, last.locations = g.Site, s.locationIDs(last.locations[:0], g.Site)
+	}
+	s.msg = append(s.msg[:0], last.locations...)
 	s.msg = appendValues(s.msg, &s.sub, v)
 	s.kept = s.kept[:0]
 	g.Labels.Range(func(name, value string) bool {
@@ -208,19 +238,34 @@ func (s *streamer) live(g *track.Group, leaked bool, v [numValues]int64) {
 		}
 		return true
 	})
-	shape := OtherShapes
-	if !g.OtherShapes {
-		shape = s.shape(g.Shape)
-	}
-	eachLabel(g, leaked, shape, s.heldBy(g.HeldBy), s.kept, func(key, value string) {
-		s.sub = appendVarintField(s.sub[:0], 1, uint64(s.intern(key)))
-		if reservedLabel(key) { // a tensor attribute: few values, kept in the map
-			s.sub = appendVarintField(s.sub, 2, uint64(s.intern(value)))
-		} else {
-			s.sub = appendVarintField(s.sub, 2, uint64(s.internValue(value)))
+	if !last.attrsValid || g.Kind != last.kind || g.Device != last.device || g.DType != last.dtype ||
+		g.OtherShapes != last.other || leaked != last.leaked || g.HeldBy != last.held ||
+		!slices.Equal(g.Shape, last.shape) {
+		// The attributes come first (eachLabel): encoded alone, they are
+		// the bytes a sample of them begins its labels with.
+		shape := OtherShapes
+		if !g.OtherShapes {
+			shape = s.shape(g.Shape)
 		}
+		last.attrs = last.attrs[:0]
+		eachLabel(g, leaked, shape, s.heldBy(g.HeldBy), nil, func(key, value string) {
+			s.sub = appendVarintField(s.sub[:0], 1, uint64(s.intern(key)))
+			s.sub = appendVarintField(s.sub, 2, uint64(s.intern(value))) // few values, kept in the map
+			last.attrs = appendMessage(last.attrs, 3, s.sub)
+		})
+		*last = lastSample{site: last.site, locations: last.locations, attrsValid: true, kind: g.Kind,
+			device: g.Device, dtype: g.DType, shape: append(last.shape[:0], g.Shape...), other: g.OtherShapes,
+			leaked: leaked, held: g.HeldBy, attrs: last.attrs}
+	}
+	s.msg = append(s.msg, last.attrs...)
+	for i := 0; i+1 < len(s.kept); i += 2 {
+		if s.kept[i+1] == "" {
+			continue // as eachLabel leaves it out
+		}
+		s.sub = appendVarintField(s.sub[:0], 1, uint64(s.intern(s.kept[i])))
+		s.sub = appendVarintField(s.sub, 2, uint64(s.internValue(s.kept[i+1])))
 		s.msg = appendMessage(s.msg, 3, s.sub)
-	})
+	}
 	if g.Count > 0 && !g.OtherShapes { // the other shapes' tensors differ in size
 		if per := g.Bytes / g.Count; per != 0 {
 			s.sub = appendVarintField(s.sub[:0], 1, uint64(s.intern(LabelBytes)))

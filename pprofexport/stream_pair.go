@@ -153,8 +153,8 @@ func streamPair(w io.Writer, before, after *track.Snapshot, what string, cfg con
 	withAlloc, perSite := pairSamples(before, after)
 	// Sized for the larger side: the two share most of their samples.
 	t := newPairTable(&cfg, max(countSamples(before, perSite), countSamples(after, perSite)))
-	eachSample(before, withAlloc, perSite, t.live(-1), t.site(-1))
-	eachSample(after, withAlloc, perSite, t.live(+1), t.site(+1))
+	eachSample(before, groupsOf(before), withAlloc, perSite, t.live(-1), t.site(-1))
+	eachSample(after, groupsOf(after), withAlloc, perSite, t.live(+1), t.site(+1))
 	t.byKey, t.strs = nil, nil // done with: let the writing reuse their memory
 
 	s := newStreamer(w, &cfg)

@@ -58,7 +58,9 @@
 // tracker in a Local. Tools read counters: CopyCounts (the default
 // profile's snapshot, copied for later), History (the events, KeepHistory),
 // LiveByClass, ReservedOn, HeldBy, a SiteFeed (the sites whose outlived
-// figures changed, what a watcher reads each window) and WatchLeaks.
+// figures changed, what a watcher reads each window) and WatchLeaks. A
+// tool that writes each group as it reads it (a profile's encoder) takes
+// them apart from their snapshot with GroupsOf, and holds none of them.
 //
 // A part's methods, a device's and a foreign release are code tensorlife does
 // not own: every call into them runs under Guard (ReadReserved and

@@ -96,7 +96,7 @@ type Snapshot struct {
 	// Sites lists every site that has allocated, most live bytes first;
 	// live figures count what the filter selects, cumulative ones all.
 	Sites       []SiteStats
-	Groups      []Group      // by site id, then most bytes first
+	Groups      []Group      // by site id, then most bytes first; nil from GroupsOf
 	Allocations []Allocation // by id, with Filter.Allocations
 }
 
@@ -179,11 +179,13 @@ func (f Filter) admits(c candidate, req *request) bool {
 //
 // While it reads, a group is a compact entry (72 bytes: the record's Meta
 // by pointer, the oldest time as an offset, the low half of its hash),
-// kept in chunks that never move and found through an open-addressed table
-// of their indexes by the hash of what tells them apart; finish sorts their indexes and writes each
-// Group once, in order. A snapshot of 200k groups (a label per request)
-// costs its Groups, their entries and a table of 4-byte slots: not a map
-// of keys, a chain, and the Groups twice (as chunks, then copied whole).
+// kept in chunks that never move and found through an open-addressed
+// table of their indexes by the hash of what tells them apart; finish
+// sorts their indexes and writes each Group once, in order, or
+// Tracker.GroupsOf keeps the entries and makes each Group as it is read.
+// A snapshot of 200k groups (a label per request) costs its Groups, their
+// entries and a table of 4-byte slots: not a map of keys, a chain, and
+// the Groups twice (as chunks, then copied whole).
 type grouper struct {
 	table   []int32 // entry index + 1 by hash, 0 empty; at most half full
 	chunks  [][]groupEntry
@@ -192,6 +194,11 @@ type grouper struct {
 	byKeys  bool
 	base    time.Time // the oldest times are offsets from it
 	hasBase bool
+	// lastMeta and lastMetaHash are the Meta last hashed and its hash:
+	// records of a site mostly share one, so its strings are hashed once
+	// a run, not once a record.
+	lastMeta     *Meta
+	lastMetaHash uint64
 }
 
 // groupChunk is how many entries a chunk holds.
@@ -235,13 +242,7 @@ func (gr *grouper) hash(k *groupOf) uint64 {
 	// Strings through maphash.String, the rest mixed in as integers: no
 	// step of it allocates, at one hash per record walked.
 	h := mix(0, uint64(k.site.id))
-	h = mix(h, maphash.String(labelSeed, k.kind))
-	h = mix(h, maphash.String(labelSeed, k.device))
-	h = mix(h, maphash.String(labelSeed, k.dtype))
-	h = mix(h, uint64(len(k.shape)))
-	for _, d := range k.shape {
-		h = mix(h, uint64(d))
-	}
+	h = mix(h, gr.metaHash(k))
 	h = mix(h, gr.labelHash(k.labels))
 	if k.held != nil {
 		h = mix(h, uint64(siteID(k.held.Site))+1)
@@ -252,6 +253,25 @@ func (gr *grouper) hash(k *groupOf) uint64 {
 	}
 	if k.other {
 		h = mix(h, 2)
+	}
+	return h
+}
+
+// metaHash returns the hash of k's kind, device, dtype and shape, from
+// the last one's when k has its Meta.
+func (gr *grouper) metaHash(k *groupOf) uint64 {
+	if k.meta != nil && k.meta == gr.lastMeta {
+		return gr.lastMetaHash
+	}
+	h := maphash.String(labelSeed, k.kind)
+	h = mix(h, maphash.String(labelSeed, k.device))
+	h = mix(h, maphash.String(labelSeed, k.dtype))
+	h = mix(h, uint64(len(k.shape)))
+	for _, d := range k.shape {
+		h = mix(h, uint64(d))
+	}
+	if k.meta != nil {
+		gr.lastMeta, gr.lastMetaHash = k.meta, h
 	}
 	return h
 }
@@ -332,17 +352,33 @@ func (gr *grouper) labelHash(l Labels) uint64 {
 	if len(gr.keys) == 0 || l.Len() == 0 {
 		return 0
 	}
-	// The keys are the grouper's, the same for every group: only which
-	// are present and their values tell groups apart.
-	var h uint64
-	for _, k := range gr.keys {
-		if v, ok := l.Get(k); ok {
-			h = mix(h, maphash.String(labelSeed, v))
-		} else {
-			h = mix(h, 1)
+	// The hash of the pairs of l whose keys are the grouper's, as
+	// hashLabels would hash them: where every key of l is one, the hash l
+	// keeps, and no value is hashed again.
+	kv := l.set.kv
+	kept := 0
+	for i := 0; i < len(kv); i += 2 {
+		if slices.Contains(gr.keys, kv[i]) {
+			kept++
 		}
 	}
-	return h
+	switch kept {
+	case 0:
+		return 0
+	case len(kv) / 2:
+		return l.set.hash
+	}
+	var h maphash.Hash
+	h.SetSeed(labelSeed)
+	for i := 0; i < len(kv); i += 2 {
+		if slices.Contains(gr.keys, kv[i]) {
+			h.WriteString(kv[i])
+			h.WriteByte(0)
+			h.WriteString(kv[i+1])
+			h.WriteByte(0)
+		}
+	}
+	return h.Sum64()
 }
 
 // sameLabels reports whether a group's labels are l's, as groups see them.
@@ -438,73 +474,118 @@ func (gr *grouper) finish(bySite map[*Site]*SiteStats) []Group {
 	order := gr.sorted()
 	out := make([]Group, len(order))
 	for i, k := range order {
-		e := gr.at(k.at)
-		var oldest time.Time
-		if e.oldest != noTime {
-			oldest = gr.base.Add(time.Duration(e.oldest))
-		}
-		out[i] = Group{Site: e.site, Kind: e.meta.Kind, Device: e.meta.Device, DType: e.meta.DType,
-			Shape: e.meta.Shape, Labels: e.labels, Count: e.count, Bytes: e.bytes, Oldest: oldest,
-			Leaked: e.leaked, Outlived: e.outlived, HeldBy: e.held, OtherShapes: e.other}
+		out[i] = gr.groupAt(k.at)
 	}
 	gr.chunks, gr.table = nil, nil
 	for i := range out {
-		g := &out[i]
-		st := bySite[g.Site]
-		if st == nil {
-			st = &SiteStats{Site: g.Site}
-			bySite[g.Site] = st
-		}
-		st.add(g)
+		addToSite(bySite, &out[i])
 	}
 	return out
 }
 
-// sortKey is an entry to sort: its index and a prefix of what breaks its
-// ties (see sorted).
-type sortKey struct {
-	tie uint64
-	at  int32
+// groupAt returns the Group of entry i.
+func (gr *grouper) groupAt(i int32) Group {
+	e := gr.at(i)
+	var oldest time.Time
+	if e.oldest != noTime {
+		oldest = gr.base.Add(time.Duration(e.oldest))
+	}
+	return Group{Site: e.site, Kind: e.meta.Kind, Device: e.meta.Device, DType: e.meta.DType,
+		Shape: e.meta.Shape, Labels: e.labels, Count: e.count, Bytes: e.bytes, Oldest: oldest,
+		Leaked: e.leaked, Outlived: e.outlived, HeldBy: e.held, OtherShapes: e.other}
 }
+
+// addToSite adds g's live figures to its site's in bySite, making the
+// entry when it lacks one.
+func addToSite(bySite map[*Site]*SiteStats, g *Group) {
+	st := bySite[g.Site]
+	if st == nil {
+		st = &SiteStats{Site: g.Site}
+		bySite[g.Site] = st
+	}
+	st.add(g)
+}
+
+// sortKey is an entry to sort: its index, the rank of its class and a
+// prefix of what breaks its ties (see sorted).
+type sortKey struct {
+	tie   uint64
+	at    int32
+	class uint32 // 0 when the entries are not ranked
+}
+
+// minSortClasses is how many classes sorted ranks at least, however few
+// the entries; past an eighth of the entries, or this, it ranks none, and
+// entries are compared whole.
+const minSortClasses = 1 << 12
 
 // sorted returns the entries' indexes in the order of groups (entryOrder).
 //
-// Where groups are told apart by one label key (a request id), most of
-// them tie on everything but its value, and comparing values that sit
-// behind two pointers each took most of the sort. Each key then carries
-// eight bytes of its value, after the prefix every value shares, big-end
-// first and padded with zeros: two groups that tie up to their labels and
-// differ in those bytes are ordered by them, as comparing the values
-// would order them, and any other pair is compared whole.
+// A sort that compares entries reads two of them at random each time,
+// which took most of its time. Entries first fall into classes, alike in
+// all entryOrder compares before the labels (site, bytes, other shapes,
+// kind, dtype, device, shape): most groups of a profile by request ids
+// share a few. Each key carries its class's rank in that order, so that
+// entries of two classes are ordered by their keys alone. Past
+// minSortClasses classes and an eighth of the entries, the keys carry
+// none: the map of classes would cost more than the sort saves.
+//
+// Within a class, where groups are told apart by one label key (a request
+// id), most of them tie on everything but its value, and comparing values
+// that sit behind two pointers each took most of the sort. Each key then
+// carries eight bytes of its value, after the prefix every value shares,
+// big-end first and padded with zeros: two groups of a class that differ
+// in those bytes are ordered by them, as comparing the values would order
+// them, and any other pair is compared whole.
 func (gr *grouper) sorted() []sortKey {
 	keys := make([]sortKey, gr.n)
 	for i := range keys {
 		keys[i].at = int32(i)
 	}
+	ranked := gr.rank(keys)
 	ties := gr.byKeys && len(gr.keys) == 1
 	if ties {
+		// One pass reads each tie past the prefix shared so far, and a
+		// second reads again those read before it last shrank (below
+		// redo): most of the time a few, not every value twice.
 		shared := -1 // the length of the prefix all values share
 		var first string
-		for i := range gr.n {
-			v, ok := soleValue(gr.at(i).labels)
+		redo := 0
+		for i := range keys {
+			v, ok := soleValue(gr.at(int32(i)).labels)
 			switch {
 			case !ok:
+				continue
 			case shared < 0:
 				first, shared = v, len(v)
 			default:
-				shared = min(shared, len(v))
-				for j := 0; j < shared; j++ {
-					if v[j] != first[j] {
-						shared = j
-					}
+				n, j := min(shared, len(v)), 0
+				for j < n && v[j] == first[j] {
+					j++
+				}
+				if j < shared {
+					shared, redo = j, i
 				}
 			}
+			keys[i].tie = prefix8(v[shared:])
 		}
-		for i := range keys {
+		for i := range keys[:redo] {
 			if v, ok := soleValue(gr.at(int32(i)).labels); ok {
 				keys[i].tie = prefix8(v[shared:])
 			}
 		}
+	}
+	if ranked {
+		slices.SortFunc(keys, func(a, b sortKey) int {
+			if a.class != b.class {
+				return cmp.Compare(a.class, b.class)
+			}
+			if ties && a.tie != b.tie {
+				return cmp.Compare(a.tie, b.tie) // of one class, told apart by their values' bytes
+			}
+			return entryOrder(gr.at(a.at), gr.at(b.at))
+		})
+		return keys
 	}
 	slices.SortFunc(keys, func(a, b sortKey) int {
 		ea, eb := gr.at(a.at), gr.at(b.at)
@@ -512,11 +593,73 @@ func (gr *grouper) sorted() []sortKey {
 			return c
 		}
 		if ties && ea.meta == eb.meta && ea.other == eb.other && a.tie != b.tie {
-			return cmp.Compare(a.tie, b.tie) // tied up to the labels, told apart by their values' bytes
+			return cmp.Compare(a.tie, b.tie) // of one class, told apart by their values' bytes
 		}
 		return entryOrder(ea, eb)
 	})
 	return keys
+}
+
+// sortClass is what entries alike up to their labels share (see sorted).
+type sortClass struct {
+	site  *Site
+	meta  *Meta
+	bytes int64
+	other bool
+}
+
+// rank sets the class rank of each key, reporting false, with none set,
+// where the entries fall into too many classes (see sorted). Classes of
+// equal content by different Metas share a rank.
+func (gr *grouper) rank(keys []sortKey) bool {
+	limit := max(minSortClasses, len(keys)/8)
+	index := make(map[sortClass]uint32)
+	var classes []sortClass
+	var last sortClass
+	lastAt := uint32(0)
+	for i := range keys {
+		e := gr.at(keys[i].at)
+		c := sortClass{site: e.site, meta: e.meta, bytes: e.bytes, other: e.other}
+		if i == 0 || c != last {
+			at, ok := index[c]
+			if !ok {
+				if len(classes) == limit {
+					for j := range keys[:i] {
+						keys[j].class = 0
+					}
+					return false
+				}
+				at = uint32(len(classes))
+				index[c] = at
+				classes = append(classes, c)
+			}
+			last, lastAt = c, at
+		}
+		keys[i].class = lastAt
+	}
+	order := make([]uint32, len(classes))
+	for i := range order {
+		order[i] = uint32(i)
+	}
+	compare := func(a, b sortClass) int {
+		return cmp.Or(cmp.Compare(a.site.id, b.site.id), cmp.Compare(b.bytes, a.bytes),
+			compareBool(a.other, b.other), strings.Compare(a.meta.Kind, b.meta.Kind),
+			strings.Compare(a.meta.DType, b.meta.DType), strings.Compare(a.meta.Device, b.meta.Device),
+			slices.Compare(a.meta.Shape, b.meta.Shape))
+	}
+	slices.SortFunc(order, func(a, b uint32) int { return compare(classes[a], classes[b]) })
+	ranks := make([]uint32, len(classes))
+	r := uint32(0)
+	for i, c := range order {
+		if i > 0 && compare(classes[order[i-1]], classes[c]) != 0 {
+			r++
+		}
+		ranks[c] = r
+	}
+	for i := range keys {
+		keys[i].class = ranks[keys[i].class]
+	}
+	return true
 }
 
 // soleValue returns the value of l's one pair, false if l has none.
@@ -567,15 +710,22 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	t.settle()
-	now := t.Now()
-	groups := newGrouper(f)
 	if f.counted() {
+		t.settle()
 		return t.counts().snapshot(f), nil
 	}
+	now, groups, allocs := t.walk(f)
+	return t.finishSnapshot(f, now, groups, allocs), nil
+}
+
+// walk reads the live allocations the valid filter f selects, at now: into
+// groups, and listed with Filter.Allocations.
+func (t *Tracker) walk(f Filter) (now time.Time, groups *grouper, allocs []Allocation) {
+	t.settle()
+	now = t.Now()
+	groups = newGrouper(f)
 	sinceStart := int64(now.Sub(t.start))
 	wantReq := scopeOf(f.Request).req
-	var allocs []Allocation
 	var heldBuf Holder
 	for i := range t.shards {
 		sh := &t.shards[i]
@@ -607,15 +757,23 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 		}
 		sh.mu.Unlock()
 	}
-
-	return t.finishSnapshot(f, now, groups, allocs), nil
+	return now, groups, allocs
 }
 
-// finishSnapshot puts a snapshot together from its groups and allocations:
-// every site that ever allocated is listed, filtered or not, so that two
-// snapshots always have the same cumulative figures to subtract; with a
-// filter, a site's live figures count only its matches.
+// finishSnapshot puts a snapshot together from its groups and allocations.
 func (t *Tracker) finishSnapshot(f Filter, now time.Time, groups *grouper, allocs []Allocation) *Snapshot {
+	snap, bySite := t.startSnapshot(f, now, allocs)
+	snap.Groups = groups.finish(bySite)
+	t.endSnapshot(snap, bySite)
+	return snap
+}
+
+// startSnapshot begins the snapshot of f at now, and the figures of its
+// sites by site, for its groups to add their live figures to: every site
+// that ever allocated is listed, filtered or not, so that two snapshots
+// always have the same cumulative figures to subtract; with a filter, a
+// site's live figures count only its matches.
+func (t *Tracker) startSnapshot(f Filter, now time.Time, allocs []Allocation) (*Snapshot, map[*Site]*SiteStats) {
 	snap := &Snapshot{Tracker: t, TrackerName: t.cfg.name, Time: now, Totals: t.Totals(), Filter: f, Allocations: allocs}
 	slices.SortFunc(snap.Allocations, func(a, b Allocation) int { return cmp.Compare(a.ID, b.ID) })
 
@@ -625,7 +783,12 @@ func (t *Tracker) finishSnapshot(f Filter, now time.Time, groups *grouper, alloc
 			bySite[s] = &SiteStats{Site: s}
 		}
 	}
-	snap.Groups = groups.finish(bySite)
+	return snap, bySite
+}
+
+// endSnapshot lists the sites of snap from bySite, their live figures
+// added by its groups.
+func (t *Tracker) endSnapshot(snap *Snapshot, bySite map[*Site]*SiteStats) {
 	snap.Sites = make([]SiteStats, 0, len(bySite))
 	for s, st := range bySite {
 		st.AllocCount, st.AllocBytes, _, _ = s.metas.figures()
@@ -633,7 +796,6 @@ func (t *Tracker) finishSnapshot(f Filter, now time.Time, groups *grouper, alloc
 		snap.Sites = append(snap.Sites, *st)
 	}
 	sortSites(snap.Sites)
-	return snap
 }
 
 // errNoAllocations is Snapshot.Select's error for a snapshot that does not
