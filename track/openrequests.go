@@ -69,14 +69,23 @@ const MaxOpenRows = 256
 // returns the figures alone, what metrics read). It reads counters each
 // request keeps on the record path, in one scan of the open list, shard by
 // shard: a shard's lock is held while its list is copied, and each
-// request's, after, while its few counters are read (a request's lock comes
-// before a book's); the rows returned are read once more, under their
-// locks, for their labels and top sites. It never walks the live set. A
+// request's counters are read after, without its lock (they are atomics
+// its records store under it); the rows returned are read once more, under
+// their locks, for their labels and top sites. It never walks the live set. A
 // request that records in two trackers shows what it holds in both. Safe
 // for concurrent use.
 func (t *Tracker) OpenRequests(n int) OpenRequests {
+	return t.Settle().OpenRequests(n)
+}
+
+// OpenRequests is Tracker.OpenRequests at the moment of s's settle: the
+// requests whose contexts were done then are not counted.
+func (s Settled) OpenRequests(n int) OpenRequests {
+	t := s.t
 	n = min(max(n, 0), MaxOpenRows)
-	t.settle()
+	if t == nil {
+		return OpenRequests{}
+	}
 	now := t.start.Add(time.Duration(t.now())).UnixNano()
 	var out OpenRequests
 	largest := make([]openRow, 0, n)
@@ -93,13 +102,10 @@ func (t *Tracker) OpenRequests(n int) OpenRequests {
 		buf = append(buf[:0], sh.open...)
 		sh.mu.Unlock()
 		for _, q := range buf {
-			q.mu.Lock()
-			ended := q.ended.Load()
-			row := openRow{q: q, bytes: q.inFlight, tensors: q.tensors, begun: q.begun.Load()}
-			q.mu.Unlock()
-			if ended {
+			if q.ended.Load() {
 				continue
 			}
+			row := openRow{q: q, bytes: q.inFlight.Load(), tensors: q.tensors.Load(), begun: q.begun.Load()}
 			out.Count++
 			out.InFlightBytes += row.bytes
 			out.InFlightTensors += row.tensors
