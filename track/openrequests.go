@@ -112,8 +112,12 @@ func (s Settled) OpenRequests(n int) OpenRequests {
 			if oldestBegun == 0 || row.begun < oldestBegun {
 				oldestBegun = row.begun
 			}
-			if n > 0 {
+			// Most rows enter neither list: the compares are called
+			// directly here, where keepTop's func values are not.
+			if n > 0 && (len(largest) < n || largerRow(row, largest[n-1]) < 0) {
 				largest = keepTop(largest, n, row, largerRow)
+			}
+			if n > 0 && (len(oldest) < n || olderRow(row, oldest[n-1]) < 0) {
 				oldest = keepTop(oldest, n, row, olderRow)
 			}
 		}
