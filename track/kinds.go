@@ -207,7 +207,7 @@ func (k *kindTable) ended(t *Tracker, q *request) {
 		}
 	}
 	s.requests++
-	s.outlived += max(q.inFlight.Load(), 0)
+	s.outlived += max(q.inFlight, 0)
 	s.peaks.add(q.peak)
 	s.durations.add(dur)
 }

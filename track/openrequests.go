@@ -69,9 +69,9 @@ const MaxOpenRows = 256
 // returns the figures alone, what metrics read). It reads counters each
 // request keeps on the record path, in one scan of the open list, shard by
 // shard: a shard's lock is held while its list is copied, and each
-// request's counters are read after, without its lock (they are atomics
-// its records store under it); the rows returned are read once more, under
-// their locks, for their labels and top sites. It never walks the live set. A
+// request's, after, while its few counters are read (a request's lock comes
+// before a book's); the rows returned are read once more, under their
+// locks, for their labels and top sites. It never walks the live set. A
 // request that records in two trackers shows what it holds in both. Safe
 // for concurrent use.
 func (t *Tracker) OpenRequests(n int) OpenRequests {
@@ -102,10 +102,13 @@ func (s Settled) OpenRequests(n int) OpenRequests {
 		buf = append(buf[:0], sh.open...)
 		sh.mu.Unlock()
 		for _, q := range buf {
-			if q.ended.Load() {
+			q.mu.Lock()
+			ended := q.ended.Load()
+			row := openRow{q: q, bytes: q.inFlight, tensors: q.tensors, begun: q.begun.Load()}
+			q.mu.Unlock()
+			if ended {
 				continue
 			}
-			row := openRow{q: q, bytes: q.inFlight.Load(), tensors: q.tensors.Load(), begun: q.begun.Load()}
 			out.Count++
 			out.InFlightBytes += row.bytes
 			out.InFlightTensors += row.tensors

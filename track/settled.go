@@ -8,9 +8,10 @@ package track
 // settle checks every open request's context, O(requests open), and is
 // most of what such a read costs with many requests open.
 //
-// A request whose context ends after Settle is still open to the readers
-// of that Settled; call Settle again for a later moment. The zero Settled
-// reads nothing. Safe for concurrent use.
+// A request whose context ends after Settle counts as open to the readers
+// of that Settled unless another reader has settled it since; call Settle
+// again for a later moment. The zero Settled reads nothing. Safe for
+// concurrent use.
 type Settled struct{ t *Tracker }
 
 // Settle ends t's requests whose contexts are done and returns the reading
