@@ -3,6 +3,7 @@ package track_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -125,4 +126,47 @@ func TestSettleKeepsTheOpenRequestsInOrder(t *testing.T) {
 	check("the largest ended")
 	endEvery(1, 0)
 	check("all ended")
+}
+
+// Readers settle while requests begin, record, release and end on other
+// goroutines: every reading adds up, and once all have ended none is open.
+func TestSettleWhileRequestsComeAndGo(t *testing.T) {
+	tr := newTracker(t)
+	const workers, perWorker = 6, 200
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				ctx, end := context.WithCancel(context.Background())
+				ctx = track.WithLabels(ctx, "worker", fmt.Sprint(w))
+				a := recordA(tr, ctx, int64(64*(i%7+1)), "tensor")
+				b := recordB(tr, ctx, 32)
+				if err := tr.Release(b); err != nil {
+					panic(err)
+				}
+				end() // a outlives its request
+				if err := tr.Release(a); err != nil {
+					panic(err)
+				}
+			}
+		})
+	}
+	readers := make(chan struct{})
+	go func() {
+		defer close(readers)
+		for range 300 {
+			read := tr.Settle()
+			open := read.OpenRequests(3)
+			sum := open.OthersBytes
+			for _, r := range open.Largest {
+				sum += r.InFlightBytes
+			}
+			assert.Equal(t, open.InFlightBytes, sum)
+			assert.GreaterOrEqual(t, open.Count, len(open.Largest))
+			read.TopSites(3)
+		}
+	}()
+	wg.Wait()
+	<-readers
+	assert.Equal(t, 0, tr.OpenRequests(3).Count)
 }
