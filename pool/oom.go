@@ -50,10 +50,16 @@ func (p *Pool) oomError(size int64, refused string, devErr error) error {
 	case err == nil:
 		e.Limit = total
 	}
-	e.TopSites = p.topLiveSites()
-	e.HeldBy = p.heldBy(e.TopSites)
 	if p.tracker != nil {
-		e.Requests = p.tracker.OpenRequests(oomRequestRows)
+		// One settle for every figure the error reads: each settle
+		// checks every open request's context.
+		read := p.tracker.Settle()
+		// The sites' counters, no walk of the live set; the tracker
+		// is shared by every allocator that records into it, so sites
+		// on other devices may be listed too.
+		e.TopSites = read.TopSites(p.topSites)
+		e.HeldBy = heldBy(read, e.TopSites)
+		e.Requests = read.OpenRequests(oomRequestRows)
 	}
 	if p.onOOM != nil {
 		p.callOnOOM(e)
@@ -92,11 +98,19 @@ func (p *Pool) heldBy(sites []track.SiteStats) [][]track.Holder {
 	if len(sites) == 0 {
 		return nil
 	}
+	return heldBy(p.tracker.Settle(), sites)
+}
+
+// heldBy is Pool.heldBy as read reads it.
+func heldBy(read track.Settled, sites []track.SiteStats) [][]track.Holder {
+	if len(sites) == 0 {
+		return nil
+	}
 	ss := make([]*track.Site, len(sites))
 	for i := range sites {
 		ss[i] = sites[i].Site
 	}
-	return p.tracker.HeldBy(ss, maxHeldBy)
+	return read.HeldBy(ss, maxHeldBy)
 }
 
 // otherReserved returns the bytes that the other allocators attached to
@@ -118,18 +132,6 @@ func (p *Pool) otherReserved() int64 {
 		}
 	}
 	return sum
-}
-
-// topLiveSites reads the tracker's per-site counters (no walk of the live
-// set, no list of every site) and returns the sites holding the most live
-// bytes. The tracker is
-// shared by every allocator that records into it, so sites on other devices
-// may be listed too.
-func (p *Pool) topLiveSites() []track.SiteStats {
-	if p.tracker == nil || p.topSites == 0 {
-		return nil
-	}
-	return p.tracker.TopSites(p.topSites)
 }
 
 // ActiveBlocksError is what Close returns when tensors still hold blocks of

@@ -152,12 +152,13 @@ func BenchmarkOOMCostIsFlatInLiveTensors(b *testing.B) {
 // requests from one scan of the open list, never the live set; 100k live
 // tensors rather than 1M keep the setup short, and the cost does not depend
 // on the live count (BenchmarkOOMCostIsFlatInLiveTensors). It is O(open
-// requests), not flat: 40-50x on an idle 2-core machine, about 55 ns a
-// request, a third in the settles of the error's readers (each reader
-// settles the book, a receive on each open request's Done channel) and a
-// third in the scan's lock of each request. A scan of counters packed
-// apart from the requests would cut the second; the first is the cost of
-// ends that every reader sees at once.
+// requests), not flat: 22-25x on a loaded 2-core machine (was 40-50x),
+// about 22 ns a request. The error settles once for all its readers
+// (Tracker.Settle), about 7 ns a request: one non-blocking receive on each
+// open request's Done channel, packed apart from the requests, a cache miss
+// each; the open-request scan takes the rest, each request's lock and its
+// counters. The settle alone is 7-8x the error at 100 open: what a request's
+// end seen by every reader at once costs, with no callback per request.
 func BenchmarkOOMCostWithOpenRequests(b *testing.B) {
 	many, few := newOOMFixtureOpen(b, 100_000, false, 10_000), newOOMFixtureOpen(b, 100_000, false, 100)
 	for _, f := range []*oomFixture{many, few} {

@@ -75,8 +75,17 @@ const MaxOpenRows = 256
 // request that records in two trackers shows what it holds in both. Safe
 // for concurrent use.
 func (t *Tracker) OpenRequests(n int) OpenRequests {
+	return t.Settle().OpenRequests(n)
+}
+
+// OpenRequests is Tracker.OpenRequests at the moment of s's settle: the
+// requests whose contexts were done then are not counted.
+func (s Settled) OpenRequests(n int) OpenRequests {
+	t := s.t
 	n = min(max(n, 0), MaxOpenRows)
-	t.settle()
+	if t == nil {
+		return OpenRequests{}
+	}
 	now := t.start.Add(time.Duration(t.now())).UnixNano()
 	var out OpenRequests
 	largest := make([]openRow, 0, n)
@@ -106,8 +115,12 @@ func (t *Tracker) OpenRequests(n int) OpenRequests {
 			if oldestBegun == 0 || row.begun < oldestBegun {
 				oldestBegun = row.begun
 			}
-			if n > 0 {
+			// Most rows enter neither list: the compares are called
+			// directly here, where keepTop's func values are not.
+			if n > 0 && (len(largest) < n || largerRow(row, largest[n-1]) < 0) {
 				largest = keepTop(largest, n, row, largerRow)
+			}
+			if n > 0 && (len(oldest) < n || olderRow(row, oldest[n-1]) < 0) {
 				oldest = keepTop(oldest, n, row, olderRow)
 			}
 		}

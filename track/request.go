@@ -25,26 +25,30 @@ import (
 // Lock order: a shard's lock, then a request's, then a request book
 // shard's; end is never called with a book shard's lock held.
 type request struct {
-	mu     sync.Mutex
-	ended  atomic.Bool     // set under mu, read without it by outlived
-	done   <-chan struct{} // the context's: closed once the request is over
-	parent *request        // the request it was begun under, for scopes
-	sites  []reqSite       // what is in flight, by site; starts in first
+	mu    sync.Mutex
+	ended atomic.Bool     // set under mu, read without it by outlived
+	done  <-chan struct{} // the context's: closed once the request is over
+	// inFlight and tensors are what it holds in flight in all, beside
+	// the sites, under mu: plain integers, so that the record path pays
+	// nothing for them beyond the lock it takes anyway (an atomic store is
+	// an exchange on amd64, two of which cost Record+Release a tenth).
+	// Beside ended, which OpenRequests reads first, and begun.
+	inFlight, tensors int64
+	// begun is when the request was first listed, on the listing
+	// tracker's clock, in Unix nanoseconds; set once, before it is listed.
+	begun  atomic.Int64
+	parent *request  // the request it was begun under, for scopes
+	sites  []reqSite // what is in flight, by site; starts in first
 	more   map[*Site]*reqSite
 	first  [1]reqSite
 
-	// What it holds in flight in all, beside the sites, and the most it
-	// has held, under mu: plain integers, so that the record path pays
-	// nothing for them beyond the lock it takes anyway.
-	inFlight, tensors, peak int64
+	// peak is the most it has held in flight, under mu.
+	peak int64
 	// labels are those of its record with the most labels (the first
 	// such): what OpenRequests shows and what its kind is read from.
 	// device is the device of its first record. Both under mu.
 	labels *labelSet
 	device string
-	// begun is when the request was first listed, on the listing
-	// tracker's clock, in Unix nanoseconds; set once, before it is listed.
-	begun atomic.Int64
 
 	// labelled marks a request begun by WithLabels: other label calls on
 	// contexts that share its Done channel begin requests of their own,

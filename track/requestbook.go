@@ -40,8 +40,14 @@ type bookData struct {
 	mu sync.Mutex
 	// listed mirrors len(open), so that a reader skips an empty shard
 	// without its lock: a window in which no request is open takes none.
-	listed  atomic.Int32
-	open    []*request
+	listed atomic.Int32
+	open   []*request
+	// dones are the open requests' Done channels, dones[i] open[i]'s:
+	// packed apart from the requests, so that a settle, which checks each
+	// one, reads a channel per request and not the request too (a
+	// request's end closes its channel first, so a closed one is all a
+	// settle needs to see).
+	dones   []<-chan struct{}
 	settled int // len(open) after the last settle
 	// labelled indexes the listed requests begun by WithLabels by their
 	// Done channel: one entry per open context.
@@ -71,6 +77,7 @@ func (b *requestBook) add(q *request) *request {
 		}
 	}
 	sh.open = append(sh.open, q)
+	sh.dones = append(sh.dones, q.done)
 	sh.listed.Store(int32(len(sh.open)))
 	var over []*request
 	if len(sh.open) >= 2*sh.settled+settleSlack {
@@ -103,19 +110,25 @@ func (b *requestBook) settle() {
 // ended to over. Called with the shard's lock held; the caller ends them
 // once it is released.
 func (sh *bookData) collect(over []*request) []*request {
-	open := sh.open[:0]
-	for _, q := range sh.open {
-		if ended := q.ended.Load(); ended || q.isDone() {
-			if !ended {
+	kept := 0 // the open ones move down in place, written only once one is over
+	for i, done := range sh.dones {
+		select {
+		case <-done:
+			if q := sh.open[i]; !q.ended.Load() {
 				over = append(over, q)
 			}
-			continue
+		default:
+			if kept != i {
+				sh.open[kept], sh.dones[kept] = sh.open[i], done
+			}
+			kept++
 		}
-		open = append(open, q)
 	}
+	clear(sh.open[kept:]) // drop the unlisted requests' memory
+	clear(sh.dones[kept:])
+	sh.open, sh.dones = sh.open[:kept], sh.dones[:kept]
+	open := sh.open
 	sh.labelled.rebuild(open)
-	clear(sh.open[len(open):]) // drop the unlisted requests' memory
-	sh.open = open
 	sh.listed.Store(int32(len(open)))
 	sh.settled = len(open)
 	return over

@@ -958,7 +958,15 @@ func (t *Tracker) TopSites(n int) []SiteStats {
 	if n <= 0 {
 		return nil
 	}
-	t.settle() // requests whose contexts are done count as ended before the read
+	return t.Settle().TopSites(n)
+}
+
+// TopSites is Tracker.TopSites at the moment of s's settle.
+func (s Settled) TopSites(n int) []SiteStats {
+	t := s.t
+	if n <= 0 || t == nil {
+		return nil
+	}
 	var top []SiteStats
 	for _, s := range t.stacks.sites() {
 		st := s.Stats()
