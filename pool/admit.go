@@ -107,8 +107,9 @@ func admissionOf(ctx context.Context, p *Pool) *Admission {
 // Tracker.KindOf(track.LabelsFrom(ctx))) before it makes any tensor. It
 // reserves the kind's p99 peak on the pool's device (rounded up as the pool
 // rounds one block of that size) against the budget, or, when the kind has
-// fewer than AdmitHistory ended requests there, fallback bytes (say the
-// largest request the service allows); Admission.Fallback says which. The
+// fewer than AdmitHistory ended requests there, fallback bytes as stated
+// (say the largest request the service allows, in the pool's rounded
+// bytes); Admission.Fallback says which. The
 // reservation counts against the budget at once, so a burst of admissions
 // sees the ones admitted before it.
 //
@@ -146,7 +147,9 @@ func (p *Pool) Admit(ctx context.Context, kind string, fallback int64) (context.
 		}
 	}
 	a.Fallback = !fromHistory
-	want = roundedBytes(want)
+	if fromHistory {
+		want = roundedBytes(want)
+	}
 	a.Reserved = want
 	if !p.reserve(want) {
 		p.settleAdmissions()

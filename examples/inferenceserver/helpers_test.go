@@ -123,6 +123,8 @@ type outcome struct {
 	resp   generateResponse
 	body   string
 	err    error // a transport error
+	// retryAfter is the answer's Retry-After header.
+	retryAfter string
 }
 
 // load sends n /generate requests from workers goroutines, query(i)
@@ -154,7 +156,7 @@ func (ts *testServer) generate(query string) outcome {
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	o := outcome{status: resp.StatusCode, body: string(body), err: err}
+	o := outcome{status: resp.StatusCode, body: string(body), err: err, retryAfter: resp.Header.Get("Retry-After")}
 	if err == nil && resp.StatusCode == http.StatusOK {
 		o.err = json.Unmarshal(body, &o.resp)
 	}
