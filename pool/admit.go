@@ -82,7 +82,11 @@ type Admission struct {
 	done <-chan struct{}
 	// left is the reservation not drawn; ended (-1) once released.
 	left atomic.Int64
-	stop func() bool // stops the context.AfterFunc that ends it
+	// used is the bytes of the blocks handed out under it and not
+	// released, peak the most it reached: what its kind's next
+	// reservations are sized by (admitpeaks.go).
+	used, peak atomic.Int64
+	stop       func() bool // stops the context.AfterFunc that ends it
 
 	// In the pool's list of open admissions, under its lock.
 	prev, next *Admission
@@ -105,11 +109,13 @@ func admissionOf(ctx context.Context, p *Pool) *Admission {
 
 // Admit admits a request of kind (as the tracker names it:
 // Tracker.KindOf(track.LabelsFrom(ctx))) before it makes any tensor. It
-// reserves the kind's p99 peak on the pool's device (rounded up as the pool
-// rounds one block of that size) against the budget, or, when the kind has
-// fewer than AdmitHistory ended requests there, fallback bytes as stated
-// (say the largest request the service allows, in the pool's rounded
-// bytes); Admission.Fallback says which. The
+// reserves the kind's p99 peak against the budget, in the pool's rounded
+// bytes: that of the kind's last admitted requests on this pool once
+// AdmitHistory of them have ended, else the tracker's p99 on the pool's
+// device (rounded up as the pool rounds one block of that size) once
+// AdmitHistory requests of the kind have ended there, else fallback bytes
+// as stated (say the largest request the service allows, in rounded
+// bytes); Admission.Fallback says the last. The
 // reservation counts against the budget at once, so a burst of admissions
 // sees the ones admitted before it.
 //
@@ -138,18 +144,17 @@ func (p *Pool) Admit(ctx context.Context, kind string, fallback int64) (context.
 	}
 	a := &Admission{Kind: kind, pool: p, done: ctx.Done()}
 	want, fromHistory := fallback, false
-	if p.tracker != nil {
+	if p99, n := p.admPeaks.peak(kind); n >= AdmitHistory {
+		want, fromHistory, a.Requests = p99, true, n
+	} else if p.tracker != nil {
 		if kp, ok := p.tracker.RequestPeak(kind, p.name); ok {
 			a.Requests = kp.Requests
 			if kp.Requests >= AdmitHistory {
-				want, fromHistory = kp.PeakP99, true
+				want, fromHistory = roundedBytes(kp.PeakP99), true
 			}
 		}
 	}
 	a.Fallback = !fromHistory
-	if fromHistory {
-		want = roundedBytes(want)
-	}
 	a.Reserved = want
 	if !p.reserve(want) {
 		p.settleAdmissions()
@@ -213,6 +218,18 @@ func (a *Admission) release() {
 	p.committed.Add(-left)
 	p.admissions.Add(-1)
 	p.openAdm.remove(a)
+	p.admPeaks.ended(a.Kind, a.peak.Load())
+}
+
+// use counts size bytes handed out under a.
+func (a *Admission) use(size int64) {
+	n := a.used.Add(size)
+	for {
+		pk := a.peak.Load()
+		if n <= pk || a.peak.CompareAndSwap(pk, n) {
+			return
+		}
+	}
 }
 
 // Left returns the bytes of the reservation not drawn yet; 0 once ended.

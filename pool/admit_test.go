@@ -224,10 +224,43 @@ func TestAdmitConcurrentNoOOMWithinReservation(t *testing.T) {
 	assert.Zero(t, oomWithin, "an allocation within a reservation ran out of memory")
 	assert.Positive(t, admitted)
 	requireBalanced(t, p, dev)
-	_, all, err := p.Admit(context.Background(), "route=/gen", 32<<20)
+	_, all, err := p.Admit(context.Background(), "route=/all", 32<<20) // no history: the whole budget
 	require.NoError(t, err, "a reservation outlived its request: %+v", p.Stats())
 	all.End()
 	s := requireBalanced(t, p, dev)
 	assert.Zero(t, s.Promised)
 	assert.Zero(t, s.Admissions)
+}
+
+// Once AdmitHistory admitted requests of a kind have ended, Admit
+// reserves their p99 peak in the pool's own rounded bytes: a request of
+// many small tensors, each rounded up, holds more than the tracker's sum
+// of the bytes asked for says.
+func TestAdmitReservesPoolsOwnRoundedPeak(t *testing.T) {
+	p, _, _ := newKindPool(t, 16<<20)
+	run := func() {
+		rctx, end := track.WithRequest(context.Background())
+		defer end()
+		ctx, a, err := p.Admit(track.WithLabels(rctx, "route", "/small"), "route=/small", 1<<20)
+		require.NoError(t, err)
+		defer a.End()
+		var held []*tensor.Tensor
+		for range 100 {
+			x, err := tensor.New(ctx, p, tensor.Uint8, 513) // a 1024-byte block
+			require.NoError(t, err)
+			held = append(held, x)
+		}
+		for _, x := range held {
+			require.NoError(t, x.Free())
+		}
+	}
+	for range pool.AdmitHistory {
+		run()
+	}
+	_, a, err := p.Admit(context.Background(), "route=/small", 1<<20)
+	require.NoError(t, err)
+	defer a.End()
+	assert.False(t, a.Fallback)
+	assert.EqualValues(t, pool.AdmitHistory, a.Requests)
+	assert.EqualValues(t, 100*1024, a.Reserved, "100 blocks of 1 KiB, not the 51,300 bytes asked for")
 }

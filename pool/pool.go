@@ -69,6 +69,7 @@ type Pool struct {
 	// not look for one in its context.
 	admissions   atomic.Int64
 	openAdm      admissionList
+	admPeaks     admitPeaks
 	deviceBlocks atomic.Int64 // blocks held from the device
 	peakReserved atomic.Int64
 	peakActive   atomic.Int64
@@ -205,6 +206,9 @@ func (p *Pool) allocate(bytes int64, a *Admission) (tensor.Block, error) {
 		cs.mu.Unlock()
 		sh.active.Add(size)
 		p.uncache(size)
+		if a != nil {
+			a.use(size)
+		}
 		return b, nil
 	}
 	cs.mu.Unlock()
@@ -255,6 +259,9 @@ func (p *Pool) steal(h uint32, sh *shard, c int, size int64, a *Admission) (tens
 	cs.mu.Unlock()
 	sh.active.Add(size)
 	p.uncache(size)
+	if a != nil {
+		a.use(size)
+	}
 	return b, true
 }
 
@@ -309,6 +316,9 @@ func (p *Pool) allocateNew(h uint32, sh *shard, c int, size int64, a *Admission)
 		s.adm, s.drawn = a, drawn
 	}
 	cs.mu.Unlock()
+	if a != nil {
+		a.use(size)
+	}
 	sh.active.Add(size)
 	// The peak of active bytes is sampled here and in Stats, off the hit
 	// path: a peak reached only through cache hits between two samples is
@@ -458,6 +468,7 @@ func (p *Pool) Release(b tensor.Block) error {
 	s.out = false
 	s.gen++
 	if s.adm != nil {
+		s.adm.used.Add(-b.Size)
 		p.refill(s.adm, s.drawn)
 		s.adm, s.drawn = nil, 0
 	}
