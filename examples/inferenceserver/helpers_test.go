@@ -56,6 +56,13 @@ type testServer struct {
 // changed by edit. The test's cleanup shuts it down if the test did not.
 func startServer(t *testing.T, edit func(*config)) *testServer {
 	t.Helper()
+	return startServerLogging(t, edit, nil)
+}
+
+// startServerLogging is startServer with the log's handler wrapped by
+// wrap, if not nil.
+func startServerLogging(t *testing.T, edit func(*config), wrap func(slog.Handler) slog.Handler) *testServer {
+	t.Helper()
 	cfg := defaultConfig()
 	cfg.addr = "127.0.0.1:0"
 	cfg.debugAddr = "127.0.0.1:0"
@@ -63,7 +70,11 @@ func startServer(t *testing.T, edit func(*config)) *testServer {
 		edit(&cfg)
 	}
 	ts := &testServer{logs: &syncBuffer{}, report: &syncBuffer{}, served: make(chan error, 1)}
-	logger := slog.New(slog.NewTextHandler(ts.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var handler slog.Handler = slog.NewTextHandler(ts.logs, &slog.HandlerOptions{Level: slog.LevelDebug})
+	if wrap != nil {
+		handler = wrap(handler)
+	}
+	logger := slog.New(handler)
 	s, err := newServer(cfg, logger, ts.report)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", cfg.addr)
