@@ -27,49 +27,63 @@ func burstConfig(admission bool) func(*config) {
 	}
 }
 
-// burstStep holds every request of a burst of n at decode step at until
-// each of the n has reached it or ended: the burst's requests then hold
-// their memory at once, whatever the scheduler does.
+// burstStep holds every request of a burst of n at each of the decode
+// steps at until each of the n has reached it or ended: the burst's
+// requests then hold their memory at once, whatever the scheduler does.
 type burstStep struct {
-	n, at   int
+	n       int
+	at      []int
 	on      atomic.Bool // off for the warm-up request
 	mu      sync.Mutex
-	arrived map[string]bool
-	all     chan struct{}
+	arrived []map[string]bool // by hold point
+	all     []chan struct{}
 }
 
-func newBurstStep(n, at int) *burstStep {
-	return &burstStep{n: n, at: at, arrived: make(map[string]bool), all: make(chan struct{})}
+func newBurstStep(n int, at ...int) *burstStep {
+	b := &burstStep{n: n, at: at}
+	for range at {
+		b.arrived = append(b.arrived, make(map[string]bool))
+		b.all = append(b.all, make(chan struct{}))
+	}
+	return b
 }
 
 func (b *burstStep) hook(ctx context.Context, step int) {
-	if !b.on.Load() || step != b.at && step != stepEnded {
+	if !b.on.Load() {
 		return
 	}
 	id, _ := track.LabelsFrom(ctx).Get("request")
 	b.mu.Lock()
-	if !b.arrived[id] {
-		b.arrived[id] = true
-		if len(b.arrived) == b.n {
-			close(b.all)
+	wait := -1
+	for i, at := range b.at {
+		// An ended request has arrived at every hold point.
+		if (step == at || step == stepEnded) && !b.arrived[i][id] {
+			b.arrived[i][id] = true
+			if len(b.arrived[i]) == b.n {
+				close(b.all[i])
+			}
+		}
+		if step == at {
+			wait = i
 		}
 	}
 	b.mu.Unlock()
-	if step == b.at {
+	if wait >= 0 {
 		select {
-		case <-b.all:
+		case <-b.all[wait]:
 		case <-ctx.Done():
 		}
 	}
 }
 
 // runBurst warms the prompt-mask cache with one long prompt, then sends a
-// burst of 16 long prompts at once, held together at step 256 (where each
-// holds 13 KV pages: more than the budget holds for 16 of them).
+// burst of 16 long prompts at once, held together at step 0 (their
+// prompts in: 8 KV pages each, which the budget holds for 16) and at step
+// 256 (13 pages each: more than the budget holds for 16 of them).
 func runBurst(t *testing.T, admission bool) (*testServer, []outcome) {
 	const n = 16
 	long := "prompt=512&tokens=512&batch=8"
-	b := newBurstStep(n, 4*kvPage)
+	b := newBurstStep(n, 0, 4*kvPage)
 	edit := burstConfig(admission)
 	ts := startServer(t, func(c *config) {
 		edit(c)
