@@ -131,8 +131,9 @@ func admissionOf(ctx context.Context, p *Pool) *Admission {
 // (when that makes room), Admit returns an *AdmissionError matching
 // ErrAdmissionRefused. Without a budget it returns an error matching
 // ErrNoBudget, after Close one matching tensor.ErrClosed. It costs a map
-// lookup in the tracker's kind table, a few atomic operations and one
-// short lock, whatever the open requests.
+// lookup in the pool's and the tracker's kind tables, a few atomic
+// operations and one short lock, whatever the open requests, and
+// registers one context.AfterFunc on ctx, which End stops.
 func (p *Pool) Admit(ctx context.Context, kind string, fallback int64) (context.Context, *Admission, error) {
 	switch {
 	case p.closed.Load():
