@@ -105,8 +105,9 @@ func (p *Pool) Reserved() (device string, bytes int64) {
 
 // Headroom returns the pool's budget (0: none) and the bytes it may still
 // hand out before it refuses an allocation: the budget less the bytes in
-// blocks handed out, since cached blocks go back to the device before an
-// allocation is refused; without a budget, the device's free memory (-1 if
+// blocks handed out and the reservations admissions have not drawn (Admit),
+// since cached blocks go back to the device before an allocation is
+// refused; without a budget, the device's free memory (-1 if
 // MemInfo fails). A Pool is a track.Headroomer.
 func (p *Pool) Headroom() (budget, left int64) {
 	if p.budget == 0 {
