@@ -135,6 +135,9 @@ func admissionOf(ctx context.Context, p *Pool) *Admission {
 // operations and one short lock, whatever the open requests, and
 // registers one context.AfterFunc on ctx, which End stops.
 func (p *Pool) Admit(ctx context.Context, kind string, fallback int64) (context.Context, *Admission, error) {
+	if ctx == nil {
+		ctx = context.Background() // as WithLabels and WithRequest take one
+	}
 	switch {
 	case p.closed.Load():
 		return ctx, nil, fmt.Errorf("%w: pool on %s", tensor.ErrClosed, p.name)

@@ -264,3 +264,16 @@ func TestAdmitReservesPoolsOwnRoundedPeak(t *testing.T) {
 	assert.EqualValues(t, pool.AdmitHistory, a.Requests)
 	assert.EqualValues(t, 100*1024, a.Reserved, "100 blocks of 1 KiB, not the 51,300 bytes asked for")
 }
+
+// A nil context is admitted as context.Background is: never ended but by
+// End.
+func TestAdmitNilContext(t *testing.T) {
+	p, _, _ := newKindPool(t, 8<<20)
+	//lint:ignore SA1012 Admit reads a nil ctx as context.Background(); this checks that it does
+	ctx, a, err := p.Admit(nil, "k", 1<<20)
+	require.NoError(t, err)
+	require.NotNil(t, ctx)
+	assert.EqualValues(t, 1<<20, p.Stats().Promised)
+	a.End()
+	assert.Zero(t, p.Stats().Promised)
+}
