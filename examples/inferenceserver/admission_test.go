@@ -165,3 +165,21 @@ func TestAdmissionStartupCheckCountsReservations(t *testing.T) {
 	require.ErrorIs(t, err, errBadConfig)
 	assert.Contains(t, err.Error(), "with -admission no such request could ever be admitted")
 }
+
+// A reservation is released before the answer is written: with a budget
+// that holds one largest request, requests sent one after another are
+// each admitted.
+func TestAdmissionReleasesBeforeAnswering(t *testing.T) {
+	ts := startServer(t, func(c *config) {
+		c.maxPrompt, c.maxTokens, c.maxBatch = 512, 512, 8
+		c.cache = 2 << 20
+		c.budget = c.cache + requestBytes(c.maxPrompt, c.maxTokens, c.maxBatch)
+		c.admission = true
+	})
+	for i := range 5 {
+		o := ts.generate("prompt=512&tokens=512&batch=8")
+		require.NoError(t, o.err)
+		require.Equal(t, http.StatusOK, o.status, "request %d: %s", i, o.body)
+	}
+	assert.Zero(t, ts.refused.Load())
+}

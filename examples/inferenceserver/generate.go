@@ -137,8 +137,9 @@ func decodeBody(r *http.Request, req *generateRequest) error {
 
 // serveGenerate answers POST /generate: 200 with a generateResponse, 400
 // for bad parameters, 503 with Retry-After when cfg.maxInFlight requests are
-// already running, when the pool is out of memory, or when the server is
-// shutting down, 500 otherwise. An error answer names the request's id and
+// already running, when admission (-admission) refuses the request, when
+// the pool is out of memory, or when the server is shutting down, 500
+// otherwise. An error answer names the request's id and
 // nothing of the server's insides: the out-of-memory report, with the call
 // sites and source paths that hold the memory, goes to the log under that
 // id.
@@ -169,8 +170,8 @@ func (s *server) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	// and labelled its route; it ends it when this handler returns.
 	ctx := track.WithLabels(r.Context(), "request", id)
 	l := s.nextLane()
+	var adm *pool.Admission
 	if s.cfg.admission {
-		var adm *pool.Admission
 		ctx, adm, err = l.pool.Admit(ctx, s.tr.KindOf(track.LabelsFrom(ctx)), s.largest)
 		if err != nil {
 			s.step(ctx, stepEnded)
@@ -178,11 +179,14 @@ func (s *server) serveGenerate(w http.ResponseWriter, r *http.Request) {
 			s.refuse(w, id, err)
 			return
 		}
-		// Released when the handler returns, before the answer is
-		// written, as the place in s.admit is.
-		defer adm.End()
 	}
 	err = s.generate(ctx, l, req, id)
+	if adm != nil {
+		// The reservation would go when the handler returns (its context
+		// ends); it goes now, before the answer is written, as the place
+		// below does.
+		adm.End()
+	}
 	s.step(ctx, stepEnded)
 	s.tick()
 	// The place is given back before the answer is written, so a client
