@@ -95,3 +95,38 @@ func BenchmarkAdmitOpenRequestsRatio(b *testing.B) {
 	benchratio.Run(b, "admit-10k", func() { many.admit(b) }, func() { few.admit(b) },
 		benchratio.BaselineName("admit-100"))
 }
+
+// BenchmarkAdmittedNewFreeRatio compares a tracked tensor.New+Free through
+// a warm pool under an admitted request's context with the same under a
+// plain request's context, while that admission is open: what drawing
+// from a reservation adds (a context lookup, a few atomics).
+func BenchmarkAdmittedNewFreeRatio(b *testing.B) {
+	tr, err := track.New(track.Name(b.Name()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := benchPool(b, pool.Tracker(tr), pool.Budget(32<<20))
+	rctx, end := track.WithRequest(context.Background())
+	defer end()
+	rctx = track.WithLabels(rctx, "route", "/gen")
+	actx, a, err := p.Admit(rctx, "route=/gen", 1<<20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.End()
+	newFree := func(ctx context.Context) func() {
+		return func() {
+			x, err := tensor.New(ctx, p, tensor.Uint8, benchBytes)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := x.Free(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	admitted, plain := newFree(actx), newFree(rctx)
+	admitted()
+	plain()
+	benchratio.Run(b, "admitted", admitted, plain, benchratio.BaselineName("plain"))
+}
