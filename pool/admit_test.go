@@ -81,6 +81,11 @@ func TestAdmittedRequestDrawsFromReservation(t *testing.T) {
 
 	_, err = tensor.New(context.Background(), p, tensor.Uint8, 4<<20)
 	require.ErrorIs(t, err, tensor.ErrOutOfMemory, "an unadmitted request takes no promised bytes")
+	var oom *tensor.OOMError
+	require.ErrorAs(t, err, &oom)
+	assert.EqualValues(t, 6<<20, oom.Promised)
+	assert.EqualValues(t, 1, oom.Admissions)
+	assert.Contains(t, err.Error(), "\n  admissions          6 MiB reserved for 1 admitted requests, not yet drawn\n")
 
 	x, err := tensor.New(ctx, p, tensor.Uint8, 4<<20)
 	require.NoError(t, err)
