@@ -28,6 +28,8 @@ func (p *Pool) oomError(size int64, refused string, devErr error) error {
 		Reserved:   s.Reserved,
 		Active:     s.Active,
 		Cached:     s.Cached,
+		Promised:   s.Promised,
+		Admissions: s.Admissions,
 		DeviceFree: -1,
 		Outside:    -1,
 		Reason:     refused,

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,7 +59,17 @@ type Pool struct {
 	// mu guards the slot table's growth: misses that find no empty slot.
 	mu sync.Mutex
 
-	reserved     atomic.Int64 // bytes held from the device, including allocations in flight
+	reserved atomic.Int64 // bytes held from the device, including allocations in flight
+	// committed is reserved plus promised: the one figure the budget
+	// gates, so a miss and an admission racing each other see each other.
+	committed atomic.Int64
+	// promised is the bytes admissions reserve and have not drawn yet.
+	promised atomic.Int64
+	// admissions counts the open admissions: while 0, an allocation does
+	// not look for one in its context.
+	admissions   atomic.Int64
+	openAdm      admissionList
+	admPeaks     admitPeaks
 	deviceBlocks atomic.Int64 // blocks held from the device
 	peakReserved atomic.Int64
 	peakActive   atomic.Int64
@@ -147,6 +158,22 @@ func (p *Pool) Budget() int64 { return p.budget }
 // errors are returned as they are. After Close it returns an error matching
 // tensor.ErrClosed.
 func (p *Pool) Allocate(bytes int64) (tensor.Block, error) {
+	return p.allocate(bytes, nil)
+}
+
+// AllocateContext is Allocate for a tensor made under ctx (the pool is a
+// tensor.ContextAllocator): an allocation under a context Admit returned
+// draws from that admission's reservation first, then from the free
+// budget.
+func (p *Pool) AllocateContext(ctx context.Context, bytes int64) (tensor.Block, error) {
+	var a *Admission
+	if p.admissions.Load() > 0 {
+		a = admissionOf(ctx, p)
+	}
+	return p.allocate(bytes, a)
+}
+
+func (p *Pool) allocate(bytes int64, a *Admission) (tensor.Block, error) {
 	if bytes <= 0 {
 		return tensor.Block{}, fmt.Errorf("%w: allocate %d bytes", tensor.ErrInvalidSize, bytes)
 	}
@@ -171,26 +198,33 @@ func (p *Pool) Allocate(bytes int64) (tensor.Block, error) {
 		i := cs.idle[n-1]
 		cs.idle = cs.idle[:n-1]
 		cs.hits++
-		b := p.slots.get(i).handOut(p.id, i)
+		s := p.slots.get(i)
+		b := s.handOut(p.id, i)
+		if a != nil {
+			s.adm, s.drawn = a, p.drawHit(a, size)
+		}
 		cs.mu.Unlock()
 		sh.active.Add(size)
 		p.uncache(size)
+		if a != nil {
+			a.use(size)
+		}
 		return b, nil
 	}
 	cs.mu.Unlock()
 	if c < numClasses {
-		if b, ok := p.steal(h, sh, c, size); ok {
+		if b, ok := p.steal(h, sh, c, size, a); ok {
 			return b, nil
 		}
 	}
-	return p.allocateNew(h, sh, c, size)
+	return p.allocateNew(h, sh, c, size, a)
 }
 
 // steal hands out an idle block of class c that a sibling of shard h
 // caches, making it shard h's: the cache serves every shard before the
 // device is asked. It visits each sibling's class lock once, on the way to
 // a miss only.
-func (p *Pool) steal(h uint32, sh *shard, c int, size int64) (tensor.Block, bool) {
+func (p *Pool) steal(h uint32, sh *shard, c int, size int64, a *Admission) (tensor.Block, bool) {
 	var i uint32
 	found := false
 	for k := uint32(1); k <= p.shardMask && !found; k++ {
@@ -217,10 +251,17 @@ func (p *Pool) steal(h uint32, sh *shard, c int, size int64) (tensor.Block, bool
 	cs := &sh.classes[c]
 	cs.mu.Lock()
 	cs.hits++
-	b := p.slots.get(i).handOut(p.id, i)
+	s := p.slots.get(i)
+	b := s.handOut(p.id, i)
+	if a != nil {
+		s.adm, s.drawn = a, p.drawHit(a, size)
+	}
 	cs.mu.Unlock()
 	sh.active.Add(size)
 	p.uncache(size)
+	if a != nil {
+		a.use(size)
+	}
 	return b, true
 }
 
@@ -233,22 +274,29 @@ func (p *Pool) uncache(size int64) {
 
 // allocateNew serves a miss of shard h: a new device block of size bytes
 // for class c.
-func (p *Pool) allocateNew(h uint32, sh *shard, c int, size int64) (tensor.Block, error) {
+func (p *Pool) allocateNew(h uint32, sh *shard, c int, size int64, a *Admission) (tensor.Block, error) {
 	p.misses.Add(1)
-	ptr, refused, err := p.deviceAlloc(size)
+	var drawn int64 // of a's reservation: the gate counts it already
+	if a != nil {
+		drawn = a.draw(size)
+	}
+	ptr, refused, err := p.deviceAlloc(size, drawn)
 	if refused != "" {
-		if !p.cacheCouldHelp(size, refused) {
+		if !p.cacheCouldHelp(size-drawn, refused) {
+			p.undraw(a, drawn)
 			return tensor.Block{}, p.oomError(size, refused, err)
 		}
 		// What the cache holds may be what is missing: give it back and try
 		// once more, as a caching allocator must before reporting OOM.
 		p.evictions.Add(p.releaseCache())
-		ptr, refused, err = p.deviceAlloc(size)
+		ptr, refused, err = p.deviceAlloc(size, drawn)
 		if refused != "" {
+			p.undraw(a, drawn)
 			return tensor.Block{}, p.oomError(size, refused, err)
 		}
 	}
 	if err != nil {
+		p.undraw(a, drawn)
 		return tensor.Block{}, err
 	}
 
@@ -257,13 +305,20 @@ func (p *Pool) allocateNew(h uint32, sh *shard, c int, size int64) (tensor.Block
 		freeErr := p.devFree(ptr, size)
 		p.deviceFrees.Add(1)
 		p.dropReserved(size)
+		p.refill(a, drawn)
 		return tensor.Block{}, errors.Join(err, freeErr)
 	}
 	cs := &sh.classes[c]
 	cs.mu.Lock()
 	s.ptr, s.size = ptr, size
 	b := s.handOut(p.id, i)
+	if a != nil {
+		s.adm, s.drawn = a, drawn
+	}
 	cs.mu.Unlock()
+	if a != nil {
+		a.use(size)
+	}
 	sh.active.Add(size)
 	// The peak of active bytes is sampled here and in Stats, off the hit
 	// path: a peak reached only through cache hits between two samples is
@@ -315,32 +370,40 @@ func (p *Pool) emptySlot(h uint32, c int) (uint32, *slot, error) {
 // shared with whatever else runs on it.
 func (p *Pool) cacheCouldHelp(size int64, refused string) bool {
 	if refused == "budget" {
-		return size <= p.budget-p.activeBytes()
+		return size <= p.budget-p.activeBytes()-p.promised.Load()
 	}
 	return p.total <= 0 || size <= p.total
 }
 
-// deviceAlloc reserves size bytes against the budget, then asks the device.
-// refused is "budget" or "device" when memory ran out (err holds the
-// device's error); other failures come back in err alone.
-func (p *Pool) deviceAlloc(size int64) (ptr tensor.DevicePtr, refused string, err error) {
-	// Reserve first, so concurrent misses cannot together pass the budget.
+// deviceAlloc reserves size bytes against the budget, then asks the device;
+// drawn of them an admission's reservation holds already, counted in
+// committed (they move from promised to reserved). refused is "budget" or
+// "device" when memory ran out (err holds the device's error); other
+// failures come back in err alone. On failure drawn is still the
+// admission's.
+func (p *Pool) deviceAlloc(size, drawn int64) (ptr tensor.DevicePtr, refused string, err error) {
+	// Reserve first, so concurrent misses and admissions cannot together
+	// pass the budget.
+	extra := size - drawn
 	for {
-		r := p.reserved.Load()
-		if p.budget > 0 && size > p.budget-r {
+		r := p.committed.Load()
+		if p.budget > 0 && extra > p.budget-r {
 			return 0, "budget", nil
 		}
 		if size > math.MaxInt64-r { // only a device that hands out more than exists gets here
 			return 0, "device", fmt.Errorf("%w: pool on %s would hold more than 2^63-1 bytes", tensor.ErrOutOfMemory, p.name)
 		}
-		if p.reserved.CompareAndSwap(r, r+size) {
-			counter.RaisePeak(&p.peakReserved, r+size)
+		if p.committed.CompareAndSwap(r, r+extra) {
 			break
 		}
 	}
+	p.promised.Add(-drawn)
+	counter.RaisePeak(&p.peakReserved, p.reserved.Add(size))
 	ptr, err = p.devAlloc(size)
 	if err != nil {
 		p.reserved.Add(-size)
+		p.promised.Add(drawn)
+		p.committed.Add(-extra)
 		if errors.Is(err, tensor.ErrOutOfMemory) {
 			return 0, "device", err
 		}
@@ -404,6 +467,11 @@ func (p *Pool) Release(b tensor.Block) error {
 	}
 	s.out = false
 	s.gen++
+	if s.adm != nil {
+		s.adm.used.Add(-b.Size)
+		p.refill(s.adm, s.drawn)
+		s.adm, s.drawn = nil, 0
+	}
 	sh.active.Add(-b.Size)
 	// Close sets closed before it empties each class under its lock, so a
 	// block is either cached before Close empties its class or not at all.
@@ -477,6 +545,7 @@ func (p *Pool) toDevice(h uint32, c int, i uint32, s *slot) error {
 
 func (p *Pool) dropReserved(size int64) {
 	p.reserved.Add(-size)
+	p.committed.Add(-size)
 	p.deviceBlocks.Add(-1)
 }
 

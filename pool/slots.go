@@ -45,11 +45,15 @@ type slot struct {
 	gen  uint32           // releases of this slot's blocks, ever
 	ptr  tensor.DevicePtr // 0 while the slot holds no block
 	size int64
+	// adm is the admission the block was drawn under and drawn the bytes
+	// of its reservation it took (admit.go); nil and 0 for others.
+	adm   *Admission
+	drawn int64
 
 	// Every hit and release writes its slot: one cache line per slot keeps
 	// goroutines working on different blocks from invalidating each
 	// other's lines. 64 bytes of host memory per device block.
-	_ [64 - 32]byte
+	_ [64 - 48]byte
 }
 
 type chunk [chunkSize]slot

@@ -41,6 +41,11 @@ type Stats struct {
 	BadReleases int64
 	// CallbackPanics counts panics recovered from OnOutOfMemory's hook.
 	CallbackPanics int64
+	// Promised is the bytes the open admissions (Admit) reserve and have
+	// not drawn; Admissions counts them. The budget holds Reserved plus
+	// Promised.
+	Promised   int64
+	Admissions int64
 }
 
 // Stats returns the pool's figures. It takes
@@ -84,6 +89,8 @@ func (p *Pool) stats() (s Stats, largestCached int64) {
 	s.Active = p.activeBytes()
 	counter.RaisePeak(&p.peakActive, s.Active)
 	s.Reserved = p.reserved.Load()
+	s.Promised = max(p.promised.Load(), 0)
+	s.Admissions = p.admissions.Load()
 	s.ActiveBlocks = max(0, p.deviceBlocks.Load()-s.CachedBlocks)
 	s.PeakActive = max(p.peakActive.Load(), s.Active)
 	s.PeakReserved = max(p.peakReserved.Load(), s.Reserved)
@@ -98,8 +105,9 @@ func (p *Pool) Reserved() (device string, bytes int64) {
 
 // Headroom returns the pool's budget (0: none) and the bytes it may still
 // hand out before it refuses an allocation: the budget less the bytes in
-// blocks handed out, since cached blocks go back to the device before an
-// allocation is refused; without a budget, the device's free memory (-1 if
+// blocks handed out and the reservations admissions have not drawn (Admit),
+// since cached blocks go back to the device before an allocation is
+// refused; without a budget, the device's free memory (-1 if
 // MemInfo fails). A Pool is a track.Headroomer.
 func (p *Pool) Headroom() (budget, left int64) {
 	if p.budget == 0 {
@@ -109,5 +117,5 @@ func (p *Pool) Headroom() (budget, left int64) {
 		}
 		return 0, max(free, 0)
 	}
-	return p.budget, max(p.budget-p.activeBytes(), 0)
+	return p.budget, max(p.budget-p.activeBytes()-p.promised.Load(), 0)
 }

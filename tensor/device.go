@@ -1,6 +1,10 @@
 package tensor
 
-import "github.com/tensorlife/tensorlife/track"
+import (
+	"context"
+
+	"github.com/tensorlife/tensorlife/track"
+)
 
 // DevicePtr is an address in a device's memory. Pointer arithmetic is allowed
 // within one allocation: p+off addresses the byte off past p. The zero
@@ -58,4 +62,14 @@ type Allocator interface {
 	// Release returns a block from Allocate. A block from another allocator
 	// is refused with an error matching ErrForeignBlock.
 	Release(b Block) error
+}
+
+// ContextAllocator is an Allocator that also sees the context a tensor is
+// made under: New and Make call AllocateContext instead of Allocate when
+// the allocator has it. A *pool.Pool does, to draw the allocations of an
+// admitted request from that request's reservation (pool.Pool.Admit).
+type ContextAllocator interface {
+	Allocator
+	// AllocateContext is Allocate for a tensor made under ctx.
+	AllocateContext(ctx context.Context, bytes int64) (Block, error)
 }

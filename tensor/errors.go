@@ -90,6 +90,11 @@ type OOMError struct {
 	// OtherReserved is what the tracker's other allocators (pools, direct
 	// allocators, adopted memory) hold on the device; 0 if untracked.
 	OtherReserved int64
+	// Promised is what the allocator's open admissions (pool.Pool.Admit)
+	// reserve and have not drawn yet, counted against its budget beside
+	// Reserved; Admissions counts them. 0 without admissions.
+	Promised   int64
+	Admissions int64
 	// Outside is the device's used memory that no tensorlife allocator
 	// holds: used - Reserved - OtherReserved. -1 if unknown.
 	Outside int64
@@ -127,6 +132,9 @@ func (e *OOMError) Error() string {
 	}
 	row("reserved", "%s: active %s, cached %s, largest cached block %s",
 		format.Bytes(e.Reserved), format.Bytes(e.Active), format.Bytes(e.Cached), format.Bytes(e.LargestCached))
+	if e.Promised > 0 {
+		row("admissions", "%s reserved for %d admitted requests, not yet drawn", format.Bytes(e.Promised), e.Admissions)
+	}
 	if e.OtherReserved > 0 {
 		row("other allocators", "%s reserved on %s by other tensorlife allocators", format.Bytes(e.OtherReserved), e.Device)
 	}

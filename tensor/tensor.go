@@ -306,7 +306,11 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 	b.alloc, b.dtype = alloc, dt
 	b.rec.Bytes = bytes
 	if bytes > 0 {
-		b.mem, err = alloc.Allocate(bytes)
+		if ca, ok := alloc.(ContextAllocator); ok {
+			b.mem, err = ca.AllocateContext(ctx, bytes)
+		} else {
+			b.mem, err = alloc.Allocate(bytes)
+		}
 		if err != nil {
 			if tr != nil && errors.Is(err, ErrOutOfMemory) {
 				tr.Note(track.EventOOM, tr.Caller(skip+1, 32), bytes)

@@ -290,3 +290,44 @@ func (h *histogram) buckets() []Bucket {
 	}
 	return out
 }
+
+// KindOf returns the request kind of labels l, as RequestCosts names it:
+// the values of the RequestKinds keys, OtherKind for none (and without
+// RequestKinds). A service passes it LabelsFrom(ctx) to name the kind of
+// a request before it has made any tensor, for admission.
+func (t *Tracker) KindOf(l Labels) string {
+	if len(t.kinds.keys) == 0 {
+		return OtherKind
+	}
+	return kindOf(t.kinds.keys, l)
+}
+
+// KindPeak is what admission reads of one request kind on one device: how
+// many of its requests ended, and their peak in-flight bytes at the 99th
+// percentile and at most.
+type KindPeak struct {
+	Requests int64
+	PeakP99  int64
+	PeakMax  int64
+}
+
+// RequestPeak returns the peaks of kind on device, and false if no
+// request of it has ended there (or without RequestKinds). Unlike
+// RequestCosts it settles nothing and allocates nothing: it is one map
+// lookup and one pass over the kind's histogram under the table's lock,
+// whatever the open requests, so a server may call it for every request
+// it admits; a request whose context is done but whose end no reader has
+// seen yet counts from the next reader on.
+func (t *Tracker) RequestPeak(kind, device string) (KindPeak, bool) {
+	k := &t.kinds
+	if len(k.keys) == 0 {
+		return KindPeak{}, false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s := k.byKey[kindKey{kind, device}]
+	if s == nil {
+		return KindPeak{}, false
+	}
+	return KindPeak{Requests: s.requests, PeakP99: s.peaks.quantile(0.99), PeakMax: s.peaks.max}, true
+}

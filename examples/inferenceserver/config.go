@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -41,6 +42,19 @@ type config struct {
 	// What clients can reach and how much of the budget they can hold.
 	debugAddr   string // the debug listener (profiles, pprof, metrics); empty: none
 	maxInFlight int    // /generate requests doing tensor work at once
+	// admission admits each /generate request with a reservation of its
+	// kind's p99 peak on its pool (pool.Pool.Admit), or of the largest
+	// request while the kind has too little history: a request the
+	// budget cannot hold is refused before it starts (503, Retry-After).
+	admission bool
+	// overcommit skips the start-up check that the budget holds
+	// maxInFlight of the largest request: for tests that show what
+	// happens without admission. No flag sets it.
+	overcommit bool
+	// hookStep is a test's: called at each decode step of a /generate
+	// request that got a place, and with stepEnded when it has ended or
+	// was refused admission.
+	hookStep func(ctx context.Context, step int)
 }
 
 // Defaults of the request parameters that a request leaves out.
@@ -98,7 +112,9 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.debugAddr, "debug-addr", c.debugAddr,
 		"debug listen address: profiles, net/http/pprof, summary, metrics; keep it private (empty: none)")
 	fs.IntVar(&c.maxInFlight, "max-inflight", c.maxInFlight,
-		"most /generate requests running at once; more get 503 (the budget must hold this many of the largest)")
+		"most /generate requests running at once; more get 503 (without -admission the budget must hold this many of the largest)")
+	fs.BoolVar(&c.admission, "admission", c.admission,
+		"admit each /generate request with a reservation of its kind's p99 peak (the largest request until 20 have ended); one the budget cannot hold gets 503 at once")
 
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -133,7 +149,11 @@ func (c config) validate() error {
 // validateAdmission checks the listeners and that the budget holds
 // maxInFlight of the largest request the bounds allow, next to a full
 // prompt-mask cache: then no request, nor a burst of them, can take the
-// memory the others need.
+// memory the others need. With -admission it counts reservations instead
+// of worst cases: each request is admitted only if its reservation fits,
+// so the budget must hold one largest request (the reservation of a kind
+// without history) next to the cache, and maxInFlight bounds only how many
+// run at once.
 func (c config) validateAdmission() error {
 	switch {
 	case c.debugAddr != "" && c.debugAddr == c.addr && !strings.HasSuffix(c.addr, ":0"):
@@ -144,8 +164,16 @@ func (c config) validateAdmission() error {
 		return fmt.Errorf("%w: -cache %d leaves nothing of -budget %d for requests", errBadConfig, c.cache, c.budget)
 	}
 	need := requestBytes(c.maxPrompt, c.maxTokens, c.maxBatch)
+	if c.admission {
+		if need > c.budget-c.cache {
+			return fmt.Errorf("%w: the largest request (-max-prompt %d, -max-tokens %d, -max-batch %d) holds up to %d bytes, "+
+				"more than -budget less -cache leaves (%d): with -admission no such request could ever be admitted",
+				errBadConfig, c.maxPrompt, c.maxTokens, c.maxBatch, need, c.budget-c.cache)
+		}
+		return nil
+	}
 	share := (c.budget - c.cache) / int64(c.maxInFlight)
-	if need > share {
+	if need > share && !c.overcommit {
 		return fmt.Errorf("%w: the largest request (-max-prompt %d, -max-tokens %d, -max-batch %d) holds up to %d bytes, "+
 			"but -budget less -cache over -max-inflight %d leaves %d per request: lower the bounds or -max-inflight, or raise -budget",
 			errBadConfig, c.maxPrompt, c.maxTokens, c.maxBatch, need, c.maxInFlight, share)

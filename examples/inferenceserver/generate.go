@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -21,11 +22,13 @@ import (
 // The toy model's sizes: what one decode step allocates.
 const (
 	kvWidth   = 64  // KV-cache elements per token and sequence
+	kvPage    = 64  // tokens per KV-cache page
 	vocabSize = 512 // logits per sequence and step
 )
 
 // requestBytes bounds the device memory one request of these sizes holds
-// at once, from the shapes generate makes: its KV cache (float16), its
+// at once, from the shapes generate makes: its KV cache (float16, in pages
+// of kvPage tokens), its
 // prompt's causal mask (float32; cached, or freed after the prefill when
 // the cache cannot hold it), its growable mask (float32) and one step's
 // logits (float32). Each is rounded up as the pool's size classes may round
@@ -33,7 +36,8 @@ const (
 func requestBytes(prompt, tokens, batch int) int64 {
 	p, t, b := int64(prompt), int64(tokens), int64(batch)
 	round := func(n int64) int64 { return n + n/4 + 512 }
-	return round(b*(p+t)*kvWidth*2) + round(p*p*4) + round((p+t)*b*4) + round(b*vocabSize*4)
+	pages := (p + t + kvPage - 1) / kvPage
+	return pages*round(b*kvPage*kvWidth*2) + round(p*p*4) + round((p+t)*b*4) + round(b*vocabSize*4)
 }
 
 // errBadRequest means /generate parameters the server cannot serve.
@@ -133,8 +137,9 @@ func decodeBody(r *http.Request, req *generateRequest) error {
 
 // serveGenerate answers POST /generate: 200 with a generateResponse, 400
 // for bad parameters, 503 with Retry-After when cfg.maxInFlight requests are
-// already running, when the pool is out of memory, or when the server is
-// shutting down, 500 otherwise. An error answer names the request's id and
+// already running, when admission (-admission) refuses the request, when
+// the pool is out of memory, or when the server is shutting down, 500
+// otherwise. An error answer names the request's id and
 // nothing of the server's insides: the out-of-memory report, with the call
 // sites and source paths that hold the memory, goes to the log under that
 // id.
@@ -164,7 +169,25 @@ func (s *server) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	// The route's wrapper (httptrack.Route, in Handler) began the request
 	// and labelled its route; it ends it when this handler returns.
 	ctx := track.WithLabels(r.Context(), "request", id)
-	err = s.generate(ctx, id, req)
+	l := s.nextLane()
+	var adm *pool.Admission
+	if s.cfg.admission {
+		ctx, adm, err = l.pool.Admit(ctx, s.tr.KindOf(track.LabelsFrom(ctx)), s.largest)
+		if err != nil {
+			s.step(ctx, stepEnded)
+			<-s.admit
+			s.refuse(w, id, err)
+			return
+		}
+	}
+	err = s.generate(ctx, l, req, id)
+	if adm != nil {
+		// The reservation would go when the handler returns (its context
+		// ends); it goes now, before the answer is written, as the place
+		// below does.
+		adm.End()
+	}
+	s.step(ctx, stepEnded)
 	s.tick()
 	// The place is given back before the answer is written, so a client
 	// that sends its next request on reading this one finds it free.
@@ -192,6 +215,23 @@ func (s *server) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// refuse answers a request that admission refused: 503 with Retry-After
+// at once, before any memory was taken. The refusal (kind, its peak, the
+// headroom) goes to the log under the request's id.
+func (s *server) refuse(w http.ResponseWriter, id string, err error) {
+	var ae *pool.AdmissionError
+	if !errors.As(err, &ae) {
+		s.log.Error("admit", slog.String("request", id), slog.Any("err", err))
+		http.Error(w, "internal error (request "+id+")", http.StatusInternalServerError)
+		return
+	}
+	s.refused.Add(1)
+	s.log.Info("admission refused", slog.String("request", id), slog.Any("err", err))
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, "busy: the memory budget holds no more requests like this one now; retry later (request "+id+")",
+		http.StatusServiceUnavailable)
+}
+
 func (s *server) mode() string {
 	if s.leaked != nil {
 		return "leak"
@@ -199,27 +239,55 @@ func (s *server) mode() string {
 	return "fixed"
 }
 
-// generate runs one request: a KV cache for its lifetime, the prompt's
-// causal mask from the shared cache, then one step per token. Every tensor
-// it makes carries ctx's labels and is freed before it returns, except, with
+// generate runs one request: a KV cache that grows a page of kvPage
+// tokens at a time, as paged attention allocates it, the prompt's causal
+// mask from the shared cache, then one step per token. Every tensor it
+// makes carries ctx's labels and is freed before it returns, except, with
 // -leak, the step masks.
-//
-// With several devices, each request runs on the next in turn.
-func (s *server) generate(ctx context.Context, id string, req generateRequest) (err error) {
-	l := s.nextLane()
-	kv, err := tensor.Make(ctx, l.pool, tensor.Spec{DType: tensor.Float16,
-		Shape: tensor.Shape{req.Batch, req.Prompt + req.Tokens, kvWidth}, Kind: "kv-cache"})
-	if err != nil {
+func (s *server) generate(ctx context.Context, l *lane, req generateRequest, id string) (err error) {
+	kv := &kvCache{ctx: ctx, pool: l.pool, batch: req.Batch}
+	defer func() { err = errors.Join(err, kv.free()) }()
+	if err := kv.grow(req.Prompt); err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, kv.Free()) }()
 	if err := s.prefill(ctx, l, req.Prompt); err != nil {
 		return err
 	}
 	if s.leaked != nil {
-		return s.decodeLeaky(ctx, l, id, req)
+		return s.decodeLeaky(ctx, l, kv, id, req)
 	}
-	return s.decodeFixed(ctx, l, req)
+	return s.decodeFixed(ctx, l, kv, req)
+}
+
+// kvCache is one request's KV cache: pages of kvPage tokens, one more each
+// time the tokens outgrow them.
+type kvCache struct {
+	ctx   context.Context
+	pool  *pool.Pool
+	batch int
+	pages []*tensor.Tensor
+}
+
+// grow makes room for tokens tokens.
+func (c *kvCache) grow(tokens int) error {
+	for len(c.pages)*kvPage < tokens {
+		page, err := tensor.Make(c.ctx, c.pool, tensor.Spec{DType: tensor.Float16,
+			Shape: tensor.Shape{c.batch, kvPage, kvWidth}, Kind: "kv-cache"})
+		if err != nil {
+			return err
+		}
+		c.pages = append(c.pages, page)
+	}
+	return nil
+}
+
+func (c *kvCache) free() error {
+	var errs []error
+	for _, p := range c.pages {
+		errs = append(errs, p.Free())
+	}
+	c.pages = nil
+	return errors.Join(errs...)
 }
 
 // prefill takes the prompt's causal mask from the cache, building it on a
@@ -246,7 +314,7 @@ func (s *server) buildPromptMask(ctx context.Context, l *lane, prompt int) (*ten
 // decodeFixed builds the request's mask once and grows it one token per
 // step: a few bytes copied per step, nothing allocated, one mask freed at
 // the end.
-func (s *server) decodeFixed(ctx context.Context, l *lane, req generateRequest) (err error) {
+func (s *server) decodeFixed(ctx context.Context, l *lane, kv *kvCache, req generateRequest) (err error) {
 	m, err := l.masks.NewGrowable(ctx, req.Batch, req.Prompt+req.Tokens)
 	if err != nil {
 		return err
@@ -259,6 +327,10 @@ func (s *server) decodeFixed(ctx context.Context, l *lane, req generateRequest) 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		s.step(ctx, step)
+		if err := kv.grow(req.Prompt + step + 1); err != nil {
+			return fmt.Errorf("step %d: %w", step, err)
+		}
 		if err := m.Append(1); err != nil {
 			return fmt.Errorf("step %d: %w", step, err)
 		}
@@ -266,7 +338,7 @@ func (s *server) decodeFixed(ctx context.Context, l *lane, req generateRequest) 
 		if err != nil {
 			return fmt.Errorf("step %d: %w", step, err)
 		}
-		if err := errors.Join(s.step(ctx, l, req.Batch), view.Free()); err != nil {
+		if err := errors.Join(s.forward(ctx, l, req.Batch), view.Free()); err != nil {
 			return fmt.Errorf("step %d: %w", step, err)
 		}
 	}
@@ -276,11 +348,14 @@ func (s *server) decodeFixed(ctx context.Context, l *lane, req generateRequest) 
 // decodeLeaky is the seed's bug, served with -leak: the valid positions
 // grow by one token per step, and every step turns them into a new mask
 // tensor, kept forever in a map that nothing evicts.
-func (s *server) decodeLeaky(ctx context.Context, l *lane, id string, req generateRequest) error {
+func (s *server) decodeLeaky(ctx context.Context, l *lane, kv *kvCache, id string, req generateRequest) error {
 	lengths := make([]int, req.Batch)
 	for pos := req.Prompt; pos < req.Prompt+req.Tokens; pos++ {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if err := kv.grow(pos + 1); err != nil {
+			return fmt.Errorf("step %d: %w", pos-req.Prompt, err)
 		}
 		for i := range lengths {
 			lengths[i] = pos + 1
@@ -290,15 +365,15 @@ func (s *server) decodeLeaky(ctx context.Context, l *lane, id string, req genera
 			return fmt.Errorf("step %d: %w", pos-req.Prompt, err)
 		}
 		s.leaked.put(id+"/"+strconv.Itoa(pos), m)
-		if err := s.step(ctx, l, req.Batch); err != nil {
+		if err := s.forward(ctx, l, req.Batch); err != nil {
 			return fmt.Errorf("step %d: %w", pos-req.Prompt, err)
 		}
 	}
 	return nil
 }
 
-// step stands for one forward pass: its logits are made and freed.
-func (s *server) step(ctx context.Context, l *lane, batch int) error {
+// forward stands for one forward pass: its logits are made and freed.
+func (s *server) forward(ctx context.Context, l *lane, batch int) error {
 	logits, err := tensor.Make(ctx, l.pool, tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{batch, vocabSize}, Kind: "logits"})
 	if err != nil {
 		return err

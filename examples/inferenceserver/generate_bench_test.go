@@ -26,7 +26,7 @@ func BenchmarkGenerate(b *testing.B) {
 			// request is not a rebuild.
 			id := "r" + strconv.Itoa(i)
 			ctx := track.WithLabels(context.Background(), "request", id, "route", "/generate")
-			if err := s.generate(ctx, id, req); err != nil {
+			if err := s.generate(ctx, s.nextLane(), req, id); err != nil {
 				b.Fatal(err)
 			}
 		}

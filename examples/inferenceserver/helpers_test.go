@@ -56,6 +56,13 @@ type testServer struct {
 // changed by edit. The test's cleanup shuts it down if the test did not.
 func startServer(t *testing.T, edit func(*config)) *testServer {
 	t.Helper()
+	return startServerLogging(t, edit, nil)
+}
+
+// startServerLogging is startServer with the log's handler wrapped by
+// wrap, if not nil.
+func startServerLogging(t *testing.T, edit func(*config), wrap func(slog.Handler) slog.Handler) *testServer {
+	t.Helper()
 	cfg := defaultConfig()
 	cfg.addr = "127.0.0.1:0"
 	cfg.debugAddr = "127.0.0.1:0"
@@ -63,7 +70,11 @@ func startServer(t *testing.T, edit func(*config)) *testServer {
 		edit(&cfg)
 	}
 	ts := &testServer{logs: &syncBuffer{}, report: &syncBuffer{}, served: make(chan error, 1)}
-	logger := slog.New(slog.NewTextHandler(ts.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var handler slog.Handler = slog.NewTextHandler(ts.logs, &slog.HandlerOptions{Level: slog.LevelDebug})
+	if wrap != nil {
+		handler = wrap(handler)
+	}
+	logger := slog.New(handler)
 	s, err := newServer(cfg, logger, ts.report)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", cfg.addr)
@@ -123,6 +134,8 @@ type outcome struct {
 	resp   generateResponse
 	body   string
 	err    error // a transport error
+	// retryAfter is the answer's Retry-After header.
+	retryAfter string
 }
 
 // load sends n /generate requests from workers goroutines, query(i)
@@ -154,7 +167,7 @@ func (ts *testServer) generate(query string) outcome {
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	o := outcome{status: resp.StatusCode, body: string(body), err: err}
+	o := outcome{status: resp.StatusCode, body: string(body), err: err, retryAfter: resp.Header.Get("Retry-After")}
 	if err == nil && resp.StatusCode == http.StatusOK {
 		o.err = json.Unmarshal(body, &o.resp)
 	}

@@ -27,8 +27,9 @@
 //
 //	POST /generate              prompt, tokens, batch as query parameters or a JSON body;
 //	                            JSON answer; 400 for bad parameters; 503 with Retry-After
-//	                            when -max-inflight requests are running or the budget is
-//	                            spent; other methods get 405
+//	                            when -max-inflight requests are running, the budget is
+//	                            spent, or (-admission) the budget cannot hold the
+//	                            request's reservation; other methods get 405
 //	GET /healthz                200 while serving, 503 once shutting down
 //
 // The debug listener (-debug-addr, 127.0.0.1:6060; empty turns it off)
@@ -46,6 +47,20 @@
 // log under that id. Ids are random, so they tell clients nothing of how
 // many requests the server has served. The budget is checked at start to
 // hold -max-inflight of the largest request the -max-* bounds allow.
+//
+// # Admission
+//
+// With -admission each /generate request is admitted before it starts
+// (pool.Pool.Admit): its pool reserves the p99 peak of the request's kind
+// (its route) against the budget, or the largest request while fewer than
+// pool.AdmitHistory have ended; its tensors draw from the reservation,
+// which is released when the handler returns. A request whose reservation
+// the budget cannot hold is answered 503 with Retry-After at once, before
+// it holds any memory, and the log names its kind, peak and the headroom.
+// The start-up check then counts reservations, not worst cases: the budget
+// must hold one largest request next to the prompt-mask cache, and
+// -max-inflight may allow more requests than the budget holds at their
+// largest.
 //
 // A debug request that forces a garbage collection first (gc=1, on
 // /debug/pprof/heap or /debug/pprof/tensors) is served once every 10

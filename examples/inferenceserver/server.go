@@ -66,6 +66,10 @@ type server struct {
 	// budget is sized for cfg.maxInFlight of the largest request at once
 	// (config.validate), and a request beyond them is refused, not queued.
 	admit chan struct{}
+	// largest is the reservation of a request kind without history under
+	// -admission: the largest request the bounds allow.
+	largest int64
+	refused atomic.Int64 // /generate requests admission refused
 
 	// leaked is the seed's bug, present only with -leak: every decode
 	// step's mask, kept under a key no one ever deletes.
@@ -124,6 +128,7 @@ func newServer(cfg config, logger *slog.Logger, report io.Writer) (*server, erro
 		s.leaked = &leakMap{masks: make(map[string]*tensor.Tensor)}
 	}
 	s.admit = make(chan struct{}, cfg.maxInFlight)
+	s.largest = requestBytes(cfg.maxPrompt, cfg.maxTokens, cfg.maxBatch)
 	var publicCtx, debugCtx context.Context
 	publicCtx, s.cancelPublic = context.WithCancel(context.Background())
 	debugCtx, s.cancelDebug = context.WithCancel(context.Background())
@@ -466,6 +471,18 @@ func (s *server) closeLanes() error {
 		errs = append(errs, l.close())
 	}
 	return errors.Join(errs...)
+}
+
+// stepEnded is the step hookStep sees when a request has ended (or was
+// refused).
+const stepEnded = -1
+
+// step calls the test's hook, if any, at a decode step of the request of
+// ctx, or with stepEnded.
+func (s *server) step(ctx context.Context, step int) {
+	if s.cfg.hookStep != nil {
+		s.cfg.hookStep(ctx, step)
+	}
 }
 
 // nextLane returns the lane the next request runs on: round-robin.
