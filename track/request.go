@@ -219,8 +219,8 @@ func (q *request) join(t *Tracker, r *Record) *request {
 		return q
 	}
 	if q.book != b && !slices.Contains(q.moreBooks, b) {
-		if q.begun.Load() == 0 { // the tracker's clock when first listed
-			q.begun.CompareAndSwap(0, t.start.Add(time.Duration(t.now())).UnixNano())
+		if q.begun.Load() == 0 { // the tracker's clock when first listed: r's birth
+			q.begun.CompareAndSwap(0, t.start.Add(time.Duration(r.born)).UnixNano())
 		}
 		if !q.labelled {
 			// The first record of q in t: mark it listed here, so that
