@@ -146,16 +146,24 @@ type checker struct {
 	// funcs are the functions a use can name: a declared function "f", a
 	// method "T.m", or a function literal bound to a local variable (by the
 	// variable's object).
-	funcs map[any]bool
+	funcs map[funcKey]bool
 	// litKeys names the function literals bound to local variables.
-	litKeys map[*ast.FuncLit]any
+	litKeys map[*ast.FuncLit]funcKey
 	// results holds the type a declared function returns first, for
 	// x := newT() in methodOf.
 	results map[string]string
 	// methods lists the types that declare each method name.
 	methods map[string][]string
 	// inBubble are the functions whose every use lies in a bubble.
-	inBubble map[any]bool
+	inBubble map[funcKey]bool
+}
+
+// funcKey names a function a use can name: a declared function or method
+// by name ("f", "T.m"), or a function literal bound to a local variable by
+// the variable's object.
+type funcKey struct {
+	name string
+	obj  *ast.Object
 }
 
 // declKey is how uses name a declared function: "f", or "T.m" for a method.
@@ -204,7 +212,7 @@ func (c *checker) inside(s stack) bool {
 				return true
 			}
 		case *ast.FuncDecl:
-			return c.inBubble[declKey(n)]
+			return c.inBubble[funcKey{name: declKey(n)}]
 		}
 	}
 	return false
@@ -303,8 +311,8 @@ func (c *checker) exprType(e ast.Expr) string {
 
 func (c *checker) findBubbles() {
 	c.bubbles = map[*ast.FuncLit]bool{}
-	c.funcs = map[any]bool{}
-	c.litKeys = map[*ast.FuncLit]any{}
+	c.funcs = map[funcKey]bool{}
+	c.litKeys = map[*ast.FuncLit]funcKey{}
 	c.results = map[string]string{}
 	c.methods = map[string][]string{}
 	c.walk(func(f file, n ast.Node, _ stack) {
@@ -318,26 +326,26 @@ func (c *checker) findBubbles() {
 				}
 			}
 		case *ast.FuncDecl:
-			k := declKey(n)
+			k := funcKey{name: declKey(n)}
 			c.funcs[k] = true
 			if n.Recv != nil {
-				c.methods[n.Name.Name] = append(c.methods[n.Name.Name], k)
+				c.methods[n.Name.Name] = append(c.methods[n.Name.Name], k.name)
 			} else if n.Type.Results != nil && len(n.Type.Results.List) > 0 {
 				c.results[n.Name.Name] = typeName(n.Type.Results.List[0].Type)
 			}
 		case *ast.Ident:
 			if lit := boundLit(n.Obj); lit != nil {
-				c.litKeys[lit] = n.Obj
-				c.funcs[n.Obj] = true
+				c.litKeys[lit] = funcKey{obj: n.Obj}
+				c.funcs[funcKey{obj: n.Obj}] = true
 			}
 		}
 	})
 	// Each use of a function: a name, or a selector x.m for a method (of
 	// x's type when varType tells it, else of every type with a method m,
 	// which errs on the side of outside).
-	uses := map[any][]stack{}
+	uses := map[funcKey][]stack{}
 	c.walk(func(_ file, n ast.Node, s stack) {
-		var keys []any
+		var keys []funcKey
 		switch n := n.(type) {
 		case *ast.Ident:
 			if len(s) > 0 {
@@ -360,10 +368,10 @@ func (c *checker) findBubbles() {
 					}
 				}
 			}
-			if n.Obj != nil && c.funcs[n.Obj] {
-				keys = []any{n.Obj}
-			} else if (n.Obj == nil || n.Obj.Kind == ast.Fun) && c.funcs[n.Name] {
-				keys = []any{n.Name}
+			if n.Obj != nil && c.funcs[funcKey{obj: n.Obj}] {
+				keys = []funcKey{{obj: n.Obj}}
+			} else if (n.Obj == nil || n.Obj.Kind == ast.Fun) && c.funcs[funcKey{name: n.Name}] {
+				keys = []funcKey{{name: n.Name}}
 			}
 		case *ast.SelectorExpr:
 			owners := c.methods[n.Sel.Name]
@@ -371,12 +379,12 @@ func (c *checker) findBubbles() {
 				return
 			}
 			if id, ok := n.X.(*ast.Ident); ok {
-				if t := c.varType(id.Obj); t != "" && c.funcs[t+"."+n.Sel.Name] {
+				if t := c.varType(id.Obj); t != "" && c.funcs[funcKey{name: t + "." + n.Sel.Name}] {
 					owners = []string{t + "." + n.Sel.Name}
 				}
 			}
 			for _, o := range owners {
-				keys = append(keys, o)
+				keys = append(keys, funcKey{name: o})
 			}
 		default:
 			return
@@ -387,7 +395,7 @@ func (c *checker) findBubbles() {
 	})
 	// The greatest set of used functions whose uses all lie in a bubble or
 	// in a function of the set.
-	c.inBubble = map[any]bool{}
+	c.inBubble = map[funcKey]bool{}
 	for k, us := range uses {
 		if len(us) > 0 {
 			c.inBubble[k] = true
