@@ -163,7 +163,8 @@ type checker struct {
 // the variable's object.
 type funcKey struct {
 	name string
-	obj  *ast.Object
+	//lint:ignore SA1019 the parser's objects resolve names without type information, so one pass reads the test files of every build tag at once
+	obj *ast.Object
 }
 
 // declKey is how uses name a declared function: "f", or "T.m" for a method.
