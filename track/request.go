@@ -26,8 +26,13 @@ import (
 // shard's; end is never called with a book shard's lock held.
 type request struct {
 	mu    sync.Mutex
-	ended atomic.Bool     // set under mu, read without it by outlived
-	done  <-chan struct{} // the context's: closed once the request is over
+	ended atomic.Bool // set under mu, read without it by outlived
+	// labelled marks a request begun by WithLabels: other label calls on
+	// contexts that share its Done channel begin requests of their own,
+	// which are the same request (canon). Beside ended, in the word after
+	// mu: a request and its labels fit one 288-byte allocation.
+	labelled bool
+	done     <-chan struct{} // the context's: closed once the request is over
 	// inFlight and tensors are what it holds in flight in all, beside
 	// the sites, under mu: plain integers, so that the record path pays
 	// nothing for them beyond the lock it takes anyway (an atomic store is
@@ -50,10 +55,6 @@ type request struct {
 	labels *labelSet
 	device string
 
-	// labelled marks a request begun by WithLabels: other label calls on
-	// contexts that share its Done channel begin requests of their own,
-	// which are the same request (canon).
-	labelled bool
 	// canon is the request this one is the same as: the first request of
 	// its Done channel that a tracker listed. nil while q is its own.
 	canon atomic.Pointer[request]
