@@ -197,19 +197,7 @@ func (p *Pool) allocate(bytes int64, a *Admission) (tensor.Block, error) {
 	if n := len(cs.idle); n > 0 {
 		i := cs.idle[n-1]
 		cs.idle = cs.idle[:n-1]
-		cs.hits++
-		s := p.slots.get(i)
-		b := s.handOut(p.id, i)
-		if a != nil {
-			s.adm, s.drawn = a, p.drawHit(a, size)
-		}
-		cs.mu.Unlock()
-		sh.active.Add(size)
-		p.uncache(size)
-		if a != nil {
-			a.use(size)
-		}
-		return b, nil
+		return p.handOutCached(sh, cs, i, size, a), nil
 	}
 	cs.mu.Unlock()
 	if c < numClasses {
@@ -250,6 +238,13 @@ func (p *Pool) steal(h uint32, sh *shard, c int, size int64, a *Admission) (tens
 	}
 	cs := &sh.classes[c]
 	cs.mu.Lock()
+	return p.handOutCached(sh, cs, i, size, a), true
+}
+
+// handOutCached hands out the cached block of slot i, of size, from class
+// cs of shard sh, drawing from a if it is not nil: what a hit and a steal
+// share. Called with cs.mu held, which it releases.
+func (p *Pool) handOutCached(sh *shard, cs *classShard, i uint32, size int64, a *Admission) tensor.Block {
 	cs.hits++
 	s := p.slots.get(i)
 	b := s.handOut(p.id, i)
@@ -262,7 +257,7 @@ func (p *Pool) steal(h uint32, sh *shard, c int, size int64, a *Admission) (tens
 	if a != nil {
 		a.use(size)
 	}
-	return b, true
+	return b
 }
 
 // uncache counts size bytes out of the cache, under a cap.
