@@ -52,7 +52,7 @@ func liveTracker(b *testing.B, n int) *sdkmetric.ManualReader {
 	b.Cleanup(func() {
 		runtime.KeepAlive(w)
 		for i := range recs {
-			_ = tr.Release(&recs[i])
+			_ = (&recs[i]).Release()
 		}
 	})
 	return reader

@@ -58,7 +58,7 @@ func (d *siteDriver) setLive(t testing.TB, n int) {
 		d.recs = append(d.recs, r)
 	}
 	for len(d.recs) > n {
-		require.NoError(t, d.tr.Release(d.recs[len(d.recs)-1]))
+		require.NoError(t, (d.recs[len(d.recs)-1]).Release())
 		d.recs = d.recs[:len(d.recs)-1]
 	}
 }
@@ -161,7 +161,7 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 	// A KV-cache block on another device that the GC found leaked.
 	kv := &track.Record{Bytes: 4096, Meta: track.InternMeta("kv-cache", "cuda:0", "float16", []int{2048})}
 	require.NoError(t, tr.Record(ctx, kv, 0))
-	require.True(t, tr.ReportDropped(kv, nil, ""))
+	require.True(t, kv.ReportDropped(nil, ""))
 	tr.Note(track.EventMaskRebuilt, nil, 256)
 	tr.Note(track.EventMaskRebuilt, nil, 256)
 
@@ -464,7 +464,7 @@ func TestMetricsOpenRequests(t *testing.T) {
 	got = collect()
 	assert.Zero(t, value(got, "tensorlife.request.open"), "ended requests are open no more")
 	for _, r := range recs {
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, r.Release())
 	}
 }
 
@@ -482,7 +482,7 @@ func TestMetricsRequestPeaks(t *testing.T) {
 		ctx, end := track.WithRequest(context.Background())
 		r := &track.Record{Bytes: bytes, Meta: track.InternMeta("kv-cache", "host", "", nil)}
 		require.NoError(t, tr.Record(track.WithLabels(ctx, "route", route), r, 0))
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, r.Release())
 		end()
 	}
 	for range 3 {

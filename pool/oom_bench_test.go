@@ -212,7 +212,7 @@ func BenchmarkRecordDuringOOMStorm(b *testing.B) {
 			if err := f.tr.Record(ctx, r, 0); err != nil {
 				b.Fatal(err)
 			}
-			if err := f.tr.Release(r); err != nil {
+			if err := r.Release(); err != nil {
 				b.Fatal(err)
 			}
 			lat[i] = time.Since(start)

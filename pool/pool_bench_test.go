@@ -166,7 +166,7 @@ func BenchmarkTrackRecordRelease(b *testing.B) {
 			if err := tr.Record(ctx, rec, 0); err != nil {
 				b.Fatal(err)
 			}
-			if err := tr.Release(rec); err != nil {
+			if err := rec.Release(); err != nil {
 				b.Fatal(err)
 			}
 		}

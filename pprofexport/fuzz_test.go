@@ -45,17 +45,17 @@ func FuzzProfile(f *testing.F) {
 			}
 			require.NoError(t, recordAt(ctx, tr, recs[i:i+1], uint(b[0]), 3))
 			if b[3]%5 == 0 {
-				tr.ReportDropped(&recs[i], nil, "")
+				(&recs[i]).ReportDropped(nil, "")
 			}
 			if b[4]%4 == 1 {
-				require.NoError(t, tr.Release(&recs[i]))
+				require.NoError(t, (&recs[i]).Release())
 				released[i] = true
 			}
 		}
 		defer func() {
 			for i := range recs {
 				if !released[i] {
-					assert.NoError(t, tr.Release(&recs[i]))
+					assert.NoError(t, (&recs[i]).Release())
 				}
 			}
 		}()
@@ -110,7 +110,7 @@ func FuzzProfile(f *testing.F) {
 		// What changed when some are freed: written as DiffProfile builds it.
 		for i := range recs {
 			if !released[i] && data[recordBytes*i]%2 == 0 {
-				require.NoError(t, tr.Release(&recs[i]))
+				require.NoError(t, (&recs[i]).Release())
 				released[i] = true
 			}
 		}

@@ -133,7 +133,7 @@ func labelledTracker(b *testing.B, n int, model bool) *track.Tracker {
 	}
 	b.Cleanup(func() {
 		for i := range recs {
-			if err := tr.Release(&recs[i]); err != nil {
+			if err := (&recs[i]).Release(); err != nil {
 				b.Error(err)
 			}
 		}

@@ -86,7 +86,7 @@ func TestGoToolPprofTopNamesTheHelpersCaller(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, firstTopRow(t, out), out)
 			for _, r := range recs {
-				require.NoError(t, tr.Release(r))
+				require.NoError(t, r.Release())
 			}
 		})
 	}

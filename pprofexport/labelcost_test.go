@@ -35,7 +35,7 @@ func TestLabelsShownNowhereCostNothing(t *testing.T) {
 	}
 	defer func() {
 		for i := range recs {
-			require.NoError(t, tr.Release(&recs[i]))
+			require.NoError(t, (&recs[i]).Release())
 		}
 	}()
 	srv := serve(t, newHandler(t, tr, pprofexport.MaxConcurrentProfiles(50)))

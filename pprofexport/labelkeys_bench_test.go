@@ -64,7 +64,7 @@ func labelledWithModel(tb testing.TB, n int) *track.Tracker {
 	}
 	tb.Cleanup(func() {
 		for i := range recs {
-			if err := tr.Release(&recs[i]); err != nil {
+			if err := (&recs[i]).Release(); err != nil {
 				tb.Error(err)
 			}
 		}

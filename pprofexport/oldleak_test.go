@@ -52,13 +52,13 @@ func sparseSlowLeak(t *testing.T, tr *track.Tracker) (end func()) {
 			break
 		}
 		for _, r := range live {
-			require.NoError(t, tr.Release(r))
+			require.NoError(t, r.Release())
 		}
 		endRequest()
 	}
 	return func() {
 		for _, r := range append(live, kept...) {
-			require.NoError(t, tr.Release(r))
+			require.NoError(t, r.Release())
 		}
 	}
 }

@@ -69,6 +69,6 @@ func TestHandlerServesOpenRequests(t *testing.T) {
 	got, _ = inuse("?open=1")
 	assert.Zero(t, got, "an ended request holds nothing in flight")
 	for _, r := range append(inFlight, outlived, weights) {
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, r.Release())
 	}
 }

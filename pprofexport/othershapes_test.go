@@ -41,7 +41,7 @@ func TestTheDefaultProfileBoundsShapesPerSite(t *testing.T) {
 		checkOtherShapes(t, name, p, want)
 	}
 	for i := range recs {
-		require.NoError(t, tr.Release(&recs[i]))
+		require.NoError(t, (&recs[i]).Release())
 	}
 }
 

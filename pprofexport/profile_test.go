@@ -130,10 +130,10 @@ func TestKeepLibraryFrames(t *testing.T) {
 	require.NoError(t, err)
 	leaked := &track.Record{Bytes: 1, Meta: track.InternMeta("tensor", "", "", nil)}
 	require.NoError(t, tr.Record(context.Background(), leaked, 0))
-	tr.ReportDropped(leaked, nil, "")
+	leaked.ReportDropped(nil, "")
 	t.Cleanup(func() {
-		assert.NoError(t, tr.Release(leaked))
-		assert.NoError(t, tr.Release(fromLibrary))
+		assert.NoError(t, leaked.Release())
+		assert.NoError(t, fromLibrary.Release())
 	})
 	snap, err := tr.SnapshotOf(track.Filter{Kind: "tensor"})
 	require.NoError(t, err)
@@ -216,8 +216,8 @@ func TestProfileFilters(t *testing.T) {
 	// hand on a record of our own.
 	leaked := &track.Record{Bytes: 512, Meta: track.InternMeta("mask", "host", "bool", []int{512})}
 	require.NoError(t, prog.tracker.Record(context.Background(), leaked, 0))
-	t.Cleanup(func() { require.NoError(t, prog.tracker.Release(leaked)) })
-	prog.tracker.ReportDropped(leaked, nil, "")
+	t.Cleanup(func() { require.NoError(t, leaked.Release()) })
+	leaked.ReportDropped(nil, "")
 
 	inuse := func(p *profile.Profile) map[string]int64 {
 		out := map[string]int64{}
@@ -595,10 +595,10 @@ func TestProfileLeakedLabel(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		for i := range recs {
-			require.NoError(t, prog.tracker.Release(&recs[i]))
+			require.NoError(t, (&recs[i]).Release())
 		}
 	})
-	prog.tracker.ReportDropped(&recs[0], nil, "")
+	(&recs[0]).ReportDropped(nil, "")
 	snap := prog.snapshot()
 	require.Len(t, snap.Groups, 1, "one group, one of its three tensors leaked")
 

@@ -44,11 +44,11 @@ func TestWrittenProfileIsProfile(t *testing.T) {
 	require.NoError(t, prog.tracker.Record(ctx, &zero, 0))
 	t.Cleanup(func() {
 		for i := range recs {
-			require.NoError(t, prog.tracker.Release(&recs[i]))
+			require.NoError(t, (&recs[i]).Release())
 		}
-		require.NoError(t, prog.tracker.Release(&zero))
+		require.NoError(t, zero.Release())
 	})
-	prog.tracker.ReportDropped(&recs[0], nil, "")
+	(&recs[0]).ReportDropped(nil, "")
 
 	for _, opts := range [][]pprofexport.ProfileOption{
 		nil,
@@ -96,7 +96,7 @@ func uniquelyLabelled(t testing.TB, n int) *track.Tracker {
 	}
 	t.Cleanup(func() {
 		for i := range recs {
-			require.NoError(t, tr.Release(&recs[i]))
+			require.NoError(t, (&recs[i]).Release())
 		}
 	})
 	return tr
@@ -265,10 +265,10 @@ func TestWrittenDiffIsDiffProfile(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		for i := range recs {
-			require.NoError(t, prog.tracker.Release(&recs[i]))
+			require.NoError(t, (&recs[i]).Release())
 		}
 	})
-	prog.tracker.ReportDropped(&recs[0], nil, "")
+	(&recs[0]).ReportDropped(nil, "")
 	after := prog.tracker.Snapshot()
 
 	parse := func(b []byte) *profile.Profile {
@@ -329,7 +329,7 @@ func BenchmarkStreamedDiff(b *testing.B) {
 	}
 	b.Cleanup(func() {
 		for i := range recs {
-			require.NoError(b, tr.Release(&recs[i]))
+			require.NoError(b, (&recs[i]).Release())
 		}
 	})
 	after, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{"request"}})

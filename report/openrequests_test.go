@@ -55,7 +55,7 @@ func TestSummaryOpenRequestsLongLivedWorker(t *testing.T) {
 		req, end := track.WithRequest(context.Background())
 		scratch := summaryMasks(t, track.WithLabels(req, "job", "embed"), tr, 2, 8192)
 		for _, r := range scratch {
-			require.NoError(t, tr.Release(r))
+			require.NoError(t, r.Release())
 		}
 		end()
 		require.NoError(t, w.Tick())
@@ -86,7 +86,7 @@ func TestSummaryOpenRequestsLongLivedWorker(t *testing.T) {
 	}
 	stop()
 	for _, r := range append(kept, inFlight...) {
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, r.Release())
 	}
 	buf.Reset()
 	require.NoError(t, WriteSummary(&buf, tr))
@@ -102,7 +102,7 @@ func TestSummaryRequestKinds(t *testing.T) {
 		ctx, end := track.WithRequest(context.Background())
 		recs := summaryMasks(t, track.WithLabels(ctx, "route", "/generate"), tr, i+1, 1<<20)
 		for _, r := range recs {
-			require.NoError(t, tr.Release(r))
+			require.NoError(t, r.Release())
 		}
 		end()
 	}
@@ -118,5 +118,5 @@ func TestSummaryRequestKinds(t *testing.T) {
 	assert.Contains(t, report, "\nRequest kinds (")
 	assert.Regexp(t, `route=/generate\s+cuda:0\s+10\s+5 MiB\s+10 MiB\s+10 MiB\s+0 B\n`, report)
 	assert.Regexp(t, `other\s+cuda:0\s+1\s+4 KiB\s+4 KiB\s+4 KiB\s+4 KiB\n`, report)
-	require.NoError(t, tr.Release(kept[0]))
+	require.NoError(t, (kept[0]).Release())
 }

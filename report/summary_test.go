@@ -117,8 +117,8 @@ func TestSummaryGolden(t *testing.T) {
 		require.NoError(t, w.Tick())
 	}
 	long := summaryAllocationsFromAFunctionWhoseNameIsFarTooLongToFitOnOneLineOfTheSummaryReport(t, tr, 1000)
-	require.NoError(t, tr.Release(kv[3]))
-	require.True(t, tr.ReportDropped(kv[0], nil, ""))
+	require.NoError(t, (kv[3]).Release())
+	require.True(t, (kv[0]).ReportDropped(nil, ""))
 	tr.Note(track.EventDoubleFree, nil, 64)
 	tr.Note(track.EventOOM, nil, 1<<30)
 	tr.Note(track.EventMaskRebuilt, nil, 64<<10)
@@ -146,7 +146,7 @@ func TestSummaryGolden(t *testing.T) {
 	goldenSummary(t, "summary.golden", report)
 
 	for _, r := range append(kv[:3], append(masks, long)...) {
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, r.Release())
 	}
 }
 

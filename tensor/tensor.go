@@ -382,9 +382,9 @@ func (t *Tensor) dropped() { dropHandle(t.b, t.site, t.how, weak.Pointer[track.O
 func dropHandle(b *block, site *track.Site, how uint8, heldFor weak.Pointer[track.Owner]) {
 	if tr := b.tracker(); tr != nil {
 		if heldFor != (weak.Pointer[track.Owner]{}) {
-			_ = tr.HandBackDropped(&b.rec, heldFor) // the owner let go by dropping its handle
+			_ = b.rec.HandBackDropped(heldFor) // the owner let go by dropping its handle
 		}
-		if !tr.ReportDropped(&b.rec, site, howName(how)) {
+		if !b.rec.ReportDropped(site, howName(how)) {
 			return // the tracker keeps the memory; the handle is counted dropped
 		}
 	}
@@ -412,7 +412,7 @@ func (b *block) unref(gc bool) error {
 func (b *block) release(gc bool) error {
 	var err error
 	if tr := b.tracker(); tr != nil {
-		err = tr.Release(&b.rec)
+		err = b.rec.Release()
 	}
 	if b.rec.Bytes > 0 {
 		if gc {
@@ -457,7 +457,7 @@ func (t *Tensor) Free() error {
 		t.state.Store(freedUnknown + tr.FreeLine(1)) // from Free's caller
 		(&b.rec).Unhold(t.site, howName(t.how))
 		if x != nil && x.owner != nil { // the owner lets go with its handle
-			err = tr.HandBack(&b.rec, x.owner)
+			err = b.rec.HandBack(x.owner)
 		}
 	}
 	if x != nil {
@@ -481,7 +481,7 @@ func (t *Tensor) doubleFree() error {
 		// as the first free is.
 		m.SecondFree, m.SecondDeferred = tr.FreeSite(tr.FreeLine(2))
 		err.SecondFree, err.SecondDeferred = m.SecondFree, m.SecondDeferred
-		tr.NoteMisuse(&t.blk().rec, m)
+		(&t.blk().rec).NoteMisuse(m)
 	}
 	if invariants.Enabled {
 		panic(err)
@@ -600,7 +600,7 @@ func (t *Tensor) useAfterFree() {
 	}
 	m := t.misuse(tr, track.EventUseAfterFree)
 	m.Use = tr.Caller(2, 16)
-	tr.NoteMisuse(&t.blk().rec, m)
+	(&t.blk().rec).NoteMisuse(m)
 }
 
 // misuse describes a misuse of kind of this freed handle, which tr

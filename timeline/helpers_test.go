@@ -56,7 +56,7 @@ func run(t testing.TB, tr *track.Tracker, steps int) []op {
 	for range steps {
 		logits := allocLogits(t, tr, ctx, 2<<10)
 		mask := allocMask(t, tr, ctx, 512)
-		require.NoError(t, tr.Release(logits))
+		require.NoError(t, logits.Release())
 		ops = append(ops, op{rec: logits}, op{rec: mask}, op{rec: logits, free: true})
 	}
 	return ops

@@ -30,7 +30,7 @@ var benchTracker = sync.OnceValues(func() (*track.Tracker, error) {
 	for i := range benchPairs + len(held) {
 		slot := &held[i%len(held)]
 		if *slot != nil {
-			if err := tr.Release(*slot); err != nil {
+			if err := (*slot).Release(); err != nil {
 				return nil, err
 			}
 			*slot = nil

@@ -146,7 +146,7 @@ func TestMarkersListNotableEvents(t *testing.T) {
 	tr.Note(track.EventOOM, w.Site(), 1<<30)
 	m := allocMask(t, tr, ctx, 64)
 	tr.Note(track.EventLeakSuspect, m.Site(), 64)
-	require.True(t, tr.ReportDropped(m, nil, ""))
+	require.True(t, m.ReportDropped(nil, ""))
 	tr.Note(track.EventMaskRebuilt, nil, 64)
 
 	tl, err := timeline.Build(tr)

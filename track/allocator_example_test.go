@@ -36,7 +36,7 @@ func ExampleTracker_Record() {
 	end()
 	fmt.Println("live:", tr.Totals().LiveBytes, "outlived:", tr.Totals().OutlivedBytes)
 	fmt.Println("site:", b.rec.Site().Location().Function)
-	_ = tr.Release(&b.rec)
+	_ = b.rec.Release()
 	fmt.Println("live:", tr.Totals().LiveBytes)
 	// Output:
 	// live: 1024 outlived: 1024

@@ -77,7 +77,7 @@ func BenchmarkRecordReleaseRatio(b *testing.B) {
 				if err := newLike(ctx, tr, r); err != nil {
 					b.Fatal(err)
 				}
-				if err := tr.Release(r); err != nil {
+				if err := r.Release(); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -116,7 +116,7 @@ func BenchmarkRequestPerTensor(b *testing.B) {
 				end()
 			}
 			for j := range recs {
-				if err := tr.Release(&recs[j]); err != nil {
+				if err := (&recs[j]).Release(); err != nil {
 					b.Fatal(err)
 				}
 			}

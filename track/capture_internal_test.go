@@ -43,8 +43,8 @@ func TestFramePointerSitesMatchCallers(t *testing.T) {
 				recs = append(recs, captureVia(t, tr, depth))
 			}
 			assert.Equal(t, recs[1].Site().pcs, recs[0].Site().pcs, "depth %d", depth)
-			require.NoError(t, walked.Release(recs[0]))
-			require.NoError(t, plain.Release(recs[1]))
+			require.NoError(t, (recs[0]).Release())
+			require.NoError(t, (recs[1]).Release())
 		}
 	}
 	tt := walked.Totals()
@@ -75,7 +75,7 @@ func TestUntrustedWalkFallsBackToCallers(t *testing.T) {
 		}
 		r := captureLeaf(t, tr)
 		sites = append(sites, r.Site())
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, r.Release())
 	}
 	assert.Same(t, sites[0], sites[1])
 }
@@ -102,6 +102,6 @@ func TestFullWalkCacheServesCallers(t *testing.T) {
 	tt := walked.Totals()
 	assert.Zero(t, tt.StackMismatches)
 	assert.Zero(t, tt.StackFallbacks)
-	require.NoError(t, walked.Release(recs[0]))
-	require.NoError(t, plain.Release(recs[1]))
+	require.NoError(t, (recs[0]).Release())
+	require.NoError(t, (recs[1]).Release())
 }

@@ -67,8 +67,8 @@ func TestTruncatedWalkNeverServesAnotherStacksSite(t *testing.T) {
 				recs = append(recs, root(leafValue(&leafer{t, tr}), depth))
 			}
 			require.Equal(t, recs[1].Site().pcs, recs[0].Site().pcs, "depth %d: the walk served another stack's site", depth)
-			require.NoError(t, walked.Release(recs[0]))
-			require.NoError(t, plain.Release(recs[1]))
+			require.NoError(t, (recs[0]).Release())
+			require.NoError(t, (recs[1]).Release())
 		}
 		assert.Equal(t, plain.Totals().Sites, walked.Totals().Sites, "depth %d", depth)
 	}
@@ -126,8 +126,8 @@ func TestSitesStayExactUnderGCChurn(t *testing.T) {
 				if !equalPCs(a, b) {
 					wrong.Store(depth, true)
 				}
-				_ = walked.Release(recs[0])
-				_ = plain.Release(recs[1])
+				_ = (recs[0]).Release()
+				_ = (recs[1]).Release()
 			}
 		}()
 	}
@@ -161,7 +161,7 @@ func TestCapturesPastAFullWalkCacheAreCounted(t *testing.T) {
 	require.NoError(t, err)
 	for depth := range 6 {
 		for range 3 {
-			require.NoError(t, tr.Release(captureVia(t, tr, depth)))
+			require.NoError(t, (captureVia(t, tr, depth)).Release())
 		}
 	}
 	require.True(t, tr.walks.full())

@@ -59,7 +59,7 @@ func TestCountedSnapshotMatchesTheWalk(t *testing.T) {
 	held.Hold(view, "View")
 	held.Unhold(nil, "") // the own handle freed: the View holds it
 	dropped := recordA(tr, ctx, 16, "tensor")
-	tr.ReportDropped(dropped, nil, "")
+	dropped.ReportDropped(nil, "")
 	released := recordA(tr, ctx, 8, "tensor")
 	release(t, tr, released)
 

@@ -43,12 +43,15 @@
 // would.
 //
 // An allocator embeds a Record in what it hands out, fills Bytes and Meta,
-// and calls Tracker.Record when it allocates and Tracker.Release when the
-// memory goes back; each extra handle is counted with Record.Hold and
-// Record.Unhold, and a handle the garbage collector finds dropped is
-// reported with Tracker.ReportDropped. Tracker.HandOver and
-// Tracker.HandBack move a record to an Owner and back; Tracker.NoteMisuse
-// logs a double free or a use after free for tests (Tracker.MisuseSince).
+// and calls Tracker.Record when it allocates; from then on what happens to
+// the allocation is a method of its Record, which knows its tracker (as
+// log/slog keeps a Record's methods apart from the Logger's): Record.Release
+// when the memory goes back, Record.Hold and Record.Unhold for each extra
+// handle, Record.ReportDropped for a handle the garbage collector finds
+// dropped, Record.HandOver and Record.HandBack to move it to an Owner and
+// back, Record.SetLabels, and Record.NoteMisuse to log a double free or a
+// use after free for tests (Tracker.MisuseSince). A record cannot be
+// released through a tracker other than its own: no call names one.
 // Skips are as in pprof.Profile.Add: 0 is the caller of the method, and
 // every function they pass over must be //go:noinline.
 //

@@ -26,7 +26,7 @@ func Example() {
 	fmt.Println("top site:", top.Site.Location().Function, top.LiveBytes, "bytes")
 	fmt.Println("labels:", snap.Allocations[0].Labels)
 
-	if err := tr.Release(rec); err != nil {
+	if err := rec.Release(); err != nil {
 		panic(err)
 	}
 	fmt.Println("live after release:", tr.Totals().LiveCount)

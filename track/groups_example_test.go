@@ -32,7 +32,7 @@ func ExampleTracker_GroupsOf() {
 		fmt.Println(g.Labels, g.Count, g.Bytes)
 	}
 	for _, rec := range recs {
-		if err := tr.Release(rec); err != nil {
+		if err := rec.Release(); err != nil {
 			panic(err)
 		}
 	}

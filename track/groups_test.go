@@ -39,7 +39,7 @@ func TestGroupsOfReadsSnapshotOfGroups(t *testing.T) {
 	recs = append(recs, alike)
 	recs[3].Hold(tr.CallerSite(0), "View")
 	recs[3].Unhold(nil, "") // the own handle freed: the View holds it
-	tr.ReportDropped(recs[5], nil, "")
+	(recs[5]).ReportDropped(nil, "")
 	ctx, end := track.WithRequest(track.WithLabels(context.Background(), "request", "r002"))
 	recs = append(recs, recordA(tr, ctx, 16, "kv"), recordA(tr, ctx, 16, "kv"))
 	end()
@@ -113,7 +113,7 @@ func TestGroupsAreReadConcurrently(t *testing.T) {
 	}
 	wg.Go(func() { // the live set changes meanwhile; the groups taken do not
 		for range 50 {
-			assert.NoError(t, tr.Release(recordA(tr, context.Background(), 8, "tensor")))
+			assert.NoError(t, (recordA(tr, context.Background(), 8, "tensor")).Release())
 		}
 	})
 	wg.Wait()

@@ -70,7 +70,7 @@ func TestHeldByCountersAgreeWithTheWalk(t *testing.T) {
 	r1.Unhold(view, "View")
 	check("one view left")
 	r3.Hold(view, "View")
-	tr.ReportDropped(r3, nil, "")
+	r3.ReportDropped(nil, "")
 	check("own handle dropped while a view holds it")
 	r3.markDropped(view, "View")
 	check("the view dropped too")
@@ -94,7 +94,7 @@ func TestHeldByCountersAgreeWithTheWalk(t *testing.T) {
 	for _, a := range tr.Snapshot().Allocations {
 		r := findRecord(tr, a.ID)
 		require.NotNil(t, r)
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, r.Release())
 	}
 	assert.Equal(t, [][]Holder{{}, {}, {}}, tr.HeldBy(sites, 100), "released records hold nothing")
 }
@@ -163,7 +163,7 @@ func TestHeldByCountersUnderConcurrentHolders(t *testing.T) {
 				r.Hold(view, "Retain")
 				r.Unhold(view, "View")
 				r.Unhold(view, "Retain")
-				assert.NoError(t, tr.Release(r))
+				assert.NoError(t, r.Release())
 			}
 		})
 	}

@@ -30,7 +30,7 @@ func TestHistoryRecordsEventsInOrder(t *testing.T) {
 	ctx := track.WithLabels(context.Background(), "request", "r1")
 	a := recordA(tr, ctx, 16, "tensor")
 	b := recordB(tr, ctx, 8)
-	require.NoError(t, tr.Release(a))
+	require.NoError(t, a.Release())
 	tr.Note(track.EventOOM, b.Site(), 1<<20)
 	tr.Note(track.EventAlloc, nil, 1) // recorded by the tracker itself: ignored
 
@@ -58,14 +58,14 @@ func TestHistoryRecordsEventsInOrder(t *testing.T) {
 	assert.EqualValues(t, 2, tt.Event(track.EventAlloc))
 	assert.EqualValues(t, 1, tt.Event(track.EventFree))
 	assert.EqualValues(t, 1, tt.Event(track.EventOOM))
-	require.NoError(t, tr.Release(b))
+	require.NoError(t, b.Release())
 }
 
 func TestHistoryCountsWhatItDrops(t *testing.T) {
 	tr := newTracker(t, track.KeepHistory(1)) // 16 events per shard at least
 	ctx := context.Background()
 	for range 5000 {
-		require.NoError(t, tr.Release(recordA(tr, ctx, 4, "tensor")))
+		require.NoError(t, (recordA(tr, ctx, 4, "tensor")).Release())
 	}
 	log, err := tr.History()
 	require.NoError(t, err)

@@ -39,5 +39,5 @@ func TestHeldByAgreesWithHolderList(t *testing.T) {
 	check("holders past the bound")
 	r.Unhold(a, "View")
 	check("dropped view only among the first")
-	require.NoError(t, tr.Release(r))
+	require.NoError(t, r.Release())
 }

@@ -16,10 +16,11 @@ type LeakReport struct {
 
 // ReportDropped reports a handle of r dropped without Free (nil site: its
 // own; else Record.Hold's), no longer live; true: give its ownership up.
-func (t *Tracker) ReportDropped(r *Record, site *Site, how string) (reclaim bool) {
-	if r == nil || r.tracker != t || r.state() != stateLive {
+func (r *Record) ReportDropped(site *Site, how string) (reclaim bool) {
+	if r == nil || r.tracker == nil || r.state() != stateLive {
 		return true // nothing is kept for it: ownership goes
 	}
+	t := r.tracker
 	if site == nil && r.word.Or(ownDropped)&ownDropped != 0 {
 		return t.cfg.reclaimLeaks // the own handle has one finalizer: a second report is a caller's repeat
 	}

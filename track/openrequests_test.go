@@ -25,7 +25,7 @@ func TestOpenRequestsLargestAndOldest(t *testing.T) {
 	bigL := track.WithLabels(big, "route", "/big")
 	recs = append(recs, recordA(tr, bigL, 1000, "tensor"), recordB(tr, bigL, 3000))
 	peakGone := recordA(tr, track.WithLabels(bigL, "layer", "1"), 5000, "tensor")
-	require.NoError(t, tr.Release(peakGone)) // its peak stays
+	require.NoError(t, peakGone.Release()) // its peak stays
 	clk.advance(time.Minute)
 
 	ended, endEnded := track.WithRequest(context.Background())
@@ -160,7 +160,7 @@ func TestFilterInFlight(t *testing.T) {
 	held := recordA(tr, ctx, 100, "tensor")
 	handed := recordA(tr, ctx, 10, "tensor")
 	owner := &track.Owner{Name: "cache", MaxBytes: 1 << 20}
-	require.NoError(t, tr.HandOver(handed, owner))
+	require.NoError(t, handed.HandOver(owner))
 	none := recordA(tr, context.Background(), 1, "tensor")
 
 	snap, err := tr.SnapshotOf(track.Filter{InFlight: true, Allocations: true})
@@ -182,6 +182,6 @@ func TestFilterInFlight(t *testing.T) {
 	snap, err = tr.SnapshotOf(track.Filter{InFlight: true, Allocations: true})
 	require.NoError(t, err)
 	assert.Empty(t, snap.Allocations, "its request ended: outlived now")
-	require.NoError(t, tr.HandBack(handed, owner))
+	require.NoError(t, handed.HandBack(owner))
 	release(t, tr, held, handed, none)
 }

@@ -279,8 +279,9 @@ func (t *Tracker) Owners() []OwnerStats {
 // the last owner lets go, r is its request's again (outlived if the
 // request has ended). A nil o, or r not live through t, is an error
 // matching ErrMisuse.
-func (t *Tracker) HandOver(r *Record, o *Owner) error {
-	if err := t.owns(r, "handed over"); err != nil {
+func (r *Record) HandOver(o *Owner) error {
+	t, err := r.recorder()
+	if err != nil {
 		return err
 	}
 	if o == nil {
@@ -351,8 +352,9 @@ func (t *Tracker) setOutlivedLocked(r *Record, was, now bool) {
 // theirs to end. After the last owner lets go, r is no longer held: it is
 // in flight under its request again, or outlived if that request has ended
 // or it had none. A record o does not hold is an error matching ErrMisuse.
-func (t *Tracker) HandBack(r *Record, o *Owner) error {
-	if err := t.owns(r, "handed back"); err != nil {
+func (r *Record) HandBack(o *Owner) error {
+	t, err := r.recorder()
+	if err != nil {
 		return err
 	}
 	var b *ownerBook
@@ -367,8 +369,9 @@ func (t *Tracker) HandBack(r *Record, o *Owner) error {
 // (an owner is collected once no handle it holds is reachable, so o may be
 // gone). It is HandBack for an allocator's drop path; a record o does not
 // hold is an error matching ErrMisuse.
-func (t *Tracker) HandBackDropped(r *Record, o weak.Pointer[Owner]) error {
-	if err := t.owns(r, "handed back"); err != nil {
+func (r *Record) HandBackDropped(o weak.Pointer[Owner]) error {
+	t, err := r.recorder()
+	if err != nil {
 		return err
 	}
 	return t.handBack(r, func(h ownerHold) bool { return h.book.owner == o })

@@ -54,7 +54,7 @@ func BenchmarkRecordPastWalkCacheRatio(b *testing.B) {
 		if err := newLike(ctx, tr, r); err != nil {
 			b.Fatal(err)
 		}
-		if err := tr.Release(r); err != nil {
+		if err := r.Release(); err != nil {
 			b.Fatal(err)
 		}
 	}

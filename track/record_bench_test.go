@@ -43,7 +43,7 @@ func benchRecordRelease(b *testing.B, opts ...track.Option) {
 			if err := tr.Record(ctx, rec, 0); err != nil {
 				b.Fatal(err)
 			}
-			if err := tr.Release(rec); err != nil {
+			if err := rec.Release(); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -73,7 +73,7 @@ func BenchmarkRecordReleasePreallocated(b *testing.B) {
 			if err := tr.Record(ctx, &recs[i], 0); err != nil {
 				b.Fatal(err)
 			}
-			if err := tr.Release(&recs[i]); err != nil {
+			if err := (&recs[i]).Release(); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -33,7 +33,7 @@ func BenchmarkWithLabelsRequestRatio(b *testing.B) {
 			}
 		}
 		for i := range recs {
-			if err := tr.Release(&recs[i]); err != nil {
+			if err := (&recs[i]).Release(); err != nil {
 				b.Fatal(err)
 			}
 		}

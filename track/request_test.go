@@ -77,18 +77,18 @@ func TestHandOver(t *testing.T) {
 	ctx, end := track.WithRequest(context.Background())
 	cached := recordA(tr, ctx, 100, "mask")
 	stored := recordA(tr, ctx, 10, "kv")
-	require.NoError(t, tr.HandOver(cached, bounded))
-	require.NoError(t, tr.HandOver(stored, unbounded))
+	require.NoError(t, cached.HandOver(bounded))
+	require.NoError(t, stored.HandOver(unbounded))
 	assert.Equal(t, int64(10), outlived(t, tr), "an owner without a bound is judged at once")
 	end()
 	assert.Equal(t, int64(10), outlived(t, tr), "what a bounded owner holds never outlives its request")
 
-	require.NoError(t, tr.HandOver(stored, bounded))
-	require.NoError(t, tr.HandBack(stored, unbounded))
+	require.NoError(t, stored.HandOver(bounded))
+	require.NoError(t, stored.HandBack(unbounded))
 	assert.Zero(t, outlived(t, tr), "moved to a bounded owner")
-	require.NoError(t, tr.HandOver(cached, unbounded))
+	require.NoError(t, cached.HandOver(unbounded))
 	assert.Equal(t, int64(100), outlived(t, tr), "an unbounded owner holds it too: judged")
-	require.NoError(t, tr.HandBack(cached, bounded))
+	require.NoError(t, cached.HandBack(bounded))
 	assert.Equal(t, int64(100), outlived(t, tr), "moved to an unbounded owner")
 
 	snap := tr.Snapshot()
@@ -99,14 +99,10 @@ func TestHandOver(t *testing.T) {
 	assert.Same(t, unbounded, owners[cached.ID()])
 	assert.Same(t, bounded, owners[stored.ID()])
 
-	assert.ErrorIs(t, tr.HandOver(cached, nil), track.ErrMisuse)
+	assert.ErrorIs(t, cached.HandOver(nil), track.ErrMisuse)
 	release(t, tr, cached, stored)
 	assert.Zero(t, outlived(t, tr))
-	assert.ErrorIs(t, tr.HandOver(cached, bounded), track.ErrMisuse, "a released record")
-	other := newTracker(t)
-	r := recordA(other, context.Background(), 1, "tensor")
-	assert.ErrorIs(t, tr.HandOver(r, bounded), track.ErrMisuse, "another tracker's record")
-	release(t, other, r)
+	assert.ErrorIs(t, cached.HandOver(bounded), track.ErrMisuse, "a released record")
 }
 
 func TestRequestFilterFindsRelabeledTensors(t *testing.T) {
@@ -114,8 +110,8 @@ func TestRequestFilterFindsRelabeledTensors(t *testing.T) {
 	ctx, end := track.WithRequest(context.Background())
 	defer end()
 	r := recordA(tr, ctx, 64, "mask")
-	require.NoError(t, tr.SetLabels(r, track.NewLabels("cache", "c")))
-	require.NoError(t, tr.HandOver(r, &track.Owner{Name: "c", MaxBytes: 1024}))
+	require.NoError(t, r.SetLabels(track.NewLabels("cache", "c")))
+	require.NoError(t, r.HandOver(&track.Owner{Name: "c", MaxBytes: 1024}))
 	other := recordA(tr, context.Background(), 64, "mask")
 	snap, err := tr.SnapshotOf(track.Filter{Request: ctx, Allocations: true})
 	require.NoError(t, err)
@@ -144,14 +140,14 @@ func TestRequestEndRacesRelease(t *testing.T) {
 		wg.Go(end)
 		wg.Go(func() {
 			for _, r := range recs[:32] {
-				if err := tr.Release(r); err != nil {
+				if err := r.Release(); err != nil {
 					t.Error(err)
 				}
 			}
 		})
 		wg.Go(func() {
 			for _, r := range recs[32:48] {
-				if err := tr.HandOver(r, owner); err != nil {
+				if err := r.HandOver(owner); err != nil {
 					t.Error(err)
 				}
 			}

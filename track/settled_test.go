@@ -141,11 +141,11 @@ func TestSettleWhileRequestsComeAndGo(t *testing.T) {
 				ctx = track.WithLabels(ctx, "worker", fmt.Sprint(w))
 				a := recordA(tr, ctx, int64(64*(i%7+1)), "tensor")
 				b := recordB(tr, ctx, 32)
-				if err := tr.Release(b); err != nil {
+				if err := b.Release(); err != nil {
 					panic(err)
 				}
 				end() // a outlives its request
-				if err := tr.Release(a); err != nil {
+				if err := a.Release(); err != nil {
 					panic(err)
 				}
 			}

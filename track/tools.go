@@ -172,10 +172,11 @@ func (m *Misuse) MadeUnder(ctx context.Context) bool { return madeUnder(m.req, c
 // its history if kept, and listed by MisuseSince. NoteMisuse fills m's ID,
 // Bytes, Labels, Allocated and Seq from r; other kinds, or a nil r, note
 // nothing.
-func (t *Tracker) NoteMisuse(r *Record, m Misuse) {
-	if r == nil || m.Kind != EventDoubleFree && m.Kind != EventUseAfterFree {
+func (r *Record) NoteMisuse(m Misuse) {
+	if r == nil || r.tracker == nil || m.Kind != EventDoubleFree && m.Kind != EventUseAfterFree {
 		return
 	}
+	t := r.tracker
 	m.ID, m.Bytes, m.Labels, m.Allocated, m.req = r.ID(), r.Bytes, r.Labels(), r.Site(), r.req
 	site := m.SecondFree
 	if m.Kind == EventUseAfterFree {

@@ -35,7 +35,7 @@ func newTracker(t *testing.T, opts ...track.Option) *track.Tracker {
 func release(t testing.TB, tr *track.Tracker, rs ...*track.Record) {
 	t.Helper()
 	for _, r := range rs {
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, r.Release())
 	}
 }
 
@@ -79,7 +79,7 @@ func TestSitesAreInternedPerStack(t *testing.T) {
 	assert.Greater(t, loc.Line, 0)
 	assert.Contains(t, recs[0].Site().Stack(""), "TestSitesAreInternedPerStack")
 	for _, r := range recs {
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, r.Release())
 	}
 }
 
@@ -101,28 +101,24 @@ func TestStackTableOverflowIsCounted(t *testing.T) {
 	require.Len(t, snap.Top(5), 2)
 	assert.True(t, snap.Top(5)[1].Site.Overflow() || snap.Top(5)[0].Site.Overflow())
 	for _, r := range []*track.Record{a, b, c} {
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, r.Release())
 	}
 }
 
 func TestReleaseMisuse(t *testing.T) {
 	tr := newTracker(t, track.Name("one"))
-	other := newTracker(t, track.Name("two"))
 	ctx := context.Background()
 	r := recordA(tr, ctx, 16, "tensor")
 
-	err := other.Release(r)
-	assert.ErrorIs(t, err, track.ErrMisuse)
-	assert.Contains(t, err.Error(), `"one"`)
 	assert.ErrorIs(t, tr.Record(ctx, r, 0), track.ErrMisuse)
-	require.NoError(t, tr.Release(r))
-	assert.ErrorIs(t, tr.Release(r), track.ErrMisuse)
-	assert.ErrorIs(t, tr.Release(&track.Record{}), track.ErrMisuse)
-	assert.ErrorIs(t, tr.Release(nil), track.ErrMisuse)
+	require.NoError(t, r.Release())
+	assert.ErrorIs(t, r.Release(), track.ErrMisuse)
+	assert.ErrorIs(t, (&track.Record{}).Release(), track.ErrMisuse)
+	assert.ErrorIs(t, (*track.Record)(nil).Release(), track.ErrMisuse)
 	assert.ErrorIs(t, tr.Record(ctx, nil, 0), track.ErrMisuse)
 	assert.ErrorIs(t, tr.Record(ctx, &track.Record{Bytes: -1}, 0), track.ErrMisuse)
-	assert.EqualValues(t, 6, tr.Totals().Misuse)
-	assert.EqualValues(t, 1, other.Totals().Misuse)
+	// A record that was never recorded has no tracker to count it.
+	assert.EqualValues(t, 4, tr.Totals().Misuse)
 	assert.EqualValues(t, 0, tr.Totals().LiveCount)
 }
 
@@ -145,7 +141,7 @@ func TestTotalsAndPeak(t *testing.T) {
 	ctx := context.Background()
 	a := recordA(tr, ctx, 100, "tensor")
 	b := recordA(tr, ctx, 50, "tensor")
-	require.NoError(t, tr.Release(a))
+	require.NoError(t, a.Release())
 	c := recordB(tr, ctx, 10)
 	tt := tr.Totals()
 	assert.EqualValues(t, 2, tt.LiveCount)
@@ -154,8 +150,8 @@ func TestTotalsAndPeak(t *testing.T) {
 	assert.EqualValues(t, 3, tt.Allocs)
 	assert.EqualValues(t, 160, tt.AllocBytes)
 	assert.EqualValues(t, 1, tt.Frees)
-	require.NoError(t, tr.Release(b))
-	require.NoError(t, tr.Release(c))
+	require.NoError(t, b.Release())
+	require.NoError(t, c.Release())
 }
 
 func TestSnapshotGroupsAndFilters(t *testing.T) {
@@ -202,9 +198,9 @@ func TestSnapshotGroupsAndFilters(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, aged.Groups)
 
-	require.NoError(t, tr.Release(recs[3]))
+	require.NoError(t, (recs[3]).Release())
 	for _, r := range recs[:3] {
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, r.Release())
 	}
 	sites := tr.SiteTotals()
 	require.Len(t, sites, 2)
@@ -250,12 +246,12 @@ func TestConcurrentRecordRelease(t *testing.T) {
 					_ = tr.Snapshot()
 				}
 				if len(held) > 10 {
-					assert.NoError(t, tr.Release(held[0]))
+					assert.NoError(t, (held[0]).Release())
 					held = held[1:]
 				}
 			}
 			for _, r := range held {
-				assert.NoError(t, tr.Release(r))
+				assert.NoError(t, r.Release())
 			}
 		}()
 	}
@@ -279,15 +275,15 @@ func TestWatchLeaksSubscribes(t *testing.T) {
 	stop := tr.WatchLeaks(func(l track.LeakReport) { got = append(got, l.ID) })
 	a := recordA(tr, context.Background(), 8, "tensor")
 	b := recordA(tr, context.Background(), 8, "tensor")
-	assert.True(t, tr.ReportDropped(a, nil, ""), "reclaimed: the ReclaimLeaks default")
-	tr.ReportDropped(a, nil, "") // each record's own handle is reported once
+	assert.True(t, a.ReportDropped(nil, ""), "reclaimed: the ReclaimLeaks default")
+	a.ReportDropped(nil, "") // each record's own handle is reported once
 	stop()
 	stop()
-	tr.ReportDropped(b, nil, "")
+	b.ReportDropped(nil, "")
 	assert.Equal(t, []uint64{a.ID()}, got)
 	assert.EqualValues(t, 2, tr.Totals().GCLeaks)
-	require.NoError(t, tr.Release(a))
-	require.NoError(t, tr.Release(b))
+	require.NoError(t, a.Release())
+	require.NoError(t, b.Release())
 }
 
 func TestGroupsByLabelContent(t *testing.T) {
@@ -304,7 +300,7 @@ func TestGroupsByLabelContent(t *testing.T) {
 	assert.Nil(t, snap.Top(-1))
 	assert.Nil(t, snap.Top(0))
 	for _, r := range recs {
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, r.Release())
 	}
 	//lint:ignore SA1012 WithLabels reads a nil ctx as context.Background(); this checks that it does
 	assert.Equal(t, "{a=1}", track.LabelsFrom(track.WithLabels(nil, "a", "1")).String())
@@ -330,7 +326,7 @@ func TestSelectFiltersAsSnapshotOf(t *testing.T) {
 		assert.Equal(t, direct.Groups, selected.Groups, "filter %+v", f)
 	}
 	for _, r := range recs {
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, r.Release())
 	}
 }
 
@@ -374,7 +370,7 @@ func TestLiveByClassKeepsListedClassesPastTheBound(t *testing.T) {
 	}
 	assert.Equal(t, track.ClassStats{Kind: "tensorlife.other", LiveCount: perKind * (kinds - listed), LiveBytes: otherBytes}, classes[0])
 	for _, r := range recs {
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, r.Release())
 	}
 }
 
@@ -385,7 +381,7 @@ func TestSiteSnapshotMatchesSnapshotSites(t *testing.T) {
 	ctx := context.Background()
 	a := recordA(tr, ctx, 16, "tensor")
 	b := recordB(tr, ctx, 8)
-	require.NoError(t, tr.Release(b))
+	require.NoError(t, b.Release())
 	full, err := tr.SnapshotOf(track.Filter{Kind: "tensor"})
 	require.NoError(t, err)
 	sites := tr.SiteSnapshot()
@@ -401,7 +397,7 @@ func TestSiteSnapshotMatchesSnapshotSites(t *testing.T) {
 		assert.Equal(t, full.Sites[i].AllocCount, st.AllocCount)
 		assert.Equal(t, full.Sites[i].AllocBytes, st.AllocBytes)
 	}
-	require.NoError(t, tr.Release(a))
+	require.NoError(t, a.Release())
 }
 
 // Labels are bounded whatever a request puts in them: long keys and values
@@ -518,7 +514,7 @@ func TestLeakCallbackPanicIsRecovered(t *testing.T) {
 	stop := tr.WatchLeaks(func(l track.LeakReport) { seen = append(seen, l.ID) })
 	defer stop()
 	r := recordA(tr, context.Background(), 8, "tensor")
-	assert.NotPanics(t, func() { tr.ReportDropped(r, nil, "") })
+	assert.NotPanics(t, func() { r.ReportDropped(nil, "") })
 	assert.Equal(t, []uint64{r.ID()}, seen, "the other callbacks still hear of it")
 	assert.Equal(t, int64(1), tr.Totals().GCLeaks)
 	release(t, tr, r)

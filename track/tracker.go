@@ -403,27 +403,23 @@ func (sh *shardData) takeID(t *Tracker, i uint32) uint64 {
 	return id
 }
 
-// owns checks that r was recorded by t, counting misuse; verb says what was
-// being done, for the error.
-func (t *Tracker) owns(r *Record, verb string) error {
+// recorder returns the tracker that recorded r, or the error of a record
+// that was never recorded.
+func (r *Record) recorder() (*Tracker, error) {
 	if r == nil {
-		t.misuse.Add(1)
-		return errNilRecord
+		return nil, errNilRecord
 	}
-	if r.tracker != t {
-		t.misuse.Add(1)
-		if r.tracker == nil {
-			return errNotRecorded
-		}
-		return fmt.Errorf("%w: record %d of tracker %q %s through %q",
-			ErrMisuse, r.id, r.tracker.cfg.name, verb, t.cfg.name)
+	if r.tracker == nil {
+		return nil, errNotRecorded
 	}
-	return nil
+	return r.tracker, nil
 }
 
-// Release removes r; a second release is an error matching ErrMisuse.
-func (t *Tracker) Release(r *Record) error {
-	if err := t.owns(r, "released"); err != nil {
+// Release removes r from its tracker's books; a second release is an error
+// matching ErrMisuse, as is a record never recorded.
+func (r *Record) Release() error {
+	t, err := r.recorder()
+	if err != nil {
 		return err
 	}
 	for {
@@ -483,8 +479,9 @@ func (t *Tracker) Release(r *Record) error {
 
 // SetLabels replaces the labels of the live record r, for every handle (a
 // cache labels what it adopts); a record not live is an error (ErrMisuse).
-func (t *Tracker) SetLabels(r *Record, l Labels) error {
-	if err := t.owns(r, "relabeled"); err != nil {
+func (r *Record) SetLabels(l Labels) error {
+	t, err := r.recorder()
+	if err != nil {
 		return err
 	}
 	if r.state() != stateLive {

@@ -18,6 +18,6 @@ func Example() {
 	var b strings.Builder
 	format.WriteSites(&b, "top live sites", lines)
 	fmt.Println(lines[0].Function, lines[0].Bytes, strings.Contains(b.String(), "4 KiB in 1 tensor"))
-	_ = tr.Release(r)
+	_ = r.Release()
 	// Output: github.com/tensorlife/tensorlife/internal/sitelist_test.Example 4096 true
 }

@@ -15,7 +15,7 @@ func Example() {
 	httptrack.HandleFunc(mux, "POST /generate", func(w http.ResponseWriter, r *http.Request) {
 		kv := &track.Record{Bytes: 1 << 20, Meta: track.InternMeta("kv-cache", "host", "", nil)}
 		_ = tr.Record(r.Context(), kv, 0) // the request's KV cache
-		_ = tr.Release(kv)
+		_ = kv.Release()
 	})
 	mux.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/generate", nil))
 	for _, k := range tr.RequestCosts() {

@@ -34,11 +34,11 @@ func TestRouteBeginsAndEndsRequests(t *testing.T) {
 		assert.Equal(t, "POST /generate", v)
 		scratch := record(t, tr, r.Context(), 1<<20)
 		open = tr.OpenRequests(1)
-		require.NoError(t, tr.Release(scratch))
+		require.NoError(t, scratch.Release())
 		kept = append(kept, record(t, tr, r.Context(), 4096)) // kept past the request: outlives it
 	})
 	httptrack.Handle(mux, "GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		require.NoError(t, tr.Release(record(t, tr, r.Context(), 64)))
+		require.NoError(t, (record(t, tr, r.Context(), 64)).Release())
 	}))
 	for range 3 {
 		mux.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/generate", nil))
@@ -61,7 +61,7 @@ func TestRouteBeginsAndEndsRequests(t *testing.T) {
 	assert.Equal(t, int64(3*4096), kinds[1].OutlivedBytes)
 
 	for _, r := range kept {
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, r.Release())
 	}
 	tracktest.VerifyNone(t, tr)
 }
@@ -75,7 +75,7 @@ func TestRouteOutsideAMux(t *testing.T) {
 		assert.Zero(t, track.LabelsFrom(r.Context()).Len())
 		x := record(t, tr, r.Context(), 8)
 		assert.Equal(t, 1, tr.OpenRequests(0).Count)
-		require.NoError(t, tr.Release(x))
+		require.NoError(t, x.Release())
 	}))
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
 	assert.Zero(t, tr.OpenRequests(0).Count)

@@ -69,7 +69,7 @@ func (tb *tickBench) request(b *testing.B) {
 	}
 	end()
 	if tb.prev != nil {
-		if err := tb.tr.Release(tb.prev); err != nil {
+		if err := tb.prev.Release(); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -148,7 +148,7 @@ func newOwnerBench(b *testing.B, owners int) *ownerBench {
 		if err := tr.Record(context.Background(), r, 0); err != nil {
 			b.Fatal(err)
 		}
-		if err := tr.HandOver(r, o); err != nil {
+		if err := r.HandOver(o); err != nil {
 			b.Fatal(err)
 		}
 		ob.owners, ob.recs = append(ob.owners, o), append(ob.recs, r)
@@ -167,10 +167,10 @@ func newOwnerBench(b *testing.B, owners int) *ownerBench {
 func (ob *ownerBench) window(b *testing.B) {
 	ob.i = (ob.i + 1) % len(ob.owners)
 	o, r := ob.owners[ob.i], ob.recs[ob.i]
-	if err := ob.tr.HandBack(r, o); err != nil {
+	if err := r.HandBack(o); err != nil {
 		b.Fatal(err)
 	}
-	if err := ob.tr.HandOver(r, o); err != nil {
+	if err := r.HandOver(o); err != nil {
 		b.Fatal(err)
 	}
 	if err := ob.w.Tick(); err != nil {

@@ -32,7 +32,7 @@ func serve(tr *track.Tracker, cache *[]*track.Record) {
 			*cache = append(*cache, mask)
 			continue
 		}
-		if err := tr.Release(mask); err != nil {
+		if err := mask.Release(); err != nil {
 			panic(err)
 		}
 	}

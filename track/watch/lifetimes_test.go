@@ -40,7 +40,7 @@ func record(t testing.TB, ctx context.Context, tr *track.Tracker, bytes int64) *
 func release(t testing.TB, tr *track.Tracker, rs ...*track.Record) {
 	t.Helper()
 	for _, r := range rs {
-		require.NoError(t, tr.Release(r))
+		require.NoError(t, r.Release())
 	}
 }
 
@@ -221,7 +221,7 @@ func TestOwners(t *testing.T) {
 				defer end()
 				release(t, tr, record(t, ctx, tr, 32<<10)) // in flight
 				e := cacheEntry(t, ctx, tr)
-				require.NoError(t, tr.HandOver(e, owner))
+				require.NoError(t, e.HandOver(owner))
 				cache = append(cache, e)
 				if bounded && len(cache) > 8 { // evict one, as an LRU does
 					i := rng.IntN(len(cache))

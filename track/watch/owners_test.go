@@ -13,7 +13,7 @@ import (
 //go:noinline
 func fillOwner(t testing.TB, tr *track.Tracker, o *track.Owner) *track.Record {
 	r := record(t, context.Background(), tr, 64<<10)
-	require.NoError(t, tr.HandOver(r, o))
+	require.NoError(t, r.HandOver(o))
 	return r
 }
 

@@ -143,7 +143,7 @@ func viaSites(t testing.TB, tr *track.Tracker, bits, n int) {
 		via(i, bits, func() {
 			r := &track.Record{Bytes: 256, Meta: track.InternMeta("activations", "host", "", nil)}
 			require.NoError(t, tr.Record(ctx, r, 0))
-			require.NoError(t, tr.Release(r))
+			require.NoError(t, r.Release())
 		})
 	}
 }

@@ -39,7 +39,7 @@ func (d *siteDriver) setLive(t testing.TB, n int) {
 		d.recs = append(d.recs, r)
 	}
 	for len(d.recs) > n {
-		require.NoError(t, d.tr.Release(d.recs[len(d.recs)-1]))
+		require.NoError(t, (d.recs[len(d.recs)-1]).Release())
 		d.recs = d.recs[:len(d.recs)-1]
 	}
 }
@@ -510,7 +510,7 @@ func TestWatcherConcurrentTicks(t *testing.T) {
 					leak.setLive(t, i+1)
 					leakMu.Unlock()
 				}
-				if err := tr.Release(r); err != nil {
+				if err := r.Release(); err != nil {
 					t.Error(err)
 				}
 				if err := w.Tick(); err != nil && !errors.Is(err, watch.ErrStopped) {
@@ -536,7 +536,7 @@ func agentRequest(t *testing.T, tr *track.Tracker, tokens int, keep func(step in
 		mask := &track.Record{Bytes: int64(n * n), Meta: track.InternMeta("mask", "cuda:0", "bool", []int{n, n})}
 		require.NoError(t, tr.Record(context.Background(), mask, 0))
 		if !keep(step, mask) {
-			require.NoError(t, tr.Release(mask))
+			require.NoError(t, mask.Release())
 		}
 	}
 }
@@ -617,5 +617,5 @@ func TestEmptyWindowAllocatesNothing(t *testing.T) {
 	require.NoError(t, w.Tick())
 	assert.Zero(t, testing.AllocsPerRun(100, func() { require.NoError(t, w.Tick()) }))
 	assert.Equal(t, uint64(101+1), w.WindowsEnded())
-	require.NoError(t, tr.Release(r))
+	require.NoError(t, r.Release())
 }

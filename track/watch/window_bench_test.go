@@ -64,7 +64,7 @@ func (sf *siteFlip) record(i int) *track.Record {
 func (sf *siteFlip) flip(b *testing.B, k int) {
 	for i := range k {
 		if sf.grown {
-			if err := sf.tr.Release(sf.extra[i]); err != nil {
+			if err := (sf.extra[i]).Release(); err != nil {
 				b.Fatal(err)
 			}
 		} else {
