@@ -100,7 +100,7 @@ func WriteSummary(w io.Writer, tr *track.Tracker, opts ...Option) error {
 	if tr == nil {
 		return track.ErrNilTracker
 	}
-	cfg := config{top: DefaultTopSites, now: time.Now}
+	cfg := config{top: DefaultTopSites, now: tr.Now} // the tracker's clock, injected or the wall's
 	if err := invariants.ApplyOptions(&cfg, opts, Option.apply, ErrInvalidOption); err != nil {
 		return err
 	}

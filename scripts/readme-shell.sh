@@ -86,9 +86,11 @@ for b in "${blocks[@]}"; do
 	(cd "$clone" && env -i "${envs[@]}" bash --noprofile --norc -e "$b") >"$work/out" 2>&1
 	got=$?
 	set -e
+	# The whole output, as the newcomer sees it: the "Two commands" block is
+	# where CI runs the README's test command, so go test's lines show here.
+	cat "$work/out"
 	if [[ $got != "$want" ]]; then
-		echo "readme-shell: README.md:$line ended with status $got, not $want; its output:" >&2
-		tail -n 40 "$work/out" | sed 's/^/    /' >&2
+		echo "readme-shell: README.md:$line ended with status $got, not $want" >&2
 		failed=1
 	fi
 done

@@ -227,7 +227,7 @@ type group struct {
 // It may be called from any goroutine; it does not stop the tracker.
 //
 // Without BudgetLine, the line drawn is the budget of the pools made with
-// tr (they attach themselves to it, see track.Tracker.Parts): their sum, as
+// tr (they attach themselves to it, see track.Attach): their sum, as
 // the picture sums every device; none if no pool of tr has a budget.
 func Build(tr *track.Tracker, opts ...Option) (*Timeline, error) {
 	if tr == nil {

@@ -59,7 +59,7 @@ func openRequests() error {
 		return track.WithLabels(ctx, kv...), end
 	}
 	for i := range 20 { // requests that ended: what a prompt costs
-		ctx, end := begin("route", "/generate")
+		ctx, end := begin("route", "POST /generate")
 		kv, err := prefill(ctx, p, 1+i%4)
 		for _, x := range kv {
 			x.Free()
@@ -71,7 +71,7 @@ func openRequests() error {
 	}
 	for i := range 100 {
 		now = now.Add(time.Millisecond)
-		ctx, end := begin("route", "/embed", "request", fmt.Sprint("e", i))
+		ctx, end := begin("route", "POST /embed", "request", fmt.Sprint("e", i))
 		defer end()
 		x, err := tensor.Make(ctx, p, tensor.Spec{DType: tensor.Float32, Shape: tensor.Shape{1024}, Kind: "activations"})
 		if err != nil {
@@ -82,7 +82,7 @@ func openRequests() error {
 	now = now.Add(time.Minute)
 	for i, blocks := range []int{7, 4, 4} {
 		now = now.Add(10 * time.Second)
-		ctx, end := begin("route", "/generate", "request", fmt.Sprint("g", i))
+		ctx, end := begin("route", "POST /generate", "request", fmt.Sprint("g", i))
 		defer end()
 		kv, err := prefill(ctx, p, blocks)
 		held = append(held, kv...)
@@ -91,7 +91,7 @@ func openRequests() error {
 		}
 	}
 	now = now.Add(20 * time.Second)
-	ctx, end := begin("route", "/generate", "request", "g3")
+	ctx, end := begin("route", "POST /generate", "request", "g3")
 	defer end()
 	kv, err := prefill(ctx, p, 4) // refused at its first block
 	held = append(held, kv...)
