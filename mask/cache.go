@@ -361,6 +361,11 @@ type CacheStats struct {
 	Rejected   int64 // entries not cached: costing more than the budget
 }
 
+// PartInfo says what the cache is, for its tracker's readers (a Cache is a
+// track.Part): a part that holds no device memory of its own, since its
+// masks' blocks are their allocator's. A summary reads its Stats.
+func (c *Cache) PartInfo() track.PartInfo { return track.PartInfo{Kind: "cache", Left: -1} }
+
 // Stats reads the cache's figures without
 // waiting for its lock. Each figure is exact; they are not read at one
 // instant together. Evictions count entries dropped to keep the bounds;

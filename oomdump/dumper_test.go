@@ -385,6 +385,8 @@ type panickyPool struct{ _ int }
 
 func (*panickyPool) Stats() pool.Stats { panic("figures bug") }
 
+func (*panickyPool) PartInfo() track.PartInfo { return track.PartInfo{Kind: "pool", Left: -1} }
+
 // TestPanickingSourceLeavesItsDumpWhole guards the host against the parts
 // a dump reads: a panic in a pool's Stats, on the dumper's goroutine, is
 // recovered by the summary's reading, counted on the tracker and logged,

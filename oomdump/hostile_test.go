@@ -12,10 +12,10 @@ import (
 	"github.com/tensorlife/tensorlife/track"
 )
 
-// hostileReserver is an allocator on the tracker whose Reserved panics.
-type hostileReserver struct{}
+// hostileReserver is an allocator on the tracker whose PartInfo panics.
+type hostileReserver struct{ _ int }
 
-func (*hostileReserver) Reserved() (string, int64) { panic("hostile Reserved") }
+func (*hostileReserver) PartInfo() track.PartInfo { panic("hostile PartInfo") }
 
 // A part that panics is read on the out-of-memory path (the pool's error)
 // and by the dump's summary: neither lets it through, the dump is written
@@ -36,6 +36,6 @@ func TestDumpSurvivesAHostilePart(t *testing.T) {
 	summary, err := os.ReadFile(dump.Files[1])
 	require.NoError(t, err)
 	assert.Contains(t, string(summary), "Unread parts")
-	assert.Contains(t, string(summary), "hostileReserver.Reserved panicked")
+	assert.Contains(t, string(summary), "hostileReserver.PartInfo panicked")
 	runtime.KeepAlive(part)
 }

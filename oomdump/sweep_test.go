@@ -38,6 +38,8 @@ func TestMain(m *testing.M) {
 // the summary asks, then waits for standard input to close.
 type stuckPool struct{ _ int }
 
+func (*stuckPool) PartInfo() track.PartInfo { return track.PartInfo{Kind: "pool", Left: -1} }
+
 func (*stuckPool) Stats() pool.Stats {
 	_, _ = os.Stdout.WriteString("writing\n")
 	_, _ = io.Copy(io.Discard, os.Stdin)

@@ -27,13 +27,19 @@ type (
 	panicWatcher  struct{}
 )
 
-func (*panicReserver) Reserved() (string, int64) { panic("hostile Reserved") }
-func (*panicPool) Stats() pool.Stats             { panic("hostile pool Stats") }
-func (*panicCache) Stats() mask.CacheStats       { panic("hostile cache Stats") }
-func (*panicWatcher) Rules() watch.Rules         { panic("hostile Rules") }
-func (*panicWatcher) WindowsEnded() uint64       { panic("hostile WindowsEnded") }
-func (*panicWatcher) SuspectCount() int          { panic("hostile SuspectCount") }
-func (*panicWatcher) Suspects() []watch.Suspect  { panic("hostile Suspects") }
+func (*panicReserver) PartInfo() track.PartInfo { panic("hostile PartInfo") }
+
+// The other hostile parts say what they are; their own methods panic.
+func (*panicPool) PartInfo() track.PartInfo    { return track.PartInfo{Kind: "pool", Left: -1} }
+func (*panicCache) PartInfo() track.PartInfo   { return track.PartInfo{Kind: "cache", Left: -1} }
+func (*panicWatcher) PartInfo() track.PartInfo { return track.PartInfo{Kind: "watcher", Left: -1} }
+
+func (*panicPool) Stats() pool.Stats            { panic("hostile pool Stats") }
+func (*panicCache) Stats() mask.CacheStats      { panic("hostile cache Stats") }
+func (*panicWatcher) Rules() watch.Rules        { panic("hostile Rules") }
+func (*panicWatcher) WindowsEnded() uint64      { panic("hostile WindowsEnded") }
+func (*panicWatcher) SuspectCount() int         { panic("hostile SuspectCount") }
+func (*panicWatcher) Suspects() []watch.Suspect { panic("hostile Suspects") }
 
 // The metrics callback reads every part: one that panics is left out of
 // the collection and counted in tensorlife.part.panics, and the rest is
@@ -43,7 +49,7 @@ func TestMetricsCallbackSurvivesHostileParts(t *testing.T) {
 		name   string
 		attach func(tr *track.Tracker) (report.Sources, any)
 	}{
-		{"Reserved", func(tr *track.Tracker) (report.Sources, any) {
+		{"PartInfo", func(tr *track.Tracker) (report.Sources, any) {
 			p := &panicReserver{}
 			track.Attach(tr, p)
 			return report.Sources{}, p

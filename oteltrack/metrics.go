@@ -131,7 +131,6 @@ import (
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/track"
-	"github.com/tensorlife/tensorlife/track/watch"
 )
 
 // Errors returned by this package.
@@ -368,22 +367,14 @@ func (m *Metrics) observe(ctx context.Context, o metric.Observer) error {
 	}
 	if len(reading.Watchers) > 0 {
 		// Suspects of several watchers add up; the flags are the tracker's.
-		// Each watcher is a part, read under recover: one that panics is
-		// left out of this collection and counted.
+		// Each watcher is a part, read through the tracker's seam with the
+		// others (report.Sources.Read): one that panicked is not here.
 		var suspects, windows int64
 		shortest := map[forecastKey]int64{}
 		for _, w := range reading.Watchers {
-			var list []watch.Suspect
-			var n int
-			var ended uint64
-			if track.Guard(m.tr, w, "WindowsEnded", func() { ended = w.WindowsEnded() }) != nil ||
-				track.Guard(m.tr, w, "SuspectCount", func() { n = w.SuspectCount() }) != nil ||
-				(n > 0 && track.Guard(m.tr, w, "Suspects", func() { list = w.Suspects() }) != nil) {
-				continue
-			}
-			suspects = sat.AddSat(suspects, int64(max(n, 0)))
-			windows = sat.AddSat(windows, int64(min(ended, math.MaxInt64)))
-			for _, sus := range list {
+			suspects = sat.AddSat(suspects, int64(len(w.Suspects)))
+			windows = sat.AddSat(windows, int64(min(w.WindowsEnded, math.MaxInt64)))
+			for _, sus := range w.Suspects {
 				shorter(shortest, forecastKey{sus.Device, sus.HeadroomOf}, sus.RunsOutIn)
 			}
 		}

@@ -123,16 +123,18 @@ func TestPoolSurvivesAHostileDevice(t *testing.T) {
 	})
 }
 
-// hostileReserver is another allocator on the tracker whose Reserved
+// hostileReserver is another allocator on the tracker whose PartInfo
 // panics.
-type hostileReserver struct{}
+type hostileReserver struct{ _ int }
 
-func (*hostileReserver) Reserved() (string, int64) { panic("hostile Reserved") }
+func (*hostileReserver) PartInfo() track.PartInfo { panic("hostile PartInfo") }
 
 // hugeReserver claims nearly all memory there is on the pool's device.
-type hugeReserver struct{}
+type hugeReserver struct{ _ int }
 
-func (*hugeReserver) Reserved() (string, int64) { return "host", math.MaxInt64 - 1 }
+func (*hugeReserver) PartInfo() track.PartInfo {
+	return track.PartInfo{Kind: "allocator", Device: "host", Reserved: math.MaxInt64 - 1, Left: -1}
+}
 
 // The out-of-memory path reads the other parts and the device: a panic in
 // either is recovered and counted, and the allocation returns its
@@ -140,11 +142,11 @@ func (*hugeReserver) Reserved() (string, int64) { return "host", math.MaxInt64 -
 func TestOutOfMemoryPathSurvivesHostileParts(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		part    track.Reserver
+		part    track.Part
 		methods []string
 		panics  int64
 	}{
-		{"another part's Reserved panics", &hostileReserver{}, nil, 1},
+		{"another part's PartInfo panics", &hostileReserver{}, nil, 1},
 		{"the device's MemInfo panics", nil, []string{"MemInfo"}, 1},
 		{"both", &hostileReserver{}, []string{"MemInfo"}, 2},
 		{"a huge claim beside the pool", &hugeReserver{}, nil, 0},

@@ -589,5 +589,5 @@ func (p *Pool) drain() (int64, error) {
 // tensorlife's on its device.
 var (
 	_ tensor.Allocator = (*Pool)(nil)
-	_ track.Reserver   = (*Pool)(nil)
+	_ track.Part       = (*Pool)(nil)
 )

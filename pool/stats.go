@@ -1,6 +1,9 @@
 package pool
 
-import "github.com/tensorlife/tensorlife/internal/counter"
+import (
+	"github.com/tensorlife/tensorlife/internal/counter"
+	"github.com/tensorlife/tensorlife/track"
+)
 
 // Stats are a pool's figures at one moment. Each is exact, but they are not read at one instant together:
 // while other goroutines allocate, Reserved may differ from Active+Cached by
@@ -97,8 +100,16 @@ func (p *Pool) stats() (s Stats, largestCached int64) {
 	return s, largestCached
 }
 
-// Reserved returns the pool's device and the bytes it holds there (a Pool
-// is a track.Reserver): what reports count as tensorlife's on the device.
+// PartInfo says what the pool holds, for the tracker's readers (a Pool is
+// a track.Part): its device, the bytes its blocks hold there (cached ones
+// too), and its headroom (Headroom).
+func (p *Pool) PartInfo() track.PartInfo {
+	budget, left := p.Headroom()
+	return track.PartInfo{Kind: "pool", Device: p.name, Reserved: p.reserved.Load(), Budget: budget, Left: left}
+}
+
+// Reserved returns the pool's device and the bytes it holds there: what
+// reports count as tensorlife's on the device.
 func (p *Pool) Reserved() (device string, bytes int64) {
 	return p.name, p.reserved.Load()
 }
@@ -108,7 +119,7 @@ func (p *Pool) Reserved() (device string, bytes int64) {
 // blocks handed out and the reservations admissions have not drawn (Admit),
 // since cached blocks go back to the device before an allocation is
 // refused; without a budget, the device's free memory (-1 if
-// MemInfo fails). A Pool is a track.Headroomer.
+// MemInfo fails).
 func (p *Pool) Headroom() (budget, left int64) {
 	if p.budget == 0 {
 		free, _, err := p.memInfo()

@@ -16,10 +16,9 @@ import (
 )
 
 // hostileAllocator is a part of the tracker whose every method panics.
-type hostileAllocator struct{}
+type hostileAllocator struct{ _ int }
 
-func (*hostileAllocator) Reserved() (string, int64) { panic("hostile Reserved") }
-func (*hostileAllocator) Headroom() (int64, int64)  { panic("hostile Headroom") }
+func (*hostileAllocator) PartInfo() track.PartInfo { panic("hostile PartInfo") }
 
 // The profile handler reads snapshots only: a tracker's hostile parts
 // neither reach it nor fail a request.

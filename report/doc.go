@@ -14,6 +14,6 @@
 // figures to code of its own, each pool read once, so that a pool's row and
 // its device's split agree; the OpenTelemetry bridge (oteltrack)
 // publishes them the same way. The device split tells the memory
-// tensorlife's allocators hold (track.Reserver) from what the device
+// tensorlife's parts hold (track.PartInfo) from what the device
 // reports as used outside them.
 package report

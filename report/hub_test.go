@@ -50,7 +50,9 @@ func TestSummaryOfTheTrackerAloneShowsItsParts(t *testing.T) {
 	assert.Equal(t, "hubdev", r.Devices[0].Device)
 	assert.Equal(t, r.Pools[0].Reserved, r.Devices[0].Reserved)
 	require.Len(t, r.Caches, 1)
-	assert.Equal(t, []report.SuspectSource{w}, r.Watchers)
+	require.Len(t, r.Watchers, 1)
+	assert.Equal(t, w.Rules(), r.Watchers[0].Rules)
+	assert.Equal(t, w.WindowsEnded(), r.Watchers[0].WindowsEnded)
 
 	// Closed parts leave the summary at once.
 	require.NoError(t, c.Close())

@@ -23,6 +23,14 @@ type CacheSource interface {
 	Stats() mask.CacheStats
 }
 
+// WatcherReading is what one growth watcher showed at one reading: its
+// settings, the windows it has ended and its suspects.
+type WatcherReading struct {
+	Rules        watch.Rules
+	WindowsEnded uint64
+	Suspects     []watch.Suspect
+}
+
 // SuspectSource is a growth watcher whose suspects a summary lists: a
 // *watch.Watcher.
 type SuspectSource interface {
@@ -123,89 +131,67 @@ type Reading struct {
 	// allocators by name, so two devices of one tracker need distinct
 	// names.
 	Devices []DeviceMemory
-	// Watchers are the growth watchers of the tracker, in the order they
-	// were made.
-	Watchers []SuspectSource
+	// Watchers are what the growth watchers of the tracker showed, in the
+	// order they were made.
+	Watchers []WatcherReading
 	// Skipped are the calls into sources that panicked, each a
 	// *track.PanicError naming the part and the method: their figures are
 	// missing from the reading. Empty when every source answered.
 	Skipped []error
 }
 
-// hasDevice is an allocator that says its device: a *pool.Pool, a
-// *tensor.DeviceAllocator.
-type hasDevice interface{ Device() tensor.Device }
-
-// hardware is a device that names its hardware (the CUDA device).
-type hardware interface{ UUID() string }
-
-// Read reads tr's parts (track.PartsOf) and s; tr may be nil, and then
-// only s counts. It reads counters and MemInfo only: O(parts + devices).
-// Every source's method is other code, called under recover (track.Guard):
-// one that panics is counted on tr (Totals.PartPanics), listed in
-// Reading.Skipped, and its figure is left out: a pool or cache is not
-// listed, a device's memory is unknown (DeviceMemory.Err).
+// Read reads tr's parts and s; tr may be nil, and then only s counts. It
+// reads counters and MemInfo only: O(parts + devices). Every part is read
+// through the tracker's seam (track.Read), and every source of s and every
+// device through the same guard (track.Guard): one that panics is counted
+// on tr (Totals.PartPanics), listed in Reading.Skipped, and its figure is
+// left out: a pool, cache or watcher is not listed, a device's memory is
+// unknown (DeviceMemory.Err).
 func (s Sources) Read(tr *track.Tracker) Reading {
-	var (
-		pools    []PoolSource
-		allocs   []track.Reserver
-		caches   []CacheSource
-		devicers []hasDevice
-	)
 	var r Reading
-	if tr != nil {
-		pools = track.PartsOf[PoolSource](tr)
-		allocs = track.PartsOf[track.Reserver](tr)
-		caches = track.PartsOf[CacheSource](tr)
-		devicers = track.PartsOf[hasDevice](tr)
-		r.Watchers = track.PartsOf[SuspectSource](tr)
-	}
 	reserved := make(map[string]int64)
-	addPool := func(p PoolSource) {
-		var st pool.Stats
-		if r.call(tr, p, "Stats", func() { st = p.Stats() }) { // read once: its reserved bytes come from here too
-			r.Pools = append(r.Pools, st)
-			reserved[st.Device] = counter.AddSat(reserved[st.Device], max(st.Reserved, 0))
-		}
-	}
-	addCache := func(c CacheSource) {
-		var st mask.CacheStats
-		if r.call(tr, c, "Stats", func() { st = c.Stats() }) {
-			r.Caches = append(r.Caches, st)
-		}
-	}
-	for _, p := range pools {
-		addPool(p)
-	}
-	for _, a := range allocs {
-		if _, isPool := a.(PoolSource); isPool {
-			continue // counted from its Stats above
-		}
-		device, bytes, err := readReserved(tr, a)
-		if err != nil {
-			r.Skipped = append(r.Skipped, err)
-			continue
-		}
-		reserved[device] = counter.AddSat(reserved[device], bytes)
-	}
-	for _, c := range caches {
-		addCache(c)
-	}
+	var pools []PoolSource
+	var caches []CacheSource
 	var devices []DeviceSource
-	for _, d := range devicers {
-		var dev tensor.Device
-		if r.call(tr, d, "Device", func() { dev = d.Device() }) && !invariants.IsNil(dev) {
-			devices = append(devices, dev)
+	addPool := func(st pool.Stats) { // read once: its reserved bytes come from here too
+		r.Pools = append(r.Pools, st)
+		reserved[st.Device] = counter.AddSat(reserved[st.Device], max(st.Reserved, 0))
+	}
+	if tr != nil {
+		parts, skipped := tr.PartInfos()
+		r.Skipped = append(r.Skipped, skipped...)
+		for _, p := range parts {
+			if _, isPool := p.Part.(PoolSource); !isPool && p.Device != "" {
+				reserved[p.Device] = counter.AddSat(reserved[p.Device], p.Reserved)
+			}
 		}
+		r.skip(track.Read(tr, "Stats", func(p PoolSource) {
+			addPool(p.Stats())
+			pools = append(pools, p)
+		}))
+		r.skip(track.Read(tr, "Stats", func(c CacheSource) {
+			r.Caches = append(r.Caches, c.Stats())
+			caches = append(caches, c)
+		}))
+		r.skip(track.Read(tr, "Device", func(a tensor.Allocator) {
+			if dev := a.Device(); !invariants.IsNil(dev) {
+				devices = append(devices, dev)
+			}
+		}))
+		r.skip(track.Read(tr, "Suspects", func(w SuspectSource) {
+			r.Watchers = append(r.Watchers, WatcherReading{Rules: w.Rules(), WindowsEnded: w.WindowsEnded(), Suspects: w.Suspects()})
+		}))
 	}
 	for _, p := range s.Pools {
-		if !slices.Contains(pools, p) {
-			addPool(p)
+		var st pool.Stats
+		if !slices.Contains(pools, p) && r.call(tr, p, "Stats", func() { st = p.Stats() }) {
+			addPool(st)
 		}
 	}
 	for _, c := range s.Caches {
-		if !slices.Contains(caches, c) {
-			addCache(c)
+		var st mask.CacheStats
+		if !slices.Contains(caches, c) && r.call(tr, c, "Stats", func() { st = c.Stats() }) {
+			r.Caches = append(r.Caches, st)
 		}
 	}
 	devices = append(devices, s.Devices...)
@@ -220,7 +206,7 @@ func (s Sources) Read(tr *track.Tracker) Reading {
 		}
 		seen[name] = true
 		m := DeviceMemory{Device: name, Reserved: reserved[name]}
-		if h, ok := d.(hardware); ok {
+		if h, ok := d.(tensor.Hardware); ok {
 			r.call(tr, d, "UUID", func() { m.HardwareID = h.UUID() })
 		}
 		var free, total int64
@@ -239,22 +225,19 @@ func (s Sources) Read(tr *track.Tracker) Reading {
 	return r
 }
 
-// call runs f, a call of method on part, under recover (track.Guard),
-// and reports whether it returned; a panic is noted on tr and listed in
+// skip lists the parts a reading skipped.
+func (r *Reading) skip(skipped []error) { r.Skipped = append(r.Skipped, skipped...) }
+
+// call runs f, a call of method on a source of Sources or a device (not a
+// part: those are read through track.Read), under the same guard, and
+// reports whether it returned; a panic is noted on tr and listed in
 // r.Skipped.
-func (r *Reading) call(tr *track.Tracker, part any, method string, f func()) bool {
-	if err := track.Guard(tr, part, method, f); err != nil {
+func (r *Reading) call(tr *track.Tracker, source any, method string, f func()) bool {
+	if err := track.Guard(tr, source, method, f); err != nil {
 		r.Skipped = append(r.Skipped, err)
 		return false
 	}
 	return true
-}
-
-// readReserved reads a.Reserved under recover, on tr when there is one
-// (Tracker.ReadReserved, which clamps a negative figure to 0).
-func readReserved(tr *track.Tracker, a track.Reserver) (device string, bytes int64, err error) {
-	err = track.Guard(tr, a, "Reserved", func() { device, bytes = a.Reserved() })
-	return device, max(bytes, 0), err
 }
 
 // split turns a device's MemInfo and what tensorlife reserves there into

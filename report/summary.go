@@ -113,14 +113,6 @@ func WriteSummary(w io.Writer, tr *track.Tracker, opts ...Option) error {
 	// The parts are read first, so that the totals count a panic of
 	// theirs in this reading.
 	reading := cfg.sources.Read(tr)
-	watchers := make([]suspectsRead, 0, len(reading.Watchers))
-	for _, w := range reading.Watchers {
-		if sr, err := readSuspects(tr, w); err != nil {
-			reading.Skipped = append(reading.Skipped, err)
-		} else {
-			watchers = append(watchers, sr)
-		}
-	}
 	writeTotals(&b, totals(tr))
 	writePools(&b, reading.Pools)
 	writeCaches(&b, reading.Caches)
@@ -130,7 +122,7 @@ func WriteSummary(w io.Writer, tr *track.Tracker, opts ...Option) error {
 	writeOpenRequests(&b, tr.OpenRequests(openRequestRows))
 	writeRequestKinds(&b, tr.RequestCosts())
 	writeSites(&b, tr, cfg.top)
-	for _, sr := range watchers {
+	for _, sr := range reading.Watchers {
 		writeSuspects(&b, sr, reading.Pools, now)
 	}
 	_, err := io.WriteString(w, b.String())
@@ -195,27 +187,6 @@ func writeSkipped(b *strings.Builder, skipped []error) {
 	for _, err := range skipped {
 		fmt.Fprintf(b, "  %s\n", clip(err.Error(), summaryWidth-2))
 	}
-}
-
-// suspectsRead is what a summary shows of one watcher, read under
-// recover.
-type suspectsRead struct {
-	rules    watch.Rules
-	ended    uint64
-	suspects []watch.Suspect
-}
-
-// readSuspects reads w's figures, each call under recover (track.Guard):
-// a watcher that panics is left out of the summary, counted on tr.
-func readSuspects(tr *track.Tracker, w SuspectSource) (sr suspectsRead, err error) {
-	if err = track.Guard(tr, w, "Rules", func() { sr.rules = w.Rules() }); err != nil {
-		return sr, err
-	}
-	if err = track.Guard(tr, w, "WindowsEnded", func() { sr.ended = w.WindowsEnded() }); err != nil {
-		return sr, err
-	}
-	err = track.Guard(tr, w, "Suspects", func() { sr.suspects = w.Suspects() })
-	return sr, err
 }
 
 func writePools(b *strings.Builder, pools []pool.Stats) {
@@ -400,8 +371,8 @@ func writeSites(b *strings.Builder, tr *track.Tracker, top int) {
 	}
 }
 
-func writeSuspects(b *strings.Builder, w suspectsRead, pools []pool.Stats, now time.Time) {
-	r := w.rules
+func writeSuspects(b *strings.Builder, w WatcherReading, pools []pool.Stats, now time.Time) {
+	r := w.Rules
 	window := "1 tick"
 	if r.Every > 0 {
 		window = r.Every.String()
@@ -409,13 +380,13 @@ func writeSuspects(b *strings.Builder, w suspectsRead, pools []pool.Stats, now t
 		window = strconv.Itoa(r.Ticks) + " ticks"
 	}
 	title := fmt.Sprintf("Leak suspects (window %s; outlived bytes grew in %d of %d windows by over %s; %d windows ended)",
-		window, r.MostOf, r.Windows, format.Bytes(r.MinGrowth), w.ended)
+		window, r.MostOf, r.Windows, format.Bytes(r.MinGrowth), w.WindowsEnded)
 	if len(title) > summaryWidth { // past 99 windows ended, say it shorter
 		title = fmt.Sprintf("Leak suspects (window %s; outlived grew in %d of %d windows by over %s; %d ended)",
-			window, r.MostOf, r.Windows, format.Bytes(r.MinGrowth), w.ended)
+			window, r.MostOf, r.Windows, format.Bytes(r.MinGrowth), w.WindowsEnded)
 	}
 	fmt.Fprintf(b, "\n%s\n", clip(title, summaryWidth))
-	suspects := w.suspects
+	suspects := w.Suspects
 	if len(suspects) == 0 {
 		b.WriteString("  none\n")
 		return

@@ -59,8 +59,16 @@ type AllocatorStats struct {
 // Stats reports the bytes and blocks the allocator holds from the device.
 func (a *DeviceAllocator) Stats() AllocatorStats { return a.books.stats(a.name) }
 
+// PartInfo says what the allocator holds, for the tracker's readers (a
+// DeviceAllocator is a track.Part): the device's name, the bytes it holds
+// there, no budget, and the device's free memory (-1 if MemInfo fails).
+func (a *DeviceAllocator) PartInfo() track.PartInfo {
+	_, left := a.Headroom()
+	return track.PartInfo{Kind: "allocator", Device: a.name, Reserved: a.books.reserved.Load(), Left: left}
+}
+
 // Reserved returns the device's name and the bytes the allocator holds
-// there (a DeviceAllocator is a track.Reserver).
+// there.
 func (a *DeviceAllocator) Reserved() (device string, bytes int64) {
 	return a.name, a.books.reserved.Load()
 }
@@ -69,7 +77,7 @@ func (a *DeviceAllocator) Reserved() (device string, bytes int64) {
 func (a *DeviceAllocator) Device() Device { return a.dev }
 
 // Headroom returns no budget and the device's free memory (-1 if MemInfo
-// fails), for the watcher's forecasts (track.Headroomer).
+// fails).
 func (a *DeviceAllocator) Headroom() (budget, left int64) {
 	var free int64
 	err := deviceCall(a.tracker, a.dev, "MemInfo", "meminfo", a.name, 0, func() (err error) {

@@ -39,6 +39,14 @@ type Device interface {
 	Memset(dst DevicePtr, value byte, bytes int64) error
 }
 
+// Hardware is what a Device implements besides to name the hardware it
+// runs on: a stable id, such as a GPU's UUID, under which reports and
+// metrics also file its memory (report.DeviceMemory.HardwareID, the hw.id
+// metric attribute).
+type Hardware interface {
+	UUID() string
+}
+
 // Block is a range of device memory handed out by an Allocator.
 type Block struct {
 	Ptr  DevicePtr // start of the block; 0 for a zero-size block

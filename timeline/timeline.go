@@ -585,20 +585,16 @@ func (b *builder) markers(win []track.Event) {
 	}
 }
 
-// budgeted is a part of a tracker with a memory budget: a *pool.Pool.
-type budgeted interface{ Budget() int64 }
-
-// budgetOf sums the budgets of tr's parts that have one, saturating.
+// budgetOf sums the budgets of tr's parts that have one (PartInfo, read
+// through the tracker's seam), saturating.
 func budgetOf(tr *track.Tracker) int64 {
+	parts, _ := tr.PartInfos()
 	var sum int64
-	for _, b := range track.PartsOf[budgeted](tr) {
-		if b.Budget() <= 0 {
-			continue
-		}
-		if b.Budget() > math.MaxInt64-sum {
+	for _, p := range parts {
+		if p.Budget > math.MaxInt64-sum {
 			return math.MaxInt64
 		}
-		sum += b.Budget()
+		sum += p.Budget // 0 without a budget: PartInfos clamps
 	}
 	return sum
 }

@@ -55,10 +55,11 @@
 // Skips are as in pprof.Profile.Add: 0 is the caller of the method, and
 // every function they pass over must be //go:noinline.
 //
-// What a pool, a cache, a watcher or a device's adoptions is attaches to its
-// tracker (Attach); readers find the parts by the interface they need
-// (PartsOf; Reserver, Headroomer), and a package keeps its own state per
-// tracker in a Local. Tools read counters: CopyCounts (the default
+// A pool, a cache, a watcher, a device's adoptions or a third party's
+// allocator is a Part: it says what it is and what device memory it holds
+// (PartInfo), and attaches itself to its tracker (Attach). Readers read
+// parts through one seam, Read (PartInfos for every part's PartInfo), and a
+// package keeps its own state per tracker in a Local. Tools read counters: CopyCounts (the default
 // profile's snapshot, copied for later), History (the events, KeepHistory),
 // LiveByClass, ReservedOn, HeldBy, a SiteFeed (the sites whose outlived
 // figures changed, what a watcher reads each window) and WatchLeaks; one
@@ -68,8 +69,8 @@
 // them apart from their snapshot with GroupsOf, and holds none of them.
 //
 // A part's methods, a device's and a foreign release are code tensorlife does
-// not own: every call into them runs under Guard (ReadReserved and
-// ReadHeadroom for the two interfaces above), which turns a panic into an
+// not own: a reading calls parts through Read, and every other call into
+// them runs under Guard, which Read uses too; it turns a panic into an
 // error matching ErrPanic, counted in Totals.PartPanics and logged once per
 // part and method (NotePanic).
 //

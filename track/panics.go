@@ -118,34 +118,3 @@ func (p *partPanics) first(part, method string) bool {
 	p.logged[k] = true
 	return true
 }
-
-// ReadReserved calls r.Reserved under recover (Guard) and reports whether
-// it answered: a part that panicked is left out of the reading (ok false)
-// and counted. A negative byte figure, which no allocator can hold, reads
-// as 0.
-func (t *Tracker) ReadReserved(r Reserver) (device string, bytes int64, ok bool) {
-	if Guard(t, r, "Reserved", func() { device, bytes = r.Reserved() }) != nil {
-		return "", 0, false
-	}
-	return device, max(bytes, 0), true
-}
-
-// ReadHeadroom calls h.Headroom under recover (Guard) and reports whether
-// it answered (ok false: it panicked, and was counted). The figures are
-// clamped to what Headroomer allows: a negative budget reads as none, and
-// with a budget, left lies in [0, budget]; without one, a negative left
-// reads as -1, unknown. So no reader shows a negative headroom.
-func (t *Tracker) ReadHeadroom(h Headroomer) (budget, left int64, ok bool) {
-	if Guard(t, h, "Headroom", func() { budget, left = h.Headroom() }) != nil {
-		return 0, -1, false
-	}
-	switch {
-	case budget > 0:
-		left = min(max(left, 0), budget)
-	case left < 0:
-		budget, left = 0, -1
-	default:
-		budget = 0
-	}
-	return budget, left, true
-}

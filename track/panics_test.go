@@ -17,28 +17,20 @@ import (
 )
 
 // hostilePart is an allocator part whose figures are what a test says,
-// and whose methods panic when told to.
+// and whose PartInfo panics when told to.
 type hostilePart struct {
-	device        string
-	reserved      int64
-	budget, left  int64
-	panicReserved bool
-	panicHeadroom bool
-	panicValue    any
+	device       string
+	reserved     int64
+	budget, left int64
+	panics       bool
+	panicValue   any
 }
 
-func (p *hostilePart) Reserved() (string, int64) {
-	if p.panicReserved {
+func (p *hostilePart) PartInfo() track.PartInfo {
+	if p.panics {
 		panic(p.value())
 	}
-	return p.device, p.reserved
-}
-
-func (p *hostilePart) Headroom() (int64, int64) {
-	if p.panicHeadroom {
-		panic(p.value())
-	}
-	return p.budget, p.left
+	return track.PartInfo{Kind: "allocator", Device: p.device, Reserved: p.reserved, Budget: p.budget, Left: p.left}
 }
 
 func (p *hostilePart) value() any {
@@ -108,46 +100,45 @@ type panicHandler struct{ slog.Handler }
 func (panicHandler) Enabled(context.Context, slog.Level) bool  { return true }
 func (panicHandler) Handle(context.Context, slog.Record) error { panic("logger") }
 
-func TestReadHeadroomAndReservedClampAndRecover(t *testing.T) {
+func TestPartInfosClampAndRecover(t *testing.T) {
 	for _, tc := range []struct {
-		name         string
-		part         hostilePart
-		ok           bool
-		budget, left int64
-		reservedOK   bool
-		reserved     int64
+		name                   string
+		part                   hostilePart
+		ok                     bool
+		budget, left, reserved int64
 	}{
-		{"a budget", hostilePart{device: "d", reserved: 10, budget: 100, left: 40}, true, 100, 40, true, 10},
-		{"a negative left under a budget", hostilePart{device: "d", budget: 100, left: -50}, true, 100, 0, true, 0},
-		{"left above the budget", hostilePart{device: "d", budget: 100, left: 500}, true, 100, 100, true, 0},
-		{"device free", hostilePart{device: "d", left: 7}, true, 0, 7, true, 0},
-		{"unknown free", hostilePart{device: "d", left: -1}, true, 0, -1, true, 0},
-		{"a very negative free", hostilePart{device: "d", left: math.MinInt64}, true, 0, -1, true, 0},
-		{"a negative budget", hostilePart{device: "d", budget: -5, left: 3}, true, 0, 3, true, 0},
-		{"a negative reservation", hostilePart{device: "d", reserved: -1 << 62}, true, 0, 0, true, 0},
-		{"Headroom panics", hostilePart{device: "d", panicHeadroom: true}, false, 0, -1, true, 0},
-		{"Reserved panics", hostilePart{device: "d", panicReserved: true}, true, 0, 0, false, 0},
+		{"a budget", hostilePart{device: "d", reserved: 10, budget: 100, left: 40}, true, 100, 40, 10},
+		{"a negative left under a budget", hostilePart{device: "d", budget: 100, left: -50}, true, 100, 0, 0},
+		{"left above the budget", hostilePart{device: "d", budget: 100, left: 500}, true, 100, 100, 0},
+		{"device free", hostilePart{device: "d", left: 7}, true, 0, 7, 0},
+		{"unknown free", hostilePart{device: "d", left: -1}, true, 0, -1, 0},
+		{"a very negative free", hostilePart{device: "d", left: math.MinInt64}, true, 0, -1, 0},
+		{"a negative budget", hostilePart{device: "d", budget: -5, left: 3}, true, 0, 3, 0},
+		{"a negative reservation", hostilePart{device: "d", reserved: -1 << 62}, true, 0, 0, 0},
+		{"PartInfo panics", hostilePart{device: "d", panics: true}, false, 0, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr, _ := loggedTracker(t)
 			p := tc.part
-			var budget, left int64
-			var ok bool
-			require.NotPanics(t, func() { budget, left, ok = tr.ReadHeadroom(&p) })
-			assert.Equal(t, tc.ok, ok)
-			assert.Equal(t, tc.budget, budget)
-			assert.Equal(t, tc.left, left)
-			d, reserved, rok := tr.ReadReserved(&p)
-			assert.Equal(t, tc.reservedOK, rok)
-			assert.Equal(t, tc.reserved, reserved)
-			if rok {
-				assert.Equal(t, "d", d)
+			track.Attach(tr, &p)
+			var parts []track.PartReading
+			var skipped []error
+			require.NotPanics(t, func() { parts, skipped = tr.PartInfos() })
+			if !tc.ok {
+				assert.Empty(t, parts)
+				require.Len(t, skipped, 1)
+				assert.ErrorIs(t, skipped[0], track.ErrPanic)
+				assert.EqualValues(t, 1, tr.Totals().PartPanics)
+				return
 			}
-			panics := int64(0)
-			if !tc.ok || !tc.reservedOK {
-				panics = 1
-			}
-			assert.Equal(t, panics, tr.Totals().PartPanics)
+			assert.Empty(t, skipped)
+			require.Len(t, parts, 1)
+			assert.Same(t, &p, parts[0].Part)
+			assert.Equal(t, "d", parts[0].Device)
+			assert.Equal(t, tc.budget, parts[0].Budget)
+			assert.Equal(t, tc.left, parts[0].Left)
+			assert.Equal(t, tc.reserved, parts[0].Reserved)
+			assert.Zero(t, tr.Totals().PartPanics)
 		})
 	}
 }
@@ -157,7 +148,7 @@ func TestReservedOnSkipsPanickingPartsAndSaturates(t *testing.T) {
 	parts := []*hostilePart{
 		{device: "gpu", reserved: 1 << 62},
 		{device: "gpu", reserved: 1 << 62},
-		{device: "gpu", reserved: 1 << 62, panicReserved: true},
+		{device: "gpu", reserved: 1 << 62, panics: true},
 		{device: "gpu", reserved: -1 << 62},
 		{device: "other", reserved: 5},
 	}

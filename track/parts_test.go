@@ -52,11 +52,24 @@ type reserving struct {
 	_     [64]byte
 }
 
-func (r *reserving) Reserved() (string, int64) { return "host", r.bytes }
+func (r *reserving) PartInfo() track.PartInfo {
+	return track.PartInfo{Kind: "allocator", Device: "host", Reserved: r.bytes, Left: -1}
+}
 
-type plainPart struct{ _ int }
+// plainPart holds no memory; it is a part of another type.
+type plainPart struct{ _ [64]byte }
 
-func TestPartsOfReturnsThePartsOfAnInterfaceInOrder(t *testing.T) {
+func (*plainPart) PartInfo() track.PartInfo { return track.PartInfo{Kind: "plain", Left: -1} }
+
+// readParts returns the parts of tr of type P, read through the seam.
+func readParts[P any](t *testing.T, tr *track.Tracker) []P {
+	t.Helper()
+	var out []P
+	require.Empty(t, track.Read(tr, "PartInfo", func(p P) { out = append(out, p) }))
+	return out
+}
+
+func TestReadReadsThePartsOfATypeInOrder(t *testing.T) {
 	tr, err := track.New()
 	require.NoError(t, err)
 	a, b, p := &reserving{bytes: 1}, &reserving{bytes: 2}, &plainPart{}
@@ -64,18 +77,41 @@ func TestPartsOfReturnsThePartsOfAnInterfaceInOrder(t *testing.T) {
 	track.Attach(tr, p)
 	track.Attach(tr, b)
 	track.Attach(tr, a) // a second Attach keeps the first place
-	assert.Equal(t, []track.Reserver{a, b}, track.PartsOf[track.Reserver](tr))
-	assert.Equal(t, []*plainPart{p}, track.PartsOf[*plainPart](tr))
+	assert.Equal(t, []*reserving{a, b}, readParts[*reserving](t, tr))
+	assert.Equal(t, []*plainPart{p}, readParts[*plainPart](t, tr))
+	assert.Equal(t, []track.Part{a, p, b}, readParts[track.Part](t, tr))
 	assert.Equal(t, int64(3), tr.ReservedOn("host"))
 	track.Detach(tr, a)
-	assert.Equal(t, []track.Reserver{b}, tr.Allocators())
-	track.Attach[reserving](nil, a) // an untracked part attaches nothing
-	track.Detach[reserving](nil, a)
+	assert.Equal(t, []*reserving{b}, readParts[*reserving](t, tr))
+	track.Attach(nil, a) // an untracked part attaches nothing
+	track.Detach(nil, a)
 
 	func() { track.Attach(tr, &reserving{bytes: 5}) }() // unreachable once this returns
 	runtime.GC()
 	runtime.GC()
-	assert.Equal(t, []track.Reserver{b}, tr.Allocators(), "a collected part leaves the books")
+	assert.Equal(t, []*reserving{b}, readParts[*reserving](t, tr), "a collected part leaves the books")
 	runtime.KeepAlive(b)
 	runtime.KeepAlive(p)
+}
+
+func TestReadRecoversEachPartAndGoesOn(t *testing.T) {
+	tr, err := track.New()
+	require.NoError(t, err)
+	a, b := &reserving{bytes: 1}, &reserving{bytes: 2}
+	track.Attach(tr, a)
+	track.Attach(tr, b)
+	var read []*reserving
+	skipped := track.Read(tr, "Stats", func(r *reserving) {
+		if r == a {
+			panic("a's figures")
+		}
+		read = append(read, r)
+	})
+	require.Len(t, skipped, 1)
+	var pe *track.PanicError
+	require.ErrorAs(t, skipped[0], &pe)
+	assert.Equal(t, "*track_test.reserving", pe.Part)
+	assert.Equal(t, "Stats", pe.Method)
+	assert.Equal(t, []*reserving{b}, read, "the reading goes on past the part that panicked")
+	assert.EqualValues(t, 1, tr.Totals().PartPanics)
 }

@@ -13,43 +13,21 @@ import (
 )
 
 // This file holds what allocators and tools read of a tracker beyond what
-// programs use: the parts' interfaces, the copied counters an
+// programs use: what the parts hold, the copied counters an
 // out-of-memory dump builds its profile from, the event history, the live
 // figures by class, the site feed a watcher reads and the misuse log a test
 // helper reads. The operations an allocator calls on the record path
 // (Record, Release, Hold, ...) stand beside the registry they touch.
 
-// Reserver is what a tracker needs of an allocator that takes device memory:
-// the device and the bytes it holds there. An attached part that is a
-// Reserver counts as tensorlife's memory on its device (ReservedOn).
-type Reserver interface {
-	Reserved() (device string, bytes int64)
-}
-
-// Headroomer is an attached allocator that tells how much it may still take
-// (a pool, a DeviceAllocator): a forecast of when a leak runs out of memory
-// divides that by the leak's rate.
-type Headroomer interface {
-	Reserver
-	// Headroom returns the allocator's budget in bytes (0: none) and the
-	// bytes it may still take before an allocation fails: with a budget,
-	// the budget less what its blocks hold; without, its device's free
-	// memory, or -1 when the device cannot tell.
-	Headroom() (budget, left int64)
-}
-
-// Allocators returns t's attached parts that are Reservers, in the order
-// they were attached.
-func (t *Tracker) Allocators() []Reserver { return PartsOf[Reserver](t) }
-
-// ReservedOn returns what t's attached allocators hold on device,
-// saturating at math.MaxInt64: tensorlife's memory there. An allocator
-// whose Reserved panics is left out (ReadReserved).
+// ReservedOn returns what t's attached parts hold on device (PartInfo),
+// saturating at math.MaxInt64: tensorlife's memory there. A part whose
+// PartInfo panics is left out (Read).
 func (t *Tracker) ReservedOn(device string) int64 {
+	parts, _ := t.PartInfos()
 	var sum int64
-	for _, a := range t.Allocators() {
-		if d, bytes, ok := t.ReadReserved(a); ok && d == device {
-			sum = counter.AddSat(sum, bytes) // a sum of huge claims never wraps
+	for _, p := range parts {
+		if p.Device == device {
+			sum = counter.AddSat(sum, p.Reserved) // a sum of huge claims never wraps
 		}
 	}
 	return sum

@@ -522,7 +522,9 @@ func TestLeakCallbackPanicIsRecovered(t *testing.T) {
 
 type hugeReserver struct{ _ int }
 
-func (*hugeReserver) Reserved() (string, int64) { return "gpu", math.MaxInt64 / 2 }
+func (*hugeReserver) PartInfo() track.PartInfo {
+	return track.PartInfo{Device: "gpu", Reserved: math.MaxInt64 / 2, Left: -1}
+}
 
 // ReservedOn saturates rather than wrapping below zero.
 func TestReservedOnSaturates(t *testing.T) {

@@ -62,8 +62,8 @@ func Adoptions(tr *track.Tracker) []Stats {
 }
 
 // books count the adopted memory on one device of one tracker, for the
-// tracker's allocator registry: it is a track.Reserver whose reserved
-// bytes are the adopted bytes not yet released. It lives as long as its
+// tracker's readers: it is a track.Part whose reserved bytes are the
+// adopted bytes not yet released. It lives as long as its
 // tracker, on the tracker's shelf (track.Local).
 type books struct {
 	device string
@@ -80,8 +80,11 @@ type books struct {
 	lastDropped               atomic.Pointer[error] // see Stats.LastDroppedErr
 }
 
-// Reserved reports the adopted bytes still held on the device.
-func (b *books) Reserved() (device string, bytes int64) { return b.device, b.reserved.Load() }
+// PartInfo reports the adopted bytes still held on the device, which count
+// as tensorlife's there; adoption takes nothing, so it has no headroom.
+func (b *books) PartInfo() track.PartInfo {
+	return track.PartInfo{Kind: "adoptions", Device: b.device, Reserved: b.reserved.Load(), Left: -1}
+}
 
 // add counts an adoption of bytes.
 func (b *books) add(bytes int64) {

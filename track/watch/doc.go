@@ -64,7 +64,7 @@
 // since its growth began (at most History windows, from the first that
 // grew, over the time they took on the tracker's clock: a test or a demo
 // that fakes the tracker's time, track.Clock, fakes the watcher's). The
-// tracker's allocators on the suspect's device tell the memory (track.Headroomer): the smallest
+// tracker's parts on the suspect's device tell the memory (track.PartInfo): the smallest
 // headroom of the pools with a budget there (budget less what their
 // blocks hold), the rate then scaled by what the pools' blocks hold over
 // their tensors' bytes (a pool rounds each tensor up); else the device's

@@ -132,27 +132,23 @@ func runsOutIn(left int64, of string, perSecond float64) time.Duration {
 // headroom returns the bytes the allocators on device may still take, and
 // of what: the smallest headroom of the pools with a budget there (the
 // first to refuse), else the device's free memory as one of the
-// allocators tells it (track.Headroomer); of is empty when neither is known. scale is what
+// allocators tells it (track.PartInfo); of is empty when neither is known. scale is what
 // a tensor byte costs that headroom: a pool rounds each tensor up to a
 // size class, so its blocks hold more than its tensors, and a leak of
 // tensor bytes spends the budget faster by as much (at least 1).
 func (w *Watcher) headroom(device string) (left int64, of string, scale float64) {
 	var free, held int64
 	haveFree := false
-	for _, a := range w.tr.Allocators() {
-		h, ok := a.(track.Headroomer)
-		if !ok {
+	// Each part's answer is read through the tracker's seam and clamped
+	// (Tracker.PartInfos): one that panics is counted and left out, and the
+	// forecast goes on without its figure.
+	parts, _ := w.tr.PartInfos()
+	for _, p := range parts {
+		if p.Device != device {
 			continue
 		}
-		// Each part's answer is read under recover and clamped
-		// (Tracker.ReadReserved, ReadHeadroom): one that panics is counted
-		// and left out, and the forecast goes on without its figure.
-		if d, _, ok := w.tr.ReadReserved(a); !ok || d != device {
-			continue
-		}
-		budget, l, ok := w.tr.ReadHeadroom(h)
+		budget, l := p.Budget, p.Left
 		switch {
-		case !ok:
 		case budget > 0:
 			if of != HeadroomPoolBudget || l < left {
 				left, of, held = l, HeadroomPoolBudget, budget-l

@@ -18,24 +18,17 @@ import (
 )
 
 // hostileAllocator is a part attached beside a pool on its device, whose
-// Reserved or Headroom panics, or whose headroom is negative.
+// PartInfo panics, or whose headroom is negative.
 type hostileAllocator struct {
-	panicReserved, panicHeadroom bool
-	budget, left                 int64
+	panics       bool
+	budget, left int64
 }
 
-func (h *hostileAllocator) Reserved() (string, int64) {
-	if h.panicReserved {
-		panic("hostile Reserved")
+func (h *hostileAllocator) PartInfo() track.PartInfo {
+	if h.panics {
+		panic("hostile PartInfo")
 	}
-	return "host", 0
-}
-
-func (h *hostileAllocator) Headroom() (int64, int64) {
-	if h.panicHeadroom {
-		panic("hostile Headroom")
-	}
-	return h.budget, h.left
+	return track.PartInfo{Kind: "allocator", Device: "host", Budget: h.budget, Left: h.left}
 }
 
 var hostileAllocators = []struct {
@@ -43,8 +36,7 @@ var hostileAllocators = []struct {
 	part   hostileAllocator
 	panics bool
 }{
-	{"Headroom panics", hostileAllocator{panicHeadroom: true}, true},
-	{"Reserved panics", hostileAllocator{panicReserved: true}, true},
+	{"PartInfo panics", hostileAllocator{panics: true}, true},
 	{"a negative headroom under a budget", hostileAllocator{budget: 100, left: -50}, false},
 	{"a negative free", hostileAllocator{left: -1 << 40}, false},
 }

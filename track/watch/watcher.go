@@ -562,6 +562,11 @@ type Rules struct {
 	MinGrowth int64
 }
 
+// PartInfo says what the watcher is, for its tracker's readers (a Watcher
+// is a track.Part): a part that holds no memory. A summary reads its
+// suspects.
+func (w *Watcher) PartInfo() track.PartInfo { return track.PartInfo{Kind: "watcher", Left: -1} }
+
 // Rules returns w's settings.
 func (w *Watcher) Rules() Rules {
 	c := &w.cfg
