@@ -172,18 +172,19 @@ const modulePrefix = "github.com/tensorlife/tensorlife/"
 var libraryPackages = []string{"tensor", "track", "pool", "mask", "pprofexport", "internal"}
 
 // isLibraryFrame reports whether f belongs to tensorlife's own library code
-// (not its examples and not test files), which reports trim from the leaf end.
+// (not its examples and not test files) or to a package AdapterPackages
+// marked, which reports trim from the leaf end.
 func isLibraryFrame(f Frame) bool {
 	rest, ok := strings.CutPrefix(f.Function, modulePrefix)
 	if !ok || strings.HasSuffix(f.File, "_test.go") {
-		return false
+		return isAdapterFrame(f)
 	}
 	for _, p := range libraryPackages {
 		if r, ok := strings.CutPrefix(rest, p); ok && r != "" && (r[0] == '.' || r[0] == '/') {
 			return true
 		}
 	}
-	return false
+	return isAdapterFrame(f) // a contrib adapter of this module
 }
 
 // stackTable interns stacks in a fixed-size intern table. Lookups of a
