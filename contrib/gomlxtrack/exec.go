@@ -1,0 +1,84 @@
+package gomlxtrack
+
+import (
+	"context"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// Exec runs e as (*graph.Exec).Exec does, under ctx's request: its outputs,
+// and the device copies it made of local tensors among args, are booked at
+// the line that called Exec, with ctx's labels, as tensors of ctx's
+// request (track.WithRequest): in flight while it is open, outlived if
+// still live when it ends, counted in its kind's peaks, which admission
+// reserves (pool.Admit). An output dropped without FinalizeAll is reported
+// dropped at that line and, on a tracker that reclaims leaks, finalized.
+//
+// The values Exec converts to buffers for the call (Go values) are booked
+// at that line too, until the program takes them. An e on a backend Wrap
+// did not make runs untracked. Exec is safe for concurrent use as e is.
+//
+//go:noinline
+func Exec(ctx context.Context, e *graph.Exec, args ...any) ([]*tensors.Tensor, error) {
+	// A local tensor gets a device copy of its own in the call, which
+	// stays with it: booked under ctx like the outputs.
+	var localArr [8]*tensors.Tensor
+	locals := localArr[:0]
+	for _, a := range args {
+		if t, ok := a.(*tensors.Tensor); ok && t != nil && t.IsLocal() && !t.IsOnDevice(0) {
+			locals = append(locals, t)
+		}
+	}
+	outs, err := e.Exec(args...)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range outs {
+		rebook(ctx, t)
+	}
+	for _, t := range locals {
+		rebook(ctx, t)
+	}
+	clear(localArr[:])
+	return outs, nil
+}
+
+// rebook books t's device buffer anew under ctx, at the caller of its
+// caller (Exec's), and releases the record it had: the buffer was made
+// inside the call, before its request could be known.
+//
+//go:noinline
+func rebook(ctx context.Context, t *tensors.Tensor) {
+	bk, err := t.Backend()
+	if err != nil {
+		return
+	}
+	b, ok := bk.(*backend)
+	if !ok {
+		return // untracked
+	}
+	d, err := t.Device()
+	if err != nil {
+		return
+	}
+	buf, err := t.Buffer(b, d)
+	if err != nil {
+		return
+	}
+	s, err := b.own(buf, "Exec")
+	if err != nil || s.rec.Load() == nil {
+		return
+	}
+	r := &track.Record{Bytes: s.own.Bytes, Meta: s.own.Meta}
+	if b.tr.Record(ctx, r, 2) != nil {
+		return // only a misuse of a fresh record: never
+	}
+	old := s.rec.Swap(r)
+	if old == nil {
+		old = r // finalized meanwhile: this record goes too
+		s.rec.CompareAndSwap(r, nil)
+	}
+	_ = b.tr.Release(old)
+}
