@@ -1,6 +1,7 @@
 package track
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -22,7 +23,7 @@ import (
 
 // maxAdapterPackages bounds the distinct prefixes of AdapterPackages: each
 // frame of a site is compared with every one when the site is symbolized.
-const maxAdapterPackages = 64
+const maxAdapterPackages = 256
 
 var adapterMarks struct {
 	mu       sync.Mutex // serializes writers
@@ -35,7 +36,7 @@ var adapterMarks struct {
 // "/" (a module or a folder of packages: "github.com/gomlx/gomlx/") or "."
 // (one package: "example.com/adapter."). An adapter calls it once, before
 // it records; a repeated prefix is no new one. Its frames in a _test.go file
-// stay the caller's, as tensorlife's do. At most 64 prefixes in a process;
+// stay the caller's, as tensorlife's do. At most 256 prefixes in a process;
 // a bad or surplus prefix is an error matching ErrInvalidOption, and none
 // of that call's prefixes is added. Safe for concurrent use.
 func AdapterPackages(prefixes ...string) error {
@@ -89,4 +90,21 @@ func isAdapterFrame(f Frame) bool {
 		}
 	}
 	return false
+}
+
+// RecordAt adds r under ctx's labels and request, as Record does, at site:
+// a site CallerSite captured before, on the goroutine whose stack names the
+// line that asked for the memory, for an adapter that books a buffer after
+// the call that made it returns, or on another goroutine. A nil site, or
+// one of another tracker, is an error matching ErrMisuse.
+func (t *Tracker) RecordAt(ctx context.Context, r *Record, site *Site) error {
+	if site == nil || site.feeds != &t.feeds {
+		t.misuse.Add(1)
+		return fmt.Errorf("%w: RecordAt with a site not of tracker %q", ErrMisuse, t.cfg.name)
+	}
+	if err := t.admitNew(r); err != nil {
+		return err
+	}
+	t.insert(ctx, r, site)
+	return nil
 }

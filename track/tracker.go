@@ -317,6 +317,15 @@ func (t *Tracker) Started() time.Time { return t.start }
 //
 //go:noinline
 func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
+	if err := t.admitNew(r); err != nil {
+		return err
+	}
+	t.insert(ctx, r, t.site(skip))
+	return nil
+}
+
+// admitNew checks that r may be recorded and marks it live.
+func (t *Tracker) admitNew(r *Record) error {
 	if r == nil {
 		t.misuse.Add(1)
 		return errNilRecord
@@ -329,8 +338,11 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 		t.misuse.Add(1)
 		return errAlreadyRecorded
 	}
-	site := t.site(skip)
+	return nil
+}
 
+// insert records r, admitted, at site under ctx.
+func (t *Tracker) insert(ctx context.Context, r *Record, site *Site) {
 	sc := scopeOf(ctx)
 	if sc.labels != nil && sc.labels.truncated {
 		t.labelsTruncated.Add(1)
@@ -384,7 +396,6 @@ func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
 	// One add for the site's figures and its profile group alike
 	// (counted.go): a slot's bytes are its count times its size.
 	site.metas.made(slot, r.Bytes)
-	return nil
 }
 
 // takeID returns the next id of shard sh (index i) of a spread tracker,
