@@ -39,6 +39,9 @@ type backend struct {
 	programs *track.Owner // holds the compiled programs
 	live     liveSet      // what Finalize releases
 	done     atomic.Bool  // Finalize was called
+	// execSites caches, per site of the tracker (MaxSites bounds them),
+	// whether its stack runs through Exec.
+	execSites sync.Map // *track.Site -> bool
 }
 
 // Wrap returns b with every buffer it makes tracked in tr, as a tensor of
@@ -120,9 +123,14 @@ func dtypeName(d dtypes.DType) string {
 // buffer is what a wrapped backend hands GoMLX for a buffer of the backend
 // it wraps. GoMLX holds it alone (a tensors.Tensor's on-device storage), so
 // the collector finding it unreachable is the tensor being dropped: its
-// cleanup reports the slot's record dropped.
+// cleanup reports the slot's record dropped. It carries what the calls on
+// it read, which also keeps it in a 32-byte size class: the runtime finds
+// a cleanup's place by walking its span's list, so fewer objects a span
+// make AddCleanup cheaper (8-byte handles cost it about twice as much).
 type buffer struct {
-	s *slot
+	b     *backend
+	inner backends.Buffer // the wrapped backend's, as s holds it
+	s     *slot
 }
 
 // newBuffer books inner, a buffer the wrapped backend just made, under ctx,
@@ -130,6 +138,35 @@ type buffer struct {
 //
 //go:noinline
 func (b *backend) newBuffer(ctx context.Context, inner backends.Buffer, skip int) (*buffer, error) {
+	s, err := b.newSlot(inner)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.tr.Record(ctx, &s.own, skip+1); err != nil {
+		return nil, err // only a misuse of a fresh record: never
+	}
+	return b.hold(s, &s.own), nil
+}
+
+// newBufferAt books inner at site: under ctx, or, with a pending record,
+// for Exec to book (rebook).
+func (b *backend) newBufferAt(ctx context.Context, inner backends.Buffer, site *track.Site, later bool) (*buffer, error) {
+	s, err := b.newSlot(inner)
+	if err != nil {
+		return nil, err
+	}
+	if later {
+		s.site = site
+		return b.hold(s, pending), nil
+	}
+	if err := b.tr.RecordAt(ctx, &s.own, site); err != nil {
+		return nil, err // only a misuse of a fresh record: never
+	}
+	return b.hold(s, &s.own), nil
+}
+
+// newSlot is the slot of inner, its record filled but not made.
+func (b *backend) newSlot(inner backends.Buffer) (*slot, error) {
 	shape, err := b.Backend.BufferShape(inner)
 	if err != nil {
 		return nil, err
@@ -140,19 +177,43 @@ func (b *backend) newBuffer(ctx context.Context, inner backends.Buffer, skip int
 	}
 	s := &slot{b: b, inner: inner}
 	s.own.Meta, s.own.Bytes = b.meta(shape, dev)
-	if err := b.tr.Record(ctx, &s.own, skip+1); err != nil {
-		return nil, err // only a misuse of a fresh record: never
-	}
-	s.rec.Store(&s.own)
-	b.live.add(s)
-	buf := &buffer{s: s}
-	addCleanup(buf, s)
-	return buf, nil
+	return s, nil
 }
+
+// hold makes the buffer GoMLX holds of s, whose record is r, and watches it.
+func (b *backend) hold(s *slot, r *track.Record) *buffer {
+	s.rec.Store(r)
+	if r != pending {
+		b.live.add(s)
+	}
+	buf := &buffer{b: b, inner: s.inner, s: s}
+	addCleanup(buf, s)
+	return buf
+}
+
+// underExec reports whether site's stack runs through Exec, which books the
+// outputs made there under its context: symbolized once per site.
+func (b *backend) underExec(site *track.Site) bool {
+	if v, ok := b.execSites.Load(site); ok {
+		return v.(bool)
+	}
+	found := false
+	for _, f := range site.Frames() {
+		if f.Function == execFunction {
+			found = true
+			break
+		}
+	}
+	b.execSites.Store(site, found)
+	return found
+}
+
+// execFunction is Exec's name in a stack.
+const execFunction = "github.com/tensorlife/tensorlife/contrib/gomlxtrack.Exec"
 
 // own returns the slot of a buffer of b, or a *ForeignBufferError.
 func (b *backend) own(buf backends.Buffer, method string) (*slot, error) {
-	if w, ok := buf.(*buffer); ok && w != nil && w.s.b == b {
+	if w, ok := buf.(*buffer); ok && w != nil && w.b == b {
 		return w.s, nil
 	}
 	return nil, &ForeignBufferError{Backend: b.name, Method: method, Type: fmt.Sprintf("%T", buf)}

@@ -23,11 +23,12 @@ import (
 //go:noinline
 func Exec(ctx context.Context, e *graph.Exec, args ...any) ([]*tensors.Tensor, error) {
 	// A local tensor gets a device copy of its own in the call, which
-	// stays with it: booked under ctx like the outputs.
+	// stays with it: booked under ctx like the outputs. (One that is
+	// neither local nor on the device fails the call.)
 	var localArr [8]*tensors.Tensor
 	locals := localArr[:0]
 	for _, a := range args {
-		if t, ok := a.(*tensors.Tensor); ok && t != nil && t.IsLocal() && !t.IsOnDevice(0) {
+		if t, ok := a.(*tensors.Tensor); ok && t != nil && !t.IsOnDevice(0) {
 			locals = append(locals, t)
 		}
 	}
@@ -45,9 +46,10 @@ func Exec(ctx context.Context, e *graph.Exec, args ...any) ([]*tensors.Tensor, e
 	return outs, nil
 }
 
-// rebook books t's device buffer anew under ctx, at the caller of its
-// caller (Exec's), and releases the record it had: the buffer was made
-// inside the call, before its request could be known.
+// rebook books t's device buffer under ctx: a pending output at the line
+// its program ran from, a buffer booked before under no request (made
+// where Exec's frame was past the stack the tracker keeps, or a local
+// tensor's copy) anew at the caller of its caller (Exec's).
 //
 //go:noinline
 func rebook(ctx context.Context, t *tensors.Tensor) {
@@ -68,7 +70,20 @@ func rebook(ctx context.Context, t *tensors.Tensor) {
 		return
 	}
 	s, err := b.own(buf, "Exec")
-	if err != nil || s.rec.Load() == nil {
+	if err != nil {
+		return
+	}
+	switch cur := s.rec.Load(); cur {
+	case nil:
+		return // finalized
+	case pending:
+		if b.tr.RecordAt(ctx, &s.own, s.site) != nil {
+			return // only a misuse of a fresh record: never
+		}
+		b.live.add(s)
+		if !s.rec.CompareAndSwap(pending, &s.own) {
+			s.release(&s.own) // finalized meanwhile
+		}
 		return
 	}
 	r := &track.Record{Bytes: s.own.Bytes, Meta: s.own.Meta}

@@ -77,22 +77,21 @@ func (ex *executable) Finalize() {
 //go:noinline
 func (ex *executable) Execute(inputs []backends.Buffer, donate []bool, d backends.DeviceNum) ([]backends.Buffer, error) {
 	b := ex.s.b
-	var rawArr [8]backends.Buffer
+	// The caller's line, on the caller's goroutine, whichever goroutines
+	// the backend computes on.
+	site := b.tr.CallerSite(1)
+	raw := make([]backends.Buffer, len(inputs))
 	var slotArr [8]*slot
-	raw, slots := rawArr[:0], slotArr[:0]
-	if len(inputs) > len(rawArr) {
-		raw, slots = make([]backends.Buffer, 0, len(inputs)), make([]*slot, 0, len(inputs))
-	}
-	for _, in := range inputs {
+	slots := slotArr[:0]
+	for i, in := range inputs {
 		s, err := b.liveSlot(in, "Execute")
 		if err != nil {
 			return nil, err
 		}
-		raw = append(raw, s.inner)
+		raw[i] = s.inner
 		slots = append(slots, s)
 	}
 	outs, err := ex.Executable.Execute(raw, donate, d)
-	clear(rawArr[:])
 	if err != nil {
 		return nil, err
 	}
@@ -103,9 +102,10 @@ func (ex *executable) Execute(inputs []backends.Buffer, donate []bool, d backend
 			}
 		}
 	}
+	later := b.underExec(site)
 	wrapped := make([]backends.Buffer, len(outs))
 	for i, o := range outs {
-		w, err := b.newBuffer(context.Background(), o, 1)
+		w, err := b.newBufferAt(context.Background(), o, site, later)
 		if err != nil {
 			return nil, err
 		}

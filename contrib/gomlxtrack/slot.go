@@ -1,6 +1,7 @@
 package gomlxtrack
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"sync"
@@ -19,8 +20,9 @@ type slot struct {
 	inner   backends.Buffer // the wrapped backend's buffer; nil for a program
 	program backends.Executable
 
-	own track.Record                 // the first record, kept in the slot
-	rec atomic.Pointer[track.Record] // the live record; nil once finalized, donated or reclaimed
+	own  track.Record                 // the first record, kept in the slot
+	rec  atomic.Pointer[track.Record] // the live record, or pending; nil once finalized, donated or reclaimed
+	site *track.Site                  // where a pending record is to be made
 	// gone is the record last released, for the note of a double free.
 	gone atomic.Pointer[track.Record]
 
@@ -28,14 +30,21 @@ type slot struct {
 	listed     bool
 }
 
-// take takes s's live record, nil if it has none: the one caller that gets
-// it releases it.
+// pending stands for the record of an output made inside Exec, which Exec
+// makes under its context's request once the program returns (rebook).
+var pending = new(track.Record)
+
+// take takes s's live record (or pending), nil if it has none: the one
+// caller that gets it releases it.
 func (s *slot) take() *track.Record { return s.rec.Swap(nil) }
 
 // release releases r, taken from s, and unlists s.
 func (s *slot) release(r *track.Record) {
-	s.gone.Store(r)
 	s.b.live.remove(s)
+	if r == pending {
+		return // never booked
+	}
+	s.gone.Store(r)
 	_ = s.b.tr.Release(r) // r is live and b's: no misuse to report
 }
 
@@ -61,6 +70,16 @@ func dropped(s *slot) {
 	r := s.take()
 	if r == nil {
 		return // finalized, donated or released with the backend
+	}
+	if r == pending {
+		// Dropped inside the Exec that made it (GoMLX drops the outputs of
+		// logged nodes it does not return): booked now, at its line, to
+		// be reported.
+		if s.b.tr.RecordAt(context.Background(), &s.own, s.site) != nil {
+			return
+		}
+		r = &s.own
+		s.b.live.add(s)
 	}
 	if s.b.done.Load() {
 		s.release(r) // the backend freed it with itself
