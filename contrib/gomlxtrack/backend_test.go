@@ -3,6 +3,8 @@ package gomlxtrack_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gomlx/gomlx/backends"
@@ -246,23 +248,29 @@ func TestInstallNamesTheBackendsItCannotWrap(t *testing.T) {
 	t.Cleanup(func() { backends.Register(simplego.BackendName, simplego.New) })
 	tr := newTracker(t)
 	fake := func(config string) (backends.Backend, error) { return simplego.New(config) }
-	backends.Register("gomlxtrack-test", fake)
-	t.Cleanup(func() { gomlxtrack.Know("gomlxtrack-test", fake) }) // so that other tests' Install succeeds
+	// A name of this run's own: GoMLX's registry is the process's, and
+	// keeps what -count's earlier runs registered.
+	name := fmt.Sprintf("gomlxtrack-test-%d", installRuns.Add(1))
+	backends.Register(name, fake)
+	t.Cleanup(func() { gomlxtrack.Know(name, fake) }) // so that other tests' Install succeeds
 
 	err := gomlxtrack.Install(tr)
 	assert.ErrorIs(t, err, gomlxtrack.ErrUnknownBackend)
-	assert.ErrorContains(t, err, `"gomlxtrack-test"`)
+	assert.ErrorContains(t, err, fmt.Sprintf("%q", name))
 	b, err := backends.NewWithConfig("go")
 	require.NoError(t, err)
 	x := materialize(t, b, []float32{1}, false)
 	assert.Len(t, allocations(tr, gomlxtrack.KindBuffer), 1, "the known ones are wrapped all the same")
 	require.NoError(t, x.FinalizeAll())
 
-	gomlxtrack.Know("gomlxtrack-test", fake)
+	gomlxtrack.Know(name, fake)
 	require.NoError(t, gomlxtrack.Install(tr))
-	b, err = backends.NewWithConfig("gomlxtrack-test")
+	b, err = backends.NewWithConfig(name)
 	require.NoError(t, err)
 	x = materialize(t, b, []float32{1}, false)
 	assert.Len(t, allocations(tr, gomlxtrack.KindBuffer), 1, "known now, so wrapped")
 	require.NoError(t, x.FinalizeAll())
 }
+
+// installRuns numbers the runs of the test above.
+var installRuns atomic.Int64

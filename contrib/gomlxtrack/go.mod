@@ -3,14 +3,12 @@ module github.com/tensorlife/tensorlife/contrib/gomlxtrack
 go 1.26.0
 
 require (
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/stretchr/testify v1.12.1
 	github.com/tensorlife/tensorlife v0.0.0
 )
 
-require (
-	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
-)
+require go.yaml.in/yaml/v3 v3.0.5 // indirect
 
 require (
 	github.com/dustin/go-humanize v1.0.1 // indirect

@@ -140,7 +140,7 @@ func TestOutputsKeptAcrossRequestsAreNamedByTheWatcherAndTheOutlivedProfile(t *t
 			b := newBackend(t, tr)
 			e := addExec(t, b)
 			defer e.Finalize()
-			w, err := watch.New(tr)
+			w, err := watch.New(tr, watch.OnSuspect(func(watch.Suspect) {}))
 			require.NoError(t, err)
 			c := &outputCache{}
 			defer func() { finalizeAll(t, c.kept) }()
@@ -234,7 +234,7 @@ func TestAnExecCacheGrowingWithInputShapesIsNamed(t *testing.T) {
 	require.NoError(t, err)
 	e.SetMaxCache(-1)
 	defer e.Finalize()
-	w, err := watch.New(tr)
+	w, err := watch.New(tr, watch.OnSuspect(func(watch.Suspect) {}))
 	require.NoError(t, err)
 
 	for n := 1; n <= 8; n++ {
