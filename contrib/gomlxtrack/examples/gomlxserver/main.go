@@ -34,8 +34,9 @@
 //	GET /debug/pprof/tensors   GoMLX's live buffers and programs in pprof format
 //	                           (?outlived=1: what outlived its request; &kind=gomlx: buffers alone)
 //
-// SIGINT or SIGTERM stops the server; it then lists what is still live and
-// exits with status 1 if any output was (under -leak it usually is).
+// SIGINT or SIGTERM stops the server; it then lists the GoMLX buffers still
+// live and exits with status 1 if there were any (under -leak, those the
+// collector has not reclaimed yet).
 package main
 
 import (
