@@ -242,7 +242,7 @@ func (b *backend) BufferFinalize(buf backends.Buffer) error {
 	r := s.take()
 	if r == nil {
 		if gone := s.gone.Load(); gone != nil && !b.done.Load() {
-			b.tr.NoteMisuse(gone, track.Misuse{Kind: track.EventDoubleFree, SecondFree: b.tr.CallerSite(1)})
+			gone.NoteMisuse(track.Misuse{Kind: track.EventDoubleFree, SecondFree: b.tr.CallerSite(1)})
 		}
 		return fmt.Errorf("%w: BufferFinalize of a %s buffer", ErrFinalized, s.describe())
 	}

@@ -95,5 +95,5 @@ func rebook(ctx context.Context, t *tensors.Tensor) {
 		old = r // finalized meanwhile: this record goes too
 		s.rec.CompareAndSwap(r, nil)
 	}
-	_ = b.tr.Release(old)
+	_ = old.Release()
 }

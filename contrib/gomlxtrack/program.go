@@ -45,7 +45,7 @@ func (x *builder) Compile(outputs []backends.Op, shardings []*backends.ShardingS
 	if err := b.tr.Record(context.Background(), &s.own, 1); err != nil {
 		return nil, err // only a misuse of a fresh record: never
 	}
-	_ = b.tr.HandOver(&s.own, b.programs) // live and b's: no misuse
+	_ = s.own.HandOver(b.programs) // live and b's: no misuse
 	s.rec.Store(&s.own)
 	b.live.add(s)
 	ex := &executable{Executable: inner, s: s}

@@ -45,7 +45,7 @@ func (s *slot) release(r *track.Record) {
 		return // never booked
 	}
 	s.gone.Store(r)
-	_ = s.b.tr.Release(r) // r is live and b's: no misuse to report
+	_ = r.Release() // r is live and b's: no misuse to report
 }
 
 // describe says what s holds, for an error.
@@ -85,7 +85,7 @@ func dropped(s *slot) {
 		s.release(r) // the backend freed it with itself
 		return
 	}
-	if !s.b.tr.ReportDropped(r, nil, "") {
+	if !r.ReportDropped(nil, "") {
 		s.rec.Store(r) // the tracker keeps it; Finalize of the backend still releases it
 		return
 	}
