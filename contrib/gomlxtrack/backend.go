@@ -56,15 +56,13 @@ type backend struct {
 // booked too (see the package doc). A buffer Wrap did not make gets an
 // error matching ErrForeignBuffer, never a panic.
 //
-// Wrap returns b itself when b is nil, or already tracked by tr; a backend
-// tracked by another tracker is wrapped again, and counts in both. A nil tr
-// is track.Default(). The result is safe for concurrent use as b is.
+// Wrap returns b itself when b is nil, already tracked by tr, or tr is nil
+// (untracked, as a nil tracker means to tensor.NewDeviceAllocator); a
+// backend tracked by another tracker is wrapped again, and counts in both.
+// The result is safe for concurrent use as b is.
 func Wrap(b backends.Backend, tr *track.Tracker) backends.Backend {
-	if b == nil {
-		return nil
-	}
-	if tr == nil {
-		tr = track.Default()
+	if b == nil || tr == nil {
+		return b
 	}
 	if w, ok := b.(*backend); ok && w.tr == tr {
 		return w
@@ -341,6 +339,3 @@ func (b *backend) Finalize() {
 	}
 	b.Backend.Finalize()
 }
-
-// String is the wrapped backend's String.
-func (b *backend) String() string { return b.Backend.String() }

@@ -205,6 +205,9 @@ func TestWrapIsIdempotentPerTracker(t *testing.T) {
 	b2 := gomlxtrack.Wrap(b, tr2)
 	assert.NotSame(t, b, b2)
 	assert.Nil(t, gomlxtrack.Wrap(nil, tr))
+	inner, err := simplego.New("")
+	require.NoError(t, err)
+	assert.Same(t, inner, gomlxtrack.Wrap(inner, nil), "a nil tracker: untracked")
 }
 
 func TestInstallWrapsTheRegisteredBackends(t *testing.T) {
