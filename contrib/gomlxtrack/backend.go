@@ -121,10 +121,11 @@ func dtypeName(d dtypes.DType) string {
 // buffer is what a wrapped backend hands GoMLX for a buffer of the backend
 // it wraps. GoMLX holds it alone (a tensors.Tensor's on-device storage), so
 // the collector finding it unreachable is the tensor being dropped: its
-// cleanup reports the slot's record dropped. It carries what the calls on
-// it read, which also keeps it in a 32-byte size class: the runtime finds
-// a cleanup's place by walking its span's list, so fewer objects a span
-// make AddCleanup cheaper (8-byte handles cost it about twice as much).
+// cleanup reports the slot's record dropped. It carries its backend, which
+// own checks, and the wrapped buffer, which also keeps it in a 32-byte size
+// class: the runtime finds a cleanup's place by walking its span's list, so
+// fewer objects a span make AddCleanup cheaper (8-byte handles cost it
+// about twice as much).
 type buffer struct {
 	b     *backend
 	inner backends.Buffer // the wrapped backend's, as s holds it
