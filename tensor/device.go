@@ -47,6 +47,22 @@ type Hardware interface {
 	UUID() string
 }
 
+// HostMemory is a Device whose memory is Go memory that code on the host
+// may read and write in place, as a library that computes on the CPU needs
+// (gorgonia.org/tensor's Dense, through contrib/gorgoniatrack). HostDevice
+// is one. A GPU's memory is not, and the CUDA device does not implement
+// it, even on a driver whose memory happens to lie on the host.
+type HostMemory interface {
+	Device
+	// HostBytes returns the n bytes at p, which must lie in one live
+	// allocation, as the Go memory that holds them: writes to the slice are
+	// the device's memory. A pointer the device did not hand out, or has
+	// taken back, is an error matching ErrInvalidPointer. The slice stays
+	// valid Go memory while it is referenced, but after Free the range is
+	// the device's again, to hand out anew.
+	HostBytes(p DevicePtr, n int64) ([]byte, error)
+}
+
 // Block is a range of device memory handed out by an Allocator.
 type Block struct {
 	Ptr  DevicePtr // start of the block; 0 for a zero-size block

@@ -57,7 +57,7 @@ var (
 // this package's sentinels (ErrOutOfMemory, ErrInvalidPointer, ...) where one
 // applies, and the driver's own error otherwise.
 type DeviceError struct {
-	Op     string // "alloc", "free", "copy to device", "copy to host", "memset", "meminfo", "name"
+	Op     string // "alloc", "free", "copy to device", "copy to host", "memset", "meminfo", "name", "host bytes"
 	Device string // Device.Name()
 	Bytes  int64  // size of the request; 0 where it does not apply
 	Err    error  // the cause

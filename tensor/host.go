@@ -184,6 +184,22 @@ func (d *HostDevice) Memset(dst DevicePtr, value byte, bytes int64) error {
 	return nil
 }
 
+// HostBytes returns the n bytes at p as the Go memory of their block
+// (HostMemory): code on the host reads and writes the device's memory in
+// place. n == 0 returns an empty slice for any p.
+func (d *HostDevice) HostBytes(p DevicePtr, n int64) ([]byte, error) {
+	if n < 0 {
+		return nil, d.err("host bytes", n, ErrInvalidSize)
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	mem, err := d.span("host bytes", p, n)
+	if err != nil {
+		return nil, err
+	}
+	return mem[:n:n], nil
+}
+
 // span returns the n bytes at p, checking that they lie in one live block.
 // The caller holds d.mu.
 func (d *HostDevice) span(op string, p DevicePtr, n int64) ([]byte, error) {

@@ -115,3 +115,36 @@ func TestDeviceAllocatorReportsReserved(t *testing.T) {
 	assert.Zero(t, alloc.Stats().Reserved)
 	assert.Equal(t, int64(1), alloc.Stats().Frees)
 }
+
+// HostBytes is the block's own memory: what host code writes there, the
+// device's copies read, and the other way round; a pointer the device did
+// not hand out, or took back, is refused.
+func TestHostDeviceHostBytesAreTheBlock(t *testing.T) {
+	dev, err := tensor.NewHostDevice(1 << 10)
+	require.NoError(t, err)
+	var _ tensor.HostMemory = dev
+	p, err := dev.Alloc(16)
+	require.NoError(t, err)
+
+	mem, err := dev.HostBytes(p.Add(4), 8)
+	require.NoError(t, err)
+	require.Len(t, mem, 8)
+	assert.Equal(t, 8, cap(mem), "the slice cannot reach past the range")
+	copy(mem, "tensorli")
+	got := make([]byte, 16)
+	require.NoError(t, dev.CopyToHost(got, p))
+	assert.Equal(t, "\x00\x00\x00\x00tensorli\x00\x00\x00\x00", string(got))
+	require.NoError(t, dev.Memset(p, 'x', 16))
+	assert.Equal(t, "xxxxxxxx", string(mem))
+
+	_, err = dev.HostBytes(p.Add(4), 13)
+	assert.ErrorIs(t, err, tensor.ErrSizeMismatch)
+	_, err = dev.HostBytes(p, -1)
+	assert.ErrorIs(t, err, tensor.ErrInvalidSize)
+	require.NoError(t, dev.Free(p, 16))
+	_, err = dev.HostBytes(p, 16)
+	assert.ErrorIs(t, err, tensor.ErrInvalidPointer)
+	var de *tensor.DeviceError
+	require.ErrorAs(t, err, &de)
+	assert.Equal(t, "host bytes", de.Op)
+}
