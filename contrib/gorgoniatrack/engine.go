@@ -124,7 +124,7 @@ func (e *Engine) Alloc(size int64) (gorgonia.Memory, error) {
 	if size < 0 {
 		return nil, fmt.Errorf("%w: gorgoniatrack: allocate %d bytes", tensor.ErrInvalidSize, size)
 	}
-	return e.live.alloc(e.ctx, tensor.Spec{DType: tensor.Uint8, Shape: tensor.Shape{int(size)}, Kind: Kind}, size, true)
+	return e.live.alloc(e.ctx, tensor.Spec{Kind: Kind}, size, true)
 }
 
 // Free frees the allocation at mem's address (a Dense, or what Alloc
@@ -208,6 +208,7 @@ type block struct {
 	handle     *tensor.Tensor
 	weakHandle weak.Pointer[tensor.Tensor]
 	mem        []byte
+	dims       [1]int // the shape an Alloc records: uint8[size]
 }
 
 // Uintptr returns the address of the block's first byte.
@@ -216,10 +217,17 @@ func (b *block) Uintptr() uintptr { return uintptr(unsafe.Pointer(unsafe.SliceDa
 // MemSize returns the block's size in bytes.
 func (b *block) MemSize() uintptr { return uintptr(len(b.mem)) }
 
-// alloc makes a tensor of spec (bytes > 0 long) under ctx and enters it in
-// the table, zeroed unless the caller fills it: gorgonia's own memory is
-// zeroed, and a pool hands out blocks that held other tensors.
+// alloc makes a tensor of spec (bytes > 0 long; without a Shape, uint8
+// [bytes]) under ctx and enters it in the table, zeroed unless the caller
+// fills it: gorgonia's own memory is zeroed, and a pool hands out blocks
+// that held other tensors.
 func (l *liveTable) alloc(ctx context.Context, spec tensor.Spec, bytes int64, zero bool) (*block, error) {
+	b := &block{}
+	if spec.Shape == nil {
+		// The shape lives in the block: one allocation for both.
+		b.dims[0] = int(bytes)
+		spec.DType, spec.Shape = tensor.Uint8, b.dims[:]
+	}
 	t, err := tensor.Make(ctx, l.allocator, spec)
 	if err != nil {
 		return nil, err
@@ -231,7 +239,7 @@ func (l *liveTable) alloc(ctx context.Context, spec tensor.Spec, bytes int64, ze
 	if zero {
 		clear(mem)
 	}
-	b := &block{handle: t, mem: mem}
+	b.handle, b.mem = t, mem
 	addr := b.Uintptr()
 	s := l.shard(addr)
 	s.mu.Lock()
