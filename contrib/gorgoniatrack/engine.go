@@ -222,7 +222,7 @@ func (b *block) MemSize() uintptr { return uintptr(len(b.mem)) }
 // fills it: gorgonia's own memory is zeroed, and a pool hands out blocks
 // that held other tensors.
 func (l *liveTable) alloc(ctx context.Context, spec tensor.Spec, bytes int64, zero bool) (*block, error) {
-	b := &block{}
+	b := blocks.Get().(*block)
 	if spec.Shape == nil {
 		// The shape lives in the block: one allocation for both.
 		b.dims[0] = int(bytes)
@@ -230,10 +230,12 @@ func (l *liveTable) alloc(ctx context.Context, spec tensor.Spec, bytes int64, ze
 	}
 	t, err := tensor.Make(ctx, l.allocator, spec)
 	if err != nil {
+		blocks.Put(b)
 		return nil, err
 	}
 	mem, err := l.hostBytes(t, bytes)
 	if err != nil {
+		blocks.Put(b)
 		return nil, errors.Join(err, t.Free())
 	}
 	if zero {
@@ -286,6 +288,11 @@ func (l *liveTable) free(addr uintptr, size int64) error {
 	h := b.handle
 	if h == nil {
 		h = b.weakHandle.Value()
+	} else {
+		// Never watched, so nothing refers to b but the Memory gorgonia
+		// was handed, which it dropped: b serves the next allocation.
+		*b = block{}
+		blocks.Put(b)
 	}
 	if h == nil {
 		// The Dense was dropped and found: package tensor reported and
@@ -329,6 +336,10 @@ func (l *liveTable) forget(b *block) {
 	}
 	s.mu.Unlock()
 }
+
+// blocks recycles the blocks of freed allocations that were never watched,
+// so that an allocation costs no Go allocation beyond the tensor's own.
+var blocks = sync.Pool{New: func() any { return new(block) }}
 
 // emptyMemory is what Alloc returns for zero bytes.
 type emptyMemory struct{}
