@@ -102,7 +102,9 @@ func Free(d *gorgonia.Dense) error {
 // gorgonia allocates itself through an Engine (made WithEngine, or an
 // operation's result) is named at the line that called gorgonia rather
 // than inside it. New and FromSlice name their caller on any tracker.
-func Helpers() track.Option { return track.HelperFunctions("gorgonia.org/tensor.") }
+func Helpers() track.Option {
+	return track.HelperFunctions("gorgonia.org/tensor.", "gorgonia.org/tensor/")
+}
 
 // engineOf returns d's Engine.
 func engineOf(d *gorgonia.Dense, op string) (*Engine, error) {

@@ -9,6 +9,8 @@ import (
 	gorgonia "gorgonia.org/tensor"
 
 	"github.com/tensorlife/tensorlife/contrib/gorgoniatrack"
+	"github.com/tensorlife/tensorlife/pool"
+	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
@@ -72,4 +74,31 @@ func TestReusedMemoryIsZeroed(t *testing.T) {
 	w := gorgonia.New(gorgonia.WithShape(4), gorgonia.Of(gorgonia.Int64), gorgonia.WithEngine(e.eng))
 	assert.Equal(t, []int64{0, 0, 0, 0}, w.Data())
 	require.NoError(t, gorgoniatrack.Free(w))
+}
+
+// An admitted request's Denses draw from its reservation, whether made by
+// New or by gorgonia through eng.For(ctx).
+func TestAdmittedRequestsDensesDrawFromItsReservation(t *testing.T) {
+	dev, err := tensor.NewHostDevice(1 << 20)
+	require.NoError(t, err)
+	tr, err := track.New()
+	require.NoError(t, err)
+	p, err := pool.New(dev, pool.Tracker(tr), pool.Budget(512<<10))
+	require.NoError(t, err)
+	eng, err := gorgoniatrack.NewEngine(p)
+	require.NoError(t, err)
+	defer tracktest.VerifyNone(t, tr)
+
+	ctx, adm, err := p.Admit(track.WithLabels(context.Background(), "kind", "rank"), "rank", 64<<10)
+	require.NoError(t, err)
+	defer adm.End()
+	left := adm.Left()
+	d, err := gorgoniatrack.New(ctx, eng, gorgonia.Float32, 64, 64) // 16 KiB
+	require.NoError(t, err)
+	afterNew := adm.Left()
+	assert.Less(t, afterNew, left, "New drew from the reservation")
+	g := gorgonia.New(gorgonia.WithShape(64, 64), gorgonia.Of(gorgonia.Float32), gorgonia.WithEngine(eng.For(ctx)))
+	assert.Less(t, adm.Left(), afterNew, "gorgonia's Dense drew from it too")
+	require.NoError(t, gorgoniatrack.Free(d))
+	require.NoError(t, gorgoniatrack.Free(g))
 }
