@@ -2,6 +2,8 @@ package gorgoniatrack_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -10,6 +12,7 @@ import (
 	gorgonia "gorgonia.org/tensor"
 
 	"github.com/tensorlife/tensorlife/contrib/gorgoniatrack"
+	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/tracktest"
@@ -197,4 +200,42 @@ func TestEngineSharedByGoroutines(t *testing.T) {
 	wg.Wait()
 	assert.Zero(t, e.eng.Live())
 	assert.Zero(t, e.pool.Stats().Active)
+}
+
+// On a tracker made without Helpers, a Dense gorgonia allocates is named at
+// gorgonia's own frame, with the caller's line below it in the stack; New's
+// is named at its caller's line on any tracker.
+func TestSitesOnATrackerWithoutHelpers(t *testing.T) {
+	dev, err := tensor.NewHostDevice(1 << 20)
+	require.NoError(t, err)
+	tr, err := track.New()
+	require.NoError(t, err)
+	p, err := pool.New(dev, pool.Tracker(tr))
+	require.NoError(t, err)
+	eng, err := gorgoniatrack.NewEngine(p)
+	require.NoError(t, err)
+	defer tracktest.VerifyNone(t, tr)
+
+	file, line := here()
+	g := gorgonia.New(gorgonia.WithShape(4), gorgonia.Of(gorgonia.Float32), gorgonia.WithEngine(eng))
+	n, err := gorgoniatrack.New(context.Background(), eng, gorgonia.Float32, 4)
+	require.NoError(t, err)
+
+	sites := map[string]*track.Site{}
+	for _, a := range tr.Snapshot().Allocations {
+		sites[a.Site.Location().Function] = a.Site
+	}
+	require.Len(t, sites, 2)
+	inGorgonia := 0
+	for fn, s := range sites {
+		if strings.HasPrefix(fn, "gorgonia.org/tensor.") {
+			inGorgonia++
+			assert.Contains(t, s.Stack(""), fmt.Sprintf("%s:%d", file, line+1), "the caller's line is in the stack")
+			continue
+		}
+		assert.Equal(t, line+2, s.Location().Line, "New's site is its caller's line: %s", s.Location())
+	}
+	assert.Equal(t, 1, inGorgonia, "the WithEngine Dense is named inside gorgonia")
+	require.NoError(t, gorgoniatrack.Free(g))
+	require.NoError(t, gorgoniatrack.Free(n))
 }
