@@ -17,6 +17,9 @@
 // tracktest's checks, at the line that called gorgonia. Engine.Free (or
 // Free) gives it back. gorgonia itself never frees through its engine, so
 // a Dense that is not freed stays live: tracktest and the watcher see it.
+// The results gorgonia makes on its own StdEng instead (reductions: Sum,
+// Max, Argmax) are ordinary Go memory, which neither the engine nor the
+// budget sees and the collector frees.
 //
 // # Sites
 //

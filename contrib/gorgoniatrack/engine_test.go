@@ -239,3 +239,18 @@ func TestSitesOnATrackerWithoutHelpers(t *testing.T) {
 	require.NoError(t, gorgoniatrack.Free(g))
 	require.NoError(t, gorgoniatrack.Free(n))
 }
+
+// A reduction's result is made by gorgonia's StdEng on Go memory: not the
+// engine's, so neither tracked nor to be freed through it.
+func TestReductionsReturnGoMemory(t *testing.T) {
+	e := newEnv(t, 1<<20)
+	defer tracktest.VerifyNone(t, e.tr)
+	a, err := gorgoniatrack.FromSlice(context.Background(), e.eng, []float64{1, 2, 3, 4}, 2, 2)
+	require.NoError(t, err)
+	sum, err := a.Sum(0)
+	require.NoError(t, err)
+	assert.Equal(t, []float64{4, 6}, sum.Data())
+	assert.Len(t, e.live(t), 1, "only a is tracked")
+	assert.ErrorIs(t, gorgoniatrack.Free(sum), tensor.ErrInvalidPointer)
+	require.NoError(t, gorgoniatrack.Free(a))
+}
