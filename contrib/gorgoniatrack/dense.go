@@ -97,6 +97,55 @@ func Free(d *gorgonia.Dense) error {
 	return e.Free(d, int64(d.MemSize()))
 }
 
+// HandTo gives d's allocation to owner, as tensor.Tensor.HandTo does: a
+// cache that keeps Denses past their request on purpose hands each to its
+// track.Owner, which is then judged by its bound rather than each Dense by
+// its request. It must not race with d's Free. A Dense that holds no live
+// allocation of a gorgoniatrack Engine is an error matching
+// tensor.ErrInvalidPointer.
+func HandTo(d *gorgonia.Dense, owner *track.Owner) error {
+	h, err := handleOf(d, "HandTo")
+	if err != nil {
+		return err
+	}
+	return h.HandTo(owner)
+}
+
+// HandBack ends d's HandTo, as tensor.Tensor.HandBack does: the owner lets
+// go of d without freeing it.
+func HandBack(d *gorgonia.Dense) error {
+	h, err := handleOf(d, "HandBack")
+	if err != nil {
+		return err
+	}
+	return h.HandBack()
+}
+
+// handleOf returns the handle of the allocation d's memory is.
+func handleOf(d *gorgonia.Dense, op string) (*tensor.Tensor, error) {
+	e, err := engineOf(d, op)
+	if err != nil {
+		return nil, err
+	}
+	var h *tensor.Tensor
+	if d.MemSize() > 0 {
+		addr := d.Uintptr()
+		s := e.live.shard(addr)
+		s.mu.Lock()
+		if b := s.m[addr]; b != nil && b.MemSize() == d.MemSize() {
+			h = b.handle
+			if h == nil {
+				h = b.weakHandle.Value()
+			}
+		}
+		s.mu.Unlock()
+	}
+	if h == nil {
+		return nil, fmt.Errorf("%w: gorgoniatrack.%s: the Dense holds no live allocation of this engine", tensor.ErrInvalidPointer, op)
+	}
+	return h, nil
+}
+
 // Helpers returns the tracker option that marks gorgonia.org/tensor's
 // functions as allocation helpers (track.HelperFunctions), so that a Dense
 // gorgonia allocates itself through an Engine (made WithEngine, or an

@@ -48,6 +48,10 @@
 // engine, so they keep its memory, and its report waits until they go too:
 // a view never reads memory handed out again.
 //
+// A Dense kept past its request on purpose (a cache) is handed to a
+// track.Owner with HandTo, as a tensor is with tensor.Tensor.HandTo: the
+// watcher then judges the owner by its bound, not the Dense by its request.
+//
 // # Out of memory
 //
 // New and FromSlice allocate before gorgonia runs, and return the

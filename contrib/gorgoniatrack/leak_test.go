@@ -16,6 +16,7 @@ import (
 	gorgonia "gorgonia.org/tensor"
 
 	"github.com/tensorlife/tensorlife/contrib/gorgoniatrack"
+	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 	"github.com/tensorlife/tensorlife/track/watch"
@@ -230,4 +231,40 @@ func TestWatcherNamesADenseKeptGlobally(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A cache that keeps Denses on purpose hands them to a bounded owner: the
+// watcher then names no suspect however many requests it keeps them
+// across, and the owner's books hold them.
+func TestDensesHandedToABoundedOwnerAreNoSuspects(t *testing.T) {
+	e := newEnv(t, 8<<20)
+	var suspects []watch.Suspect
+	w, err := watch.New(e.tr, watch.OnSuspect(func(s watch.Suspect) { suspects = append(suspects, s) }))
+	require.NoError(t, err)
+	cache := &track.Owner{Name: "score cache", MaxBytes: 1 << 20}
+	var held []*gorgonia.Dense
+	for range 16 {
+		ctx, end := track.WithRequest(context.Background())
+		d, err := gorgoniatrack.New(ctx, e.eng, gorgonia.Float64, 32, 32)
+		require.NoError(t, err)
+		require.NoError(t, gorgoniatrack.HandTo(d, cache))
+		held = append(held, d)
+		end()
+		require.NoError(t, w.Tick())
+	}
+	assert.Empty(t, suspects)
+	var owned int64
+	for _, o := range e.tr.Owners() {
+		if o.Name == cache.Name {
+			owned = o.Bytes
+		}
+	}
+	assert.EqualValues(t, 16*32*32*8, owned)
+
+	require.NoError(t, gorgoniatrack.HandBack(held[0]))
+	for _, d := range held {
+		require.NoError(t, gorgoniatrack.Free(d))
+	}
+	assert.ErrorIs(t, gorgoniatrack.HandTo(held[0], cache), tensor.ErrInvalidPointer, "a freed Dense")
+	tracktest.VerifyNone(t, e.tr)
 }
