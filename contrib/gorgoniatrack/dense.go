@@ -146,15 +146,6 @@ func handleOf(d *gorgonia.Dense, op string) (*tensor.Tensor, error) {
 	return h, nil
 }
 
-// Helpers returns the tracker option that marks gorgonia.org/tensor's
-// functions as allocation helpers (track.HelperFunctions), so that a Dense
-// gorgonia allocates itself through an Engine (made WithEngine, or an
-// operation's result) is named at the line that called gorgonia rather
-// than inside it. New and FromSlice name their caller on any tracker.
-func Helpers() track.Option {
-	return track.HelperFunctions("gorgonia.org/tensor.", "gorgonia.org/tensor/")
-}
-
 // engineOf returns d's Engine.
 func engineOf(d *gorgonia.Dense, op string) (*Engine, error) {
 	if d == nil {

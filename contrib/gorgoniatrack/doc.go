@@ -23,11 +23,10 @@
 //
 // # Sites
 //
-// A Dense made by New or FromSlice is named at their caller's line on any
-// tracker. One that gorgonia allocates itself (WithEngine, an operation's
-// result) is named at the line that called gorgonia on a tracker made with
-// Helpers; on another, at gorgonia's own frame, with the caller's line
-// below it in the stack.
+// NewEngine marks gorgonia's packages and this one as library code
+// (track.AdapterPackages), so every Dense, made by New or by gorgonia
+// (WithEngine, an operation's result), is named at the line that called
+// it, on any tracker and whatever helpers the tracker was made with.
 //
 // # Dropped Denses: what WithEngine alone cannot see
 //

@@ -48,11 +48,24 @@ type Engine struct {
 	held *tensor.Tensor
 }
 
+// adapterPackages are the packages an Engine records through: gorgonia and
+// this adapter. A site names the first frame outside them, on any tracker.
+var adapterPackages = sync.OnceValue(func() error {
+	return track.AdapterPackages("gorgonia.org/tensor.", "gorgonia.org/tensor/",
+		"github.com/tensorlife/tensorlife/contrib/gorgoniatrack.")
+})
+
 // NewEngine returns an engine that allocates from alloc, under
-// context.Background() (For binds a request's context). alloc's device must
+// context.Background() (For binds a request's context). It marks gorgonia's
+// packages and this one as the library code a site skips
+// (track.AdapterPackages), so that every Dense is named at the line that
+// called gorgonia, on any tracker. alloc's device must
 // be host memory (tensor.HostMemory, as tensor.HostDevice is): an allocator
 // on a GPU is refused with an error matching ErrNotHostMemory.
 func NewEngine(alloc tensor.Allocator) (*Engine, error) {
+	if err := adapterPackages(); err != nil {
+		return nil, err
+	}
 	if alloc == nil {
 		return nil, fmt.Errorf("%w: gorgoniatrack.NewEngine(nil)", tensor.ErrNilAllocator)
 	}

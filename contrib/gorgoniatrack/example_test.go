@@ -17,7 +17,7 @@ import (
 // them until they are freed.
 func Example() {
 	dev, _ := tensor.NewHostDevice(64 << 20)
-	tr, _ := track.New(gorgoniatrack.Helpers())
+	tr, _ := track.New()
 	p, _ := pool.New(dev, pool.Tracker(tr), pool.Budget(16<<20))
 
 	eng, err := gorgoniatrack.NewEngine(p)

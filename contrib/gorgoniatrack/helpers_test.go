@@ -13,7 +13,7 @@ import (
 	"github.com/tensorlife/tensorlife/track"
 )
 
-// env is a host device, a tracker marked with Helpers, a pool over the
+// env is a host device, a tracker, a pool over the
 // device recording in the tracker, and an engine over the pool.
 type env struct {
 	dev  *tensor.HostDevice
@@ -27,7 +27,7 @@ func newEnv(t testing.TB, capacity int64, opts ...track.Option) *env {
 	dev, err := tensor.NewHostDevice(capacity)
 	require.NoError(t, err)
 	quiet := slog.New(slog.DiscardHandler) // the tests read the reports
-	tr, err := track.New(append([]track.Option{gorgoniatrack.Helpers(), track.Logger(quiet)}, opts...)...)
+	tr, err := track.New(append([]track.Option{track.Logger(quiet)}, opts...)...)
 	require.NoError(t, err)
 	p, err := pool.New(dev, pool.Tracker(tr))
 	require.NoError(t, err)
