@@ -4,7 +4,7 @@
 //
 // An Engine is a gorgonia Engine over a tensorlife allocator, normally a
 // *pool.Pool over a tensor.HostDevice. The one line to add is the engine,
-// passed where gorgonia takes one:
+// passed where gorgonia takes one (gorgonia is gorgonia.org/tensor here):
 //
 //	eng, err := gorgoniatrack.NewEngine(pool)
 //	...
@@ -33,9 +33,9 @@
 // gorgonia keeps only the address of what Alloc returns, in a slice no
 // tensorlife object is reachable from, so an engine alone cannot tell a
 // Dense dropped from one kept: a Dense made WithEngine and dropped without
-// Free stays live in the tracker for good, an outlived allocation at its
-// line, which tracktest and the watcher report as still live, never as
-// dropped.
+// Free stays live in the tracker for good (outlived once its request
+// ends) at its line, which tracktest and the watcher report as still live,
+// never as dropped.
 //
 // New and FromSlice (and Watch, for a Dense gorgonia made) watch the Dense
 // itself: its engine is one of its own that holds the tensor's handle, and
