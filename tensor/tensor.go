@@ -313,7 +313,10 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 		}
 		if err != nil {
 			if tr != nil && errors.Is(err, ErrOutOfMemory) {
-				tr.Note(track.EventOOM, tr.Caller(skip+1, 32), bytes)
+				// The device counts the refusal too: a watcher reads it as
+				// the fact that the memory its suspects draw from ran out.
+				device, _ := allocDeviceName(tr, alloc)
+				tr.NoteOutOfMemory(device, tr.Caller(skip+1, 32), bytes)
 			}
 			return nil, err
 		}

@@ -265,6 +265,7 @@ type Tracker struct {
 	owners       ownerRegistry                // the owners tensors were handed to (owner.go)
 	panics       partPanics                   // panics recovered from parts' code (panics.go)
 	kinds        kindTable                    // what each kind of request cost (kinds.go)
+	ooms         oomBook                      // allocations refused for lack of memory, per device (oom.go)
 }
 
 // trackerHead is the tracker's read-mostly fields, before its shards.

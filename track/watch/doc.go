@@ -46,7 +46,13 @@
 // when its growth began) or stops growing: its outlived bytes have not
 // passed their highest since the flag for 2·K windows, or for four times
 // the longest stretch between two new highs since its growth began, if
-// longer. The flag is strict and the clearing patient: a leak that keeps
+// longer; but never while the memory it draws from has run out (an
+// allocation on its device failed since it last grew, or the headroom
+// there is below its growth per window: Suspect.RanOut). A leak stops
+// growing when memory is full, the moment it matters most: it then stays a
+// suspect until its bytes are freed or handed to an owner, and clears at
+// once when they are. Below the budget, a plateau clears. The flag is
+// strict and the clearing patient: a leak that keeps
 // growing, every request, every third request or in bursts, is one suspect
 // from its first flag until it stops, so an alert that waits for a suspect
 // to stand for a while fires. Sites are judged at the windows in which

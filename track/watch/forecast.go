@@ -114,6 +114,9 @@ func (w *Watcher) forecast(ests []estimate) {
 		r := rooms[e.device]
 		s.GrowthPerSecond, s.Headroom, s.HeadroomOf, s.ForecastAt = e.perSecond*r.scale, r.left, r.of, e.at
 		s.RunsOutIn = runsOutIn(r.left, r.of, s.GrowthPerSecond)
+		if s.RanOut != "" {
+			s.RunsOutIn = 0 // nothing left to forecast: it has run out (Suspect.RanOut)
+		}
 	}
 }
 

@@ -69,8 +69,9 @@ type Suspect struct {
 	// Headroom divided by the rate. 0 means unknown: the windows' times
 	// say nothing yet (counted windows ended at one instant), the site
 	// did not grow over them, or no attached allocator tells the
-	// headroom. Updated at each window while the site is a suspect. See
-	// the package doc for the model and its limits.
+	// headroom, or it has run out already (RanOut). Updated at each
+	// window while the site is a suspect. See the package doc for the
+	// model and its limits.
 	RunsOutIn time.Duration
 	// GrowthPerSecond is the rate the forecast extrapolates: the growth of
 	// the outlived bytes over the windows since the growth began (at most
@@ -86,6 +87,16 @@ type Suspect struct {
 	HeadroomOf string
 	// ForecastAt is the end of the window RunsOutIn was made at.
 	ForecastAt time.Time
+	// RanOut says, while the memory the suspect draws from is exhausted,
+	// how: an allocation on its device failed since its outlived bytes
+	// last grew, or the headroom left there is below its growth per
+	// window. Empty while memory is left. A leak stops growing when memory
+	// is full, the moment it matters most: a suspect whose memory ran out
+	// stays one however long it stops growing, until its bytes are freed
+	// or handed to an owner (its outlived bytes fall below their highest);
+	// RunsOutIn is then 0, as there is nothing left to forecast, and
+	// Forecast says it has run out.
+	RanOut string
 	// HeldBy names, when extra owners (a View, a Retain, a cache entry)
 	// keep the site's tensors alive after their own handles were freed,
 	// those owners by the line that made them, most handles first: the
@@ -115,6 +126,9 @@ func (s Suspect) IsOwner() bool { return s.Owner != "" }
 // says it ("runs out in ~1h12m at 32 KiB/s"); "" when there is no forecast
 // (RunsOutIn is 0).
 func (s Suspect) Forecast() string {
+	if s.RanOut != "" {
+		return "has run out: " + s.RanOut
+	}
 	if s.RunsOutIn <= 0 {
 		return ""
 	}
@@ -156,6 +170,7 @@ type Watcher struct {
 	levelsPeak int
 	settle     []settling     // sites to fold back into levels once they stop changing, oldest first
 	suspects   []*siteHistory // the sites that are suspects now
+	ranOutNow  []*siteHistory // suspects whose memory ran out at this window, to log
 	times      []time.Time    // window end times by window modulo History+1; times[0] is New's
 
 	// lifeMu guards stopping and the loop's state.
@@ -209,6 +224,16 @@ type siteHistory struct {
 	peakAt     uint64
 	longestGap uint64
 	baseAt     uint64 // the window of its BaselineBytes
+	// peakRate is its growth per window while it grew, from its baseline
+	// to its highest: what a headroom must exceed for memory to be left.
+	peakRate int64
+	// The refused allocations on the suspect's device (track.Tracker.
+	// OutOfMemoryOn): oomDevice is the device they are read for, oomLast
+	// the count at the latest window, oomBase the count before the window
+	// of its highest. A count past oomBase is an allocation that failed
+	// since it stopped growing: its memory ran out.
+	oomDevice        string
+	oomLast, oomBase int64
 }
 
 func (h *siteHistory) value(i uint64) int64 { return h.ring[i%uint64(len(h.ring))] }
@@ -668,6 +693,13 @@ func (w *Watcher) endWindow(fromLoop bool) {
 	w.settleSites(n)
 	ownerReports := w.judgeOwners(w.changedOwners, n, now)
 	w.suspectCount.Store(int64(len(w.suspects) + len(w.owners)))
+	var ranOut []Suspect
+	for _, h := range w.ranOutNow {
+		if h.suspect != nil {
+			ranOut = append(ranOut, *h.suspect)
+		}
+	}
+	w.ranOutNow = w.ranOutNow[:0]
 	var ests []estimate
 	if len(flagged) == 0 {
 		ests = w.estimates(n) // under this lock: a window with no flag takes it once
@@ -683,6 +715,9 @@ func (w *Watcher) endWindow(fromLoop bool) {
 		w.mu.Unlock()
 	}
 	w.forecast(ests)
+	for _, s := range ranOut {
+		w.logRanOut(s)
+	}
 	if len(flagged) == 0 && len(ownerReports) == 0 {
 		return
 	}
@@ -841,10 +876,29 @@ func (w *Watcher) judge(h *siteHistory, st track.SiteStats, n uint64, now time.T
 	net := live - start
 
 	if s := h.suspect; s != nil {
-		if live <= s.BaselineBytes || !w.keepsGrowing(h, live, n) {
+		ooms := w.tr.OutOfMemoryOn(s.Device)
+		if s.Device != h.oomDevice { // named since the flag: counted from now on
+			h.oomDevice, h.oomLast, h.oomBase = s.Device, ooms, ooms
+		}
+		if live > h.peak {
+			h.oomBase = h.oomLast // a new high: what failed before it is no news of it
+			h.peakRate = (live - s.BaselineBytes) / int64(max(n-h.baseAt, 1))
+		}
+		h.oomLast = ooms
+		if live <= s.BaselineBytes {
 			h.suspect = nil
 			return false
 		}
+		growing := w.keepsGrowing(h, live, n)
+		ranOut := w.ranOut(h, s, live, ooms)
+		if !growing && ranOut == "" {
+			h.suspect = nil
+			return false
+		}
+		if ranOut != "" && s.RanOut == "" {
+			w.ranOutNow = append(w.ranOutNow, h)
+		}
+		s.RanOut = ranOut
 		s.LiveBytes, s.LiveCount = st.LiveBytes, st.LiveCount
 		s.OutlivedBytes, s.OutlivedCount = live, st.OutlivedCount
 		s.Grew = grew
@@ -876,7 +930,10 @@ func (w *Watcher) judge(h *siteHistory, st track.SiteStats, n uint64, now time.T
 		h.baseAt = h.runStart
 		s.GrowthPerWindow = (live - h.runBase) / int64(run)
 	}
-	h.peak, h.peakAt, h.longestGap = live, n, 0
+	h.peak, h.peakAt, h.longestGap, h.peakRate = live, n, 0, s.GrowthPerWindow
+	h.oomDevice = s.Device
+	h.oomLast = w.tr.OutOfMemoryOn(s.Device)
+	h.oomBase = h.oomLast
 	// The gaps of the growth that flagged it, as far as the ring reaches.
 	last := max(h.baseAt, n-min(n, uint64(w.cfg.history)))
 	for i := last + 1; i <= n; i++ {
@@ -905,4 +962,42 @@ func (w *Watcher) keepsGrowing(h *siteHistory, live int64, n uint64) bool {
 	}
 	quiet := max(2*uint64(w.cfg.windows), 4*h.longestGap)
 	return n-h.peakAt < quiet
+}
+
+// ranOut says how the memory suspect s draws from ran out, at window end
+// with live outlived bytes and ooms refused allocations on its device; ""
+// while memory is left, or once some of its bytes were freed or handed to
+// an owner since its highest (a leak that gives back is no longer what
+// filled the memory). Two facts tell it: an allocation on its device
+// failed since it last grew, or the headroom the latest forecast read
+// there is below its growth per window. Called with w.mu held.
+func (w *Watcher) ranOut(h *siteHistory, s *Suspect, live, ooms int64) string {
+	if live < h.peak {
+		return ""
+	}
+	on := s.Device
+	if on == "" {
+		on = "its device"
+	}
+	if failed := ooms - h.oomBase; failed > 0 {
+		return fmt.Sprintf("%d allocation(s) on %s failed for lack of memory since it last grew", failed, on)
+	}
+	if s.HeadroomOf != "" && h.peakRate > 0 && s.Headroom < h.peakRate {
+		return fmt.Sprintf("%s of the %s on %s left, less than its growth of %s a window",
+			format.Bytes(max(s.Headroom, 0)), s.HeadroomOf, on, format.Bytes(h.peakRate))
+	}
+	return ""
+}
+
+// logRanOut logs, once per suspect, that the memory it draws from ran out
+// and that it stays a suspect.
+func (w *Watcher) logRanOut(s Suspect) {
+	defer func() { _ = recover() }() // a logger's panic is not let through
+	w.cfg.logger.Warn("tensorlife: leak suspect: the memory it draws from ran out; it stays a suspect until its bytes are freed or handed to an owner",
+		slog.String("tracker", w.tr.Name()),
+		slog.String("site", s.Site.String()),
+		slog.String("ran_out", s.RanOut),
+		slog.Int64("outlived_bytes", s.OutlivedBytes),
+		slog.Uint64("since_window", s.SinceWindow),
+		slog.String("advice", Advice))
 }
