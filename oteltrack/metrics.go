@@ -106,8 +106,11 @@
 // tensorlife.watcher.suspect.runs_out_in is the shortest Suspect.RunsOutIn
 // of the current suspects on each device, in whole seconds (at least 1),
 // with tensorlife.device and tensorlife.forecast.memory ("pool budget" or
-// "device memory": what runs out). A device without a suspect with a
-// forecast has no point, so an alert on it clears when the suspect does.
+// "device memory": what runs out), and 0 on a device where a suspect's
+// memory has run out (watch.Suspect.RanOut: the suspect stays one, and so
+// does this point, until its bytes are freed or handed to an owner). A
+// device without a suspect with a forecast has no point, so an alert on it
+// clears when the suspect does.
 package oteltrack
 
 import (
@@ -375,6 +378,10 @@ func (m *Metrics) observe(ctx context.Context, o metric.Observer) error {
 			suspects = sat.AddSat(suspects, int64(len(w.Suspects)))
 			windows = sat.AddSat(windows, int64(min(w.WindowsEnded, math.MaxInt64)))
 			for _, sus := range w.Suspects {
+				if sus.RanOut != "" { // it has run out: 0 left, the shortest there is
+					shortest[forecastKey{sus.Device, sus.HeadroomOf}] = 0
+					continue
+				}
 				shorter(shortest, forecastKey{sus.Device, sus.HeadroomOf}, sus.RunsOutIn)
 			}
 		}

@@ -420,6 +420,11 @@ func writeSuspects(b *strings.Builder, w WatcherReading, pools []pool.Stats, now
 			fmt.Fprintf(b, "%*s%s\n", heldIndent, "", clip(format.HeldBy(h.String(), h.Live), summaryWidth-heldIndent))
 		}
 		switch refused := oomsOn(pools, s.Device); {
+		case s.RanOut != "":
+			// The watcher's own fact: it stays named while its memory is
+			// what ran out.
+			format.Wrap(b, strings.Repeat(" ", heldIndent)+"memory ran out: ", s.RanOut+
+				"; it stays a suspect until its bytes are freed or handed to an owner", summaryWidth)
 		case refused > 0:
 			// Memory has run out: a forecast of when it will would
 			// contradict the error the service already got.

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -980,7 +981,11 @@ func (w *Watcher) ranOut(h *siteHistory, s *Suspect, live, ooms int64) string {
 		on = "its device"
 	}
 	if failed := ooms - h.oomBase; failed > 0 {
-		return fmt.Sprintf("%d allocation(s) on %s failed for lack of memory since it last grew", failed, on)
+		what := "an allocation"
+		if failed > 1 {
+			what = strconv.FormatInt(failed, 10) + " allocations"
+		}
+		return fmt.Sprintf("%s on %s failed for lack of memory since it last grew", what, on)
 	}
 	if s.HeadroomOf != "" && h.peakRate > 0 && s.Headroom < h.peakRate {
 		return fmt.Sprintf("%s of the %s on %s left, less than its growth of %s a window",
