@@ -20,6 +20,7 @@ type instruments struct {
 	ownerUsage, ownerLimit, ownerTensors, partPanics      metric.Int64Observable
 	requestsOpen, requestsInFlight                        metric.Int64Observable
 	requestOldestAge, requestLargest                      metric.Int64Observable
+	requestPeakP50, requestPeakP99, requestPeakMax        metric.Int64Observable
 
 	// requestPeaks is the one synchronous instrument: OpenTelemetry has
 	// no observable histogram, so the callback records into it what the
@@ -29,8 +30,12 @@ type instruments struct {
 
 // peakBoundaries are requestPeaks' buckets, an octave each, from 1 KiB to
 // 1 TiB: 2^e-1, since a bucket holds the values up to its bound, so that
-// bucket e holds the integers in [2^(e-1), 2^e). A bucket of the tracker's
-// (1/8 of an octave) lies inside one of them, so the counts are exact.
+// bucket e holds the integers in [2^(e-1), 2^e); peaks under 1 KiB fall in
+// the first bucket, those of 1 TiB and more in the +Inf one. A bucket of
+// the tracker's (1/8 of an octave) lies inside one of them, so the counts
+// are exact, but a quantile read from them (histogram_quantile) is only
+// within an octave: the p50, p99 and max gauges beside it are the
+// summary's own, within one 1/8-octave bucket.
 var peakBoundaries = func() []float64 {
 	var out []float64
 	for e := 10; e <= 40; e++ {
@@ -80,6 +85,9 @@ func (in *instruments) create(meter metric.Meter) ([]metric.Observable, error) {
 		{&in.requestsInFlight, upDown, "tensorlife.request.memory.in_flight", "By", "Device bytes the open requests hold in flight: made under them, neither freed nor handed to an owner."},
 		{&in.requestOldestAge, gauge, "tensorlife.request.oldest.age", "s", "How long the oldest open request has been open."},
 		{&in.requestLargest, gauge, "tensorlife.request.largest.memory.in_flight", "By", "In-flight bytes of the open request holding most."},
+		{&in.requestPeakP50, gauge, "tensorlife.request.memory.peak.p50", "By", "Median peak in-flight bytes of the ended requests, by request kind and device, as the memory summary states it (within one 1/8-octave bucket)."},
+		{&in.requestPeakP99, gauge, "tensorlife.request.memory.peak.p99", "By", "99th percentile of the peak in-flight bytes of the ended requests, by request kind and device, as the memory summary states it (within one 1/8-octave bucket)."},
+		{&in.requestPeakMax, gauge, "tensorlife.request.memory.peak.max", "By", "Largest peak in-flight bytes of an ended request, by request kind and device, exact."},
 		// The parts' instruments.
 		{&in.poolUsage, upDown, "tensorlife.pool.memory.usage", "By", "Bytes pools hold from the device, by state: active (handed out) or cached (kept for reuse)."},
 		{&in.poolLimit, upDown, "tensorlife.pool.memory.limit", "By", "Memory budget of the pools on a device."},

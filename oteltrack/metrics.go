@@ -47,6 +47,28 @@
 //	tensorlife.tensor.free_lines_lost  {free}        Counter        frees whose line the full free-line table lost
 //	tensorlife.part.panics             {call}        Counter        calls into code tensorlife does not own that panicked, recovered
 //
+// Of the requests (track.WithRequest, httptrack): the open ones, facts
+// never judged, and, with track.RequestKinds, the peaks of the ended ones
+// per tensorlife.request.kind and tensorlife.device (at most 32 kinds and
+// "other" on each device, so at most 33 series per device and gauge):
+//
+//	tensorlife.request.open                     {request}  UpDownCounter  open requests that recorded a tensor
+//	tensorlife.request.memory.in_flight         By         UpDownCounter  what the open requests hold in flight
+//	tensorlife.request.oldest.age               s          Gauge          how long the oldest has been open
+//	tensorlife.request.largest.memory.in_flight By         Gauge          the in-flight bytes of the largest
+//	tensorlife.request.memory.peak              By         Histogram      each ended request's peak in flight
+//	tensorlife.request.memory.peak.p50, .p99    By         Gauge          the peaks' median and 99th percentile
+//	tensorlife.request.memory.peak.max          By         Gauge          the largest peak, exact
+//
+// The gauges are the memory summary's "Request kinds" figures, read from
+// the tracker's histograms of 8 buckets an octave: a percentile is the
+// largest peak seen in the bucket that holds it, within 1/8 of an octave
+// (9%) of the true one. The histogram's buckets are an octave each, from
+// 1 KiB to 1 TiB (under 1 KiB in the first, 1 TiB and over in +Inf), so
+// histogram_quantile over it is within an octave: read a kind's p99 from
+// the gauge (tensorlife_request_memory_peak_p99_bytes), and the histogram
+// for rates and heatmaps.
+//
 // With pools, per tensorlife.device (pools on one device add up):
 //
 //	tensorlife.pool.memory.usage       By            UpDownCounter  [tensorlife.pool.memory.state = active | cached]
@@ -306,7 +328,7 @@ func (m *Metrics) observe(ctx context.Context, o metric.Observer) error {
 		largest = open.Largest[0].InFlightBytes
 	}
 	o.ObserveInt64(in.requestLargest, largest)
-	m.recordPeaks(ctx)
+	m.recordPeaks(ctx, o, m.tr.RequestCosts())
 	o.ObserveInt64(in.outlived, tt.OutlivedBytes)
 	o.ObserveInt64(in.allocated, tt.AllocBytes)
 	o.ObserveInt64(in.allocs, tt.Allocs)
@@ -397,14 +419,20 @@ func (m *Metrics) observe(ctx context.Context, o metric.Observer) error {
 	return nil
 }
 
-// recordPeaks records into the request peak histogram the requests that
-// ended since the last collection: each bucket's new count, at the largest
+// recordPeaks observes the request peak gauges of each kind and device,
+// and records into the request peak histogram the requests that ended
+// since the last collection: each bucket's new count, at the largest
 // value the bucket saw, which falls in the instrument's bucket that holds
 // the whole of the tracker's. O(requests ended since), as if each end were
 // recorded. Called with m.mu held.
-func (m *Metrics) recordPeaks(ctx context.Context) {
-	for _, k := range m.tr.RequestCosts() {
+func (m *Metrics) recordPeaks(ctx context.Context, o metric.Observer, costs []track.RequestKindStats) {
+	for _, k := range costs {
 		key := attrKey{attrRequestKind, k.Kind, attrDevice, k.Device}
+		// The summary's figures, one series per kind and device.
+		attrs := m.attr(key)
+		o.ObserveInt64(m.inst.requestPeakP50, k.PeakP50, attrs)
+		o.ObserveInt64(m.inst.requestPeakP99, k.PeakP99, attrs)
+		o.ObserveInt64(m.inst.requestPeakMax, k.PeakMax, attrs)
 		seen := m.peaksSeen[key]
 		if seen == nil {
 			if m.peaksSeen == nil {
