@@ -168,7 +168,7 @@ func (s *server) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	// The route's wrapper (httptrack.Route, in Handler) began the request
 	// and labelled its route; it ends it when this handler returns.
-	ctx := track.WithLabels(r.Context(), "request", id)
+	ctx := track.WithLabels(r.Context(), requestKey, id)
 	l := s.nextLane()
 	var adm *pool.Admission
 	if s.cfg.admission {
@@ -201,7 +201,7 @@ func (s *server) serveGenerate(w http.ResponseWriter, r *http.Request) {
 			s.log.Debug("writing response", slog.String("request", id), slog.Any("err", err))
 		}
 	case errors.Is(err, tensor.ErrOutOfMemory):
-		s.log.Warn("out of memory", slog.String("request", id), slog.Any("err", err))
+		s.log.Warn("out of memory", slog.String("request", id), slog.Any("err", diagnosis{err}))
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "out of memory: the server is at its memory budget; retry later (request "+id+")",
 			http.StatusServiceUnavailable)

@@ -113,7 +113,9 @@ func newServer(cfg config, logger *slog.Logger, report io.Writer) (*server, erro
 	// begun by httptrack.Route around the route's handler and ended when
 	// the handler returns, so what a request still holds in flight,
 	// however many run at once and however long, is never judged.
-	s.watcher, err = watch.New(s.tr, watch.WarmUp(cfg.watchAfter), watch.OnSuspect(s.onSuspect))
+	// A suspect whose memory ran out stays one, and the watcher says so in
+	// the server's log.
+	s.watcher, err = watch.New(s.tr, watch.WarmUp(cfg.watchAfter), watch.OnSuspect(s.onSuspect), watch.Logger(logger))
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +123,10 @@ func newServer(cfg config, logger *slog.Logger, report io.Writer) (*server, erro
 	if err != nil {
 		return nil, err
 	}
-	if s.profile, err = pprofexport.NewHandler(s.tr); err != nil {
+	// The profiles show each tensor's route and request id, so that
+	// ?open=1 says which requests hold the memory. Only the debug listener
+	// (loopback by default) serves them: request ids are no secret here.
+	if s.profile, err = pprofexport.NewHandler(s.tr, pprofexport.LabelKeys(httptrack.RouteKey, requestKey)); err != nil {
 		return nil, err
 	}
 	if cfg.leak {

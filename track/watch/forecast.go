@@ -26,7 +26,9 @@ func (w *Watcher) nameDevices(flagged []*siteHistory, n uint64) {
 		want[h.site] = map[string]int64{}
 	}
 	for _, g := range snap.Groups {
-		if by := want[g.Site]; by != nil {
+		// A site's shapes past the 64 it counts apart are one group of
+		// no device: the groups that name one tell it.
+		if by := want[g.Site]; by != nil && g.Device != "" {
 			by[g.Device] += g.Bytes
 		}
 	}

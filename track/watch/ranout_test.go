@@ -123,3 +123,33 @@ func TestSuspectStaysWhileItsMemoryRanOut(t *testing.T) {
 		assert.Zero(t, r.w.SuspectCount(), "handed to an owner: cleared at once")
 	})
 }
+
+// manyShapes keeps one tensor of a new shape each call: past the 64 shapes
+// a site counts apart.
+//
+//go:noinline
+func manyShapes(t *testing.T, tr *track.Tracker, ctx context.Context, i int) *track.Record {
+	r := &track.Record{Bytes: 8 << 10, Meta: track.InternMeta("mask", "cuda:3", "float32", []int{2048 + i})}
+	require.NoError(t, tr.Record(ctx, r, 0))
+	return r
+}
+
+// A suspect whose tensors come in more shapes than its site counts apart
+// is still on its device: the forecast and the memory that ran out are
+// that device's.
+func TestSuspectDeviceWithManyShapes(t *testing.T) {
+	tr, w, _ := watchedTracker(t, "shapes")
+	var kept []*track.Record
+	for i := range 10 { // 40 new shapes a request: most past the 64 counted apart
+		ctx, end := track.WithRequest(context.Background())
+		for j := range 40 {
+			kept = append(kept, manyShapes(t, tr, ctx, 40*i+j))
+		}
+		end()
+		require.NoError(t, w.Tick())
+	}
+	s := w.Suspects()
+	require.Len(t, s, 1)
+	assert.Equal(t, "cuda:3", s[0].Device)
+	release(t, tr, kept...)
+}
