@@ -132,8 +132,14 @@ func NewCache(opts ...CacheOption) (*Cache, error) {
 
 // Get returns the caller's own handle on the mask cached under key, which
 // the caller must Free, and true; or nil and false on a miss. A nil Cache
-// always misses.
-func (c *Cache) Get(key string) (*tensor.Tensor, bool) {
+// always misses. The handle is taken under no request: GetOrBuild takes it
+// under its context's, so that a handle a request forgets to free is named
+// when the request ends.
+func (c *Cache) Get(key string) (*tensor.Tensor, bool) { return c.get(context.Background(), key) }
+
+// get is Get, the handle taken under ctx's request (tensor.Tensor.
+// RetainContext).
+func (c *Cache) get(ctx context.Context, key string) (*tensor.Tensor, bool) {
 	if c == nil || len(key) > MaxKeyBytes {
 		return nil, false // no such key can have been cached
 	}
@@ -144,7 +150,7 @@ func (c *Cache) Get(key string) (*tensor.Tensor, bool) {
 		c.misses.Add(1)
 		return nil, false
 	}
-	t, err := e.Value.t.Retain()
+	t, err := e.Value.t.RetainContext(ctx)
 	if err != nil {
 		// Only the cache holds e.t, so this means someone freed a handle
 		// they did not own; drop the entry rather than serve it.
@@ -259,7 +265,10 @@ func (c *Cache) attach(t *tensor.Tensor) {
 
 // GetOrBuild returns the caller's own handle on the mask cached under key,
 // building it with build (under ctx) and caching it on a miss. The caller
-// frees the result. A build error is returned as is and nothing is cached.
+// frees the result. A hit's handle is taken under ctx's request
+// (tensor.Tensor.RetainContext): one still held when the request ends has
+// outlived it, and a growth watcher names the line that called GetOrBuild,
+// while the cache still keeps the mask. A build error is returned as is and nothing is cached.
 // Concurrent misses on one key may each build; the last to finish stays
 // cached, and every caller gets a correct mask.
 //
@@ -281,7 +290,7 @@ func (c *Cache) GetOrBuild(ctx context.Context, key string, build func(context.C
 	if c.Closed() {
 		return nil, fmt.Errorf("mask: Cache.GetOrBuild %s: %w", quoteKey(key), ErrCacheClosed)
 	}
-	if t, ok := c.Get(key); ok {
+	if t, ok := c.get(ctx, key); ok { // the request's handle, named if it outlives the request
 		return t, nil
 	}
 	t, err := build(ctx)

@@ -400,7 +400,7 @@ func writeSuspects(b *strings.Builder, w WatcherReading, pools []pool.Stats, now
 			sites = append(sites, s.Site)
 		}
 	}
-	owners := false
+	owners, handles := false, false
 	for _, s := range suspects {
 		if s.IsOwner() {
 			owners = true
@@ -411,6 +411,14 @@ func writeSuspects(b *strings.Builder, w WatcherReading, pools []pool.Stats, now
 			fmt.Fprintf(b, head+"%s\n", format.Bytes(s.OutlivedBytes), "-", "over", format.Age(now.Sub(s.Since)), where)
 			fmt.Fprintf(b, "%*s%s\n", heldIndent, "", clip(fmt.Sprintf("owner %q holds %d tensors, over its bound of %s",
 				s.Owner, s.OutlivedCount, format.Bytes(s.OwnerMaxBytes)), summaryWidth-heldIndent))
+			continue
+		}
+		if s.IsHandle() {
+			handles = true
+			fmt.Fprintf(b, head+"%s\n", format.Bytes(s.OutlivedBytes), "-", "held", format.Age(now.Sub(s.Since)), siteLine(s.Site, room))
+			writeVia(b, s.Site, sites, summaryWidth-room, room)
+			fmt.Fprintf(b, "%*s%s\n", heldIndent, "", clip(fmt.Sprintf("%s taken here under a request outlived it: still held after it ended",
+				plural(s.Handles, "handle")), summaryWidth-heldIndent))
 			continue
 		}
 		fmt.Fprintf(b, head+"%s\n", format.Bytes(s.OutlivedBytes), format.Bytes(s.GrowthPerWindow),
@@ -439,6 +447,9 @@ func writeSuspects(b *strings.Builder, w WatcherReading, pools []pool.Stats, now
 	format.Wrap(b, "  what to do: ", watch.Advice+".", summaryWidth)
 	if owners {
 		format.Wrap(b, "  for an owner: ", watch.OwnerAdvice+".", summaryWidth)
+	}
+	if handles {
+		format.Wrap(b, "  for a handle: ", watch.HandleAdvice+".", summaryWidth)
 	}
 }
 

@@ -66,6 +66,8 @@ func (t *Tensor) HandTo(owner *track.Owner) error {
 		}
 		t.watchDropWithCleanup()
 		x.ticket.setOwner(owner)
+		x.borrow.Return() // handed to an owner: not its request's any more
+		x.borrow = nil
 	}
 	x.owner = owner
 	return nil

@@ -82,6 +82,9 @@ type handleExt struct {
 	// which a finalizer never runs.
 	ticket  *dropTicket
 	cleanup runtime.Cleanup
+	// borrow is the request the handle was taken under (RetainContext),
+	// returned when the handle is freed, handed to an owner or dropped.
+	borrow *track.Borrow
 }
 
 // dropTicket is a handle's drop report without the handle: its block, the
@@ -377,7 +380,12 @@ func (b *block) tracker() *track.Tracker { return b.rec.Tracker() }
 // it, and it gives its ownership up unless the tracker keeps leaks. A freed
 // handle never gets here: Free takes the finalizer off right after marking
 // the handle freed, while the handle is still reachable.
-func (t *Tensor) dropped() { dropHandle(t.b, t.site, t.how, weak.Pointer[track.Owner]{}) }
+func (t *Tensor) dropped() {
+	if t.ext != nil {
+		t.ext.borrow.Return() // dropped: the collector's report names it now
+	}
+	dropHandle(t.b, t.site, t.how, weak.Pointer[track.Owner]{})
+}
 
 // dropHandle reports a handle of b made at site by how that became
 // unreachable without Free, whose owner's hold (heldFor, zero if none)
@@ -459,6 +467,10 @@ func (t *Tensor) Free() error {
 		// capture, numbered once per distinct line, keeps Free cheap.
 		t.state.Store(freedUnknown + tr.FreeLine(1)) // from Free's caller
 		(&b.rec).Unhold(t.site, howName(t.how))
+		if x != nil {
+			x.borrow.Return() // freed: no longer its request's, or outlived
+			x.borrow = nil
+		}
 		if x != nil && x.owner != nil { // the owner lets go with its handle
 			err = b.rec.HandBack(x.owner)
 		}
@@ -499,6 +511,30 @@ func (t *Tensor) doubleFree() error {
 //
 //go:noinline
 func (t *Tensor) Retain() (*Tensor, error) { return t.retain(howRetain) }
+
+// RetainContext is Retain for a handle taken under ctx's request, such as
+// a cache hit the request uses (mask.Cache.GetOrBuild takes its handles so):
+// the handle is the request's to free. If the request ends while the handle
+// is held, the handle has outlived it, and a growth watcher names the line
+// that took it at its next window, even while other handles (the cache's)
+// keep the memory: free it before the request ends, or hand it to an owner
+// (HandTo). Under no request it is Retain.
+//
+//go:noinline
+func (t *Tensor) RetainContext(ctx context.Context) (*Tensor, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	b := t.blk()
+	b.extra.Add(1)
+	tr := b.tracker()
+	if tr == nil {
+		return newHandle(b, nil, t.viewOf(), howRetain), nil
+	}
+	site := tr.CallerSite(1) // RetainContext's caller
+	x := &handleExt{view: t.viewOf(), borrow: (&b.rec).HoldUnder(ctx, site, howName(howRetain))}
+	return newHandleExt(b, site, x, howRetain), nil
+}
 
 // RetainFor is Retain for a named owner, such as a cache: reports name the
 // handle by owner ("held by a mask cache entry made at ..."), so that the

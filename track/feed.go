@@ -195,5 +195,6 @@ func (s *Site) Stats() SiteStats {
 	allocs, allocBytes, frees, freed := s.metas.figures()
 	return SiteStats{Site: s, LiveCount: allocs - frees, LiveBytes: allocBytes - freed,
 		AllocCount: allocs, AllocBytes: allocBytes, GCLeaks: s.gcLeaks.Load(),
-		OutlivedCount: s.outlivedCount.Load(), OutlivedBytes: s.outlivedBytes.Load()}
+		OutlivedCount: s.outlivedCount.Load(), OutlivedBytes: s.outlivedBytes.Load(),
+		OutlivedHandles: s.outlivedHandles.Load(), OutlivedHandleBytes: s.outlivedHandleBytes.Load()}
 }

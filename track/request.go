@@ -32,6 +32,10 @@ type request struct {
 	// which are the same request (canon). Beside ended, in the word after
 	// mu: a request and its labels fit one 288-byte allocation.
 	labelled bool
+	// borrowed marks a request that took a handle on another's record
+	// (Record.HoldUnder): its end tells its trackers' borrow books. Under
+	// mu, in the same word.
+	borrowed bool
 	done     <-chan struct{} // the context's: closed once the request is over
 	// inFlight and tensors are what it holds in flight in all, beside
 	// the sites, under mu: plain integers, so that the record path pays
@@ -355,6 +359,14 @@ func (q *request) endLocked() {
 	}
 	for _, b := range q.moreBooks {
 		b.tracker.kinds.ended(b.tracker, q)
+	}
+	if q.borrowed { // the handles it took and still holds outlive it (borrow.go)
+		if q.book != nil {
+			q.book.tracker.borrows.ended(q)
+		}
+		for _, b := range q.moreBooks {
+			b.tracker.borrows.ended(q)
+		}
 	}
 }
 

@@ -32,8 +32,13 @@ type Site struct {
 	// outlived their request (see WithRequest): what a watcher judges.
 	outlivedBytes atomic.Int64
 	outlivedCount atomic.Int64
-	metas         siteMetas   // made and released records by Meta and size
-	held          siteHolders // the handles holding its records once their own are gone (HeldBy)
+	// outlivedHandles and outlivedHandleBytes are the handles taken here
+	// under a request (Record.HoldUnder) still held after it ended, and
+	// the bytes of the records they hold.
+	outlivedHandles     atomic.Int64
+	outlivedHandleBytes atomic.Int64
+	metas               siteMetas   // made and released records by Meta and size
+	held                siteHolders // the handles holding its records once their own are gone (HeldBy)
 
 	id       int
 	hash     uint64

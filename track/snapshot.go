@@ -64,6 +64,12 @@ type SiteStats struct {
 	Oldest        time.Time // of the oldest live allocation; zero if none
 	OutlivedCount int64     // of the live ones, those that outlived their request
 	OutlivedBytes int64     // and their bytes
+	// OutlivedHandles are the handles taken at this line under a request
+	// (a Retain, a cache hit: Record.HoldUnder) and still held after the
+	// request ended; OutlivedHandleBytes the bytes of the records they
+	// hold, which other handles may hold too.
+	OutlivedHandles     int64
+	OutlivedHandleBytes int64
 }
 
 // Group is the live allocations alike in every field: one profile sample.

@@ -266,6 +266,7 @@ type Tracker struct {
 	panics       partPanics                   // panics recovered from parts' code (panics.go)
 	kinds        kindTable                    // what each kind of request cost (kinds.go)
 	ooms         oomBook                      // allocations refused for lack of memory, per device (oom.go)
+	borrows      borrowBook                   // handles taken under requests (borrow.go)
 }
 
 // trackerHead is the tracker's read-mostly fields, before its shards.

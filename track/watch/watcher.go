@@ -118,10 +118,25 @@ type Suspect struct {
 	OwnerFirst    *track.Site
 	OwnerMaxBytes int64
 	OwnerSites    []track.OwnerSite
+
+	// Handles is set for a line whose handles outlived their request
+	// rather than a site whose outlived bytes grow: handles (a Retain, a
+	// cache hit) taken there under a request (tensor.Tensor.RetainContext,
+	// mask.Cache.GetOrBuild) and still held when it ended, how many are
+	// held now. Site is the line that took them, OutlivedBytes the bytes
+	// of the records they hold, which another holder (a cache) may keep
+	// too. A fact, named at the first window after the request's end
+	// with no growth to wait for; it stays one until each handle is
+	// freed, handed to an owner or dropped.
+	Handles int64
 }
 
 // IsOwner reports whether s is an owner over its byte bound, not a site.
 func (s Suspect) IsOwner() bool { return s.Owner != "" }
+
+// IsHandle reports whether s is a line whose handles outlived their
+// request (Handles), not a site whose outlived bytes grow.
+func (s Suspect) IsHandle() bool { return s.Handles > 0 }
 
 // Forecast says when s runs out of memory as every report of tensorlife
 // says it ("runs out in ~1h12m at 32 KiB/s"); "" when there is no forecast
@@ -151,6 +166,9 @@ type Watcher struct {
 	// owners are the owners over their byte bound now, by their ID in the
 	// tracker; under mu.
 	owners map[uint64]*Suspect
+	// handles are the lines whose handles outlived their request now, by
+	// site ID; under mu.
+	handles map[int]*Suspect
 
 	// mu guards the feed, the per-site state and the window times; a
 	// window end holds it while judging, so windows are judged in the
@@ -409,6 +427,10 @@ func logSuspect(l *slog.Logger, tracker string, s Suspect, current []Suspect) {
 		logOwnerSuspect(l, tracker, s)
 		return
 	}
+	if s.IsHandle() {
+		logHandleSuspect(l, tracker, s)
+		return
+	}
 	held := make([]string, len(s.HeldBy))
 	for i, h := range s.HeldBy {
 		held[i] = format.HeldBy(h.String(), h.Live) // as every report says it
@@ -560,12 +582,15 @@ func (w *Watcher) Stop() error {
 // Suspects returns the current leak suspects, most outlived bytes first.
 func (w *Watcher) Suspects() []Suspect {
 	w.mu.Lock()
-	out := make([]Suspect, 0, len(w.suspects)+len(w.owners))
+	out := make([]Suspect, 0, len(w.suspects)+len(w.owners)+len(w.handles))
 	for _, h := range w.suspects {
 		out = append(out, *h.suspect)
 	}
 	for _, o := range w.owners {
 		out = append(out, *o)
+	}
+	for _, s := range w.handles {
+		out = append(out, *s)
 	}
 	w.mu.Unlock()
 	sortSuspects(out)
@@ -640,8 +665,11 @@ func (w *Watcher) endWindow(fromLoop bool) {
 	now := w.tr.Now() // the tracker's clock, as its ages and snapshots
 	w.times[n%size] = now
 	var flagged []*siteHistory
-	var reports []Suspect
+	var reports, handleReports []Suspect
 	for _, st := range w.changed {
+		if s, ok := w.judgeHandles(st, n, now); ok {
+			handleReports = append(handleReports, s)
+		}
 		cur := st.OutlivedBytes
 		id := st.Site.ID()
 		h := w.sites[id]
@@ -693,7 +721,7 @@ func (w *Watcher) endWindow(fromLoop bool) {
 	})
 	w.settleSites(n)
 	ownerReports := w.judgeOwners(w.changedOwners, n, now)
-	w.suspectCount.Store(int64(len(w.suspects) + len(w.owners)))
+	w.suspectCount.Store(int64(len(w.suspects) + len(w.owners) + len(w.handles)))
 	var ranOut []Suspect
 	for _, h := range w.ranOutNow {
 		if h.suspect != nil {
@@ -719,7 +747,7 @@ func (w *Watcher) endWindow(fromLoop bool) {
 	for _, s := range ranOut {
 		w.logRanOut(s)
 	}
-	if len(flagged) == 0 && len(ownerReports) == 0 {
+	if len(flagged) == 0 && len(ownerReports) == 0 && len(handleReports) == 0 {
 		return
 	}
 	w.addForecasts(reports)
@@ -743,6 +771,59 @@ func (w *Watcher) endWindow(fromLoop bool) {
 		w.tr.Note(track.EventOwnerOverBound, s.Site, s.OutlivedBytes)
 		w.callOnSuspect(s)
 	}
+	for _, s := range handleReports {
+		if w.stopped.Load() {
+			return
+		}
+		w.tr.Note(track.EventLeakSuspect, s.Site, s.OutlivedBytes)
+		w.callOnSuspect(s)
+	}
+}
+
+// judgeHandles makes a suspect of the changed site st if handles taken
+// there outlived their request and it is not one yet, returning it to
+// report, updates one that is, and clears one whose handles are all freed
+// or handed to an owner: a verdict from a fact, begun and ended by one.
+// Called with w.mu held.
+func (w *Watcher) judgeHandles(st track.SiteStats, n uint64, now time.Time) (Suspect, bool) {
+	id := st.Site.ID()
+	s := w.handles[id]
+	if st.OutlivedHandles <= 0 {
+		if s != nil {
+			delete(w.handles, id)
+		}
+		return Suspect{}, false
+	}
+	if s != nil {
+		s.Handles, s.OutlivedCount, s.OutlivedBytes = st.OutlivedHandles, st.OutlivedHandles, st.OutlivedHandleBytes
+		return Suspect{}, false
+	}
+	s = &Suspect{Site: st.Site, Handles: st.OutlivedHandles, OutlivedCount: st.OutlivedHandles,
+		OutlivedBytes: st.OutlivedHandleBytes, LiveBytes: st.OutlivedHandleBytes, LiveCount: st.OutlivedHandles,
+		Since: now, SinceWindow: n}
+	if w.handles == nil {
+		w.handles = make(map[int]*Suspect)
+	}
+	w.handles[id] = s
+	return *s, true
+}
+
+// HandleAdvice is what the report of a handle that outlived its request
+// says to do.
+const HandleAdvice = "free the handle on the path named before the request ends, errors and cancellations " +
+	"included; a handle from a cache hit is the request's to free. If it is meant to outlive its request, " +
+	"hand it to an owner: tensor.(*Tensor).HandTo"
+
+// logHandleSuspect is logSuspect for a line whose handles outlived their
+// request.
+func logHandleSuspect(l *slog.Logger, tracker string, s Suspect) {
+	l.Warn("tensorlife: a handle outlived its request: taken under the request at this line, still held after it ended",
+		slog.String("tracker", tracker),
+		slog.String("site", s.Site.String()),
+		slog.Int64("handles", s.Handles),
+		slog.Int64("bytes", s.OutlivedBytes),
+		slog.String("advice", HandleAdvice),
+		slog.String("stack", s.Site.Stack("")))
 }
 
 // judgeOwners makes a suspect of each changed owner over its byte bound
