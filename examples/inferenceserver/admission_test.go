@@ -147,7 +147,7 @@ func TestNoAdmissionBurstRunsOutMidGeneration(t *testing.T) {
 	assert.Equal(t, 16, ok+oom)
 	logs := ts.logs.String()
 	assert.Contains(t, logs, `msg="out of memory"`)
-	assert.Regexp(t, `msg="out of memory" request=r[0-9a-f]+ err="step \d+: `, logs, "memory ran out mid-generation")
+	assert.Regexp(t, `msg="out of memory" request=r[0-9a-f]+ err.error="step \d+: `, logs, "memory ran out mid-generation")
 }
 
 // With -admission the start-up check counts reservations: a budget that
