@@ -83,6 +83,17 @@
 // the first flag was within 25% for a steady leak and within 40% under
 // bursty traffic from several goroutines (forecast_test.go).
 //
+// # Handles that outlived their request
+//
+// A handle taken under a request (tensor.Tensor.RetainContext, a hit of
+// mask.Cache.GetOrBuild) and still held when the request ended has
+// outlived it: a fact, counted at the line that took it when the request
+// ends (track.SiteStats.OutlivedHandles). The next window names that line
+// as a suspect (Suspect.Handles), even while another holder, such as the
+// cache, keeps the memory: there is no growth to wait for. It stays one
+// until each such handle is freed, handed to an owner or dropped, and
+// clears at the window that sees it.
+//
 // Suspects are reported through OnSuspect (default: a log/slog warning with
 // the stack, the handles that hold the memory, the forecast and Advice),
 // counted, noted in the tracker's history as track.EventLeakSuspect, and
