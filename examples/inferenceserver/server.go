@@ -360,6 +360,14 @@ func (s *server) onSuspect(sus watch.Suspect) {
 			slog.String("advice", watch.OwnerAdvice))
 		return
 	}
+	if sus.IsHandle() {
+		s.log.Warn("handle outlived its request: taken under the request at this line, still held after it ended",
+			slog.String("site", sus.Site.String()),
+			slog.Int64("handles", sus.Handles),
+			slog.String("holds", report.Bytes(sus.OutlivedBytes)),
+			slog.String("advice", watch.HandleAdvice))
+		return
+	}
 	s.log.Warn("leak suspect: bytes that outlived their request keep growing at one call site",
 		slog.String("site", sus.Site.String()),
 		slog.String("growth_per_request", report.Bytes(sus.GrowthPerWindow)),
