@@ -24,6 +24,9 @@ type Borrow struct {
 	site  *Site
 	bytes int64
 	state borrowState // under t.borrows.mu
+	// prev and next link the open borrows of one request, under
+	// t.borrows.mu: taking and returning one allocates no list.
+	prev, next *Borrow
 }
 
 type borrowState uint8
@@ -38,7 +41,7 @@ const (
 // under.
 type borrowBook struct {
 	mu   sync.Mutex
-	open map[*request][]*Borrow
+	open map[*request]*Borrow // the first of each request's open borrows
 }
 
 // HoldUnder counts a handle on r made at site by how, as Hold does, taken
@@ -83,15 +86,18 @@ func (b *Borrow) Return() {
 	defer bb.mu.Unlock()
 	switch b.state {
 	case borrowOpen:
-		list := bb.open[b.q]
-		if i := slices.Index(list, b); i >= 0 {
-			list = slices.Delete(list, i, i+1)
-		}
-		if len(list) == 0 {
+		switch {
+		case b.prev != nil:
+			b.prev.next = b.next
+		case b.next != nil:
+			bb.open[b.q] = b.next
+		default:
 			delete(bb.open, b.q)
-		} else {
-			bb.open[b.q] = list
 		}
+		if b.next != nil {
+			b.next.prev = b.prev
+		}
+		b.prev, b.next = nil, nil
 	case borrowOutlived:
 		b.site.handlesOutlived(-b.bytes, -1)
 	}
@@ -103,9 +109,12 @@ func (bb *borrowBook) add(q *request, b *Borrow) {
 	bb.mu.Lock()
 	defer bb.mu.Unlock()
 	if bb.open == nil {
-		bb.open = make(map[*request][]*Borrow)
+		bb.open = make(map[*request]*Borrow)
 	}
-	bb.open[q] = append(bb.open[q], b)
+	if first := bb.open[q]; first != nil {
+		b.next, first.prev = first, b
+	}
+	bb.open[q] = b
 }
 
 // outlive counts b, whose request has ended, at its line.
@@ -123,11 +132,11 @@ func (bb *borrowBook) outlive(b *Borrow) {
 func (bb *borrowBook) ended(q *request) {
 	bb.mu.Lock()
 	defer bb.mu.Unlock()
-	for _, b := range bb.open[q] {
-		if b.state == borrowOpen {
-			b.state = borrowOutlived
-			b.site.handlesOutlived(b.bytes, 1)
-		}
+	for b := bb.open[q]; b != nil; {
+		next := b.next
+		b.state, b.prev, b.next = borrowOutlived, nil, nil
+		b.site.handlesOutlived(b.bytes, 1)
+		b = next
 	}
 	delete(bb.open, q)
 }
