@@ -2,98 +2,59 @@ package pool
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
-	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/tensor"
 )
 
-// ErrAdmissionRefused means Admit found too little of the budget left for
-// the request's reservation: the *AdmissionError that matches it names the
-// kind, its peak and the headroom. Nothing was allocated; a server answers
-// at once (503 with Retry-After) instead of running out of memory midway.
-var ErrAdmissionRefused = errors.New("pool: admission refused")
-
-// ErrNoBudget means Admit was called on a pool without a budget: there is
-// nothing to reserve against.
-var ErrNoBudget = errors.New("pool: admission needs a budget")
-
 // AdmitHistory is how many ended requests of a kind, on the pool's device,
-// Admit needs before it trusts the kind's p99 peak; with fewer it reserves
-// the fallback the caller states.
+// Admit needs before it trusts the kind's learned peak (AdmitSized: ended
+// requests with a size); with fewer it reserves the fallback the caller
+// states.
 const AdmitHistory = 20
-
-// AdmissionError is a refused admission: the request's kind, the bytes
-// its reservation needed (its kind's p99 peak in the pool's rounded
-// bytes, or the caller's fallback), and what the budget had left for it.
-// It matches ErrAdmissionRefused.
-type AdmissionError struct {
-	// Kind is the request kind asked for.
-	Kind string
-	// Device is the pool's device.
-	Device string
-	// Peak is the reservation the request needed: its kind's p99 peak,
-	// rounded as the pool rounds a block of that size, or with too little
-	// history the fallback.
-	Peak int64
-	// Fallback says Peak is the caller's fallback: the kind had fewer than
-	// AdmitHistory ended requests.
-	Fallback bool
-	// Headroom is what the budget had left for a reservation: the budget
-	// less active bytes and the reservations of open admissions.
-	Headroom int64
-	// Budget is the pool's budget.
-	Budget int64
-	// Open counts the admissions open when it was refused.
-	Open int64
-}
-
-func (e *AdmissionError) Error() string {
-	what := "p99 peak"
-	if e.Fallback {
-		what = "fallback reservation (too little history)"
-	}
-	return fmt.Sprintf("pool: admission refused on %s: kind %q needs its %s of %s, headroom %s of budget %s (%d admitted requests open)",
-		e.Device, e.Kind, what, format.Bytes(e.Peak), format.Bytes(e.Headroom), format.Bytes(e.Budget), e.Open)
-}
-
-// Unwrap makes the error match ErrAdmissionRefused.
-func (e *AdmissionError) Unwrap() error { return ErrAdmissionRefused }
 
 // Admission is one admitted request's reservation on a pool. Its exported
 // fields are set by Admit and read-only after; End and Left are safe for
 // concurrent use.
 type Admission struct {
-	// Kind is the request kind it was admitted as.
+	// Kind is the request kind it was admitted as, cut to MaxKindBytes.
 	Kind string
-	// Reserved is the bytes reserved: the kind's p99 peak, or the fallback.
+	// Units is the request's size as AdmitSized stated it; 0 from Admit.
+	Units int64
+	// Reserved is the bytes reserved: what the kind's history says a
+	// request of its size holds at its peak, or the fallback.
 	Reserved int64
-	// Requests counts the ended requests of the kind the peak was read
-	// from.
+	// Requests counts the ended requests of the kind the reservation was
+	// read from.
 	Requests int64
-	// Fallback says the kind had too little history (fewer than
-	// AdmitHistory ended requests) and Reserved is the caller's fallback.
+	// Fallback says the kind had too little history and Reserved is the
+	// caller's fallback: fewer than AdmitHistory ended requests (with a
+	// size, for AdmitSized), or a size larger than any of theirs.
 	Fallback bool
 
 	pool *Pool
+	kind *admitKind
 	done <-chan struct{}
 	// left is the reservation not drawn; ended (-1) once released.
 	left atomic.Int64
 	// used is the bytes of the blocks handed out under it and not
 	// released, peak the most it reached: what its kind's next
-	// reservations are sized by (admitpeaks.go).
+	// reservations are sized by (admitkinds.go).
 	used, peak atomic.Int64
-	stop       func() bool // stops the context.AfterFunc that ends it
-
-	// In the pool's list of open admissions, under its lock.
-	prev, next *Admission
+	// flags says it ran out of memory or went past its reservation.
+	flags atomic.Uint32
+	stop  func() bool // stops the context.AfterFunc that ends it
 }
 
 // ended marks an admission's left once its reservation is released.
 const ended = -1
+
+// Admission flags: what raises its kind's reservations.
+const (
+	ranOutFlag = 1 << iota
+	pastFlag
+)
 
 // admissionKey finds a pool's admission in a context.
 type admissionKey struct{ p *Pool }
@@ -108,33 +69,78 @@ func admissionOf(ctx context.Context, p *Pool) *Admission {
 }
 
 // Admit admits a request of kind (as the tracker names it:
-// Tracker.KindOf(track.LabelsFrom(ctx))) before it makes any tensor. It
-// reserves the kind's p99 peak against the budget, in the pool's rounded
-// bytes: that of the kind's last admitted requests on this pool once
-// AdmitHistory of them have ended, else the tracker's p99 on the pool's
-// device (rounded up as the pool rounds one block of that size) once
-// AdmitHistory requests of the kind have ended there, else fallback bytes
-// as stated (say the largest request the service allows, in rounded
-// bytes); Admission.Fallback says the last. The
-// reservation counts against the budget at once, so a burst of admissions
-// sees the ones admitted before it.
+// Tracker.KindOf(track.LabelsFrom(ctx))) before it makes any tensor, with
+// no stated size: it reserves the kind's p99 peak against the budget, in
+// the pool's rounded bytes: that of the kind's last admitted requests on
+// this pool once AdmitHistory of them have ended, else the tracker's p99 on
+// the pool's device (rounded up as the pool rounds one block of that size)
+// once AdmitHistory requests of the kind have ended there, else fallback
+// bytes as stated (say the largest request the service allows, in rounded
+// bytes); Admission.Fallback says the last. A service that knows each
+// request's size before it starts (its prompt and the tokens it may
+// generate) calls AdmitSized instead.
 //
-// Tensors made from the pool under the returned context (or one derived
-// from it) draw their blocks from the reservation first and from the free
-// budget past it; a block freed while the request is open goes back to the
-// reservation. The reservation is released when ctx is done or End is
-// called, whichever comes first; blocks still held then stay allocated and
+// The reservation counts against the budget at once, so a burst of
+// admissions sees the ones admitted before it. Tensors made from the pool
+// under the returned context (or one derived from it) draw their blocks
+// from the reservation first and from the free budget past it; a block
+// freed while the request is open goes back to the reservation. The
+// reservation is released by End, at once: every later Admit, allocation,
+// Headroom and Stats sees it. A context that is done without End releases
+// it too: at once for the admission's own next allocation, which checks its
+// context, and for every other reader when the context.AfterFunc that Admit
+// registers runs, one goroutine's scheduling after the context's end. So a
+// server ends each admission itself (defer adm.End(), or End before it
+// writes its answer). Blocks still held at the release stay allocated and
 // count as any others.
 //
-// When the budget cannot hold the reservation, after the admissions whose
-// contexts are done are released and the cache is returned to the device
-// (when that makes room), Admit returns an *AdmissionError matching
-// ErrAdmissionRefused. Without a budget it returns an error matching
-// ErrNoBudget, after Close one matching tensor.ErrClosed. It costs a map
-// lookup in the pool's and the tracker's kind tables, a few atomic
-// operations and one short lock, whatever the open requests, and
-// registers one context.AfterFunc on ctx, which End stops.
+// When the budget cannot hold the reservation, after the cache is returned
+// to the device (when that makes room), Admit returns an *AdmissionError
+// matching ErrAdmissionRefused. Without a budget it returns an error
+// matching ErrNoBudget, after Close one matching tensor.ErrClosed, for a
+// negative fallback one matching tensor.ErrInvalidSize. Admitted or
+// refused, it costs a map lookup in the pool's and the tracker's kind
+// tables, a few atomic operations and two short locks, whatever the open
+// admissions, and an admission registers one context.AfterFunc on ctx,
+// which End stops.
 func (p *Pool) Admit(ctx context.Context, kind string, fallback int64) (context.Context, *Admission, error) {
+	return p.admit(ctx, kind, 0, fallback)
+}
+
+// AdmitSized is Admit for a request whose size the service knows before it
+// starts, in units it chooses, the larger the more memory: the tokens it
+// holds (prompt plus the most it may generate, times the sequences it
+// decodes together), the bytes of its input. Each kind learns, from its
+// admitted requests with a size that ended on this pool, the line base +
+// perUnit × units above their peaks (in the pool's rounded bytes), and
+// reserves it for this request's units. It reserves fallback instead, the
+// bytes the caller states for a request of this size with no history (say
+// the service's worst case for it), while fewer than AdmitHistory requests
+// of the kind with a size have ended, or when units is larger than any of
+// the last 64 of theirs: a size the kind never showed is not guessed at.
+//
+// A kind whose admitted request ran out of memory, or held more than its
+// reservation, raises its reservations at once (as Kubernetes' vertical pod
+// autoscaler raises its recommendation after an out-of-memory kill): ×2 or
+// ×1.5, to at most 8×, never past the fallback unless the history alone
+// says more; each request that ends within its reservation lowers the
+// raise by a sixteenth, and a lower fit is followed by a sixteenth of the
+// difference per ended request. Stats.AdmissionKinds shows what each kind
+// learned.
+//
+// units must be positive: an error matching tensor.ErrInvalidSize
+// otherwise. The rest is Admit's.
+func (p *Pool) AdmitSized(ctx context.Context, kind string, units, fallback int64) (context.Context, *Admission, error) {
+	if units <= 0 {
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		return ctx, nil, fmt.Errorf("%w: admission of %d units", tensor.ErrInvalidSize, units)
+	}
+	return p.admit(ctx, kind, units, fallback)
+}
+
+func (p *Pool) admit(ctx context.Context, kind string, units, fallback int64) (context.Context, *Admission, error) {
 	if ctx == nil {
 		ctx = context.Background() // as WithLabels and WithRequest take one
 	}
@@ -146,34 +152,36 @@ func (p *Pool) Admit(ctx context.Context, kind string, fallback int64) (context.
 	case fallback < 0:
 		return ctx, nil, fmt.Errorf("%w: admission fallback %d bytes", tensor.ErrInvalidSize, fallback)
 	}
-	a := &Admission{Kind: kind, pool: p, done: ctx.Done()}
-	want, fromHistory := fallback, false
-	if p99, n := p.admPeaks.peak(kind); n >= AdmitHistory {
-		want, fromHistory, a.Requests = p99, true, n
-	} else if p.tracker != nil {
+	kind = cutKind(kind)
+	k := p.admKinds.kind(kind)
+	a := &Admission{Kind: kind, Units: units, pool: p, kind: k, done: ctx.Done()}
+	want, requests, isFallback := k.reservation(units, fallback)
+	if isFallback && units == 0 && p.tracker != nil {
 		if kp, ok := p.tracker.RequestPeak(kind, p.name); ok {
-			a.Requests = kp.Requests
+			requests = kp.Requests
 			if kp.Requests >= AdmitHistory {
-				want, fromHistory = roundedBytes(kp.PeakP99), true
+				want, isFallback = roundedBytes(kp.PeakP99), false
 			}
 		}
 	}
-	a.Fallback = !fromHistory
-	a.Reserved = want
+	a.Reserved, a.Requests, a.Fallback = want, requests, isFallback
 	if !p.reserve(want) {
-		p.settleAdmissions()
 		if want <= p.budget-p.activeBytes()-p.promised.Load() && p.reserved.Load() > p.activeBytes() {
 			p.evictions.Add(p.releaseCache()) // the cache is in the way
 		}
 		if !p.reserve(want) {
-			return ctx, nil, &AdmissionError{Kind: kind, Device: p.name, Peak: want, Fallback: a.Fallback,
+			k.refused.Add(1)
+			return ctx, nil, &AdmissionError{Kind: kind, Device: p.name, Units: units, Peak: want, Fallback: isFallback,
 				Headroom: max(p.budget-p.activeBytes()-p.promised.Load(), 0), Budget: p.budget, Open: p.admissions.Load()}
 		}
 	}
 	a.left.Store(want)
 	p.promised.Add(want)
+	p.reservations.Add(want)
 	p.admissions.Add(1)
-	p.openAdm.add(a)
+	k.admitted.Add(1)
+	k.open.Add(1)
+	k.reserved.Add(want)
 	a.stop = context.AfterFunc(ctx, a.release)
 	return context.WithValue(ctx, admissionKey{p}, a), a, nil
 }
@@ -202,16 +210,17 @@ func (p *Pool) reserve(n int64) bool {
 	}
 }
 
-// End releases what the admission has not drawn of its reservation; the
-// blocks it drew stay allocated and go back to the pool as any others. It
-// is idempotent; the context's end calls it too.
+// End releases what the admission has not drawn of its reservation, at
+// once: the next Admit, allocation, Headroom and Stats see it. The blocks
+// it drew stay allocated and go back to the pool as any others. It is
+// idempotent; the context's end calls it too.
 func (a *Admission) End() {
 	a.release()
 	a.stop()
 }
 
 // release releases the reservation once: what End does, less stopping
-// the context.AfterFunc (which calls it, as settleAdmissions does).
+// the context.AfterFunc (which calls it).
 func (a *Admission) release() {
 	left := a.left.Swap(ended)
 	if left == ended {
@@ -220,19 +229,65 @@ func (a *Admission) release() {
 	p := a.pool
 	p.promised.Add(-left)
 	p.committed.Add(-left)
+	p.reservations.Add(-a.Reserved)
 	p.admissions.Add(-1)
-	p.openAdm.remove(a)
-	p.admPeaks.ended(a.Kind, a.peak.Load())
+	a.kind.ended(a)
 }
 
-// use counts size bytes handed out under a.
+// open reports whether a is still open, releasing it first if its
+// context is done: an allocation under an admission sees its end at once.
+func (a *Admission) open() bool {
+	if a.left.Load() == ended {
+		return false
+	}
+	select {
+	case <-a.done:
+		a.release()
+		return false
+	default:
+		return true
+	}
+}
+
+// use counts size bytes handed out under a; one that takes a past its
+// reservation while it is open raises its kind's reservations.
 func (a *Admission) use(size int64) {
 	n := a.used.Add(size)
 	for {
 		pk := a.peak.Load()
 		if n <= pk || a.peak.CompareAndSwap(pk, n) {
+			break
+		}
+	}
+	if n > a.Reserved && a.left.Load() != ended {
+		a.mark(pastFlag)
+	}
+}
+
+// ranOut notes that an allocation under a, while open, ran out of memory.
+func (a *Admission) ranOut() {
+	if a.left.Load() != ended {
+		a.mark(ranOutFlag)
+	}
+}
+
+// mark sets flag on a, and the first time raises a's kind at once.
+func (a *Admission) mark(flag uint32) {
+	for {
+		f := a.flags.Load()
+		if f&flag != 0 {
 			return
 		}
+		if a.flags.CompareAndSwap(f, f|flag) {
+			break
+		}
+	}
+	if flag == ranOutFlag {
+		a.kind.ranOut.Add(1)
+		a.kind.raise(2)
+	} else {
+		a.kind.past.Add(1)
+		a.kind.raise(1.5)
 	}
 }
 
@@ -285,14 +340,20 @@ func (p *Pool) undraw(a *Admission, d int64) {
 	}
 }
 
-// refill returns d bytes drawn by a block now released to a's
-// reservation, if a is still open: the request may draw them again. The
-// budget counts them first, so no reader sees them counted nowhere.
+// refill returns d bytes drawn by a block now gone back to the device to
+// a's reservation, if a is still open: the request may draw them again.
+// The budget counts them first, so no reader sees them counted nowhere.
 func (p *Pool) refill(a *Admission, d int64) {
 	if a == nil || d == 0 {
 		return
 	}
 	p.committed.Add(d)
+	p.refillCounted(a, d)
+}
+
+// refillCounted moves d bytes that committed counts already into a's
+// reservation, or out of committed if a has ended.
+func (p *Pool) refillCounted(a *Admission, d int64) {
 	for {
 		l := a.left.Load()
 		if l == ended {
@@ -306,57 +367,19 @@ func (p *Pool) refill(a *Admission, d int64) {
 	}
 }
 
-// settleAdmissions ends the open admissions whose contexts are done but
-// whose context.AfterFunc has not run yet: a refusal counts only requests
-// that are open. O(open admissions), on the refusal path only.
-func (p *Pool) settleAdmissions() {
-	for _, a := range p.openAdm.over() {
-		a.release()
+// refillBeside returns d bytes drawn by a block being released, which
+// would stay cached, to a's reservation if the budget holds both the
+// cached block and the promise, and reports whether it did (or had
+// nothing to do). If not, the block must go back to the device first: a
+// block that stays cached is held from the device, and its bytes promised
+// again would count twice against the budget.
+func (p *Pool) refillBeside(a *Admission, d int64) bool {
+	if a == nil || d == 0 || a.left.Load() == ended {
+		return true
 	}
-}
-
-// admissionList is a pool's open admissions, linked, under one lock:
-// taken once when a request is admitted and once when it ends.
-type admissionList struct {
-	mu   sync.Mutex
-	head *Admission
-}
-
-func (l *admissionList) add(a *Admission) {
-	l.mu.Lock()
-	a.next = l.head
-	if l.head != nil {
-		l.head.prev = a
+	if !p.reserve(d) {
+		return false
 	}
-	l.head = a
-	l.mu.Unlock()
-}
-
-func (l *admissionList) remove(a *Admission) {
-	l.mu.Lock()
-	if a.prev != nil {
-		a.prev.next = a.next
-	} else if l.head == a {
-		l.head = a.next
-	}
-	if a.next != nil {
-		a.next.prev = a.prev
-	}
-	a.prev, a.next = nil, nil
-	l.mu.Unlock()
-}
-
-// over returns the listed admissions whose contexts are done.
-func (l *admissionList) over() []*Admission {
-	var out []*Admission
-	l.mu.Lock()
-	for a := l.head; a != nil; a = a.next {
-		select {
-		case <-a.done:
-			out = append(out, a)
-		default:
-		}
-	}
-	l.mu.Unlock()
-	return out
+	p.refillCounted(a, d)
+	return true
 }

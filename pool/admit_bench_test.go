@@ -130,3 +130,24 @@ func BenchmarkAdmittedNewFreeRatio(b *testing.B) {
 	plain()
 	benchratio.Run(b, "admitted", admitted, plain, benchratio.BaselineName("plain"))
 }
+
+// refuse asks for a reservation larger than what the open admissions left
+// of the budget, which Admit refuses.
+func (ab *admitBench) refuse(b *testing.B) {
+	_, _, err := ab.p.Admit(ab.ctx, "route=/huge", ab.p.Budget())
+	if err == nil {
+		b.Fatal("admitted a reservation of the whole budget beside open admissions")
+	}
+}
+
+// BenchmarkAdmitRefusedOpenRequestsRatio compares a refused Admit with 10k
+// requests open and admitted with the same at 100, in interleaved rounds:
+// under overload refusals are the common path, and a refusal reads the
+// budget's figures, never the open admissions (goal: x-refuse-10k ≤ 1.5).
+func BenchmarkAdmitRefusedOpenRequestsRatio(b *testing.B) {
+	many, few := newAdmitBench(b, 10_000), newAdmitBench(b, 100)
+	defer many.close()
+	defer few.close()
+	benchratio.Run(b, "refuse-10k", func() { many.refuse(b) }, func() { few.refuse(b) },
+		benchratio.BaselineName("refuse-100"))
+}

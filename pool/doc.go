@@ -62,38 +62,53 @@
 //
 // # Admission
 //
-// A service that knows what each kind of request costs at its peak
-// (track.RequestKinds) can admit a request before it starts instead of
-// running out of memory at its 900th token:
+// A service can admit a request before it starts instead of running out
+// of memory at its 900th token. One that knows each request's size before
+// it starts (its prompt and the tokens it may generate) states it:
 //
-//	ctx, adm, err := p.Admit(r.Context(), tr.KindOf(track.LabelsFrom(ctx)), largest)
+//	units := int64((prompt + maxTokens) * batch)
+//	ctx, adm, err := p.AdmitSized(r.Context(), tr.KindOf(track.LabelsFrom(ctx)), units, worstCase)
 //	if errors.Is(err, pool.ErrAdmissionRefused) { // 503, Retry-After: nothing was allocated
 //	...
 //	defer adm.End()
 //
-// Admit reserves the kind's p99 peak (in the pool's rounded bytes: that of
-// the kind's admitted requests on this pool once there are AdmitHistory of
-// them, the tracker's before that, the caller's fallback with too little
-// history, which Admission.Fallback says) against the budget. The budget
-// gates one figure, the bytes held from the device plus the reservations
-// not yet drawn, so a burst of admissions sees the ones admitted before it
-// and an allocation outside any admission cannot take what was promised.
-// The pool is a tensor.ContextAllocator: a tensor made under the context
-// Admit returns draws its block from the reservation first and from the
-// free budget past it, and a block it frees while the request is open goes
-// back to the reservation (a KV cache that grows by reallocating keeps its
-// share). The reservation is released when the context is done or End is
-// called: the request's end, never a clock. A refusal is an
-// *AdmissionError (kind, peak, headroom) matching ErrAdmissionRefused.
+// Each kind learns, from its admitted requests that ended on the pool, the
+// line base + perUnit × units above their peaks (in the pool's rounded
+// bytes), and reserves it for the request's own size; without that history
+// (fewer than AdmitHistory such requests, or a size larger than any of
+// theirs) it reserves the fallback the caller states for this request
+// (Admission.Fallback says so). A kind whose admitted request ran out of
+// memory or went past its reservation raises its reservations at once and
+// lowers them slowly, as Kubernetes' vertical pod autoscaler does. Admit,
+// without a size, reserves the kind's p99 peak (the pool's once there are
+// AdmitHistory admitted requests of the kind, the tracker's before that,
+// else the fallback).
+//
+// The budget gates one figure, the bytes held from the device plus the
+// reservations not yet drawn, so a burst of admissions sees the ones
+// admitted before it and an allocation outside any admission cannot take
+// what was promised. The pool is a tensor.ContextAllocator: a tensor made
+// under the context Admit returns draws its block from the reservation
+// first and from the free budget past it, and a block it frees while the
+// request is open goes back to the reservation (a KV cache that grows by
+// reallocating keeps its share; a freed block stays cached beside it only
+// if the budget holds both). The reservation is released by End, at once
+// for every reader, or when the context is done: the request's end, never
+// a clock (see Admit for when each reader sees a context's end). A refusal
+// is an *AdmissionError (kind, size, reservation, headroom) matching
+// ErrAdmissionRefused. Stats counts admissions and refusals by kind
+// (Stats.AdmissionKinds, bounded as the tracker's kinds are) with what each
+// kind learned.
 //
 // Admission costs a map lookup in a bounded table of kinds, a few atomic
-// operations and one short lock, whatever the open requests (about 0.4 µs
-// with 10k open, BenchmarkAdmitOpenRequestsRatio); allocations outside any
-// admission pay one atomic load while admissions are open, those under one
-// a context lookup and a few atomics (about 5% on a tracked New+Free under
-// a request, BenchmarkAdmittedNewFreeRatio). A refusal first releases the
-// admissions whose contexts are done and, when it makes room, returns the
-// cache to the device: O(open admissions), on the refusal path only.
+// operations and two short locks, whatever the open requests (Admit+End at
+// 10k open requests 1.03× its cost at 100, BenchmarkAdmitOpenRequestsRatio);
+// a refusal reads the budget's figures alone (at 10k open 1.01× its cost at
+// 100, BenchmarkAdmitRefusedOpenRequestsRatio), and returns the cache to
+// the device first when that makes room. Allocations outside any admission
+// pay one atomic load while admissions are open, those under one a context
+// lookup, a channel check and a few atomics (about 6% on a tracked
+// New+Free under a request, BenchmarkAdmittedNewFreeRatio).
 //
 // # Blocks and release checks
 //

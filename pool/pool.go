@@ -67,9 +67,11 @@ type Pool struct {
 	promised atomic.Int64
 	// admissions counts the open admissions: while 0, an allocation does
 	// not look for one in its context.
-	admissions   atomic.Int64
-	openAdm      admissionList
-	admPeaks     admitPeaks
+	admissions atomic.Int64
+	// reservations is the bytes the open admissions reserved, drawn or
+	// not.
+	reservations atomic.Int64
+	admKinds     admitKinds
 	deviceBlocks atomic.Int64 // blocks held from the device
 	peakReserved atomic.Int64
 	peakActive   atomic.Int64
@@ -164,11 +166,14 @@ func (p *Pool) Allocate(bytes int64) (tensor.Block, error) {
 // AllocateContext is Allocate for a tensor made under ctx (the pool is a
 // tensor.ContextAllocator): an allocation under a context Admit returned
 // draws from that admission's reservation first, then from the free
-// budget.
+// budget; one whose admission's context is done releases the reservation
+// first.
 func (p *Pool) AllocateContext(ctx context.Context, bytes int64) (tensor.Block, error) {
 	var a *Admission
 	if p.admissions.Load() > 0 {
-		a = admissionOf(ctx, p)
+		if a = admissionOf(ctx, p); a != nil && !a.open() {
+			a = nil
+		}
 	}
 	return p.allocate(bytes, a)
 }
@@ -205,7 +210,11 @@ func (p *Pool) allocate(bytes int64, a *Admission) (tensor.Block, error) {
 			return b, nil
 		}
 	}
-	return p.allocateNew(h, sh, c, size, a)
+	b, err := p.allocateNew(h, sh, c, size, a)
+	if err != nil && a != nil && errors.Is(err, tensor.ErrOutOfMemory) {
+		a.ranOut() // its kind reserves more at once
+	}
+	return b, err
 }
 
 // steal hands out an idle block of class c that a sibling of shard h
@@ -462,24 +471,33 @@ func (p *Pool) Release(b tensor.Block) error {
 	}
 	s.out = false
 	s.gen++
-	if s.adm != nil {
-		s.adm.used.Add(-b.Size)
-		p.refill(s.adm, s.drawn)
-		s.adm, s.drawn = nil, 0
+	// A block drawn under an open admission gives its drawn bytes back to
+	// the reservation; cached, it stays held from the device, so the
+	// budget must hold both, or the block goes back to the device first.
+	adm, drawn := s.adm, s.drawn
+	s.adm, s.drawn = nil, 0
+	if adm != nil {
+		adm.used.Add(-b.Size)
 	}
 	sh.active.Add(-b.Size)
 	// Close sets closed before it empties each class under its lock, so a
 	// block is either cached before Close empties its class or not at all.
-	if c < numClasses && !p.closed.Load() && p.cacheRoom(b.Size) {
+	keep := c < numClasses && !p.closed.Load()
+	refilled := !keep || p.refillBeside(adm, drawn)
+	if keep && refilled && p.cacheRoom(b.Size) {
 		cs.idle = append(cs.idle, i)
 		cs.mu.Unlock()
 		return nil
 	}
 	cs.mu.Unlock()
-	if c < numClasses && !p.closed.Load() {
+	if keep {
 		p.evictions.Add(1)
 	}
-	return p.toDevice(h, c, i, s)
+	err := p.toDevice(h, c, i, s)
+	if !refilled || !keep {
+		p.refill(adm, drawn)
+	}
+	return err
 }
 
 // cacheRoom reports whether a block of size bytes just released may stay

@@ -45,10 +45,17 @@ type Stats struct {
 	// CallbackPanics counts panics recovered from OnOutOfMemory's hook.
 	CallbackPanics int64
 	// Promised is the bytes the open admissions (Admit) reserve and have
-	// not drawn; Admissions counts them. The budget holds Reserved plus
-	// Promised.
-	Promised   int64
-	Admissions int64
+	// not drawn; Admissions counts them; Reservations is the bytes they
+	// reserved in all, drawn or not. The budget holds Reserved plus
+	// Promised: a block an admission drew and freed that stays cached is
+	// promised again only if the budget holds both.
+	Promised     int64
+	Admissions   int64
+	Reservations int64
+	// AdmissionKinds is what admission knows of each request kind it was
+	// asked for, sorted by kind (track.OtherKind, the kinds past
+	// track.MaxRequestKinds, last); nil before the first Admit.
+	AdmissionKinds []AdmissionKind
 }
 
 // Stats returns the pool's figures. It takes
@@ -57,6 +64,12 @@ type Stats struct {
 // peak reached only through cache hits between two of those is not seen.
 func (p *Pool) Stats() Stats {
 	s, _ := p.stats()
+	if kinds := p.admKinds.all(); len(kinds) > 0 {
+		s.AdmissionKinds = make([]AdmissionKind, len(kinds))
+		for i, k := range kinds {
+			s.AdmissionKinds[i] = k.read()
+		}
+	}
 	return s
 }
 
@@ -93,7 +106,8 @@ func (p *Pool) stats() (s Stats, largestCached int64) {
 	counter.RaisePeak(&p.peakActive, s.Active)
 	s.Reserved = p.reserved.Load()
 	s.Promised = max(p.promised.Load(), 0)
-	s.Admissions = p.admissions.Load()
+	s.Admissions = max(p.admissions.Load(), 0)
+	s.Reservations = max(p.reservations.Load(), 0)
 	s.ActiveBlocks = max(0, p.deviceBlocks.Load()-s.CachedBlocks)
 	s.PeakActive = max(p.peakActive.Load(), s.Active)
 	s.PeakReserved = max(p.peakReserved.Load(), s.Reserved)
