@@ -47,6 +47,12 @@ type config struct {
 	// request while the kind has too little history: a request the
 	// budget cannot hold is refused before it starts (503, Retry-After).
 	admission bool
+	// sized (with -admission, on by default) states each request's size
+	// when it is admitted (pool.Pool.AdmitSized): its tokens, prompt plus
+	// the most it may generate, times its batch, with the worst case of
+	// that size as the fallback; its kind then reserves what its requests
+	// of that size held. Off, each request reserves its kind's p99 peak.
+	sized bool
 	// overcommit skips the start-up check that the budget holds
 	// maxInFlight of the largest request: for tests that show what
 	// happens without admission. No flag sets it.
@@ -80,6 +86,7 @@ func defaultConfig() config {
 
 		debugAddr:   "127.0.0.1:6060",
 		maxInFlight: 16,
+		sized:       true,
 	}
 }
 
@@ -114,7 +121,9 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.maxInFlight, "max-inflight", c.maxInFlight,
 		"most /generate requests running at once; more get 503 (without -admission the budget must hold this many of the largest)")
 	fs.BoolVar(&c.admission, "admission", c.admission,
-		"admit each /generate request with a reservation of its kind's p99 peak (the largest request until 20 have ended); one the budget cannot hold gets 503 at once")
+		"admit each /generate request with a reservation sized for it (see -sized); one the budget cannot hold gets 503 at once")
+	fs.BoolVar(&c.sized, "sized", c.sized,
+		"with -admission, reserve for each request's size (its tokens times its batch) what its kind's requests of that size held, or the worst case of that size without that history; false: its kind's p99 peak (the largest request until 20 have ended)")
 
 	if err := fs.Parse(args); err != nil {
 		return c, err

@@ -40,6 +40,13 @@ func requestBytes(prompt, tokens, batch int) int64 {
 	return pages*round(b*kvPage*kvWidth*2) + round(p*p*4) + round((p+t)*b*4) + round(b*vocabSize*4)
 }
 
+// requestUnits is a request's size as admission is told it (-sized): the
+// token positions its KV cache and masks hold at the end, prompt plus
+// generated tokens, for each sequence of its batch.
+func requestUnits(req generateRequest) int64 {
+	return int64(req.Prompt+req.Tokens) * int64(req.Batch)
+}
+
 // errBadRequest means /generate parameters the server cannot serve.
 var errBadRequest = errors.New("bad request")
 
@@ -172,7 +179,12 @@ func (s *server) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	l := s.nextLane()
 	var adm *pool.Admission
 	if s.cfg.admission {
-		ctx, adm, err = l.pool.Admit(ctx, s.tr.KindOf(track.LabelsFrom(ctx)), s.largest)
+		kind := s.tr.KindOf(track.LabelsFrom(ctx))
+		if s.cfg.sized {
+			ctx, adm, err = l.pool.AdmitSized(ctx, kind, requestUnits(req), requestBytes(req.Prompt, req.Tokens, req.Batch))
+		} else {
+			ctx, adm, err = l.pool.Admit(ctx, kind, s.largest)
+		}
 		if err != nil {
 			s.step(ctx, stepEnded)
 			<-s.admit

@@ -54,14 +54,14 @@ type testServer struct {
 
 // startServer starts a server on 127.0.0.1 with the default config as
 // changed by edit. The test's cleanup shuts it down if the test did not.
-func startServer(t *testing.T, edit func(*config)) *testServer {
+func startServer(t testing.TB, edit func(*config)) *testServer {
 	t.Helper()
 	return startServerLogging(t, edit, nil)
 }
 
 // startServerLogging is startServer with the log's handler wrapped by
 // wrap, if not nil.
-func startServerLogging(t *testing.T, edit func(*config), wrap func(slog.Handler) slog.Handler) *testServer {
+func startServerLogging(t testing.TB, edit func(*config), wrap func(slog.Handler) slog.Handler) *testServer {
 	t.Helper()
 	cfg := defaultConfig()
 	cfg.addr = "127.0.0.1:0"
@@ -97,13 +97,13 @@ func startServerLogging(t *testing.T, edit func(*config), wrap func(slog.Handler
 
 // shutdown shuts the server down once, waits for Serve to return, and
 // returns Shutdown's error.
-func (ts *testServer) shutdown(t *testing.T) error {
+func (ts *testServer) shutdown(t testing.TB) error {
 	t.Helper()
 	return ts.shutdownWithin(t, 20*time.Second)
 }
 
 // shutdownWithin is shutdown with a drain of d.
-func (ts *testServer) shutdownWithin(t *testing.T, d time.Duration) error {
+func (ts *testServer) shutdownWithin(t testing.TB, d time.Duration) error {
 	t.Helper()
 	ts.stopOnce.Do(func() {
 		// A connection the client dialed and then did not need has sent no
