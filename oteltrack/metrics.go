@@ -80,6 +80,23 @@
 // Reserved memory, PyTorch's name for what the allocator holds from the
 // device, is the sum over both states.
 //
+// With pools that admit requests (pool.Pool.Admit), per tensorlife.device
+// and, for the counts, tensorlife.request.kind (at most 32 kinds a device,
+// the rest under "other", as the tracker bounds them; a kind is cut to
+// pool.MaxKindBytes):
+//
+//	tensorlife.pool.admissions                  {request}  Counter        [tensorlife.admission.result = admitted | refused]
+//	tensorlife.pool.admission.ran_out           {request}  Counter        admitted requests that ran out of memory inside their admission
+//	tensorlife.pool.admission.past_reservation  {request}  Counter        admitted requests that held more than their reservation
+//	tensorlife.pool.admission.open              {request}  UpDownCounter  admissions open now
+//	tensorlife.pool.admission.reserved          By         UpDownCounter  bytes the open admissions reserved, drawn or not
+//	tensorlife.pool.admission.promised          By         UpDownCounter  of those, not drawn yet: counted against the budget
+//
+// Both results of a kind are observed once it was asked for, so a ratio of
+// refused to all is defined from its first request. A reservation released
+// by Admission.End is gone from the next collection; one released by its
+// context's end alone, once that context.AfterFunc has run.
+//
 // With mask caches, per tensorlife.cache.name:
 //
 //	tensorlife.mask.cache.memory.usage By            UpDownCounter
@@ -242,6 +259,7 @@ type Metrics struct {
 	reg     metric.Registration
 	stopped atomic.Bool
 	inst    instruments
+	adm     admissionInstruments
 
 	// mu serializes callbacks (two readers may collect at once) and guards
 	// the attribute cache.
@@ -276,6 +294,11 @@ func Register(tr *track.Tracker, opts ...Option) (*Metrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oteltrack: creating instruments: %w", err)
 	}
+	admObs, err := m.adm.create(meter)
+	if err != nil {
+		return nil, fmt.Errorf("oteltrack: creating instruments: %w", err)
+	}
+	obs = append(obs, admObs...)
 	m.reg, err = meter.RegisterCallback(m.observe, obs...)
 	if err != nil {
 		return nil, fmt.Errorf("oteltrack: registering the metrics callback: %w", err)
@@ -355,6 +378,7 @@ func (m *Metrics) observe(ctx context.Context, o metric.Observer) error {
 			o.ObserveInt64(in.poolEvictions, p.Evictions, attrs)
 			o.ObserveInt64(in.poolOOMs, p.OOMs, attrs)
 		}
+		m.adm.observe(o, reading.Pools)
 	}
 	if len(reading.Caches) > 0 {
 		for name, c := range sumCaches(reading.Caches) {
