@@ -19,7 +19,7 @@ const (
 // (pool.Pool.Admit): what each kind of request was answered, and the
 // bytes the open admissions reserve.
 type admissionInstruments struct {
-	decisions, ranOut, past metric.Int64Observable
+	decisions, ranOut, past  metric.Int64Observable
 	open, reserved, promised metric.Int64Observable
 	// attrs caches the attribute sets by device, kind and result, bounded
 	// as the kinds are: at most track.MaxRequestKinds+1 kinds a device.
