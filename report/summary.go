@@ -81,7 +81,9 @@ func Bytes(n int64) string { return format.Bytes(n) }
 
 // WriteSummary writes a text report of tr's memory in the manner of
 // torch.cuda.memory_summary: totals and peak, the figures of the pools,
-// caches and devices made with tr (and of WithSources), the top call sites
+// caches and devices made with tr (and of WithSources), what the pools'
+// admission admitted and refused by request kind and what each kind
+// reserves (pool.Stats.AdmissionKinds), the top call sites
 // by live bytes with the bytes that outlived their request, the open
 // requests holding most and open longest (facts, never suspects: memory in
 // flight is not judged), what each kind of request cost at its peak
@@ -115,6 +117,7 @@ func WriteSummary(w io.Writer, tr *track.Tracker, opts ...Option) error {
 	reading := cfg.sources.Read(tr)
 	writeTotals(&b, totals(tr))
 	writePools(&b, reading.Pools)
+	writeAdmission(&b, reading.Pools)
 	writeCaches(&b, reading.Caches)
 	writeOwners(&b, tr.Owners())
 	writeDevices(&b, reading.Devices)
