@@ -17,7 +17,10 @@
 #   scripts/alerts-record.sh BIN 180 10 -leak -capacity 83886080
 #   scripts/alerts-record.sh BIN 180 10 -capacity 83886080
 # (the leaky server, then the same without the leak), on a 64 MiB budget
-# (the server's default) over an 80 MiB device. It needs bash only.
+# (the server's default) over an 80 MiB device, and its admission series
+# and the suspect's of the run under admission with
+#   scripts/alerts-record.sh BIN 120 10 -leak -admission -capacity 83886080 -budget 33554432
+# It needs bash only.
 set -euo pipefail
 
 bin=${1:?usage: alerts-record.sh BIN_DIR STEPS REQUESTS [SERVER FLAGS...]}
@@ -57,7 +60,7 @@ if [[ -z $port || -z $debug ]]; then
 fi
 
 # The series the rules read, as the Prometheus exporter names them.
-wanted='^(tensorlife_watcher_suspect_active|tensorlife_watcher_suspect_runs_out_in_seconds|tensorlife_device_memory_usage_bytes|tensorlife_device_memory_limit_bytes|tensorlife_pool_memory_usage_bytes|tensorlife_pool_memory_limit_bytes)[{ ]'
+wanted='^(tensorlife_pool_admissions_total|tensorlife_watcher_suspect_active|tensorlife_watcher_suspect_runs_out_in_seconds|tensorlife_device_memory_usage_bytes|tensorlife_device_memory_limit_bytes|tensorlife_pool_memory_usage_bytes|tensorlife_pool_memory_limit_bytes)[{ ]'
 for ((step = 0; step < steps; step++)); do
 	for ((i = 0; i < requests; i++)); do
 		http POST "$port" "/generate?prompt=64&tokens=32&batch=2" >/dev/null

@@ -33,9 +33,9 @@ var (
 // gives oteltrack's instruments: a rename there would leave alerts
 // that never fire, and a recorded test that still passes. Every metric the
 // rules name, with the label values they select, and every series of the
-// recorded run, is on the leaky server's /metrics.
+// recorded run, is on the leaky server's /metrics, under admission.
 func TestAlertRulesReadTheServersMetrics(t *testing.T) {
-	ts := startServer(t, func(c *config) { c.leak = true })
+	ts := startServer(t, func(c *config) { c.leak, c.admission = true, true })
 	for i := range 40 {
 		o := ts.generate(loadQuery(i))
 		require.NoError(t, o.err)
@@ -58,7 +58,8 @@ func TestAlertRulesReadTheServersMetrics(t *testing.T) {
 		read[name] = true
 	}
 	for _, name := range []string{"tensorlife_watcher_suspect_active", "tensorlife_watcher_suspect_runs_out_in_seconds", "tensorlife_pool_memory_limit_bytes",
-		"tensorlife_pool_memory_usage_bytes", "tensorlife_device_memory_usage_bytes", "tensorlife_device_memory_limit_bytes"} {
+		"tensorlife_pool_memory_usage_bytes", "tensorlife_device_memory_usage_bytes", "tensorlife_device_memory_limit_bytes",
+		"tensorlife_pool_admissions_total"} {
 		assert.True(t, read[name], "the rules read %s", name)
 	}
 
@@ -95,7 +96,7 @@ func TestAlertRulesFireOnTheRecordedLeak(t *testing.T) {
 	}
 	out, err := exec.Command(promtool, "check", "rules", alertRules).CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	assert.Contains(t, string(out), "SUCCESS: 8 rules found")
+	assert.Contains(t, string(out), "SUCCESS: 9 rules found")
 	out, err = exec.Command(promtool, "test", "rules", alertRulesTest).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, string(out), "SUCCESS")
