@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -144,4 +145,47 @@ func BenchmarkSizedAdmissionBurst(b *testing.B) {
 	b.ReportMetric(float64(sizedOOM)/n, "sized-oom/burst")
 	b.ReportMetric(float64(fixedOK)/n, "perkind-good/burst")
 	b.ReportMetric(float64(fixedOOM)/n, "perkind-oom/burst")
+}
+
+// With -leak -admission the leaked masks take the budget from the
+// reservations: requests are admitted until no reservation fits, then
+// refused, more every step, on /metrics as in the log, while the watcher
+// names the leak's line throughout.
+func TestLeakUnderAdmissionRefusalsRiseWhileTheLeakIsNamed(t *testing.T) {
+	ts := startServer(t, func(c *config) {
+		c.leak, c.admission = true, true
+		c.budget, c.cache = 12<<20, 2<<20
+	})
+	var refusedBySteps []float64
+	for step := range 60 {
+		for range 10 {
+			o := ts.generate("prompt=64&tokens=32&batch=2")
+			require.NoError(t, o.err)
+			require.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable}, o.status, o.body)
+			if o.status == http.StatusServiceUnavailable {
+				require.True(t, strings.HasPrefix(o.body, "busy: the memory budget"), "step %d: %s", step, o.body)
+			}
+		}
+		status, m := ts.get(t, ts.debug+"/metrics")
+		require.Equal(t, http.StatusOK, status)
+		refused, ok := metric(m, "tensorlife_pool_admissions_total", `tensorlife_admission_result="refused"`)
+		require.True(t, ok, "step %d: the refusals are on /metrics from the first request", step)
+		refusedBySteps = append(refusedBySteps, refused)
+		if refused > 0 {
+			sus := ts.watcher.Suspects()
+			require.NotEmpty(t, sus, "step %d: refusing, and the leak is no longer named", step)
+			assert.Contains(t, sus[0].Site.Location().Function, "decodeLeaky", "step %d", step)
+		}
+	}
+	t.Logf("refused by step: %v", refusedBySteps)
+	first := slices.IndexFunc(refusedBySteps, func(v float64) bool { return v > 0 })
+	require.GreaterOrEqual(t, first, 0, "the leak filled the budget: admission refused")
+	assert.Greater(t, first, 0, "the first step admitted every request")
+	for i := first + 1; i < len(refusedBySteps); i++ {
+		assert.Greater(t, refusedBySteps[i], refusedBySteps[i-1], "refusals rise at step %d", i)
+	}
+	assert.Equal(t, int64(refusedBySteps[len(refusedBySteps)-1]), ts.refused.Load())
+	for _, l := range ts.lanes {
+		assert.Zero(t, l.pool.Stats().OOMs, "admitted requests never ran out: they were refused before")
+	}
 }
