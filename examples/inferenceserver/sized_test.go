@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,12 +15,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorlife/tensorlife/internal/benchratio"
+	"github.com/tensorlife/tensorlife/report"
+	"github.com/tensorlife/tensorlife/track"
 )
 
 // burstResult is what a burst of long prompts came to.
 type burstResult struct {
 	ok, oom, refused int
 	wall             time.Duration
+	// p99 is the kind's p99 peak before the burst: what admission by
+	// kind reserved for each of its requests.
+	p99 int64
 }
 
 // goodPerSecond is the burst's throughput: admitted requests completed
@@ -34,45 +42,127 @@ func longPrompt(i int) string {
 	return fmt.Sprintf("prompt=%d&tokens=512&batch=8", 384+8*i)
 }
 
+// lockstep runs a burst's requests turn by turn: each is sent once the one
+// before it has reached its first decode step or ended (so admission and
+// prefill go one at a time, in order), and once all have, each decode step
+// of each live request runs alone, in the order they were sent, round and
+// round. What the burst's requests hold at each moment, and so which of
+// them run out of memory, is the same on every run.
+type lockstep struct {
+	n       int
+	on      atomic.Bool // off for the warm-up requests
+	mu      sync.Mutex
+	cond    *sync.Cond
+	order   []string // live requests, in the order they arrived
+	arrived int      // requests that reached their first step or ended
+	turn    int      // index into order of the request whose step runs
+	running bool     // the holder of turn runs its step
+	events  chan struct{}
+}
+
+func newLockstep(n int) *lockstep {
+	l := &lockstep{n: n, events: make(chan struct{}, n)}
+	l.cond = sync.NewCond(&l.mu)
+	return l
+}
+
+func (l *lockstep) hook(ctx context.Context, step int) {
+	if !l.on.Load() {
+		return
+	}
+	id, _ := track.LabelsFrom(ctx).Get("request")
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := slices.Index(l.order, id)
+	if i < 0 { // its first step, or refused
+		l.arrived++
+		l.events <- struct{}{}
+		l.cond.Broadcast()
+		if step == stepEnded {
+			return
+		}
+		l.order = append(l.order, id)
+		i = len(l.order) - 1
+	} else {
+		// Its last step is done: the turn goes on.
+		l.running = false
+		if step == stepEnded {
+			l.order = slices.Delete(l.order, i, i+1)
+			if l.turn > i {
+				l.turn--
+			}
+		} else {
+			l.turn++
+		}
+		if len(l.order) > 0 {
+			l.turn %= len(l.order)
+		}
+		l.cond.Broadcast()
+		if step == stepEnded {
+			return
+		}
+	}
+	for l.arrived < l.n || l.running || l.order[l.turn] != id {
+		if ctx.Err() != nil {
+			return
+		}
+		l.cond.Wait()
+	}
+	l.running = true
+}
+
 // runMixedBurst sends 30 short requests one by one, then a burst of 16
-// long prompts of mixed sizes at once, held together at steps 0, 256 and
-// 448 (as runBurst holds them: each hold waits for every request of the
-// burst to reach it or end), to a server admitting with or without
-// per-request sizes. At step 448 the 16 would hold 14 MiB of KV cache
-// pages alone, more than the 12.4 MiB budget.
-func runMixedBurst(t testing.TB, sized bool) (*testServer, burstResult) {
+// long prompts of mixed sizes, run in lockstep, to a server admitting with
+// or without per-request sizes, and then, with bursts > 1, the same burst
+// again on the same server.
+func runMixedBurst(t testing.TB, sized bool, bursts int) (*testServer, []burstResult) {
 	const n = 16
-	b := newBurstStep(n, 0, 4*kvPage, 7*kvPage)
 	edit := burstConfig(true)
+	var l *lockstep
 	ts := startServer(t, func(c *config) {
 		edit(c)
 		c.sized = sized
-		c.hookStep = b.hook
+		c.hookStep = func(ctx context.Context, step int) { l.hook(ctx, step) }
 	})
+	l = newLockstep(n)
 	for i := range 30 {
 		o := ts.generate("prompt=64&tokens=16")
 		require.NoError(t, o.err)
 		require.Equal(t, http.StatusOK, o.status, "short request %d: %s", i, o.body)
 	}
-	b.on.Store(true)
-	start := time.Now()
-	out := ts.load(n, n, longPrompt)
-	var r burstResult
-	r.wall = time.Since(start)
-	for i, o := range out {
-		require.NoError(t, o.err, "request %d", i)
-		switch {
-		case o.status == http.StatusOK:
-			r.ok++
-		case o.status == http.StatusServiceUnavailable && strings.HasPrefix(o.body, "out of memory"):
-			r.oom++
-		case o.status == http.StatusServiceUnavailable && strings.HasPrefix(o.body, "busy: the memory budget"):
-			r.refused++
-		default:
-			t.Errorf("request %d: status %d: %s", i, o.status, o.body)
+	var results []burstResult
+	for range bursts {
+		var p99 int64
+		if kinds := ts.lanes[0].pool.Stats().AdmissionKinds; len(kinds) > 0 {
+			p99 = kinds[0].P99
 		}
+		l = newLockstep(n)
+		l.on.Store(true)
+		start := time.Now()
+		out := make([]outcome, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() { out[i] = ts.generate(longPrompt(i)) })
+			<-l.events
+		}
+		wg.Wait()
+		r := burstResult{wall: time.Since(start), p99: p99}
+		for i, o := range out {
+			require.NoError(t, o.err, "request %d", i)
+			switch {
+			case o.status == http.StatusOK:
+				r.ok++
+			case o.status == http.StatusServiceUnavailable && strings.HasPrefix(o.body, "out of memory"):
+				r.oom++
+			case o.status == http.StatusServiceUnavailable && strings.HasPrefix(o.body, "busy: the memory budget"):
+				r.refused++
+			default:
+				t.Errorf("request %d: status %d: %s", i, o.status, o.body)
+			}
+		}
+		results = append(results, r)
 	}
-	return ts, r
+	return ts, results
 }
 
 // After 30 short requests, a burst of 16 long prompts of mixed sizes:
@@ -81,26 +171,36 @@ func runMixedBurst(t testing.TB, sized bool) (*testServer, burstResult) {
 // sized, none runs out. Throughput, a rate, is a benchmark's
 // (BenchmarkSizedAdmissionBurst); the figures are printed.
 func TestSizedAdmissionBurstRunsNoneOutOfMemory(t *testing.T) {
-	_, fixed := runMixedBurst(t, false)
-	tsSized, sized := runMixedBurst(t, true)
-	t.Logf("per kind (p99): %v", fixed)
-	t.Logf("sized:          %v", sized)
+	tsFixed, fixedRuns := runMixedBurst(t, false, 1)
+	tsSized, sizedRuns := runMixedBurst(t, true, 2)
+	fixed, sized, again := fixedRuns[0], sizedRuns[0], sizedRuns[1]
+	pf, ps := tsFixed.lanes[0].pool.Stats(), tsSized.lanes[0].pool.Stats()
+	require.Len(t, pf.AdmissionKinds, 1)
+	require.Len(t, ps.AdmissionKinds, 1)
+	kf, ks := pf.AdmissionKinds[0], ps.AdmissionKinds[0]
+	t.Logf("after 30 short requests, 16 long prompts (384 to 504 tokens in, 512 out, batch 8), budget %s:", report.Bytes(pf.Limit))
+	row := func(what string, r burstResult) {
+		t.Logf("%-24s %2d admitted, %2d completed, %2d ran out of memory, %2d refused", what+":", r.ok+r.oom, r.ok, r.oom, r.refused)
+	}
+	row("per kind (p99 "+report.Bytes(fixed.p99)+")", fixed)
+	row("sized, no history", sized)
+	row("sized, the burst again", again)
+	t.Logf("what the kind learned: %s + %.0f B a unit, up to %d units", report.Bytes(int64(ks.Base)), ks.PerUnit, ks.MaxUnits)
 
 	assert.Positive(t, fixed.oom, "the kind's p99 admits long prompts on a short request's reservation")
-	assert.Zero(t, sized.oom, "no admitted request ran out of memory")
-	assert.Positive(t, sized.ok)
-	assert.Equal(t, 16, sized.ok+sized.refused)
-	for _, l := range tsSized.lanes {
-		s := l.pool.Stats()
-		assert.Zero(t, s.OOMs, "no allocation ran out of memory")
-		assert.Zero(t, s.Admissions, "every reservation was released")
-		require.NotEmpty(t, s.AdmissionKinds)
-		k := s.AdmissionKinds[0]
-		assert.Equal(t, `route=POST /generate`, k.Kind)
-		assert.EqualValues(t, 30+sized.ok, k.Admitted)
-		assert.EqualValues(t, sized.refused, k.Refused)
-		assert.Zero(t, k.RanOut)
+	assert.EqualValues(t, fixed.oom, kf.RanOut)
+	for _, r := range sizedRuns {
+		assert.Zero(t, r.oom, "no admitted request ran out of memory")
+		assert.Positive(t, r.ok)
+		assert.Equal(t, 16, r.ok+r.refused)
 	}
+	assert.GreaterOrEqual(t, again.ok, sized.ok, "history admits no fewer")
+	assert.Zero(t, ps.OOMs, "no allocation ran out of memory")
+	assert.Zero(t, ps.Admissions, "every reservation was released")
+	assert.Equal(t, `route=POST /generate`, ks.Kind)
+	assert.EqualValues(t, 30+sized.ok+again.ok, ks.Admitted)
+	assert.EqualValues(t, sized.refused+again.refused, ks.Refused)
+	assert.Zero(t, ks.RanOut)
 }
 
 // BenchmarkSizedAdmissionBurst runs the burst of
@@ -115,11 +215,11 @@ func BenchmarkSizedAdmissionBurst(b *testing.B) {
 	var fixedPer, sizedPer []time.Duration
 	var fixedOK, fixedOOM, sizedOK, sizedOOM int
 	burst := func(sized bool) burstResult {
-		ts, r := runMixedBurst(b, sized)
+		ts, r := runMixedBurst(b, sized, 1)
 		if err := ts.shutdown(b); err != nil {
 			b.Fatal(err)
 		}
-		return r
+		return r[0]
 	}
 	for i := range b.N {
 		var f, s burstResult
