@@ -82,7 +82,6 @@ func (l *lockstep) hook(ctx context.Context, step int) {
 			return
 		}
 		l.order = append(l.order, id)
-		i = len(l.order) - 1
 	} else {
 		// Its last step is done: the turn goes on.
 		l.running = false
