@@ -51,12 +51,20 @@
 // # Admission
 //
 // With -admission each /generate request is admitted before it starts
-// (pool.Pool.Admit): its pool reserves the p99 peak of the request's kind
-// (its route) against the budget, or the largest request while fewer than
-// pool.AdmitHistory have ended; its tensors draw from the reservation,
-// which is released when the handler returns. A request whose reservation
-// the budget cannot hold is answered 503 with Retry-After at once, before
-// it holds any memory, and the log names its kind, peak and the headroom.
+// (pool.Pool.AdmitSized): it states its size, its tokens (prompt plus the
+// most it may generate) times its batch, with the worst case of that size
+// as the fallback, and its pool reserves what the request's kind (its
+// route) learned its requests of that size hold at their peak, or the
+// fallback for a size the kind has not shown yet (or before
+// pool.AdmitHistory of them ended); -sized=false reserves the kind's p99
+// peak instead (pool.Pool.Admit), the largest request before that history.
+// Its tensors draw from the reservation, which is released before the
+// answer is written. A request whose reservation the budget cannot hold
+// is answered 503 with Retry-After at once, before it holds any memory,
+// and the log names its kind, size, reservation and the headroom; the
+// metrics count admissions and refusals by kind, and the summary has an
+// Admission section.
+//
 // The start-up check then counts reservations, not worst cases: the budget
 // must hold one largest request next to the prompt-mask cache, and
 // -max-inflight may allow more requests than the budget holds at their
