@@ -35,7 +35,7 @@ func ExamplePool_AdmitSized() {
 	adm, _ := serve(256)
 	fmt.Printf("first request: %d KiB reserved (fallback %v)\n", adm.Reserved>>10, adm.Fallback)
 	for i := range pool.AdmitHistory {
-		_, _ = serve(int64(64 + 8*i))
+		_, _ = serve(int64(64 + 16*(i%12)))
 	}
 	adm, _ = serve(256)
 	fmt.Printf("with history:  %d KiB reserved (fallback %v)\n", adm.Reserved>>10, adm.Fallback)
