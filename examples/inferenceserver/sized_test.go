@@ -177,14 +177,15 @@ func TestSizedAdmissionBurstRunsNoneOutOfMemory(t *testing.T) {
 	require.Len(t, pf.AdmissionKinds, 1)
 	require.Len(t, ps.AdmissionKinds, 1)
 	kf, ks := pf.AdmissionKinds[0], ps.AdmissionKinds[0]
-	t.Logf("after 30 short requests, 16 long prompts (384 to 504 tokens in, 512 out, batch 8), budget %s:", report.Bytes(pf.Limit))
+	// Printed, not logged: the README shows these lines as a run prints them.
+	fmt.Printf("after 30 short requests, 16 long prompts (384 to 504 tokens in, 512 out, batch 8), budget %s:\n", report.Bytes(pf.Limit))
 	row := func(what string, r burstResult) {
-		t.Logf("%-24s %2d admitted, %2d completed, %2d ran out of memory, %2d refused", what+":", r.ok+r.oom, r.ok, r.oom, r.refused)
+		fmt.Printf("  %-24s %2d admitted, %2d completed, %2d ran out of memory, %2d refused\n", what+":", r.ok+r.oom, r.ok, r.oom, r.refused)
 	}
 	row("per kind (p99 "+report.Bytes(fixed.p99)+")", fixed)
 	row("sized, no history", sized)
 	row("sized, the burst again", again)
-	t.Logf("what the kind learned: %s + %.0f B a unit, up to %d units", report.Bytes(int64(ks.Base)), ks.PerUnit, ks.MaxUnits)
+	fmt.Printf("what the kind learned: %s + %.0f B a unit, up to %d units\n", report.Bytes(int64(ks.Base)), ks.PerUnit, ks.MaxUnits)
 
 	assert.Positive(t, fixed.oom, "the kind's p99 admits long prompts on a short request's reservation")
 	assert.EqualValues(t, fixed.oom, kf.RanOut)
