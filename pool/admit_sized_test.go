@@ -2,6 +2,8 @@ package pool_test
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -169,4 +171,58 @@ func kindOf(t *testing.T, p *pool.Pool, kind string) pool.AdmissionKind {
 	}
 	t.Fatalf("no kind %q in %+v", kind, p.Stats().AdmissionKinds)
 	return pool.AdmissionKind{}
+}
+
+// Sized requests of mixed sizes from 12 goroutines, some holding more than
+// they stated, learn and raise their kind while others read it: the books
+// balance, the kind's counts add up, and once every request has ended the
+// whole budget can be admitted.
+func TestAdmitSizedConcurrent(t *testing.T) {
+	p, _, dev := newKindPool(t, 32<<20)
+	const kind = "route=/gen"
+	var wg sync.WaitGroup
+	var admitted, refused atomic.Int64
+	for g := range 12 {
+		wg.Go(func() {
+			for i := range 40 {
+				units := int64(1 + (g+i)%8)
+				ctx, a, err := p.AdmitSized(context.Background(), kind, units, units*256<<10)
+				if err != nil {
+					assert.ErrorIs(t, err, pool.ErrAdmissionRefused)
+					refused.Add(1)
+					continue
+				}
+				admitted.Add(1)
+				per := 64 << 10
+				if i%7 == 0 {
+					per = 96 << 10 // past what its kind learned
+				}
+				var held []*tensor.Tensor
+				for range units {
+					x, err := tensor.New(ctx, p, tensor.Uint8, per)
+					if err != nil {
+						assert.ErrorIs(t, err, tensor.ErrOutOfMemory)
+						break
+					}
+					held = append(held, x)
+				}
+				for _, x := range held {
+					assert.NoError(t, x.Free())
+				}
+				a.End()
+				_ = p.Stats() // readers of the kind while it learns
+			}
+		})
+	}
+	wg.Wait()
+	requireBalanced(t, p, dev)
+	k := kindOf(t, p, kind)
+	assert.Equal(t, admitted.Load(), k.Admitted)
+	assert.Equal(t, refused.Load(), k.Refused)
+	assert.Zero(t, k.Open)
+	assert.Zero(t, k.Reserved)
+	assert.Positive(t, k.PastReservation)
+	_, all, err := p.Admit(context.Background(), "route=/all", 32<<20)
+	require.NoError(t, err, "a reservation outlived its request: %+v", p.Stats())
+	all.End()
 }

@@ -163,12 +163,26 @@ func TestAdmitErrors(t *testing.T) {
 	_, _, err = p.Admit(context.Background(), "k", 16<<20)
 	assert.ErrorIs(t, err, pool.ErrAdmissionRefused)
 
+	for _, units := range []int64{0, -1} {
+		_, a, err := p.AdmitSized(context.Background(), "k", units, 1)
+		assert.ErrorIs(t, err, tensor.ErrInvalidSize, "%d units", units)
+		assert.Nil(t, a)
+	}
+	_, _, err = p.AdmitSized(context.Background(), "k", 1, -1)
+	assert.ErrorIs(t, err, tensor.ErrInvalidSize)
+	_, _, err = p.AdmitSized(context.Background(), "k", 1, 16<<20)
+	assert.ErrorIs(t, err, pool.ErrAdmissionRefused)
+
 	unbounded := newPool(t, newFault(t, 8<<20))
 	_, _, err = unbounded.Admit(context.Background(), "k", 1)
+	assert.ErrorIs(t, err, pool.ErrNoBudget)
+	_, _, err = unbounded.AdmitSized(context.Background(), "k", 1, 1)
 	assert.ErrorIs(t, err, pool.ErrNoBudget)
 
 	require.NoError(t, p.Close())
 	_, _, err = p.Admit(context.Background(), "k", 1)
+	assert.ErrorIs(t, err, tensor.ErrClosed)
+	_, _, err = p.AdmitSized(context.Background(), "k", 1, 1)
 	assert.ErrorIs(t, err, tensor.ErrClosed)
 }
 
