@@ -186,25 +186,38 @@ func (k *admitKind) raise(f float64) {
 type AdmissionKind struct {
 	// Kind is the request kind, cut to MaxKindBytes.
 	Kind string
-	// Admitted and Refused count Admit's answers for the kind.
-	Admitted, Refused int64
+	// Admitted counts the kind's requests Admit admitted.
+	Admitted int64
+	// Refused counts those it refused: the budget could not hold their
+	// reservations.
+	Refused int64
 	// RanOut counts admitted requests that ran out of memory (an
-	// allocation under the admission was refused); PastReservation those
-	// that held more than their reservation at some moment.
-	RanOut, PastReservation int64
-	// Open counts the kind's open admissions; Reserved is the bytes they
-	// reserved in all, drawn or not.
-	Open, Reserved int64
-	// Requests counts the kind's ended admissions on this pool (without a
-	// size and with one); P99 is the p99 peak of them, in rounded bytes.
-	Requests, P99 int64
-	// Sized counts the ended admissions with a size the line Base +
-	// PerUnit × size rests on (the last 64 of them), MaxUnits the largest
-	// of their sizes: a larger request has no history and reserves its
-	// fallback.
-	Sized         int64
-	Base, PerUnit float64
-	MaxUnits      int64
+	// allocation under the admission was refused).
+	RanOut int64
+	// PastReservation counts admitted requests that held more than their
+	// reservation at some moment.
+	PastReservation int64
+	// Open counts the kind's open admissions.
+	Open int64
+	// Reserved is the bytes the open admissions reserved in all, drawn or
+	// not.
+	Reserved int64
+	// Requests counts the kind's ended admissions on this pool, with a
+	// size and without.
+	Requests int64
+	// P99 is the p99 peak of those, in rounded bytes: what Admit
+	// reserves once there are AdmitHistory of them.
+	P99 int64
+	// Sized counts the ended admissions with a size; the line Base +
+	// PerUnit × units rests on the last 64 of them.
+	Sized int64
+	// Base is the line's bytes at no units.
+	Base float64
+	// PerUnit is the line's bytes per unit.
+	PerUnit float64
+	// MaxUnits is the largest size of those 64: a larger request has no
+	// history and reserves its fallback.
+	MaxUnits int64
 	// Boost multiplies the learned reservation after a request ran out or
 	// went past its reservation; 1 otherwise.
 	Boost float64
