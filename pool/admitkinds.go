@@ -41,10 +41,10 @@ import (
 // admitKinds is a pool's table of request kinds, bounded to
 // track.MaxRequestKinds kinds; the rest share one entry, track.OtherKind,
 // which counts them but learns nothing (they reserve by the tracker's
-// figures or the fallback). Its lock is taken once when a request is
-// admitted or refused.
+// figures or the fallback). Its lock is read-locked once when a request
+// is admitted or refused, and locked to add a kind.
 type admitKinds struct {
-	mu     sync.Mutex
+	mu     sync.RWMutex
 	byKind map[string]*admitKind
 	other  *admitKind
 }
@@ -76,6 +76,12 @@ const (
 // kind returns the entry of kind, making it (or, past the bound, the
 // shared one).
 func (t *admitKinds) kind(kind string) *admitKind {
+	t.mu.RLock()
+	k := t.byKind[kind]
+	t.mu.RUnlock()
+	if k != nil {
+		return k
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if k := t.byKind[kind]; k != nil {
@@ -90,20 +96,20 @@ func (t *admitKinds) kind(kind string) *admitKind {
 	if t.byKind == nil {
 		t.byKind = make(map[string]*admitKind)
 	}
-	k := &admitKind{name: kind, learns: true}
+	k = &admitKind{name: kind, learns: true}
 	t.byKind[kind] = k
 	return k
 }
 
 // all returns the kinds, sorted by name, the shared entry last.
 func (t *admitKinds) all() []*admitKind {
-	t.mu.Lock()
+	t.mu.RLock()
 	out := make([]*admitKind, 0, len(t.byKind)+1)
 	for _, k := range t.byKind {
 		out = append(out, k)
 	}
 	other := t.other
-	t.mu.Unlock()
+	t.mu.RUnlock()
 	slices.SortFunc(out, func(a, b *admitKind) int { return strings.Compare(a.name, b.name) })
 	if other != nil {
 		out = append(out, other)
