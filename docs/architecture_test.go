@@ -170,12 +170,21 @@ func TestArchitectureSaysWhatTheImportsSay(t *testing.T) {
 
 // Folders show the layers: a package in the folder of another package
 // (track/watch in track) imports nothing above that package, so no import
-// runs back up through a folder; and the examples import only what a user
-// can import.
+// runs back up through a folder; an internal/ folder is the floor of the
+// folder that holds it, so a package in one (internal/format,
+// track/internal/grouping) imports only packages in internal/ folders; and
+// the examples import only what a user can import.
 func TestFoldersShowTheLayers(t *testing.T) {
 	code := codeImports(t)
 	level := levels(code)
 	for pkg, imps := range code {
+		if inInternal(pkg) {
+			for _, imp := range imps {
+				assert.True(t, inInternal(imp),
+					"%s, in an internal/ folder (a floor below the packages beside that folder), imports %s (level %d), which is above it",
+					pkg, imp, level[imp])
+			}
+		}
 		for parent := filepath.Dir(pkg); parent != "."; parent = filepath.Dir(parent) {
 			if _, ok := code[parent]; !ok {
 				continue
@@ -191,10 +200,15 @@ func TestFoldersShowTheLayers(t *testing.T) {
 		}
 		if strings.HasPrefix(pkg, "examples/") {
 			for _, imp := range imps {
-				assert.NotContains(t, "/"+imp+"/", "/internal/", "%s imports %s: an example imports only public packages", pkg, imp)
+				assert.False(t, inInternal(imp), "%s imports %s: an example imports only public packages", pkg, imp)
 			}
 		}
 	}
+}
+
+// inInternal reports whether pkg sits in an internal/ folder.
+func inInternal(pkg string) bool {
+	return strings.Contains("/"+pkg+"/", "/internal/")
 }
 
 // The core imports the standard library and itself, nothing else: a

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 )
 
 // buildCase is one builder call and what it must produce.
@@ -175,7 +175,7 @@ func TestBuilderFailuresLeaveNothingLive(t *testing.T) {
 	t.Run("allocation fails", func(t *testing.T) {
 		host, err := tensor.NewHostDevice(1 << 20)
 		require.NoError(t, err)
-		dev, err := devices.NewFaulty(host, devices.FailNth(1))
+		dev, err := tensortest.NewFaulty(host, tensortest.FailNth(1))
 		require.NoError(t, err)
 		e := newEnv(t)
 		alloc, err := tensor.NewDeviceAllocator(dev, e.tr)

@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
@@ -203,7 +203,7 @@ func readView(t *testing.T, g *Growable) []byte {
 func TestGrowableGrowthFailureLosesNothing(t *testing.T) {
 	host, err := tensor.NewHostDevice(1 << 20)
 	require.NoError(t, err)
-	dev, err := devices.NewFaulty(host, devices.FailNth(2)) // the first growth
+	dev, err := tensortest.NewFaulty(host, tensortest.FailNth(2)) // the first growth
 	require.NoError(t, err)
 	e := newEnv(t)
 	alloc, err := tensor.NewDeviceAllocator(dev, e.tr)

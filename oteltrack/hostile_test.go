@@ -10,12 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/oteltrack"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/watch"
 )
@@ -69,7 +69,7 @@ func TestMetricsCallbackSurvivesHostileParts(t *testing.T) {
 		}},
 		{"a device", func(*track.Tracker) (report.Sources, any) {
 			host, _ := tensor.NewHostDevice(1 << 20)
-			return report.Sources{Devices: []report.DeviceSource{devices.NewHostile(host, "Name", "MemInfo", "UUID")}}, nil
+			return report.Sources{Devices: []report.DeviceSource{tensortest.NewHostile(host, "Name", "MemInfo", "UUID")}}, nil
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

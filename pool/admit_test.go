@@ -9,16 +9,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
 // newKindPool returns a pool of budget bytes over a tracker that keeps
 // request costs by route.
-func newKindPool(t *testing.T, budget int64) (*pool.Pool, *track.Tracker, *devices.Faulty) {
+func newKindPool(t *testing.T, budget int64) (*pool.Pool, *track.Tracker, *tensortest.Faulty) {
 	t.Helper()
 	tr, err := track.New(track.Name(t.Name()), track.RequestKinds("route"))
 	require.NoError(t, err)

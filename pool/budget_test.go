@@ -7,9 +7,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 )
 
 // The budget is checked before the device is asked: a refused request never
@@ -95,7 +95,7 @@ func TestOutOfMemoryReleasesCacheAndRetries(t *testing.T) {
 
 func TestDeviceFailures(t *testing.T) {
 	t.Run("a transient failure is retried", func(t *testing.T) {
-		dev := newFault(t, 1<<20, devices.FailNth(1))
+		dev := newFault(t, 1<<20, tensortest.FailNth(1))
 		p := newPool(t, dev)
 		b, err := p.Allocate(4096)
 		require.NoError(t, err)
@@ -105,11 +105,11 @@ func TestDeviceFailures(t *testing.T) {
 		require.NoError(t, p.Close())
 	})
 	t.Run("a failed retry is an OOMError wrapping the device error", func(t *testing.T) {
-		dev := newFault(t, 1<<20, devices.FailNth(1), devices.FailNth(2))
+		dev := newFault(t, 1<<20, tensortest.FailNth(1), tensortest.FailNth(2))
 		p := newPool(t, dev)
 		_, err := p.Allocate(4096)
 		require.ErrorIs(t, err, tensor.ErrOutOfMemory)
-		assert.ErrorIs(t, err, devices.ErrInjected)
+		assert.ErrorIs(t, err, tensortest.ErrInjected)
 		var oom *tensor.OOMError
 		require.ErrorAs(t, err, &oom)
 		assert.Equal(t, "device", oom.Reason)
@@ -122,10 +122,10 @@ func TestDeviceFailures(t *testing.T) {
 		require.NoError(t, p.Close())
 	})
 	t.Run("other device errors are passed on without retry", func(t *testing.T) {
-		dev := newFault(t, 1<<20, devices.FailNth(1), devices.WithoutOOM())
+		dev := newFault(t, 1<<20, tensortest.FailNth(1), tensortest.WithoutOOM())
 		p := newPool(t, dev)
 		_, err := p.Allocate(4096)
-		require.ErrorIs(t, err, devices.ErrInjected)
+		require.ErrorIs(t, err, tensortest.ErrInjected)
 		assert.NotErrorIs(t, err, tensor.ErrOutOfMemory)
 		assert.Equal(t, int64(1), dev.Allocs())
 		s := requireBalanced(t, p, dev)

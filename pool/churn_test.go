@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 )
 
 // churnResult is what one churn run did.
@@ -172,11 +172,11 @@ func TestRandomFaults(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := []devices.FaultOption{devices.FailFraction(tc.fraction, tc.seed)}
+			opts := []tensortest.FaultOption{tensortest.FailFraction(tc.fraction, tc.seed)}
 			allowed := []error{tensor.ErrOutOfMemory}
 			if !tc.oom {
-				opts = append(opts, devices.WithoutOOM())
-				allowed = []error{devices.ErrInjected}
+				opts = append(opts, tensortest.WithoutOOM())
+				allowed = []error{tensortest.ErrInjected}
 			}
 			dev := newFault(t, 6<<20, opts...)
 			p := newPool(t, dev, pool.MaxCachedBytes(256<<10))

@@ -8,20 +8,20 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
 // newFault returns a fault device over a host device of capacity bytes.
-func newFault(t testing.TB, capacity int64, opts ...devices.FaultOption) *devices.Faulty {
+func newFault(t testing.TB, capacity int64, opts ...tensortest.FaultOption) *tensortest.Faulty {
 	t.Helper()
 	host, err := tensor.NewHostDevice(capacity)
 	require.NoError(t, err)
-	d, err := devices.NewFaulty(host, opts...)
+	d, err := tensortest.NewFaulty(host, opts...)
 	require.NoError(t, err)
 	return d
 }
@@ -47,7 +47,7 @@ func newPool(t testing.TB, dev tensor.Device, opts ...pool.Option) *pool.Pool {
 // requireBalanced checks a quiet pool's books against each other and
 // against the device: reserved is active plus cached, and what the pool
 // believes it holds is what the device has handed out.
-func requireBalanced(t *testing.T, p *pool.Pool, dev *devices.Faulty) pool.Stats {
+func requireBalanced(t *testing.T, p *pool.Pool, dev *tensortest.Faulty) pool.Stats {
 	t.Helper()
 	s := p.Stats()
 	blocks, bytes := dev.Outstanding()

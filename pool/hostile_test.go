@@ -11,19 +11,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 	"github.com/tensorlife/tensorlife/track"
 )
 
 // hostilePool is a pool over a device whose chosen methods panic once the
 // pool is made.
-func hostilePool(t *testing.T, opts ...pool.Option) (*pool.Pool, *devices.Hostile, *track.Tracker) {
+func hostilePool(t *testing.T, opts ...pool.Option) (*pool.Pool, *tensortest.Hostile, *track.Tracker) {
 	t.Helper()
 	host, err := tensor.NewHostDevice(1 << 20)
 	require.NoError(t, err)
-	dev := devices.NewHostile(host)
+	dev := tensortest.NewHostile(host)
 	tr, err := track.New(track.Logger(slog.New(slog.DiscardHandler)))
 	require.NoError(t, err)
 	p, err := pool.New(dev, append(opts, pool.Tracker(tr), pool.Logger(slog.New(slog.DiscardHandler)))...)
@@ -117,7 +117,7 @@ func TestPoolSurvivesAHostileDevice(t *testing.T) {
 		host, err := tensor.NewHostDevice(1 << 20)
 		require.NoError(t, err)
 		var p *pool.Pool
-		require.NotPanics(t, func() { p, err = pool.New(devices.NewHostile(host, "Name")) })
+		require.NotPanics(t, func() { p, err = pool.New(tensortest.NewHostile(host, "Name")) })
 		assert.Nil(t, p)
 		requirePanicError(t, err, "name")
 	})

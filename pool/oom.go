@@ -9,7 +9,6 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/counter"
 	"github.com/tensorlife/tensorlife/internal/format"
-	"github.com/tensorlife/tensorlife/internal/sitelist"
 
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
@@ -157,7 +156,7 @@ func (e *ActiveBlocksError) Error() string {
 	if len(e.Sites) == 0 {
 		b.WriteString("; no live sites known (untracked pool)")
 	}
-	format.WriteSites(&b, "live sites", sitelist.Lines(e.Sites, e.HeldBy))
+	tensor.WriteSites(&b, "live sites", e.Sites, e.HeldBy)
 	return b.String()
 }
 

@@ -11,11 +11,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/watch"
 )
@@ -66,7 +66,7 @@ func hostileCases() []hostileCase {
 	hostileDevice := func(t *testing.T, tr *track.Tracker, methods ...string) (report.Sources, any) {
 		host, err := tensor.NewHostDevice(1 << 20)
 		require.NoError(t, err)
-		dev := devices.NewHostile(host)
+		dev := tensortest.NewHostile(host)
 		p, err := pool.New(dev, pool.Tracker(tr))
 		require.NoError(t, err)
 		dev.Panic(methods...) // after New, which reads the name
@@ -95,7 +95,7 @@ func hostileCases() []hostileCase {
 		{name: "a listed device panics everywhere", setup: func(t *testing.T, tr *track.Tracker) (report.Sources, any) {
 			host, err := tensor.NewHostDevice(1 << 20)
 			require.NoError(t, err)
-			return report.Sources{Devices: []report.DeviceSource{devices.NewHostile(host, "Name", "MemInfo", "UUID")}}, nil
+			return report.Sources{Devices: []report.DeviceSource{tensortest.NewHostile(host, "Name", "MemInfo", "UUID")}}, nil
 		}, unread: true, panics: true},
 		{name: "a watcher panics", setup: func(t *testing.T, tr *track.Tracker) (report.Sources, any) {
 			w := &panicWatcher{}

@@ -11,7 +11,7 @@
 # The run step, in order:
 #   1. the machine: GPU, driver, the libcuda.so.1 the binaries load;
 #   2. the tests built with -tags cuda: tensor/cuda (the device, context
-#      handling across OS threads, driver errors), internal/devices (the
+#      handling across OS threads, driver errors), tensor/tensortest (the
 #      conformance suite on every GPU), tensor/devflag, and pool's CUDA
 #      tests (the pool on the device, concurrent goroutines);
 #   3. benchmarks: the pool against cuMemAlloc+cuMemFree per size
@@ -38,7 +38,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # The packages whose CUDA tests the check builds and runs, each to
 # test/<package>/<name>.test.
-test_pkgs=(tensor/cuda internal/devices tensor/devflag pool)
+test_pkgs=(tensor/cuda tensor/tensortest tensor/devflag pool)
 
 # ---- build (here, with Go) ------------------------------------------------
 

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/tensorlife/tensorlife/internal/format"
-	"github.com/tensorlife/tensorlife/internal/sitelist"
 
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -148,8 +147,8 @@ func (e *OOMError) Error() string {
 			row("free on device", "%s", format.Bytes(e.DeviceFree))
 		}
 	}
-	format.WriteSites(&b, "top live sites (tensor bytes, before the allocator rounds them)", sitelist.Lines(e.TopSites, e.HeldBy))
-	sitelist.WriteRequests(&b, "largest open requests", e.Requests, e.Requests.Largest, e.Limit)
+	WriteSites(&b, "top live sites (tensor bytes, before the allocator rounds them)", e.TopSites, e.HeldBy)
+	writeRequests(&b, "largest open requests", e.Requests, e.Requests.Largest, e.Limit)
 	if e.Err != nil {
 		fmt.Fprintf(&b, "\n  device: %v", e.Err)
 	}

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -44,7 +44,7 @@ func TestDeviceCallsSurviveAHostileDevice(t *testing.T) {
 		t.Run(tc.method, func(t *testing.T) {
 			host, err := tensor.NewHostDevice(1 << 20)
 			require.NoError(t, err)
-			dev := devices.NewHostile(host)
+			dev := tensortest.NewHostile(host)
 			tr, err := track.New(track.Logger(slog.New(slog.DiscardHandler)))
 			require.NoError(t, err)
 			a, err := tensor.NewDeviceAllocator(dev, tr)
@@ -81,7 +81,7 @@ func TestDeviceCallsSurviveAHostileDevice(t *testing.T) {
 		host, err := tensor.NewHostDevice(1 << 20)
 		require.NoError(t, err)
 		var a *tensor.DeviceAllocator
-		require.NotPanics(t, func() { a, err = tensor.NewDeviceAllocator(devices.NewHostile(host, "Name"), nil) })
+		require.NotPanics(t, func() { a, err = tensor.NewDeviceAllocator(tensortest.NewHostile(host, "Name"), nil) })
 		assert.Nil(t, a)
 		assert.ErrorIs(t, err, tensor.ErrPanic)
 	})
@@ -90,7 +90,7 @@ func TestDeviceCallsSurviveAHostileDevice(t *testing.T) {
 		// calls no Name.
 		host, err := tensor.NewHostDevice(1 << 20)
 		require.NoError(t, err)
-		dev := devices.NewHostile(host)
+		dev := tensortest.NewHostile(host)
 		tr, err := track.New(track.Logger(slog.New(slog.DiscardHandler)))
 		require.NoError(t, err)
 		a, err := tensor.NewDeviceAllocator(dev, tr)
@@ -106,7 +106,7 @@ func TestDeviceCallsSurviveAHostileDevice(t *testing.T) {
 	t.Run("MemInfo on Headroom", func(t *testing.T) {
 		host, err := tensor.NewHostDevice(1 << 20)
 		require.NoError(t, err)
-		a, err := tensor.NewDeviceAllocator(devices.NewHostile(host, "MemInfo"), nil)
+		a, err := tensor.NewDeviceAllocator(tensortest.NewHostile(host, "MemInfo"), nil)
 		require.NoError(t, err)
 		budget, left := a.Headroom()
 		assert.Zero(t, budget)
@@ -139,7 +139,7 @@ func TestNewReadsAForeignAllocatorsDeviceNameUnderRecover(t *testing.T) {
 	require.NoError(t, err)
 	other, err := tensor.NewHostDevice(1<<20, tensor.DeviceName("host:1"))
 	require.NoError(t, err)
-	named := devices.NewHostile(other)
+	named := tensortest.NewHostile(other)
 	a := reDevice{DeviceAllocator: inner, dev: named}
 
 	x, err := tensor.New(ctx, a, tensor.Uint8, 32)

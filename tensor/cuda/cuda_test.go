@@ -14,23 +14,23 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/cu"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/tensor/cuda"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 )
 
 // These tests need a GPU. A binary built with -tags cuda exits at start on a
 // machine without a driver (gorgonia.org/cu's init), so skipping covers only
 // a driver without device 0; where the environment configures the fake
-// driver, a device that does not open fails the test (devices.NoDevice).
+// driver, a device that does not open fails the test (tensortest.NoDevice).
 
-// openDevice opens device 0, or ends tb as devices.NoDevice does, and
+// openDevice opens device 0, or ends tb as tensortest.NoDevice does, and
 // closes the device when tb ends.
 func openDevice(tb testing.TB, opts ...cuda.Option) *cuda.Device {
 	tb.Helper()
 	d, err := cuda.Open(0, opts...)
 	if err != nil {
-		devices.NoDevice(tb, 0, "no CUDA device: %v", err)
+		tensortest.NoDevice(tb, 0, "no CUDA device: %v", err)
 	}
 	tb.Cleanup(func() {
 		blocks, bytes := d.Outstanding()
@@ -44,9 +44,9 @@ func TestCUDAConformance(t *testing.T) {
 	assert.True(t, cuda.Enabled)
 	// The limit makes MemInfo move with the suite's allocations only, even
 	// if other processes share the GPU.
-	devices.Run(t, func(t *testing.T, capacity int64) tensor.Device {
+	tensortest.Run(t, func(t *testing.T, capacity int64) tensor.Device {
 		return openDevice(t, cuda.WithMemoryLimit(capacity))
-	}, devices.WithCapacity(64<<20))
+	}, tensortest.WithCapacity(64<<20))
 }
 
 func TestCUDAName(t *testing.T) {
@@ -107,7 +107,7 @@ func TestCUDAReopen(t *testing.T) {
 	for round := range 3 {
 		d, err := cuda.Open(0)
 		if err != nil {
-			devices.NoDevice(t, 0, "no CUDA device: %v", err)
+			tensortest.NoDevice(t, 0, "no CUDA device: %v", err)
 		}
 		errs := make(chan error, 8)
 		for range cap(errs) {

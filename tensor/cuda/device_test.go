@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 )
 
 // openFake returns a Device over a fake driver with total bytes of memory.
@@ -28,7 +28,7 @@ func openFake(t *testing.T, total int64, opts ...Option) (*Device, *fakeDriver) 
 // The Device logic above the driver passes the conformance suite, with
 // out-of-memory coming from the driver...
 func TestConformanceFakeDriver(t *testing.T) {
-	devices.Run(t, func(t *testing.T, capacity int64) tensor.Device {
+	tensortest.Run(t, func(t *testing.T, capacity int64) tensor.Device {
 		d, _ := openFake(t, capacity)
 		return d
 	})
@@ -36,7 +36,7 @@ func TestConformanceFakeDriver(t *testing.T) {
 
 // ...and from WithMemoryLimit on a larger device.
 func TestConformanceFakeDriverWithLimit(t *testing.T) {
-	devices.Run(t, func(t *testing.T, capacity int64) tensor.Device {
+	tensortest.Run(t, func(t *testing.T, capacity int64) tensor.Device {
 		d, _ := openFake(t, 64*capacity, WithMemoryLimit(capacity))
 		return d
 	})

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/cu"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
@@ -40,12 +40,12 @@ func requireFakeDriver(t *testing.T) {
 	t.Helper()
 	dev, err := cu.GetDevice(0)
 	if err != nil {
-		devices.NoDevice(t, 0, "no CUDA device: %v", err)
+		tensortest.NoDevice(t, 0, "no CUDA device: %v", err)
 	}
 	name, err := dev.Name()
 	require.NoError(t, err)
 	if !strings.HasPrefix(name, fakeDevicePrefix) {
-		devices.NotFakeDriver(t, name)
+		tensortest.NotFakeDriver(t, name)
 	}
 }
 

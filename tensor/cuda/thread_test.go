@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/cu"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 )
 
 // These tests hold on a real GPU and on the fake driver (scripts/fakecuda.sh)
@@ -53,7 +53,7 @@ func openDriverDevice(t *testing.T) (*Device, *cuDriver) {
 	t.Helper()
 	d, err := Open(0)
 	if err != nil {
-		devices.NoDevice(t, 0, "no CUDA device: %v", err)
+		tensortest.NoDevice(t, 0, "no CUDA device: %v", err)
 	}
 	t.Cleanup(func() { assert.NoError(t, d.Close()) })
 	drv, ok := d.drv.(*cuDriver)

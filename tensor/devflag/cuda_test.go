@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/tensor/devflag"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 )
 
 // On a GPU the capacity caps what the program takes from it, and Close gives
@@ -18,7 +18,7 @@ import (
 func TestOpenCUDA(t *testing.T) {
 	dev, err := devflag.Open(devflag.Spec{CUDA: true}, 1<<20)
 	if err != nil {
-		devices.NoDevice(t, 0, "no CUDA device: %v", err)
+		tensortest.NoDevice(t, 0, "no CUDA device: %v", err)
 	}
 	assert.Equal(t, "cuda:0", dev.Name())
 	_, total, err := dev.MemInfo()

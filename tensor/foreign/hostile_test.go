@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/tensor/foreign"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 	"github.com/tensorlife/tensorlife/track"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
@@ -79,7 +79,7 @@ func TestAdoptSurvivesHostileCode(t *testing.T) {
 			released := false
 			var x *tensor.Tensor
 			require.NotPanics(t, func() {
-				x, err = foreign.Adopt(context.Background(), tr, foreign.Memory{Device: devices.NewHostile(host, method),
+				x, err = foreign.Adopt(context.Background(), tr, foreign.Memory{Device: tensortest.NewHostile(host, method),
 					Ptr: 1 << 20, Bytes: 64, Release: func(tensor.DevicePtr) error { released = true; return nil }}, spec)
 			})
 			assert.Nil(t, x)

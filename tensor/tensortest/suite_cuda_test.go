@@ -1,6 +1,6 @@
 //go:build cuda
 
-package devices_test
+package tensortest_test
 
 import (
 	"fmt"
@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/cu"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/tensor/cuda"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 )
 
 // The suite on every CUDA device present, each capped at the suite's
@@ -24,11 +24,11 @@ func TestCUDADevices(t *testing.T) {
 	n, err := cu.NumDevices()
 	require.NoError(t, err)
 	if n == 0 {
-		devices.NoDevice(t, 0, "no CUDA device")
+		tensortest.NoDevice(t, 0, "no CUDA device")
 	}
-	for ordinal := range max(n, devices.FakeCUDADevices()) {
+	for ordinal := range max(n, tensortest.FakeCUDADevices()) {
 		t.Run(fmt.Sprintf("cuda:%d", ordinal), func(t *testing.T) {
-			devices.Run(t, func(t *testing.T, capacity int64) tensor.Device {
+			tensortest.Run(t, func(t *testing.T, capacity int64) tensor.Device {
 				return openCUDA(t, ordinal, cuda.WithMemoryLimit(capacity))
 			})
 		})
@@ -42,14 +42,14 @@ func TestCUDADevices(t *testing.T) {
 func TestCUDADriverAccounting(t *testing.T) {
 	dev, err := cu.GetDevice(0)
 	if err != nil {
-		devices.NoDevice(t, 0, "no CUDA device: %v", err)
+		tensortest.NoDevice(t, 0, "no CUDA device: %v", err)
 	}
 	name, err := dev.Name()
 	require.NoError(t, err)
 	if !strings.HasPrefix(name, "tensorlife fakecuda") {
-		devices.NotFakeDriver(t, name)
+		tensortest.NotFakeDriver(t, name)
 	}
-	devices.Run(t, func(t *testing.T, _ int64) tensor.Device {
+	tensortest.Run(t, func(t *testing.T, _ int64) tensor.Device {
 		return openCUDA(t, 0)
 	})
 }
@@ -57,7 +57,7 @@ func TestCUDADriverAccounting(t *testing.T) {
 func openCUDA(t *testing.T, ordinal int, opts ...cuda.Option) *cuda.Device {
 	d, err := cuda.Open(ordinal, opts...)
 	if err != nil {
-		devices.NoDevice(t, ordinal, "no CUDA device %d: %v", ordinal, err)
+		tensortest.NoDevice(t, ordinal, "no CUDA device %d: %v", ordinal, err)
 	}
 	t.Cleanup(func() { require.NoError(t, d.Close()) })
 	return d

@@ -1,4 +1,4 @@
-package devices_test
+package tensortest_test
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 )
 
 // endTB records how a helper ended a test instead of ending it.
@@ -38,12 +38,12 @@ func TestNoDevice(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%q/cuda:%d", tc.env, tc.ordinal), func(t *testing.T) {
-			t.Setenv(devices.FakeCUDAEnv, tc.env)
+			t.Setenv(tensortest.FakeCUDAEnv, tc.env)
 			tb := &endTB{TB: t}
-			devices.NoDevice(tb, tc.ordinal, "no CUDA device: %v", "CUDA_ERROR_NO_DEVICE")
+			tensortest.NoDevice(tb, tc.ordinal, "no CUDA device: %v", "CUDA_ERROR_NO_DEVICE")
 			if tc.fails {
 				assert.Empty(t, tb.skipped)
-				assert.Contains(t, tb.failed, "no CUDA device: CUDA_ERROR_NO_DEVICE; "+devices.FakeCUDAEnv+"="+tc.env)
+				assert.Contains(t, tb.failed, "no CUDA device: CUDA_ERROR_NO_DEVICE; "+tensortest.FakeCUDAEnv+"="+tc.env)
 				assert.Contains(t, tb.failed, fmt.Sprintf("cuda:%d, so it must open", tc.ordinal))
 			} else {
 				assert.Empty(t, tb.failed)
@@ -54,15 +54,15 @@ func TestNoDevice(t *testing.T) {
 }
 
 func TestNotFakeDriver(t *testing.T) {
-	t.Setenv(devices.FakeCUDAEnv, "")
+	t.Setenv(tensortest.FakeCUDAEnv, "")
 	tb := &endTB{TB: t}
-	devices.NotFakeDriver(tb, "NVIDIA H200")
+	tensortest.NotFakeDriver(tb, "NVIDIA H200")
 	assert.Empty(t, tb.failed)
 	assert.Contains(t, tb.skipped, `not on "NVIDIA H200"`, "a real GPU skips")
 
-	t.Setenv(devices.FakeCUDAEnv, "2")
+	t.Setenv(tensortest.FakeCUDAEnv, "2")
 	tb = &endTB{TB: t}
-	devices.NotFakeDriver(tb, "NVIDIA H200")
+	tensortest.NotFakeDriver(tb, "NVIDIA H200")
 	assert.Empty(t, tb.skipped)
 	assert.Contains(t, tb.failed, `the driver loaded names its device "NVIDIA H200"`, "a configured fake driver must be the one loaded")
 }

@@ -1,16 +1,16 @@
-package devices_test
+package tensortest_test
 
 import (
 	"fmt"
 	"strings"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 )
 
-// A device's tests call devices.Run (see the package documentation);
+// A device's tests call tensortest.Run (see the package documentation);
 // each check becomes a subtest of that name.
 func ExampleChecks() {
-	fmt.Println(strings.Join(devices.Checks(), "\n"))
+	fmt.Println(strings.Join(tensortest.Checks(), "\n"))
 	// Output:
 	// AllocFree
 	// CopyRoundTrip

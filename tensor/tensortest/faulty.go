@@ -1,4 +1,4 @@
-package devices
+package tensortest
 
 import (
 	"errors"
@@ -13,10 +13,10 @@ import (
 // ErrInjected is what every failure this package injects wraps. An injected
 // allocation failure is a *tensor.DeviceError whose cause matches
 // ErrInjected and, unless WithoutOOM was given, tensor.ErrOutOfMemory.
-var ErrInjected = errors.New("devices: injected failure")
+var ErrInjected = errors.New("tensortest: injected failure")
 
 // ErrInvalidOption means an option's value cannot be used.
-var ErrInvalidOption = errors.New("devices: invalid option")
+var ErrInvalidOption = errors.New("tensortest: invalid option")
 
 // Faulty is a tensor.Device that injects allocation failures into, and checks
 // the frees passed to, the device it wraps. Create it with New. It is safe

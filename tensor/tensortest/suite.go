@@ -1,4 +1,4 @@
-package devices
+package tensortest
 
 import (
 	"errors"
@@ -85,12 +85,12 @@ func Run(t *testing.T, newDevice NewDeviceFunc, opts ...Option) {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	require.GreaterOrEqual(t, cfg.capacity, int64(1<<20), "devices: capacity below 1 MiB")
+	require.GreaterOrEqual(t, cfg.capacity, int64(1<<20), "tensortest: capacity below 1 MiB")
 
 	for _, tc := range checks {
 		t.Run(tc.name, func(t *testing.T) {
 			dev := newDevice(t, cfg.capacity)
-			require.NotNil(t, dev, "devices: NewDeviceFunc returned nil")
+			require.NotNil(t, dev, "tensortest: NewDeviceFunc returned nil")
 			s := &suite{dev: dev, cfg: cfg}
 			free, _, err := dev.MemInfo()
 			require.NoError(t, err)

@@ -1,7 +1,11 @@
-// Package devices holds what tensorlife's tests check devices with: the
-// conformance suite every tensor.Device passes, and a fault-injecting
-// device for allocator tests. It imports no device but the host's, so a
-// device's own tests (tensor/cuda's) may run the suite.
+// Package tensortest holds what tests check devices and the code above them
+// with, as net/http/httptest does for handlers: the conformance suite every
+// tensor.Device passes, a device that fails allocations on purpose, and one
+// whose methods panic. Code that draws on a tensor.Device or a
+// tensor.Allocator (an allocator, a cache, a service's own error handling)
+// can be tested against the faulty devices as tensorlife's own packages
+// are. It imports no device but the host's, so a device's own tests
+// (tensor/cuda's) may run the suite.
 //
 // # The conformance suite
 //
@@ -10,7 +14,7 @@
 // device:
 //
 //	func TestConformance(t *testing.T) {
-//		devices.Run(t, func(t *testing.T, capacity int64) tensor.Device {
+//		tensortest.Run(t, func(t *testing.T, capacity int64) tensor.Device {
 //			d, err := tensor.NewHostDevice(capacity)
 //			require.NoError(t, err)
 //			return d
@@ -41,7 +45,7 @@
 // Outstanding and that DoubleFrees is zero:
 //
 //	host, _ := tensor.NewHostDevice(4 << 20)
-//	dev, _ := devices.NewFaulty(host, devices.FailFraction(0.1, 42))
+//	dev, _ := tensortest.NewFaulty(host, tensortest.FailFraction(0.1, 42))
 //	p, _ := pool.New(dev)
 //	...
 //	blocks, bytes := dev.Outstanding()
@@ -56,4 +60,4 @@
 // Hostile wraps a tensor.Device with chosen methods panicking (Name,
 // Alloc, Free, MemInfo, the copies, Memset, UUID), for the tests that hold
 // tensorlife to calling a device only under recover.
-package devices
+package tensortest

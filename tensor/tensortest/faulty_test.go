@@ -1,4 +1,4 @@
-package devices_test
+package tensortest_test
 
 import (
 	"errors"
@@ -9,22 +9,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 )
 
-func newDevice(t *testing.T, capacity int64, opts ...devices.FaultOption) (*devices.Faulty, *tensor.HostDevice) {
+func newDevice(t *testing.T, capacity int64, opts ...tensortest.FaultOption) (*tensortest.Faulty, *tensor.HostDevice) {
 	t.Helper()
 	host, err := tensor.NewHostDevice(capacity)
 	require.NoError(t, err)
-	d, err := devices.NewFaulty(host, opts...)
+	d, err := tensortest.NewFaulty(host, opts...)
 	require.NoError(t, err)
 	return d, host
 }
 
 // Without options the wrapper must behave as a device in every respect.
 func TestConformance(t *testing.T) {
-	devices.Run(t, func(t *testing.T, capacity int64) tensor.Device {
+	tensortest.Run(t, func(t *testing.T, capacity int64) tensor.Device {
 		d, _ := newDevice(t, capacity)
 		return d
 	})
@@ -33,39 +33,39 @@ func TestConformance(t *testing.T) {
 func TestNewRejectsBadInput(t *testing.T) {
 	host, err := tensor.NewHostDevice(1 << 20)
 	require.NoError(t, err)
-	_, err = devices.NewFaulty(nil)
+	_, err = tensortest.NewFaulty(nil)
 	assert.ErrorIs(t, err, tensor.ErrNilAllocator)
 
 	cases := []struct {
 		name string
-		opts []devices.FaultOption
+		opts []tensortest.FaultOption
 	}{
-		{"nil option", []devices.FaultOption{nil}},
-		{"FailNth(0)", []devices.FaultOption{devices.FailNth(0)}},
-		{"FailNth(-3)", []devices.FaultOption{devices.FailNth(-3)}},
-		{"FailFraction(-0.1)", []devices.FaultOption{devices.FailFraction(-0.1, 1)}},
-		{"FailFraction(1.5)", []devices.FaultOption{devices.FailFraction(1.5, 1)}},
-		{"FailFraction(NaN)", []devices.FaultOption{devices.FailFraction(math.NaN(), 1)}},
-		{"FailFraction twice", []devices.FaultOption{devices.FailFraction(0, 1), devices.FailFraction(0.5, 1)}},
+		{"nil option", []tensortest.FaultOption{nil}},
+		{"FailNth(0)", []tensortest.FaultOption{tensortest.FailNth(0)}},
+		{"FailNth(-3)", []tensortest.FaultOption{tensortest.FailNth(-3)}},
+		{"FailFraction(-0.1)", []tensortest.FaultOption{tensortest.FailFraction(-0.1, 1)}},
+		{"FailFraction(1.5)", []tensortest.FaultOption{tensortest.FailFraction(1.5, 1)}},
+		{"FailFraction(NaN)", []tensortest.FaultOption{tensortest.FailFraction(math.NaN(), 1)}},
+		{"FailFraction twice", []tensortest.FaultOption{tensortest.FailFraction(0, 1), tensortest.FailFraction(0.5, 1)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := devices.NewFaulty(host, tc.opts...)
-			assert.ErrorIs(t, err, devices.ErrInvalidOption)
+			d, err := tensortest.NewFaulty(host, tc.opts...)
+			assert.ErrorIs(t, err, tensortest.ErrInvalidOption)
 			assert.Nil(t, d)
 		})
 	}
 }
 
 func TestFailNth(t *testing.T) {
-	d, host := newDevice(t, 1<<20, devices.FailNth(2), devices.FailNth(4))
+	d, host := newDevice(t, 1<<20, tensortest.FailNth(2), tensortest.FailNth(4))
 	var failed []int
 	var ptrs []tensor.DevicePtr
 	for i := 1; i <= 5; i++ {
 		p, err := d.Alloc(1024)
 		if err != nil {
 			failed = append(failed, i)
-			assert.ErrorIs(t, err, devices.ErrInjected)
+			assert.ErrorIs(t, err, tensortest.ErrInjected)
 			assert.ErrorIs(t, err, tensor.ErrOutOfMemory)
 			var de *tensor.DeviceError
 			require.ErrorAs(t, err, &de)
@@ -95,16 +95,16 @@ func TestFailNth(t *testing.T) {
 }
 
 func TestWithoutOOM(t *testing.T) {
-	d, _ := newDevice(t, 1<<20, devices.FailNth(1), devices.WithoutOOM())
+	d, _ := newDevice(t, 1<<20, tensortest.FailNth(1), tensortest.WithoutOOM())
 	_, err := d.Alloc(64)
-	assert.ErrorIs(t, err, devices.ErrInjected)
+	assert.ErrorIs(t, err, tensortest.ErrInjected)
 	assert.NotErrorIs(t, err, tensor.ErrOutOfMemory)
 }
 
 // failures returns which of n allocations fail on a fresh device.
 func failures(t *testing.T, n int, f float64, seed uint64) []bool {
 	t.Helper()
-	d, _ := newDevice(t, 1<<20, devices.FailFraction(f, seed))
+	d, _ := newDevice(t, 1<<20, tensortest.FailFraction(f, seed))
 	out := make([]bool, n)
 	for i := range out {
 		p, err := d.Alloc(16)
@@ -112,7 +112,7 @@ func failures(t *testing.T, n int, f float64, seed uint64) []bool {
 		if err == nil {
 			require.NoError(t, d.Free(p, 16))
 		} else {
-			require.ErrorIs(t, err, devices.ErrInjected)
+			require.ErrorIs(t, err, tensortest.ErrInjected)
 		}
 	}
 	assert.Equal(t, int64(n), d.Allocs())

@@ -1,4 +1,4 @@
-package devices
+package tensortest
 
 import (
 	"fmt"
@@ -44,7 +44,7 @@ func (d *Hostile) maybe(method string) {
 	d.mu.Unlock()
 	if hostile {
 		d.panicked.Add(1)
-		panic(fmt.Sprintf("devices: hostile %s", method))
+		panic(fmt.Sprintf("tensortest: hostile %s", method))
 	}
 }
 

@@ -1,20 +1,20 @@
-package devices_test
+package tensortest_test
 
 import (
 	"errors"
 	"fmt"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 )
 
 func Example() {
 	host, _ := tensor.NewHostDevice(1 << 20)
-	dev, _ := devices.NewFaulty(host, devices.FailNth(2))
+	dev, _ := tensortest.NewFaulty(host, tensortest.FailNth(2))
 
 	a, _ := dev.Alloc(4096)
 	_, err := dev.Alloc(4096)
-	fmt.Println("second alloc injected:", errors.Is(err, devices.ErrInjected), errors.Is(err, tensor.ErrOutOfMemory))
+	fmt.Println("second alloc injected:", errors.Is(err, tensortest.ErrInjected), errors.Is(err, tensor.ErrOutOfMemory))
 
 	_ = dev.Free(a, 4096)
 	err = dev.Free(a, 4096)
