@@ -2,12 +2,12 @@ package pool
 
 import (
 	"math"
-	"math/bits"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/tensorlife/tensorlife/internal/histogram"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -61,7 +61,7 @@ type admitKind struct {
 	open      atomic.Int64
 	reserved  atomic.Int64 // the open admissions' reservations
 	learnedMu sync.Mutex
-	hist      peakHist
+	hist      histogram.Histogram
 	fit       sizeFit
 	boost     float64 // >= 1 once set; 0 reads as 1
 }
@@ -135,11 +135,11 @@ func (k *admitKind) reservation(units, fallback int64) (want, requests int64, is
 		requests = k.fit.ended
 		learned = k.fit.base + k.fit.perUnit*float64(units)
 	} else {
-		requests = k.hist.n
-		if k.hist.n < AdmitHistory {
+		requests = k.hist.Count()
+		if k.hist.Count() < AdmitHistory {
 			return fallback, requests, true
 		}
-		learned = float64(k.hist.p99())
+		learned = float64(k.hist.Quantile(0.99))
 	}
 	boosted := learned * max(k.boost, 1)
 	if limit := max(float64(fallback), learned); boosted > limit {
@@ -166,7 +166,7 @@ func (k *admitKind) ended(a *Admission) {
 	peak := a.peak.Load()
 	k.learnedMu.Lock()
 	defer k.learnedMu.Unlock()
-	k.hist.add(peak)
+	k.hist.Add(peak)
 	if a.Units > 0 {
 		k.fit.add(a.Units, peak)
 	}
@@ -238,9 +238,9 @@ func (k *admitKind) read() AdmissionKind {
 	}
 	k.learnedMu.Lock()
 	defer k.learnedMu.Unlock()
-	s.Requests = k.hist.n
-	if k.hist.n > 0 {
-		s.P99 = k.hist.p99()
+	s.Requests = k.hist.Count()
+	if k.hist.Count() > 0 {
+		s.P99 = k.hist.Quantile(0.99)
 	}
 	s.Sized, s.Base, s.PerUnit, s.MaxUnits = k.fit.ended, k.fit.base, k.fit.perUnit, k.fit.maxUnits
 	s.Boost = max(k.boost, 1)
@@ -327,44 +327,4 @@ func envelope(units, peaks []int64) (base, perUnit float64, maxUnits int64) {
 		perUnit = max(perUnit, float64(peaks[i])/float64(units[i]))
 	}
 	return 0, perUnit, maxUnits
-}
-
-// peakHist is a log-scale histogram of peaks: 8 buckets a power of two,
-// each keeping its count and the largest value it saw, as the tracker's.
-type peakHist struct {
-	counts [peakBuckets]int64
-	maxes  [peakBuckets]int64
-	n      int64
-}
-
-const (
-	peakSub     = 8
-	peakBuckets = peakSub * 64
-)
-
-func peakBucket(v int64) int {
-	if v < peakSub {
-		return int(max(v, 0))
-	}
-	e := bits.Len64(uint64(v)) - 1 // 3..62
-	return (e-2)*peakSub + int(v>>(e-3)) - peakSub
-}
-
-func (h *peakHist) add(v int64) {
-	i := peakBucket(v)
-	h.counts[i]++
-	h.maxes[i] = max(h.maxes[i], v)
-	h.n++
-}
-
-// p99 returns the largest value in the bucket holding the 99th percentile.
-func (h *peakHist) p99() int64 {
-	rank := max(int64(math.Ceil(0.99*float64(h.n))), 1)
-	var seen int64
-	for i, c := range h.counts {
-		if seen += c; seen >= rank {
-			return h.maxes[i]
-		}
-	}
-	return 0
 }

@@ -3,12 +3,12 @@ package track
 import (
 	"cmp"
 	"fmt"
-	"math"
-	"math/bits"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tensorlife/tensorlife/internal/histogram"
 )
 
 // What each kind of request costs. A tracker made with RequestKinds names
@@ -116,12 +116,12 @@ func (t *Tracker) RequestCosts() []RequestKindStats {
 	for _, s := range k.byKey {
 		out = append(out, RequestKindStats{
 			Kind: s.kind, Device: s.device, Requests: s.requests,
-			PeakP50: s.peaks.quantile(0.50), PeakP99: s.peaks.quantile(0.99), PeakMax: s.peaks.max,
-			DurationP50:   time.Duration(s.durations.quantile(0.50)),
-			DurationP99:   time.Duration(s.durations.quantile(0.99)),
-			DurationMax:   time.Duration(s.durations.max),
+			PeakP50: s.peaks.Quantile(0.50), PeakP99: s.peaks.Quantile(0.99), PeakMax: s.peaks.Max(),
+			DurationP50:   time.Duration(s.durations.Quantile(0.50)),
+			DurationP99:   time.Duration(s.durations.Quantile(0.99)),
+			DurationMax:   time.Duration(s.durations.Max()),
 			OutlivedBytes: s.outlived,
-			Peaks:         s.peaks.buckets(),
+			Peaks:         bucketsOf(&s.peaks),
 		})
 	}
 	k.mu.Unlock()
@@ -153,8 +153,8 @@ type kindStats struct {
 	kind, device string
 	requests     int64
 	outlived     int64
-	peaks        histogram
-	durations    histogram
+	peaks        histogram.Histogram
+	durations    histogram.Histogram
 }
 
 // kindOf renders l's values of keys as a kind, OtherKind for none.
@@ -208,85 +208,16 @@ func (k *kindTable) ended(t *Tracker, q *request) {
 	}
 	s.requests++
 	s.outlived += max(q.inFlight, 0)
-	s.peaks.add(q.peak)
-	s.durations.add(dur)
+	s.peaks.Add(q.peak)
+	s.durations.Add(dur)
 }
 
-// subBucketBits sets how many buckets a power of two is split into, 8:
-// each at most 1/8 of its low bound wide.
-const subBucketBits = 3
-
-const (
-	subBuckets  = 1 << subBucketBits
-	histBuckets = subBuckets + (63-subBucketBits)*subBuckets
-)
-
-// histogram is a fixed log-scale histogram of non-negative values: below
-// subBuckets a bucket per value, above 8 buckets a power of two. Each
-// bucket keeps its count and the largest value it saw.
-type histogram struct {
-	counts [histBuckets]int64
-	maxes  [histBuckets]int64
-	n, max int64
-}
-
-// bucketOf returns the bucket of v ≥ 0.
-func bucketOf(v int64) int {
-	if v < subBuckets {
-		return int(max(v, 0))
-	}
-	e := bits.Len64(uint64(v)) - 1 // subBucketBits..62
-	m := int(v >> (e - subBucketBits))
-	return (e-subBucketBits)*subBuckets + m
-}
-
-// bucketLow returns the lowest value of bucket i.
-func bucketLow(i int) int64 {
-	if i < subBuckets {
-		return int64(i)
-	}
-	e := i/subBuckets - 1 + subBucketBits
-	m := int64(i%subBuckets + subBuckets)
-	return m << (e - subBucketBits)
-}
-
-func (h *histogram) add(v int64) {
-	v = max(v, 0)
-	i := bucketOf(v)
-	h.counts[i]++
-	h.maxes[i] = max(h.maxes[i], v)
-	h.n++
-	h.max = max(h.max, v)
-}
-
-// quantile returns the largest value seen in the bucket holding the
-// q-quantile (the value at rank ⌈q·n⌉); 0 for no values.
-func (h *histogram) quantile(q float64) int64 {
-	if h.n == 0 {
-		return 0
-	}
-	rank := max(int64(math.Ceil(q*float64(h.n))), 1)
-	var seen int64
-	for i, c := range h.counts {
-		if seen += c; seen >= rank {
-			return h.maxes[i]
-		}
-	}
-	return h.max
-}
-
-// buckets returns the buckets that counted any value.
-func (h *histogram) buckets() []Bucket {
-	var out []Bucket
-	for i, c := range h.counts {
-		if c == 0 {
-			continue
-		}
-		high := int64(1<<63 - 1)
-		if i+1 < histBuckets {
-			high = bucketLow(i + 1)
-		}
-		out = append(out, Bucket{Low: bucketLow(i), High: high, Count: c, Max: h.maxes[i]})
+// bucketsOf returns the buckets of h that counted any value.
+func bucketsOf(h *histogram.Histogram) []Bucket {
+	in := h.Buckets()
+	out := make([]Bucket, len(in))
+	for i, b := range in {
+		out[i] = Bucket{Low: b.Low, High: b.High, Count: b.Count, Max: b.Max}
 	}
 	return out
 }
@@ -329,5 +260,5 @@ func (t *Tracker) RequestPeak(kind, device string) (KindPeak, bool) {
 	if s == nil {
 		return KindPeak{}, false
 	}
-	return KindPeak{Requests: s.requests, PeakP99: s.peaks.quantile(0.99), PeakMax: s.peaks.max}, true
+	return KindPeak{Requests: s.requests, PeakP99: s.peaks.Quantile(0.99), PeakMax: s.peaks.Max()}, true
 }
