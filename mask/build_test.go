@@ -216,7 +216,6 @@ func TestOptions(t *testing.T) {
 		{"negative max length", []BuilderOption{MaxLength(-1)}, []error{ErrInvalidOption}},
 		{"remember none", []BuilderOption{RememberRequests(0)}, []error{ErrInvalidOption}},
 		{"nil callback", []BuilderOption{OnRebuild(nil)}, []error{ErrInvalidOption}},
-		{"nil logger", []BuilderOption{Logger(nil)}, []error{ErrInvalidOption}},
 	}
 	for _, tc := range tests {
 		t.Run("builder/"+tc.name, func(t *testing.T) {

@@ -133,5 +133,5 @@ func ExampleBuilderOption() {
 	fmt.Println(err)
 	// Output:
 	// float32 prompts 1048576
-	// mask: invalid option: MaxEntries: negative entry count -1
+	// mask: invalid option: MaxEntries(-1): want at least 0
 }

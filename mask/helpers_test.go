@@ -67,13 +67,13 @@ type env struct {
 }
 
 // newEnv returns an env that checks, when the test ends, that nothing it
-// allocated is still live.
-func newEnv(t testing.TB) *env {
+// allocated is still live; opts are its tracker's, after its Name.
+func newEnv(t testing.TB, opts ...track.Option) *env {
 	t.Helper()
 	host, err := tensor.NewHostDevice(256 << 20)
 	require.NoError(t, err)
 	dev := &countingDevice{Device: host}
-	tr, err := track.New(track.Name(t.Name()))
+	tr, err := track.New(append([]track.Option{track.Name(t.Name())}, opts...)...)
 	require.NoError(t, err)
 	alloc, err := tensor.NewDeviceAllocator(dev, tr)
 	require.NoError(t, err)

@@ -2,9 +2,8 @@ package mask
 
 import (
 	"fmt"
-	"log/slog"
 
-	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/internal/option"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -29,7 +28,6 @@ type builderConfig struct {
 	strict    bool
 	remember  int
 	onRebuild func(Rebuild)
-	logger    *slog.Logger
 }
 
 type cacheConfig struct {
@@ -56,9 +54,8 @@ func newBuilderConfig(opts []BuilderOption) (builderConfig, error) {
 		dtype:    tensor.Bool,
 		detect:   true,
 		remember: DefaultRememberRequests,
-		logger:   slog.Default(),
 	}
-	if err := invariants.ApplyOptions(&cfg, opts, BuilderOption.applyBuilder, ErrInvalidOption); err != nil {
+	if err := option.Apply(&cfg, opts, BuilderOption.applyBuilder, ErrInvalidOption); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
@@ -66,37 +63,19 @@ func newBuilderConfig(opts []BuilderOption) (builderConfig, error) {
 
 func newCacheConfig(opts []CacheOption) (cacheConfig, error) {
 	cfg := cacheConfig{name: "mask", maxBytes: DefaultCacheBytes, maxEntries: DefaultCacheEntries}
-	if err := invariants.ApplyOptions(&cfg, opts, CacheOption.applyCache, ErrInvalidOption); err != nil {
+	if err := option.Apply(&cfg, opts, CacheOption.applyCache, ErrInvalidOption); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
 }
 
-// builderOption and cacheOption carry the option's name so that every
-// refused value is reported as "mask: invalid option: Name: why".
-type builderOption struct {
-	name string
-	fn   func(*builderConfig) error
-}
+type builderOptionFunc func(*builderConfig) error
 
-func (o builderOption) applyBuilder(c *builderConfig) error {
-	if err := o.fn(c); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrInvalidOption, o.name, err)
-	}
-	return nil
-}
+func (f builderOptionFunc) applyBuilder(c *builderConfig) error { return f(c) }
 
-type cacheOption struct {
-	name string
-	fn   func(*cacheConfig) error
-}
+type cacheOptionFunc func(*cacheConfig) error
 
-func (o cacheOption) applyCache(c *cacheConfig) error {
-	if err := o.fn(c); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrInvalidOption, o.name, err)
-	}
-	return nil
-}
+func (f cacheOptionFunc) applyCache(c *cacheConfig) error { return f(c) }
 
 // DType sets the element type of the masks a Builder makes (default
 // tensor.Bool). tensor.Bool and tensor.Uint8 hold 1 where attention is
@@ -105,13 +84,13 @@ func (o cacheOption) applyCache(c *cacheConfig) error {
 // softmax: 0 where allowed and MaskedBias where masked (see MaskedBias for
 // float16).
 func DType(dt tensor.DType) BuilderOption {
-	return builderOption{name: "DType", fn: func(c *builderConfig) error {
+	return builderOptionFunc(func(c *builderConfig) error {
 		if _, err := encodingOf(dt); err != nil {
-			return err
+			return fmt.Errorf("DType(%v): %w", dt, err)
 		}
 		c.dtype = dt
 		return nil
-	}}
+	})
 }
 
 // MaxLength bounds how many tokens a Growable from this Builder may hold:
@@ -119,22 +98,13 @@ func DType(dt tensor.DType) BuilderOption {
 // past it returns an error matching ErrCapacity. Zero, the default, means
 // no bound but overflow.
 func MaxLength(tokens int) BuilderOption {
-	return builderOption{name: "MaxLength", fn: func(c *builderConfig) error {
-		if tokens < 0 {
-			return fmt.Errorf("negative length %d", tokens)
-		}
-		c.maxLength = tokens
-		return nil
-	}}
+	return builderOptionFunc(option.AtLeast("MaxLength", tokens, 0, func(c *builderConfig, n int) { c.maxLength = n }))
 }
 
 // DetectRebuilds turns rebuild detection on (the default) or off. See
 // Builder for what counts as a rebuild.
 func DetectRebuilds(on bool) BuilderOption {
-	return builderOption{name: "DetectRebuilds", fn: func(c *builderConfig) error {
-		c.detect = on
-		return nil
-	}}
+	return builderOptionFunc(option.Set(on, func(c *builderConfig, on bool) { c.detect = on }))
 }
 
 // Strict turns a detected rebuild into an error: the builder frees the mask
@@ -143,10 +113,7 @@ func DetectRebuilds(on bool) BuilderOption {
 // is still called). Use it in tests and staging, where a rebuilt mask
 // should fail loudly.
 func Strict(on bool) BuilderOption {
-	return builderOption{name: "Strict", fn: func(c *builderConfig) error {
-		c.strict = on
-		return nil
-	}}
+	return builderOptionFunc(option.Set(on, func(c *builderConfig, on bool) { c.strict = on }))
 }
 
 // RememberRequests bounds the memory of rebuild detection: the Builder
@@ -155,39 +122,14 @@ func Strict(on bool) BuilderOption {
 // used beyond that. Detection state keyed by request must be bounded, or it
 // would itself grow with every request served.
 func RememberRequests(n int) BuilderOption {
-	return builderOption{name: "RememberRequests", fn: func(c *builderConfig) error {
-		if n < 1 || n > 1<<20 {
-			return fmt.Errorf("%d pairs: want 1..%d", n, 1<<20)
-		}
-		c.remember = n
-		return nil
-	}}
+	return builderOptionFunc(option.Within("RememberRequests", n, 1, 1<<20, func(c *builderConfig, n int) { c.remember = n }))
 }
 
 // OnRebuild sets the function told of every detected rebuild, in place of
 // the default log warning. It runs on the goroutine that built the mask,
 // with no lock held, before the builder returns; it must not block.
 func OnRebuild(f func(Rebuild)) BuilderOption {
-	return builderOption{name: "OnRebuild", fn: func(c *builderConfig) error {
-		if f == nil {
-			return fmt.Errorf("nil function")
-		}
-		c.onRebuild = f
-		return nil
-	}}
-}
-
-// Logger sets the logger of the default rebuild report (default
-// slog.Default()). It makes no sense together with OnRebuild, which
-// replaces that report, but is harmless.
-func Logger(l *slog.Logger) BuilderOption {
-	return builderOption{name: "Logger", fn: func(c *builderConfig) error {
-		if l == nil {
-			return fmt.Errorf("nil logger")
-		}
-		c.logger = l
-		return nil
-	}}
+	return builderOptionFunc(option.NotNil("OnRebuild", f, func(c *builderConfig, f func(Rebuild)) { c.onRebuild = f }))
 }
 
 // MaxBytes sets a Cache's byte budget: what its entries cost together
@@ -195,48 +137,30 @@ func Logger(l *slog.Logger) BuilderOption {
 // memory its mask holds, the length of its key and CacheEntryOverhead
 // (see Cache). Zero is valid and caches nothing.
 func MaxBytes(n int64) CacheOption {
-	return cacheOption{name: "MaxBytes", fn: func(c *cacheConfig) error {
-		if n < 0 {
-			return fmt.Errorf("negative budget %d", n)
-		}
-		c.maxBytes = n
-		return nil
-	}}
+	return cacheOptionFunc(option.AtLeast("MaxBytes", n, 0, func(c *cacheConfig, n int64) { c.maxBytes = n }))
 }
 
 // MaxEntries sets how many masks a Cache holds at most (default
 // DefaultCacheEntries). Zero is valid and caches nothing.
 func MaxEntries(n int) CacheOption {
-	return cacheOption{name: "MaxEntries", fn: func(c *cacheConfig) error {
-		if n < 0 {
-			return fmt.Errorf("negative entry count %d", n)
-		}
-		c.maxEntries = n
-		return nil
-	}}
+	return cacheOptionFunc(option.AtLeast("MaxEntries", n, 0, func(c *cacheConfig, n int) { c.maxEntries = n }))
 }
 
 // CacheTracker attaches the Cache to t when it is made (track.Attach), so
 // that t's summary and metrics list it before it keeps its first mask.
 // Without it a Cache attaches to the tracker of the first mask it keeps.
 func CacheTracker(t *track.Tracker) CacheOption {
-	return cacheOption{name: "CacheTracker", fn: func(c *cacheConfig) error {
+	return cacheOptionFunc(func(c *cacheConfig) error {
 		if t == nil {
-			return track.ErrNilTracker
+			return fmt.Errorf("CacheTracker(nil): %w", track.ErrNilTracker)
 		}
 		c.tracker = t
 		return nil
-	}}
+	})
 }
 
 // CacheName names a Cache in its CacheStats, which metrics use as an
 // attribute (default "mask"); keep it low-cardinality.
 func CacheName(name string) CacheOption {
-	return cacheOption{name: "CacheName", fn: func(c *cacheConfig) error {
-		if name == "" {
-			return fmt.Errorf("empty name")
-		}
-		c.name = name
-		return nil
-	}}
+	return cacheOptionFunc(option.NotEmpty("CacheName", "a name", name, func(c *cacheConfig, name string) { c.name = name }))
 }

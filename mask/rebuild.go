@@ -219,8 +219,14 @@ func (b *Builder) observe(ctx context.Context, t *tensor.Tensor, g *Growable) er
 	return nil
 }
 
+// logRebuild writes the default rebuild report through the logger of the
+// allocator's tracker (track.Logger), slog.Default() for an untracked one.
 func (b *Builder) logRebuild(r Rebuild, siteRebuilds int64) {
-	b.cfg.logger.Warn("tensorlife: mask rebuilt; "+Advice,
+	logger := slog.Default()
+	if tr := b.alloc.Tracker(); tr != nil {
+		logger = tr.Logger()
+	}
+	logger.Warn("tensorlife: mask rebuilt; "+Advice,
 		slog.String("site", r.Location.String()),
 		slog.String("labels", r.Labels.String()),
 		slog.Int("count", r.Count),

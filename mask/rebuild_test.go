@@ -288,9 +288,9 @@ func TestRebuildWithoutTrackerSite(t *testing.T) {
 }
 
 func TestRebuildDefaultLog(t *testing.T) {
-	e := newEnv(t)
 	var buf bytes.Buffer
-	b := e.builder(t, Logger(slog.New(slog.NewTextHandler(&buf, nil))))
+	e := newEnv(t, track.Logger(slog.New(slog.NewTextHandler(&buf, nil)))) // the rebuild report is the tracker's
+	b := e.builder(t)
 	ctx := request("r1")
 	var line int
 	for range 10 {

@@ -16,7 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tensorlife/tensorlife/internal/atomicfile"
-	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/internal/option"
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/report"
 	"github.com/tensorlife/tensorlife/tensor"
@@ -88,8 +88,8 @@ func New(tr *track.Tracker, dir string, opts ...Option) (*Dumper, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("%w: empty directory", ErrInvalidOption)
 	}
-	cfg := config{interval: DefaultInterval, logger: slog.Default()}
-	if err := invariants.ApplyOptions(&cfg, opts, Option.apply, ErrInvalidOption); err != nil {
+	cfg := config{interval: DefaultInterval}
+	if err := option.Apply(&cfg, opts, Option.apply, ErrInvalidOption); err != nil {
 		return nil, err
 	}
 	atomicfile.Sweep(dir) // housekeeping: a dumper that cannot sweep still dumps
@@ -190,7 +190,7 @@ func (d *Dumper) guard(f func()) (v any, stack []byte, panicked bool) {
 
 // logPanic logs a panic recovered from where while dump seq was handled.
 func (d *Dumper) logPanic(where string, seq int, v any, stack []byte) {
-	d.cfg.logger.Error("tensorlife: an out-of-memory dump recovered a panic in "+where,
+	d.tr.Logger().Error("tensorlife: an out-of-memory dump recovered a panic in "+where,
 		slog.String("tracker", d.tr.Name()), slog.Int("dump", seq), slog.Any("panic", v),
 		slog.String("stack", string(stack)))
 }

@@ -310,7 +310,6 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 		{"nil option", tr, dir, []oomdump.Option{nil}, oomdump.ErrInvalidOption},
 		{"negative interval", tr, dir, []oomdump.Option{oomdump.Interval(-time.Second)}, oomdump.ErrInvalidOption},
 		{"nil OnDump", tr, dir, []oomdump.Option{oomdump.OnDump(nil)}, oomdump.ErrInvalidOption},
-		{"nil Logger", tr, dir, []oomdump.Option{oomdump.Logger(nil)}, oomdump.ErrInvalidOption},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			d, err := oomdump.New(tt.tr, tt.dir, tt.opts...)
@@ -354,12 +353,11 @@ func TestLongTrackerNameStillDumps(t *testing.T) {
 // and logged; the dump is recorded, Close returns, and the next dump calls
 // the callback again.
 func TestPanickingOnDumpIsRecovered(t *testing.T) {
-	tr, err := track.New(track.Name("svc"))
-	require.NoError(t, err)
 	var logged syncBuffer
+	tr, err := track.New(track.Name("svc"), track.Logger(slog.New(slog.NewTextHandler(&logged, nil))))
+	require.NoError(t, err)
 	calls := 0
 	d, err := oomdump.New(tr, t.TempDir(), oomdump.Interval(0),
-		oomdump.Logger(slog.New(slog.NewTextHandler(&logged, nil))),
 		oomdump.OnDump(func(oomdump.Dump) {
 			calls++
 			panic("callback bug")
@@ -398,7 +396,7 @@ func TestPanickingSourceLeavesItsDumpWhole(t *testing.T) {
 	require.NoError(t, err)
 	var heard []oomdump.Dump
 	dir := t.TempDir()
-	d, err := oomdump.New(tr, dir, oomdump.Logger(slog.New(slog.NewTextHandler(&logged, nil))),
+	d, err := oomdump.New(tr, dir,
 		oomdump.OnDump(func(dump oomdump.Dump) { heard = append(heard, dump) }))
 	require.NoError(t, err)
 	bad := &panickyPool{}

@@ -2,9 +2,9 @@ package oomdump
 
 import (
 	"errors"
-	"fmt"
-	"log/slog"
 	"time"
+
+	"github.com/tensorlife/tensorlife/internal/option"
 )
 
 // Errors returned by New.
@@ -35,7 +35,6 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 type config struct {
 	interval time.Duration
 	onDump   func(Dump)
-	logger   *slog.Logger
 }
 
 // Interval sets the least time from the start of one dump to the next:
@@ -43,39 +42,16 @@ type config struct {
 // written nowhere. 0 dumps every error heard while no dump is being
 // written. d >= 0; default DefaultInterval.
 func Interval(d time.Duration) Option {
-	return optionFunc(func(c *config) error {
-		if d < 0 {
-			return fmt.Errorf("%w: Interval(%v): want d >= 0", ErrInvalidOption, d)
-		}
-		c.interval = d
-		return nil
-	})
+	return optionFunc(option.AtLeast("Interval", d, 0, func(c *config, d time.Duration) { c.interval = d }))
 }
 
 // OnDump calls f after each dump, on the dumper's goroutine, with the files
 // it wrote and the error that stopped it if any: where a service logs
 // "out-of-memory dump written to ...". Close and Wait wait for f to return.
-// A panic in f is recovered, counted (Stats.Panics) and logged (Logger);
-// the dump is recorded all the same and the next one calls f again.
+// A panic in f is recovered, counted (Stats.Panics) and logged through the
+// tracker's logger (track.Logger), as are the panics of the user's code a
+// dump reads (the sources' figures); the dump is recorded all the same and
+// the next one calls f again.
 func OnDump(f func(Dump)) Option {
-	return optionFunc(func(c *config) error {
-		if f == nil {
-			return fmt.Errorf("%w: OnDump(nil)", ErrInvalidOption)
-		}
-		c.onDump = f
-		return nil
-	})
-}
-
-// Logger sets where the Dumper reports what no caller is there to hear: a
-// panic recovered from OnDump or from the user's code a dump reads (the
-// sources' figures). Default slog.Default(); l must not be nil.
-func Logger(l *slog.Logger) Option {
-	return optionFunc(func(c *config) error {
-		if l == nil {
-			return fmt.Errorf("%w: Logger(nil)", ErrInvalidOption)
-		}
-		c.logger = l
-		return nil
-	})
+	return optionFunc(option.NotNil("OnDump", f, func(c *config, f func(Dump)) { c.onDump = f }))
 }

@@ -169,6 +169,7 @@ import (
 
 	sat "github.com/tensorlife/tensorlife/internal/counter" // the package name is one of the instrument kinds here
 	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/internal/option"
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/report"
@@ -279,7 +280,7 @@ func Register(tr *track.Tracker, opts ...Option) (*Metrics, error) {
 		return nil, track.ErrNilTracker
 	}
 	var cfg config
-	if err := invariants.ApplyOptions(&cfg, opts, Option.apply, ErrInvalidOption); err != nil {
+	if err := option.Apply(&cfg, opts, Option.apply, ErrInvalidOption); err != nil {
 		return nil, err
 	}
 	if err := cfg.sources.Validate(); err != nil {

@@ -26,7 +26,7 @@ func hostilePool(t *testing.T, opts ...pool.Option) (*pool.Pool, *tensortest.Hos
 	dev := tensortest.NewHostile(host)
 	tr, err := track.New(track.Logger(slog.New(slog.DiscardHandler)))
 	require.NoError(t, err)
-	p, err := pool.New(dev, append(opts, pool.Tracker(tr), pool.Logger(slog.New(slog.DiscardHandler)))...)
+	p, err := pool.New(dev, append(opts, pool.Tracker(tr))...)
 	require.NoError(t, err)
 	return p, dev, tr
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
+	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
 // keepSmall allocates a few tensors from a second site, so the report has to
@@ -148,11 +149,12 @@ func TestOnOutOfMemoryHearsEveryOOM(t *testing.T) {
 // panic is counted and logged, and the next failure calls the hook again.
 func TestOnOutOfMemoryPanicIsRecovered(t *testing.T) {
 	dev := newFault(t, 4<<20)
-	tr := newTracker(t)
 	var logged bytes.Buffer
+	tr, err := track.New(track.Name(t.Name()), track.Logger(slog.New(slog.NewTextHandler(&logged, nil))))
+	require.NoError(t, err)
+	t.Cleanup(func() { tracktest.VerifyNone(t, tr) })
 	calls := 0
 	p, err := pool.New(dev, pool.Tracker(tr), pool.Budget(1<<20),
-		pool.Logger(slog.New(slog.NewTextHandler(&logged, nil))),
 		pool.OnOutOfMemory(func(*tensor.OOMError) {
 			calls++
 			panic("hook bug")

@@ -3,9 +3,9 @@ package pool
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 
+	"github.com/tensorlife/tensorlife/internal/option"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -41,11 +41,10 @@ type config struct {
 	budgetFraction float64
 	topSites       int
 	onOOM          func(*tensor.OOMError)
-	logger         *slog.Logger
 }
 
 func defaultConfig() config {
-	return config{maxCached: -1, topSites: defaultTopSites, logger: slog.Default()}
+	return config{maxCached: -1, topSites: defaultTopSites}
 }
 
 // Tracker records every tensor made from the pool in t (default
@@ -54,7 +53,7 @@ func defaultConfig() config {
 func Tracker(t *track.Tracker) Option {
 	return optionFunc(func(c *config) error {
 		if t == nil {
-			return fmt.Errorf("%w: Tracker(nil): %w; use Untracked", ErrInvalidOption, track.ErrNilTracker)
+			return fmt.Errorf("Tracker(nil): %w; use Untracked", track.ErrNilTracker)
 		}
 		c.tracker, c.trackerSet = t, true
 		return nil
@@ -66,10 +65,7 @@ func Tracker(t *track.Tracker) Option {
 // out-of-memory errors name no sites. It is for hot paths that are measured
 // and trusted; leaks from it are invisible.
 func Untracked() Option {
-	return optionFunc(func(c *config) error {
-		c.untracked = true
-		return nil
-	})
+	return optionFunc(option.Set(true, func(c *config, on bool) { c.untracked = on }))
 }
 
 // MaxCachedBytes caps the bytes the pool keeps in free blocks for reuse. A
@@ -78,13 +74,7 @@ func Untracked() Option {
 // the budget and the device (an allocation that does not fit releases the
 // cache first).
 func MaxCachedBytes(n int64) Option {
-	return optionFunc(func(c *config) error {
-		if n < 0 {
-			return fmt.Errorf("%w: MaxCachedBytes(%d): want n >= 0", ErrInvalidOption, n)
-		}
-		c.maxCached = n
-		return nil
-	})
+	return optionFunc(option.AtLeast("MaxCachedBytes", n, 0, func(c *config, n int64) { c.maxCached = n }))
 }
 
 // Budget caps the bytes the pool may hold from the device (reserved: active
@@ -92,13 +82,7 @@ func MaxCachedBytes(n int64) Option {
 // most the device's total memory. The cap is checked before the device is
 // asked.
 func Budget(bytes int64) Option {
-	return optionFunc(func(c *config) error {
-		if bytes <= 0 {
-			return fmt.Errorf("%w: Budget(%d): want bytes > 0", ErrInvalidOption, bytes)
-		}
-		c.budget = bytes
-		return nil
-	})
+	return optionFunc(option.AtLeast("Budget", bytes, 1, func(c *config, n int64) { c.budget = n }))
 }
 
 // BudgetFraction caps the pool's reserved bytes at f of the device's total
@@ -106,7 +90,7 @@ func Budget(bytes int64) Option {
 func BudgetFraction(f float64) Option {
 	return optionFunc(func(c *config) error {
 		if math.IsNaN(f) || f <= 0 || f > 1 {
-			return fmt.Errorf("%w: BudgetFraction(%v): want 0 < f <= 1", ErrInvalidOption, f)
+			return fmt.Errorf("BudgetFraction(%v): want 0 < f <= 1", f)
 		}
 		c.budgetFraction = f
 		return nil
@@ -116,13 +100,7 @@ func BudgetFraction(f float64) Option {
 // TopSites sets how many live call sites an out-of-memory error names
 // (default 5; 0 names none; at most 100).
 func TopSites(n int) Option {
-	return optionFunc(func(c *config) error {
-		if n < 0 || n > maxTopSites {
-			return fmt.Errorf("%w: TopSites(%d): want 0..%d", ErrInvalidOption, n, maxTopSites)
-		}
-		c.topSites = n
-		return nil
-	})
+	return optionFunc(option.Within("TopSites", n, 0, maxTopSites, func(c *config, n int) { c.topSites = n }))
 }
 
 // OnOutOfMemory calls f with every *tensor.OOMError the pool returns,
@@ -133,29 +111,11 @@ func TopSites(n int) Option {
 // allocation waits for it, so f must return quickly and hand slow work to
 // a goroutine of its own. f must not change the error, which the caller
 // receives too. f must not be nil. A panic in f is recovered, counted
-// (Stats.CallbackPanics) and logged (Logger): the allocation still returns
-// its error, and the process lives on.
+// (Stats.CallbackPanics) and logged through the tracker's logger
+// (track.Logger; slog.Default() for an untracked pool): the allocation
+// still returns its error, and the process lives on.
 func OnOutOfMemory(f func(*tensor.OOMError)) Option {
-	return optionFunc(func(c *config) error {
-		if f == nil {
-			return fmt.Errorf("%w: OnOutOfMemory(nil)", ErrInvalidOption)
-		}
-		c.onOOM = f
-		return nil
-	})
-}
-
-// Logger sets where the pool reports what it cannot return as an error: a
-// panic recovered from OnOutOfMemory's hook. Default slog.Default(); l must
-// not be nil.
-func Logger(l *slog.Logger) Option {
-	return optionFunc(func(c *config) error {
-		if l == nil {
-			return fmt.Errorf("%w: Logger(nil)", ErrInvalidOption)
-		}
-		c.logger = l
-		return nil
-	})
+	return optionFunc(option.NotNil("OnOutOfMemory", f, func(c *config, f func(*tensor.OOMError)) { c.onOOM = f }))
 }
 
 // resolve checks the options against each other and against the device's

@@ -37,7 +37,6 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 		{"TopSites(-1)", []pool.Option{pool.TopSites(-1)}},
 		{"TopSites(101)", []pool.Option{pool.TopSites(101)}},
 		{"OnOutOfMemory(nil)", []pool.Option{pool.OnOutOfMemory(nil)}},
-		{"Logger(nil)", []pool.Option{pool.Logger(nil)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/counter"
 	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/internal/option"
 	"github.com/tensorlife/tensorlife/internal/ownalloc"
 
 	"github.com/tensorlife/tensorlife/internal/format"
@@ -46,7 +47,7 @@ type Pool struct {
 	maxCached int64 // < 0: no cap
 	topSites  int
 	onOOM     func(*tensor.OOMError) // OnOutOfMemory's hook; nil without it
-	logger    *slog.Logger           // Logger's: where a panic of the hook is reported
+	logger    *slog.Logger           // the tracker's (slog.Default() untracked): where a panic of the hook is reported
 	closed    atomic.Bool            // read on every call, written once: kept with the read-mostly fields
 	shardMask uint32                 // shards - 1, a power of two less one
 	spread    atomic.Bool            // a class lock was found held: goroutines use their shards (shard.go)
@@ -104,7 +105,7 @@ func New(dev tensor.Device, opts ...Option) (*Pool, error) {
 		return nil, fmt.Errorf("%w: nil device", tensor.ErrNilAllocator)
 	}
 	cfg := defaultConfig()
-	if err := invariants.ApplyOptions(&cfg, opts, Option.apply, ErrInvalidOption); err != nil {
+	if err := option.Apply(&cfg, opts, Option.apply, ErrInvalidOption); err != nil {
 		return nil, err
 	}
 	name, err := deviceName(cfg.tracker, dev)
@@ -129,8 +130,11 @@ func New(dev tensor.Device, opts ...Option) (*Pool, error) {
 		maxCached: cfg.maxCached,
 		topSites:  cfg.topSites,
 		onOOM:     cfg.onOOM,
-		logger:    cfg.logger,
+		logger:    slog.Default(),
 		shardMask: uint32(shardCount() - 1),
+	}
+	if cfg.tracker != nil {
+		p.logger = cfg.tracker.Logger()
 	}
 	p.ownMark = ownalloc.New[tensor.Allocator](p, name)
 	p.shard0 = p.shard(0)

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/internal/option"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -134,13 +134,13 @@ func (f handlerOption) applyHandler(c *config) error { return f(c) }
 // label, so -tagfocus request=r-42 works on a dump.
 func newProfileConfig(opts []ProfileOption) (config, error) {
 	c := config{allLabels: true}
-	err := invariants.ApplyOptions(&c, opts, ProfileOption.applyProfile, ErrInvalidOption)
+	err := option.Apply(&c, opts, ProfileOption.applyProfile, ErrInvalidOption)
 	return c, err
 }
 
 func newDiffConfig(opts []DiffOption) (config, error) {
 	c := config{allLabels: true}
-	err := invariants.ApplyOptions(&c, opts, DiffOption.applyDiff, ErrInvalidOption)
+	err := option.Apply(&c, opts, DiffOption.applyDiff, ErrInvalidOption)
 	return c, err
 }
 
@@ -149,7 +149,7 @@ func newDiffConfig(opts []DiffOption) (config, error) {
 func newHandlerConfig(opts []HandlerOption) (config, error) {
 	c := config{maxDeltaWindow: DefaultMaxDeltaWindow, maxDeltas: DefaultMaxConcurrentDeltas,
 		maxProfiles: DefaultMaxConcurrentProfiles}
-	err := invariants.ApplyOptions(&c, opts, HandlerOption.applyHandler, ErrInvalidOption)
+	err := option.Apply(&c, opts, HandlerOption.applyHandler, ErrInvalidOption)
 	return c, err
 }
 

@@ -44,15 +44,14 @@ func keepView(ctx context.Context, p *pool.Pool) (*tensor.Tensor, error) {
 // holders_test.go:N (report_test.keepView)", by the tracktest report,
 // the watcher's suspect, the summary and the out-of-memory error.
 func TestEverySurfaceNamesTheOwnerAlike(t *testing.T) {
-	tr, err := track.New(track.Name("holders"))
+	var logged bytes.Buffer
+	tr, err := track.New(track.Name("holders"), track.Logger(slog.New(slog.NewTextHandler(&logged, nil))))
 	require.NoError(t, err)
 	dev, err := tensor.NewHostDevice(4 << 20)
 	require.NoError(t, err)
 	p, err := pool.New(dev, pool.Tracker(tr), pool.Budget(256<<10))
 	require.NoError(t, err)
-	var logged bytes.Buffer
-	w, err := watch.New(tr, watch.EveryTicks(1), watch.Windows(4), watch.MostOf(3), watch.MinGrowth(0),
-		watch.Logger(slog.New(slog.NewTextHandler(&logged, nil))))
+	w, err := watch.New(tr, watch.EveryTicks(1), watch.Windows(4), watch.MostOf(3), watch.MinGrowth(0))
 	require.NoError(t, err)
 
 	var views []*tensor.Tensor

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/internal/option"
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/track"
@@ -103,7 +104,7 @@ func WriteSummary(w io.Writer, tr *track.Tracker, opts ...Option) error {
 		return track.ErrNilTracker
 	}
 	cfg := config{top: DefaultTopSites, now: tr.Now} // the tracker's clock, injected or the wall's
-	if err := invariants.ApplyOptions(&cfg, opts, Option.apply, ErrInvalidOption); err != nil {
+	if err := option.Apply(&cfg, opts, Option.apply, ErrInvalidOption); err != nil {
 		return err
 	}
 	if err := cfg.sources.Validate(); err != nil {

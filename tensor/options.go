@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"unicode"
 
-	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/internal/option"
 )
 
 // ErrInvalidOption means an option's value cannot be used.
@@ -52,7 +52,7 @@ func DeviceName(name string) Option {
 }
 
 func applyOptions(c *config, opts []Option) error {
-	if err := invariants.ApplyOptions(c, opts, Option.apply, ErrInvalidOption); err != nil {
+	if err := option.Apply(c, opts, Option.apply, ErrInvalidOption); err != nil {
 		return err
 	}
 	return nil

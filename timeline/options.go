@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/internal/option"
 )
 
 // Errors returned by this package. Every error it returns matches one of
@@ -58,7 +58,7 @@ type config struct {
 
 func newConfig(opts []Option) (config, error) {
 	c := config{bands: DefaultBands, samples: DefaultSamples}
-	if err := invariants.ApplyOptions(&c, opts, Option.apply, ErrInvalidOption); err != nil {
+	if err := option.Apply(&c, opts, Option.apply, ErrInvalidOption); err != nil {
 		return c, err
 	}
 	return c, nil

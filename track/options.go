@@ -1,11 +1,10 @@
 package track
 
 import (
-	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/internal/option"
 )
 
 // Option configures New. Options are immutable and may be shared.
@@ -19,10 +18,7 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 
 // applyOptions applies opts onto c.
 func applyOptions(c *config, opts []Option) error {
-	if err := invariants.ApplyOptions(c, opts, Option.apply, ErrInvalidOption); err != nil {
-		return err
-	}
-	return nil
+	return option.Apply(c, opts, Option.apply, ErrInvalidOption)
 }
 
 // Bounds of the tracker options.
@@ -60,87 +56,53 @@ func defaultConfig() config {
 // Clock sets the tracker's clock (default time.Now), which must not go back:
 // a test passes its own to age tensors without waiting.
 func Clock(now func() time.Time) Option {
-	return optionFunc(func(c *config) error {
-		if now == nil {
-			return fmt.Errorf("%w: Clock(nil)", ErrInvalidOption)
-		}
-		c.clock = now
-		return nil
-	})
+	return optionFunc(option.NotNil("Clock", now, func(c *config, now func() time.Time) { c.clock = now }))
 }
 
 // Name names the tracker in logs and reports.
 func Name(name string) Option {
-	return optionFunc(func(c *config) error {
-		if name == "" {
-			return fmt.Errorf("%w: Name(\"\"): want a name", ErrInvalidOption)
-		}
-		c.name = name
-		return nil
-	})
+	return optionFunc(option.NotEmpty("Name", "a name", name, func(c *config, name string) { c.name = name }))
 }
 
 // MaxSites bounds the stack table at n stacks, 1..1<<24 (default 4096), at
 // about 48 B each, allocated by New; further stacks count as overflow.
 func MaxSites(n int) Option {
-	return optionFunc(func(c *config) error {
-		if n < 1 || n > maxSitesLimit {
-			return fmt.Errorf("%w: MaxSites(%d): want 1..%d", ErrInvalidOption, n, maxSitesLimit)
-		}
-		c.maxSites = n
-		return nil
-	})
+	return optionFunc(option.Within("MaxSites", n, 1, maxSitesLimit, func(c *config, n int) { c.maxSites = n }))
 }
 
 // OnLeak sets what reports a dropped handle; it runs under recover, on the
 // cleanup goroutine, and must not block.
 func OnLeak(f func(LeakReport)) Option {
-	return optionFunc(func(c *config) error {
-		if f == nil {
-			return fmt.Errorf("%w: OnLeak(nil)", ErrInvalidOption)
-		}
-		c.onLeak = f
-		return nil
-	})
+	return optionFunc(option.NotNil("OnLeak", f, func(c *config, f func(LeakReport)) { c.onLeak = f }))
 }
 
 // ReclaimLeaks frees a leaked tensor once reported (default true).
 func ReclaimLeaks(reclaim bool) Option {
-	return optionFunc(func(c *config) error {
-		c.reclaimLeaks = reclaim
-		return nil
-	})
+	return optionFunc(option.Set(reclaim, func(c *config, on bool) { c.reclaimLeaks = on }))
 }
 
-// Logger sets the logger of the default leak report and of the panics
-// recovered from parts (NotePanic); default slog.Default().
+// Logger sets where the tracker, and what is made with it, reports what
+// no caller is there to hear (default slog.Default()): the default leak
+// report, the panics recovered from parts (NotePanic), and those of the
+// parts themselves (a pool's OnOutOfMemory hook, a watcher's default
+// OnSuspect report and its callback's panics, a dump's panics, a mask
+// Builder's rebuild report). Tracker.Logger returns it.
 func Logger(l *slog.Logger) Option {
-	return optionFunc(func(c *config) error {
-		if l == nil {
-			return fmt.Errorf("%w: Logger(nil)", ErrInvalidOption)
-		}
-		c.logger = l
-		return nil
-	})
+	return optionFunc(option.NotNil("Logger", l, func(c *config, l *slog.Logger) { c.logger = l }))
 }
+
+// Logger returns the tracker's logger (the Logger option's, default
+// slog.Default()): what is made with the tracker logs through it.
+func (t *Tracker) Logger() *slog.Logger { return t.cfg.logger }
 
 // KeepHistory keeps the last n events, 1..1<<22, at about 80 B each,
 // allocated by New (Tracker.History); older ones are counted as dropped.
 func KeepHistory(n int) Option {
-	return optionFunc(func(c *config) error {
-		if n <= 0 || n > maxHistoryEvents {
-			return fmt.Errorf("%w: KeepHistory(%d): want 1..%d events", ErrInvalidOption, n, maxHistoryEvents)
-		}
-		c.historyEvents = n
-		return nil
-	})
+	return optionFunc(option.Within("KeepHistory", n, 1, maxHistoryEvents, func(c *config, n int) { c.historyEvents = n }))
 }
 
 // FramePointers chooses the frame-pointer walk (default, about a twentieth
 // of runtime.Callers; TENSORLIFE_STACK=callers turns it off) or Callers alone.
 func FramePointers(on bool) Option {
-	return optionFunc(func(c *config) error {
-		c.framePointers = on
-		return nil
-	})
+	return optionFunc(option.Set(on, func(c *config, on bool) { c.framePointers = on }))
 }

@@ -456,7 +456,7 @@ func newLane(cfg config, logger *slog.Logger, tr *track.Tracker, dev devflag.Dev
 	}
 	// Float32 additive masks, as attention kernels add them to scores.
 	l.masks, err = mask.NewBuilder(l.pool, mask.DType(tensor.Float32),
-		mask.MaxLength(cfg.maxPrompt+cfg.maxTokens), mask.Logger(logger))
+		mask.MaxLength(cfg.maxPrompt+cfg.maxTokens)) // its rebuild report logs through the tracker's logger
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,7 @@ package benchratio
 import (
 	"fmt"
 
-	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/internal/option"
 )
 
 // Option changes how Run measures. Options are validated when Run starts;
@@ -62,7 +62,7 @@ func newConfig(name string, measured, baseline func(), opts []Option) (config, e
 	if measured == nil || baseline == nil {
 		return c, fmt.Errorf("benchratio: %s: nil function", name)
 	}
-	if err := invariants.ApplyOptions(&c, opts, Option.apply, ErrInvalidOption); err != nil {
+	if err := option.Apply(&c, opts, Option.apply, ErrInvalidOption); err != nil {
 		return c, err
 	}
 	if c.baselineName == name {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/internal/option"
 )
 
 // ErrInvalidOption means an option's value cannot be used; nil options are
@@ -49,7 +49,7 @@ func WithMemoryLimit(bytes int64) Option {
 // newConfig applies opts in order; a later option overrides an earlier one.
 func newConfig(opts []Option) (config, error) {
 	var c config
-	if err := invariants.ApplyOptions(&c, opts, Option.apply, ErrInvalidOption); err != nil {
+	if err := option.Apply(&c, opts, Option.apply, ErrInvalidOption); err != nil {
 		return config{}, err
 	}
 	return c, nil

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 
-	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/internal/option"
 	"github.com/tensorlife/tensorlife/tensor"
 )
 
@@ -47,7 +47,7 @@ func NewFaulty(inner tensor.Device, opts ...FaultOption) (*Faulty, error) {
 		return nil, fmt.Errorf("%w: nil device", tensor.ErrNilAllocator)
 	}
 	cfg := faultConfig{failNth: map[int64]bool{}, oom: true}
-	if err := invariants.ApplyOptions(&cfg, opts, FaultOption.apply, ErrInvalidOption); err != nil {
+	if err := option.Apply(&cfg, opts, FaultOption.apply, ErrInvalidOption); err != nil {
 		return nil, err
 	}
 	d := &Faulty{inner: inner, cfg: cfg, live: map[tensor.DevicePtr]int64{}, freed: map[tensor.DevicePtr]bool{}}

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/internal/option"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -104,7 +104,7 @@ func AllowMisuse() ScopeOption {
 // one place options are checked.
 func newConfig(e entry, opts []Option) (*config, error) {
 	c := &config{entry: e, retries: defaultRetries, settle: defaultSettle, retainers: retainersFromEnv}
-	if err := invariants.ApplyOptions(c, opts, Option.apply, ErrInvalidOption); err != nil {
+	if err := option.Apply(c, opts, Option.apply, ErrInvalidOption); err != nil {
 		return nil, fmt.Errorf("%w (passed to %v)", err, e)
 	}
 	return c, nil

@@ -70,10 +70,10 @@ func leakFromDecode(t *testing.T, tr *track.Tracker) *track.Record { return shar
 // Two suspects with one line are told apart in the watcher's log by the
 // frame that differs, as every report tells them apart.
 func TestSuspectLogTellsOneLineFromTwoCallersApart(t *testing.T) {
-	tr, err := track.New()
-	require.NoError(t, err)
 	var logged strings.Builder
-	w, err := watch.New(tr, watch.Logger(slog.New(slog.NewTextHandler(&logged, nil))))
+	tr, err := track.New(track.Logger(slog.New(slog.NewTextHandler(&logged, nil))))
+	require.NoError(t, err)
+	w, err := watch.New(tr)
 	require.NoError(t, err)
 	var kept []*track.Record
 	for range 16 {

@@ -3,10 +3,9 @@ package watch
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
-	"github.com/tensorlife/tensorlife/internal/invariants"
+	"github.com/tensorlife/tensorlife/internal/option"
 )
 
 // ErrInvalidOption means an option's value cannot be used, or options that
@@ -51,18 +50,16 @@ type config struct {
 	warmUp    uint64 // windows that only set the baseline
 	minGrowth int64
 	onSuspect func(Suspect)
-	logger    *slog.Logger
 }
 
 func defaultConfig() config {
-	return config{windows: DefaultWindows, history: DefaultHistory, minGrowth: DefaultMinGrowth,
-		logger: slog.Default()}
+	return config{windows: DefaultWindows, history: DefaultHistory, minGrowth: DefaultMinGrowth}
 }
 
 // apply applies opts, then fills the defaults that depend on other options
 // and checks the options against each other.
 func (c *config) apply(opts []Option) error {
-	if err := invariants.ApplyOptions(c, opts, Option.apply, ErrInvalidOption); err != nil {
+	if err := option.Apply(c, opts, Option.apply, ErrInvalidOption); err != nil {
 		return err
 	}
 	if c.ticks > 0 && c.interval > 0 {
@@ -83,39 +80,22 @@ func (c *config) apply(opts []Option) error {
 	return nil
 }
 
-// atLeast returns an option setting *field(c) to n when n >= lo.
-func atLeast[T int | int64](name string, n, lo T, set func(*config, T)) Option {
-	return optionFunc(func(c *config) error {
-		if n < lo {
-			return fmt.Errorf("%w: %s(%d): want at least %d", ErrInvalidOption, name, n, lo)
-		}
-		set(c, n)
-		return nil
-	})
-}
-
 // EveryTicks ends a window every n calls of Watcher.Tick (default 1): with
 // one Tick per request, windows are requests and tests are deterministic.
 func EveryTicks(n int) Option {
-	return atLeast("EveryTicks", n, 1, func(c *config, n int) { c.ticks = n })
+	return optionFunc(option.AtLeast("EveryTicks", n, 1, func(c *config, n int) { c.ticks = n }))
 }
 
 // Every ends a window every d (at least MinEvery), on the goroutine of Run or
 // Start. It excludes EveryTicks.
 func Every(d time.Duration) Option {
-	return optionFunc(func(c *config) error {
-		if d < MinEvery {
-			return fmt.Errorf("%w: Every(%v): want at least %v", ErrInvalidOption, d, MinEvery)
-		}
-		c.interval = d
-		return nil
-	})
+	return optionFunc(option.AtLeast("Every", d, MinEvery, func(c *config, d time.Duration) { c.interval = d }))
 }
 
 // Windows sets K, how many of the latest windows are judged together
 // (default DefaultWindows); at most History.
 func Windows(k int) Option {
-	return atLeast("Windows", k, 1, func(c *config, k int) { c.windows = k })
+	return optionFunc(option.AtLeast("Windows", k, 1, func(c *config, k int) { c.windows = k }))
 }
 
 // History sets how many windows the watcher remembers per site (default
@@ -123,58 +103,35 @@ func Windows(k int) Option {
 // growth must beat, and a slow leak is judged over as many. Each site the
 // watcher has seen change costs 8 B a window (8 KiB at the bound).
 func History(h int) Option {
-	return optionFunc(func(c *config) error {
-		if h <= 0 || h > maxHistory {
-			return fmt.Errorf("%w: History(%d): want 1..%d", ErrInvalidOption, h, maxHistory)
-		}
-		c.history = h
-		return nil
-	})
+	return optionFunc(option.Within("History", h, 1, maxHistory, func(c *config, h int) { c.history = h }))
 }
 
 // MostOf sets in how many of the last K windows a site's outlived bytes must
 // have grown (default three quarters of K, rounded up); at most K.
 func MostOf(m int) Option {
-	return atLeast("MostOf", m, 1, func(c *config, m int) { c.mostOf = m })
+	return optionFunc(option.AtLeast("MostOf", m, 1, func(c *config, m int) { c.mostOf = m }))
 }
 
 // MinGrowth sets how many bytes a site's outlived bytes must have grown by,
 // strictly more than this, to be flagged by either rule (default
 // DefaultMinGrowth).
 func MinGrowth(bytes int64) Option {
-	return atLeast("MinGrowth", bytes, 0, func(c *config, b int64) { c.minGrowth = b })
+	return optionFunc(option.AtLeast("MinGrowth", bytes, 0, func(c *config, b int64) { c.minGrowth = b }))
 }
 
 // WarmUp makes the first n windows set the baseline without judging: what a
 // starting service keeps on purpose (weights, a cache filling up) is not
 // growth to judge.
 func WarmUp(n int) Option {
-	return atLeast("WarmUp", n, 0, func(c *config, n int) { c.warmUp = uint64(n) })
+	return optionFunc(option.AtLeast("WarmUp", n, 0, func(c *config, n int) { c.warmUp = uint64(n) }))
 }
 
 // OnSuspect sets the function called once each time a site becomes a leak
 // suspect. It runs on the goroutine that ended the window (a Tick caller or
 // the loop of Run or Start), after the watcher's lock is released; it must
-// not block. It runs under recover: a panic is logged through the Logger
-// and counted (Watcher.CallbackPanics), and the watcher goes on. The
-// default logs a warning through the Logger.
+// not block. It runs under recover: a panic is logged through the
+// tracker's logger (track.Logger) and counted (Watcher.CallbackPanics), and
+// the watcher goes on. The default logs a warning through that logger.
 func OnSuspect(f func(Suspect)) Option {
-	return optionFunc(func(c *config) error {
-		if f == nil {
-			return fmt.Errorf("%w: OnSuspect(nil)", ErrInvalidOption)
-		}
-		c.onSuspect = f
-		return nil
-	})
-}
-
-// Logger sets the logger of the default OnSuspect (default slog.Default()).
-func Logger(l *slog.Logger) Option {
-	return optionFunc(func(c *config) error {
-		if l == nil {
-			return fmt.Errorf("%w: Logger(nil)", ErrInvalidOption)
-		}
-		c.logger = l
-		return nil
-	})
+	return optionFunc(option.NotNil("OnSuspect", f, func(c *config, f func(Suspect)) { c.onSuspect = f }))
 }

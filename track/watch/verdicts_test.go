@@ -103,10 +103,10 @@ func TestPanickingCallbackKillsNothing(t *testing.T) {
 		return kept
 	}
 	newPanicky := func(t *testing.T, opts ...watch.Option) (*track.Tracker, *watch.Watcher, *bytes.Buffer) {
-		tr, err := track.New(track.Name("panicky"))
-		require.NoError(t, err)
 		var logged bytes.Buffer
-		w, err := watch.New(tr, append(opts, watch.Logger(slog.New(slog.NewTextHandler(&logged, nil))),
+		tr, err := track.New(track.Name("panicky"), track.Logger(slog.New(slog.NewTextHandler(&logged, nil))))
+		require.NoError(t, err)
+		w, err := watch.New(tr, append(opts,
 			watch.OnSuspect(func(watch.Suspect) { panic("callback bug") }))...)
 		require.NoError(t, err)
 		return tr, w, &logged

@@ -310,7 +310,7 @@ func New(tr *track.Tracker, opts ...Option) (*Watcher, error) {
 	w := &Watcher{tr: tr, cfg: cfg, done: make(chan struct{}), feed: tr.NewSiteFeed(),
 		sites: map[int]*siteHistory{}, levels: map[int]level{}, times: make([]time.Time, cfg.history+1)}
 	if cfg.onSuspect == nil {
-		logger, name := cfg.logger, tr.Name()
+		logger, name := tr.Logger(), tr.Name()
 		w.cfg.onSuspect = func(s Suspect) { logSuspect(logger, name, s, w.Suspects()) }
 	}
 	for _, st := range w.feed.Changed(nil) {
@@ -931,7 +931,7 @@ func (w *Watcher) callOnSuspect(s Suspect) {
 // let through either.
 func (w *Watcher) logPanic(p any, s Suspect) {
 	defer func() { _ = recover() }()
-	w.cfg.logger.Error("tensorlife: the watcher's OnSuspect callback panicked; the watcher goes on",
+	w.tr.Logger().Error("tensorlife: the watcher's OnSuspect callback panicked; the watcher goes on",
 		slog.String("tracker", w.tr.Name()),
 		slog.String("site", s.Site.String()),
 		slog.String("panic", fmt.Sprint(p)),
@@ -939,7 +939,8 @@ func (w *Watcher) logPanic(p any, s Suspect) {
 }
 
 // CallbackPanics returns how many times OnSuspect panicked. Each panic is
-// recovered and logged as an error through the Logger.
+// recovered and logged as an error through the tracker's logger
+// (track.Logger).
 func (w *Watcher) CallbackPanics() int64 { return w.panics.Load() }
 
 // judge applies the suspect rules to one site at window n, whose figures

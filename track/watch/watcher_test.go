@@ -446,9 +446,9 @@ func TestWatcherTimedWindows(t *testing.T) {
 
 func TestWatcherDefaultReportLogs(t *testing.T) {
 	var buf bytes.Buffer
-	tr, err := track.New(track.Name("logged"))
+	tr, err := track.New(track.Name("logged"), track.Logger(slog.New(slog.NewTextHandler(&buf, nil))))
 	require.NoError(t, err)
-	w, err := watch.New(tr, watch.Logger(slog.New(slog.NewTextHandler(&buf, nil))))
+	w, err := watch.New(tr)
 	require.NoError(t, err)
 	site := &siteDriver{tr: tr, bytes: 4096}
 	for win := 1; win <= 6; win++ {
@@ -470,14 +470,14 @@ func TestWatcherDefaultReportLogs(t *testing.T) {
 func TestWatcherLogsTheForecast(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var buf bytes.Buffer
-		tr, err := track.New(track.Name("logged"))
+		tr, err := track.New(track.Name("logged"), track.Logger(slog.New(slog.NewTextHandler(&buf, nil))))
 		require.NoError(t, err)
 		dev, err := tensor.NewHostDevice(1 << 20)
 		require.NoError(t, err)
 		alloc, err := tensor.NewDeviceAllocator(dev, tr) // reaches the device's free memory
 		require.NoError(t, err)
 		defer runtime.KeepAlive(alloc) // the tracker holds its allocators weakly
-		w, err := watch.New(tr, watch.Logger(slog.New(slog.NewTextHandler(&buf, nil))))
+		w, err := watch.New(tr)
 		require.NoError(t, err)
 		site := &siteDriver{tr: tr, bytes: 4096}
 		for win := 1; win <= 6; win++ {
