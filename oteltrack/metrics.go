@@ -168,7 +168,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	sat "github.com/tensorlife/tensorlife/internal/counter" // the package name is one of the instrument kinds here
-	"github.com/tensorlife/tensorlife/internal/invariants"
 	"github.com/tensorlife/tensorlife/internal/option"
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
@@ -206,13 +205,7 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 // WithMeterProvider sets the provider the meter comes from (default
 // otel.GetMeterProvider() at registration).
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(c *config) error {
-		if invariants.IsNil(mp) {
-			return fmt.Errorf("%w: WithMeterProvider(nil)", ErrInvalidOption)
-		}
-		c.provider = mp
-		return nil
-	})
+	return optionFunc(option.NotNil("WithMeterProvider", mp, func(c *config, mp metric.MeterProvider) { c.provider = mp }))
 }
 
 // WithSources adds the figures of pools, caches and devices made without the
@@ -220,10 +213,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // with it are found on it. The same Sources value serves
 // report.WriteSummary.
 func WithSources(src report.Sources) Option {
-	return optionFunc(func(c *config) error {
-		c.sources = src
-		return nil
-	})
+	return optionFunc(option.Set(src, func(c *config, src report.Sources) { c.sources = src }))
 }
 
 // moduleVersion is tensorlife's module version as the binary was built with

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tensorlife/tensorlife/internal/option"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -65,13 +66,7 @@ const (
 // delta profiles only (every other request is answered 400); with
 // MaxConcurrentDeltas(0) too, NewHandler refuses the pair.
 func MaxConcurrentProfiles(n int) HandlerOption {
-	return handlerOption(func(c *config) error {
-		if n < 0 || n > maxConcurrentProfiles {
-			return fmt.Errorf("%w: MaxConcurrentProfiles(%d): want 0..%d", ErrInvalidOption, n, maxConcurrentProfiles)
-		}
-		c.maxProfiles = n
-		return nil
-	})
+	return handlerOption(option.Within("MaxConcurrentProfiles", n, 0, maxConcurrentProfiles, func(c *config, n int) { c.maxProfiles = n }))
 }
 
 // NewHandler returns an http.Handler that serves tr's live tensors as a

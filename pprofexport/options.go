@@ -164,10 +164,7 @@ func (c *config) keepsLabel(key string) bool {
 // the leaf of each stack is the caller's line that asked for memory; keep
 // them when debugging tensorlife itself.
 func KeepLibraryFrames(keep bool) FormatOption {
-	return formatOption(func(c *config) error {
-		c.keepLibrary = keep
-		return nil
-	})
+	return formatOption(option.Set(keep, func(c *config, keep bool) { c.keepLibrary = keep }))
 }
 
 // LabelKeys lists the request labels (track.WithLabels) a profile carries,
@@ -188,10 +185,10 @@ func LabelKeys(keys ...string) FormatOption {
 	keys = slices.Clone(keys) // the caller may reuse its slice
 	return formatOption(func(c *config) error {
 		if len(keys) > maxLabelKeys {
-			return fmt.Errorf("%w: LabelKeys with %d keys: want at most %d", ErrInvalidOption, len(keys), maxLabelKeys)
+			return fmt.Errorf("LabelKeys with %d keys: want at most %d", len(keys), maxLabelKeys)
 		}
 		if slices.Contains(keys, "") {
-			return fmt.Errorf("%w: LabelKeys(%q): empty key", ErrInvalidOption, keys)
+			return fmt.Errorf("LabelKeys(%q): empty key", keys)
 		}
 		c.labelKeys = keys
 		c.allLabels = false
@@ -209,10 +206,10 @@ func LabelKeys(keys ...string) FormatOption {
 func Filter(f track.Filter) HandlerOption {
 	return handlerOption(func(c *config) error {
 		if err := f.Validate(); err != nil {
-			return fmt.Errorf("%w: Filter: %w", ErrInvalidOption, err)
+			return fmt.Errorf("Filter: %w", err)
 		}
 		if f.Allocations {
-			return fmt.Errorf("%w: Filter: Filter.Allocations makes no sense for a profile", ErrInvalidOption)
+			return errors.New("Filter: Filter.Allocations makes no sense for a profile")
 		}
 		c.filter = f
 		return nil
@@ -229,7 +226,7 @@ func Filter(f track.Filter) HandlerOption {
 func MinAge(d time.Duration) AgeOption {
 	return ageOption(func(f *track.Filter) error {
 		if err := (track.Filter{MinAge: d}).Validate(); err != nil {
-			return fmt.Errorf("%w: MinAge(%v): %w", ErrInvalidOption, d, err)
+			return fmt.Errorf("MinAge(%v): %w", d, err)
 		}
 		f.MinAge = d
 		return nil
@@ -240,10 +237,7 @@ func MinAge(d time.Duration) AgeOption {
 // (track.Filter.Outlived): what a growth watcher judges. It applies where
 // MinAge does, as the default of ?outlived= for a handler.
 func Outlived() AgeOption {
-	return ageOption(func(f *track.Filter) error {
-		f.Outlived = true
-		return nil
-	})
+	return ageOption(option.Set(true, func(f *track.Filter, on bool) { f.Outlived = on }))
 }
 
 // narrow applies MinAge and Outlived to the snapshot a writer was given.
@@ -268,8 +262,7 @@ func (c *config) narrow(snap *track.Snapshot) (*track.Snapshot, error) {
 func MaxDeltaWindow(d time.Duration) HandlerOption {
 	return handlerOption(func(c *config) error {
 		if d < minDeltaWindow || d > maxDeltaWindow || d%time.Second != 0 {
-			return fmt.Errorf("%w: MaxDeltaWindow(%v): want whole seconds from %v to %v",
-				ErrInvalidOption, d, minDeltaWindow, maxDeltaWindow)
+			return fmt.Errorf("MaxDeltaWindow(%v): want whole seconds from %v to %v", d, minDeltaWindow, maxDeltaWindow)
 		}
 		c.maxDeltaWindow = d
 		return nil
@@ -283,11 +276,5 @@ func MaxDeltaWindow(d time.Duration) HandlerOption {
 // profiles off (every ?seconds=N is answered 400); with
 // MaxConcurrentProfiles(0) too, NewHandler refuses the pair.
 func MaxConcurrentDeltas(n int) HandlerOption {
-	return handlerOption(func(c *config) error {
-		if n < 0 || n > maxConcurrentDeltas {
-			return fmt.Errorf("%w: MaxConcurrentDeltas(%d): want 0..%d", ErrInvalidOption, n, maxConcurrentDeltas)
-		}
-		c.maxDeltas = n
-		return nil
-	})
+	return handlerOption(option.Within("MaxConcurrentDeltas", n, 0, maxConcurrentDeltas, func(c *config, n int) { c.maxDeltas = n }))
 }

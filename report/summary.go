@@ -45,10 +45,7 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 // WithSources adds the figures of pools, caches and devices made without the
 // tracker to a summary; those made with it are in it already.
 func WithSources(src Sources) Option {
-	return optionFunc(func(c *config) error {
-		c.sources = src
-		return nil
-	})
+	return optionFunc(option.Set(src, func(c *config, src Sources) { c.sources = src }))
 }
 
 // DefaultTopSites is how many sites a summary lists unless TopSites says.
@@ -60,13 +57,7 @@ const MaxTopSites = 100
 // TopSites sets how many call sites the summary lists, most live bytes
 // first: 0..MaxTopSites, default DefaultTopSites.
 func TopSites(n int) Option {
-	return optionFunc(func(c *config) error {
-		if n < 0 || n > MaxTopSites {
-			return fmt.Errorf("%w: TopSites(%d): want 0..%d", ErrInvalidOption, n, MaxTopSites)
-		}
-		c.top = n
-		return nil
-	})
+	return optionFunc(option.Within("TopSites", n, 0, MaxTopSites, func(c *config, n int) { c.top = n }))
 }
 
 // summaryWidth is the widest line a summary writes.

@@ -39,11 +39,11 @@ const MaxDeviceName = 64
 func DeviceName(name string) Option {
 	return optionFunc(func(c *config) error {
 		if name == "" || len(name) > MaxDeviceName {
-			return fmt.Errorf("%w: DeviceName(%q): want 1..%d bytes", ErrInvalidOption, name, MaxDeviceName)
+			return fmt.Errorf("DeviceName(%q): want 1..%d bytes", name, MaxDeviceName)
 		}
 		for _, r := range name {
 			if !unicode.IsPrint(r) || unicode.IsSpace(r) {
-				return fmt.Errorf("%w: DeviceName(%q): want printable characters and no spaces", ErrInvalidOption, name)
+				return fmt.Errorf("DeviceName(%q): want printable characters and no spaces", name)
 			}
 		}
 		c.name = name
@@ -52,8 +52,5 @@ func DeviceName(name string) Option {
 }
 
 func applyOptions(c *config, opts []Option) error {
-	if err := option.Apply(c, opts, Option.apply, ErrInvalidOption); err != nil {
-		return err
-	}
-	return nil
+	return option.Apply(c, opts, Option.apply, ErrInvalidOption)
 }

@@ -69,13 +69,7 @@ func newConfig(opts []Option) (config, error) {
 // every other site are summed into one more band named "other". Sites are
 // ranked by the most live bytes they held at once in the window.
 func Bands(n int) Option {
-	return optionFunc(func(c *config) error {
-		if n < 1 || n > MaxBands {
-			return fmt.Errorf("%w: Bands(%d): want 1..%d", ErrInvalidOption, n, MaxBands)
-		}
-		c.bands = n
-		return nil
-	})
+	return optionFunc(option.Within("Bands", n, 1, MaxBands, func(c *config, n int) { c.bands = n }))
 }
 
 // Samples bounds the number of sample points (default 1000). When the
@@ -85,13 +79,7 @@ func Bands(n int) Option {
 // between two instants may not show. The picture and the trace's counters
 // both use these samples; the trace lists every event regardless.
 func Samples(n int) Option {
-	return optionFunc(func(c *config) error {
-		if n < 2 || n > MaxSamples {
-			return fmt.Errorf("%w: Samples(%d): want 2..%d", ErrInvalidOption, n, MaxSamples)
-		}
-		c.samples = n
-		return nil
-	})
+	return optionFunc(option.Within("Samples", n, 2, MaxSamples, func(c *config, n int) { c.samples = n }))
 }
 
 // BudgetLine draws a memory limit of bytes (a pool's budget or the device's
@@ -99,13 +87,7 @@ func Samples(n int) Option {
 // only draws: it limits nothing (pool.Budget is what caps memory). Any
 // positive number of bytes.
 func BudgetLine(bytes int64) Option {
-	return optionFunc(func(c *config) error {
-		if bytes <= 0 {
-			return fmt.Errorf("%w: BudgetLine(%d): want a positive number of bytes", ErrInvalidOption, bytes)
-		}
-		c.budgetLine = bytes
-		return nil
-	})
+	return optionFunc(option.AtLeast("BudgetLine", bytes, 1, func(c *config, n int64) { c.budgetLine = n }))
 }
 
 // Reserved gives what the allocator held from the device at the window's
@@ -115,13 +97,7 @@ func BudgetLine(bytes int64) Option {
 // sizes and its cached blocks, is on the chart. It only draws. Any
 // positive number of bytes.
 func Reserved(bytes int64) Option {
-	return optionFunc(func(c *config) error {
-		if bytes <= 0 {
-			return fmt.Errorf("%w: Reserved(%d): want a positive number of bytes", ErrInvalidOption, bytes)
-		}
-		c.reserved = bytes
-		return nil
-	})
+	return optionFunc(option.AtLeast("Reserved", bytes, 1, func(c *config, n int64) { c.reserved = n }))
 }
 
 // Title sets the picture's title and the trace's process name (default
@@ -129,7 +105,7 @@ func Reserved(bytes int64) Option {
 func Title(title string) Option {
 	return optionFunc(func(c *config) error {
 		if title == "" || len(title) > MaxTitle {
-			return fmt.Errorf("%w: Title of %d bytes: want 1..%d", ErrInvalidOption, len(title), MaxTitle)
+			return fmt.Errorf("Title of %d bytes: want 1..%d", len(title), MaxTitle)
 		}
 		c.title = title
 		return nil

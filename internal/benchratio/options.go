@@ -31,13 +31,7 @@ const MaxRoundOps = 1_000_000
 // the clock twice is noise, short enough that interference rarely spans
 // both sides of one round.
 func RoundOps(n int) Option {
-	return optionFunc(func(c *config) error {
-		if n < 1 || n > MaxRoundOps {
-			return fmt.Errorf("%w: RoundOps(%d): want 1..%d", ErrInvalidOption, n, MaxRoundOps)
-		}
-		c.roundOps = n
-		return nil
-	})
+	return optionFunc(option.Within("RoundOps", n, 1, MaxRoundOps, func(c *config, n int) { c.roundOps = n }))
 }
 
 // BaselineName names the baseline in the metrics Run reports (default
@@ -46,7 +40,7 @@ func RoundOps(n int) Option {
 func BaselineName(name string) Option {
 	return optionFunc(func(c *config) error {
 		if !validUnit(name) {
-			return fmt.Errorf("%w: BaselineName(%q): want a non-empty name without white space", ErrInvalidOption, name)
+			return fmt.Errorf("BaselineName(%q): want a non-empty name without white space", name)
 		}
 		c.baselineName = name
 		return nil

@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/tensorlife/tensorlife/internal/option"
 )
@@ -37,13 +36,7 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 // The cap is on raw device memory. To budget memory for tensors, including
 // memory a pool caches, set the pool's limit instead.
 func WithMemoryLimit(bytes int64) Option {
-	return optionFunc(func(c *config) error {
-		if bytes <= 0 {
-			return fmt.Errorf("%w: WithMemoryLimit(%d): want bytes > 0", ErrInvalidOption, bytes)
-		}
-		c.memoryLimit = bytes
-		return nil
-	})
+	return optionFunc(option.AtLeast("WithMemoryLimit", bytes, 1, func(c *config, n int64) { c.memoryLimit = n }))
 }
 
 // newConfig applies opts in order; a later option overrides an earlier one.

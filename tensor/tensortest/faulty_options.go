@@ -1,8 +1,11 @@
 package tensortest
 
 import (
+	"errors"
 	"fmt"
 	"math"
+
+	"github.com/tensorlife/tensorlife/internal/option"
 )
 
 // FaultOption chooses what a Faulty injects. Options are validated in NewFaulty; an
@@ -27,13 +30,7 @@ type faultConfig struct {
 // included). Give it several times to fail several calls: FailNth(2),
 // FailNth(3) fails the second and third.
 func FailNth(n int64) FaultOption {
-	return faultOptionFunc(func(c *faultConfig) error {
-		if n < 1 {
-			return fmt.Errorf("%w: FailNth(%d): want n >= 1", ErrInvalidOption, n)
-		}
-		c.failNth[n] = true
-		return nil
-	})
+	return faultOptionFunc(option.AtLeast("FailNth", n, 1, func(c *faultConfig, n int64) { c.failNth[n] = true }))
 }
 
 // FailFraction fails each call to Alloc with probability f, drawn from a
@@ -43,10 +40,10 @@ func FailNth(n int64) FaultOption {
 func FailFraction(f float64, seed uint64) FaultOption {
 	return faultOptionFunc(func(c *faultConfig) error {
 		if math.IsNaN(f) || f < 0 || f > 1 {
-			return fmt.Errorf("%w: FailFraction(%v): want 0 <= f <= 1", ErrInvalidOption, f)
+			return fmt.Errorf("FailFraction(%v): want 0 <= f <= 1", f)
 		}
 		if c.fractionSet {
-			return fmt.Errorf("%w: FailFraction given twice", ErrInvalidOption)
+			return errors.New("FailFraction given twice")
 		}
 		c.fraction, c.seed, c.fractionSet = f, seed, true
 		return nil
@@ -57,8 +54,5 @@ func FailFraction(f float64, seed uint64) FaultOption {
 // tensor.ErrOutOfMemory: a driver error that is not exhaustion, which an
 // allocator must pass on rather than retry.
 func WithoutOOM() FaultOption {
-	return faultOptionFunc(func(c *faultConfig) error {
-		c.oom = false
-		return nil
-	})
+	return faultOptionFunc(option.Set(false, func(c *faultConfig, oom bool) { c.oom = oom }))
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tensorlife/tensorlife/internal/option"
 	"github.com/tensorlife/tensorlife/tensor"
 )
 
@@ -18,9 +19,10 @@ import (
 // can be had.
 type NewDeviceFunc func(t *testing.T, capacity int64) tensor.Device
 
-// Option adjusts the suite to what a device can do.
+// Option adjusts the suite to what a device can do. Run fails the test on
+// an invalid one (an error matching ErrInvalidOption).
 type Option interface {
-	apply(*config)
+	apply(*config) error
 }
 
 type config struct {
@@ -28,9 +30,9 @@ type config struct {
 	pointerChecks bool
 }
 
-type optionFunc func(*config)
+type optionFunc func(*config) error
 
-func (f optionFunc) apply(c *config) { f(c) }
+func (f optionFunc) apply(c *config) error { return f(c) }
 
 // DefaultCapacity is the capacity the suite asks NewDeviceFunc for unless
 // WithCapacity says otherwise.
@@ -40,7 +42,7 @@ const DefaultCapacity = 16 << 20
 // least 1 MiB, so that the suite's blocks fit. Allocation sizes in the suite
 // scale with it.
 func WithCapacity(bytes int64) Option {
-	return optionFunc(func(c *config) { c.capacity = bytes })
+	return optionFunc(option.AtLeast("WithCapacity", bytes, 1<<20, func(c *config, n int64) { c.capacity = n }))
 }
 
 // WithoutPointerChecks is for a device that cannot tell a pointer it handed
@@ -48,7 +50,7 @@ func WithCapacity(bytes int64) Option {
 // then skips the checks that Free and copies refuse unknown pointers, wrong
 // sizes and ranges past the end of a block.
 func WithoutPointerChecks() Option {
-	return optionFunc(func(c *config) { c.pointerChecks = false })
+	return optionFunc(option.Set(false, func(c *config, on bool) { c.pointerChecks = on }))
 }
 
 // checks are the suite's subtests, in the order Run runs them.
@@ -82,10 +84,7 @@ func Checks() []string {
 func Run(t *testing.T, newDevice NewDeviceFunc, opts ...Option) {
 	t.Helper()
 	cfg := config{capacity: DefaultCapacity, pointerChecks: true}
-	for _, o := range opts {
-		o.apply(&cfg)
-	}
-	require.GreaterOrEqual(t, cfg.capacity, int64(1<<20), "tensortest: capacity below 1 MiB")
+	require.NoError(t, option.Apply(&cfg, opts, Option.apply, ErrInvalidOption))
 
 	for _, tc := range checks {
 		t.Run(tc.name, func(t *testing.T) {

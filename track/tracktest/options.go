@@ -94,10 +94,7 @@ type config struct {
 // after its Free, while it watched: for tests that misuse tensors on
 // purpose. It applies to every check.
 func AllowMisuse() ScopeOption {
-	return optionFunc(func(c *config) error {
-		c.allowMisuse = true
-		return nil
-	})
+	return optionFunc(option.Set(true, func(c *config, on bool) { c.allowMisuse = on }))
 }
 
 // newConfig applies opts for the entry point e and validates the result: the
@@ -144,25 +141,15 @@ func IgnoreCurrent() Option {
 // "github.com/acme/infer.(*Cache).Put" or "github.com/acme/infer.init".
 // Ignoring a caller ignores everything allocated beneath it.
 func IgnoreSite(function string) ScopeOption {
-	return optionFunc(func(c *config) error {
-		if function == "" {
-			return fmt.Errorf("%w: IgnoreSite with an empty function name", ErrInvalidOption)
-		}
-		c.ignoreFuncs = append(c.ignoreFuncs, function)
-		return nil
-	})
+	return optionFunc(option.NotEmpty("IgnoreSite", "a function name", function,
+		func(c *config, f string) { c.ignoreFuncs = append(c.ignoreFuncs, f) }))
 }
 
 // IgnoreKind ignores tensors of the given kind ("kv-cache", "mask"), as
 // tensor.Spec.Kind named it.
 func IgnoreKind(kind string) ScopeOption {
-	return optionFunc(func(c *config) error {
-		if kind == "" {
-			return fmt.Errorf("%w: IgnoreKind with an empty kind", ErrInvalidOption)
-		}
-		c.ignoreKinds = append(c.ignoreKinds, kind)
-		return nil
-	})
+	return optionFunc(option.NotEmpty("IgnoreKind", "a kind", kind,
+		func(c *config, kind string) { c.ignoreKinds = append(c.ignoreKinds, kind) }))
 }
 
 // IgnoreLabel ignores tensors made under a context carrying the label
@@ -171,11 +158,11 @@ func IgnoreKind(kind string) ScopeOption {
 func IgnoreLabel(key, value string) ScopeOption {
 	return optionFunc(func(c *config) error {
 		if key == "" {
-			return fmt.Errorf("%w: IgnoreLabel with an empty key", ErrInvalidOption)
+			return fmt.Errorf("IgnoreLabel(\"\", %q): want a key", value)
 		}
 		if c.entry == entryContext && key == ScopeLabel {
-			return fmt.Errorf("%w: IgnoreLabel(%q, %q) cannot be used with Context: "+
-				"it would ignore the scope's own label", ErrInvalidOption, key, value)
+			return fmt.Errorf("IgnoreLabel(%q, %q) cannot be used with Context: "+
+				"it would ignore the scope's own label", key, value)
 		}
 		c.ignoreLabels = append(c.ignoreLabels, [2]string{key, value})
 		return nil
@@ -187,26 +174,14 @@ func IgnoreLabel(key, value string) ScopeOption {
 // Zero checks once, without waiting: use it where nothing can still be
 // freeing tensors and the test tracker keeps dropped tensors live.
 func MaxRetries(n int) ScopeOption {
-	return optionFunc(func(c *config) error {
-		if n < 0 || n > maxRetries {
-			return fmt.Errorf("%w: MaxRetries(%d): want 0..%d", ErrInvalidOption, n, maxRetries)
-		}
-		c.retries = n
-		return nil
-	})
+	return optionFunc(option.Within("MaxRetries", n, 0, maxRetries, func(c *config, n int) { c.retries = n }))
 }
 
 // MaxSettle bounds the total time a check waits between its attempts
 // (default 1s). Waits start at a millisecond and double. Zero retries
 // without waiting: each retry only runs the garbage collector and yields.
 func MaxSettle(d time.Duration) ScopeOption {
-	return optionFunc(func(c *config) error {
-		if d < 0 {
-			return fmt.Errorf("%w: MaxSettle(%v): negative duration", ErrInvalidOption, d)
-		}
-		c.settle = d
-		return nil
-	})
+	return optionFunc(option.AtLeast("MaxSettle", d, 0, func(c *config, d time.Duration) { c.settle = d }))
 }
 
 // ignored reports whether the options exclude a from the check.

@@ -139,5 +139,5 @@ func TestOptionErrorsMatchSentinel(t *testing.T) {
 	e := newEnv(t, "sentinel")
 	err := tracktest.Find(e.tr, tracktest.MaxSettle(-1))
 	assert.True(t, errors.Is(err, tracktest.ErrInvalidOption))
-	assert.EqualError(t, err, "tracktest: invalid option: MaxSettle(-1ns): negative duration (passed to Find)")
+	assert.EqualError(t, err, "tracktest: invalid option: MaxSettle(-1ns): want at least 0s (passed to Find)")
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tensorlife/tensorlife/internal/heapfence"
+	"github.com/tensorlife/tensorlife/internal/option"
 	"github.com/tensorlife/tensorlife/internal/retainers"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -59,10 +60,7 @@ func init() {
 // read gets no retainers. LeakError.Retainers says how the search went.
 func Retainers() ScopeOption {
 	heapfence.EnableRetainers()
-	return optionFunc(func(c *config) error {
-		c.retainers = true
-		return nil
-	})
+	return optionFunc(option.Set(true, func(c *config, on bool) { c.retainers = on }))
 }
 
 // findRetainers names what keeps each live leak of le alive.

@@ -66,7 +66,7 @@ func TestVerifyTestMain(t *testing.T) {
 		{"leak after passing tests", 0, true, false, fast, 1, 1, `tracktest: 1 tensor leaked (40 B) in tracker "main":`},
 		{"tensor dropped during the tests", 0, false, true, fast, 1, 1, `tracktest: 1 tensor leaked (64 B) in tracker "main" (1 handle: 0 live, 1 dropped without Free):`},
 		{"failing tests are not checked", 3, true, true, fast, 3, 1, ""},
-		{"invalid option stops before running", 0, false, false, []tracktest.Option{tracktest.IgnoreKind("")}, 1, 0, "tracktest: invalid option: IgnoreKind with an empty kind"},
+		{"invalid option stops before running", 0, false, false, []tracktest.Option{tracktest.IgnoreKind("")}, 1, 0, `tracktest: invalid option: IgnoreKind(""): want a kind`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -283,12 +283,12 @@ func TestFindRejectsInvalidOptions(t *testing.T) {
 		msg  string
 	}{
 		{"nil option", nil, "nil option (passed to Find)"},
-		{"empty site", tracktest.IgnoreSite(""), "IgnoreSite with an empty function name"},
-		{"empty kind", tracktest.IgnoreKind(""), "IgnoreKind with an empty kind"},
-		{"empty label key", tracktest.IgnoreLabel("", "v"), "IgnoreLabel with an empty key"},
+		{"empty site", tracktest.IgnoreSite(""), `IgnoreSite(""): want a function name`},
+		{"empty kind", tracktest.IgnoreKind(""), `IgnoreKind(""): want a kind`},
+		{"empty label key", tracktest.IgnoreLabel("", "v"), `IgnoreLabel("", "v"): want a key`},
 		{"negative retries", tracktest.MaxRetries(-1), "MaxRetries(-1): want 0..1000"},
 		{"too many retries", tracktest.MaxRetries(1001), "MaxRetries(1001): want 0..1000"},
-		{"negative settle", tracktest.MaxSettle(-time.Second), "MaxSettle(-1s): negative duration"},
+		{"negative settle", tracktest.MaxSettle(-time.Second), "MaxSettle(-1s): want at least 0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
