@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/pprof/profile"
@@ -102,6 +103,38 @@ func uniquelyLabelled(t testing.TB, n int) *track.Tracker {
 	return tr
 }
 
+// labelled200k is the tracker of 200k uniquely labelled tensors that the
+// tests of what a LabelKeys profile costs at scale share, built once per
+// test binary: each test reads it, none changes it, and building it is a
+// good part of their time. Its tensors stay live until the process ends.
+var labelled200k struct {
+	once sync.Once
+	tr   *track.Tracker
+	recs []track.Record
+}
+
+// sharedLabelled returns labelled200k's tracker, building it on first use.
+func sharedLabelled(t *testing.T) *track.Tracker {
+	t.Helper()
+	labelled200k.once.Do(func() {
+		tr, err := track.New(track.Name("labelled"))
+		if err != nil {
+			panic(err) // valid options
+		}
+		labelled200k.tr, labelled200k.recs = tr, make([]track.Record, 200_000)
+		meta := track.InternMeta("activation", "host", "float16", []int{64})
+		for i := range labelled200k.recs {
+			ctx := track.WithLabels(context.Background(), "request", fmt.Sprintf("req-%08d", i))
+			labelled200k.recs[i].Bytes, labelled200k.recs[i].Meta = 128, meta
+			if err := tr.Record(ctx, &labelled200k.recs[i], 0); err != nil {
+				panic(err) // a fresh record of a fresh tracker
+			}
+		}
+	})
+	require.Equal(t, int64(200_000), labelled200k.tr.Totals().LiveCount, "the shared tracker is read, never changed")
+	return labelled200k.tr
+}
+
 // TestLabelKeysProfileCostsWhatItWrites guards a LabelKeys profile against
 // allocating per sample what a profile.Profile and its encoder hold: at
 // 200k unique request ids, writing the profile of the snapshot allocates
@@ -111,7 +144,7 @@ func TestLabelKeysProfileCostsWhatItWrites(t *testing.T) {
 	if testing.Short() {
 		t.Skip("200k tensors")
 	}
-	tr := uniquelyLabelled(t, 200_000)
+	tr := sharedLabelled(t)
 	snap, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{"request"}})
 	require.NoError(t, err)
 	require.Len(t, snap.Groups, 200_000)
@@ -380,7 +413,7 @@ func TestLabelKeysRequestCostsWhatItWrites(t *testing.T) {
 		if model {
 			tr = labelledWithModel(t, 200_000)
 		} else {
-			tr = uniquelyLabelled(t, 200_000)
+			tr = sharedLabelled(t)
 		}
 		h = newHandler(t, tr, pprofexport.LabelKeys("request"))
 		allocated, written := serveAllocated(t, h, tensorsPath)
@@ -391,7 +424,11 @@ func TestLabelKeysRequestCostsWhatItWrites(t *testing.T) {
 
 	// What it writes is the whole profile: a sample per id, each labelled
 	// with its own, the string table spread among the samples.
-	p := getProfile(t, serve(t, h).URL+tensorsPath)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tensorsPath, nil))
+	require.Equal(t, http.StatusOK, rec.Code, "%s", rec.Body)
+	p, err := profile.ParseData(rec.Body.Bytes())
+	require.NoError(t, err)
 	ids := map[string]bool{}
 	for _, s := range p.Sample {
 		if s.Value[3] > 0 { // inuse_space: the live samples
