@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/internal/grouping"
 )
 
 // TestSortedGroupsTieOnTheirValuesAsInFull guards the sort's shortcuts,
@@ -32,7 +34,7 @@ func TestSortedGroupsTieOnTheirValuesAsInFull(t *testing.T) {
 	}{
 		{"ranked, by one key", []string{"request"}, 0, 5000, true},
 		{"ranked, by two keys", []string{"request", "model"}, 0, 5000, true},
-		{"past the classes it ranks", []string{"request"}, 3 * minSortClasses, 20000, false},
+		{"past the classes it ranks", []string{"request"}, 3 * grouping.MinSortClasses, 20000, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, 2))
@@ -54,22 +56,25 @@ func TestSortedGroupsTieOnTheirValuesAsInFull(t *testing.T) {
 			// A value made last that shares no prefix with the others.
 			gr.add(sites[0], metas[0], NewLabels("request", "\xff"+alphabet[4], "model", "m"), nil, 64, false, false,
 				time.Time{})
-			require.Greater(t, gr.n, int32(50))
-			keys := make([]sortKey, gr.n)
-			for i := range keys {
-				keys[i].at = int32(i)
+			n := gr.groups.Len()
+			require.Greater(t, n, 50)
+			classes := map[sortClass]bool{}
+			for i := range n {
+				classes[gr.at(int32(i)).Class()] = true
 			}
-			assert.Equal(t, tt.ranked, gr.rank(keys))
+			// The sort ranks classes up to the larger of MinSortClasses and
+			// an eighth of the entries, and compares entries whole past it.
+			assert.Equal(t, tt.ranked, len(classes) <= max(grouping.MinSortClasses, n/8), "%d classes", len(classes))
 			got := gr.sorted()
-			want := make([]int32, gr.n)
+			want := make([]int32, n)
 			for i := range want {
 				want[i] = int32(i)
 			}
 			slices.SortFunc(want, func(a, b int32) int { return entryOrder(gr.at(a), gr.at(b)) })
 			for i := range want {
-				require.Zero(t, entryOrder(gr.at(got[i].at), gr.at(want[i])), "position %d", i)
+				require.Zero(t, entryOrder(gr.at(got[i].At), gr.at(want[i])), "position %d", i)
 			}
-			assert.True(t, slices.IsSortedFunc(got, func(a, b sortKey) int { return entryOrder(gr.at(a.at), gr.at(b.at)) }))
+			assert.True(t, slices.IsSortedFunc(got, func(a, b grouping.Key) int { return entryOrder(gr.at(a.At), gr.at(b.At)) }))
 		})
 	}
 }
@@ -102,7 +107,7 @@ func TestSortedTiesAreReadAgainWhenThePrefixShrinks(t *testing.T) {
 	gr.add(site, meta, NewLabels("request", "a"), nil, 64, false, false, time.Time{}) // first: against stale ties, last
 	got := gr.sorted()
 	for i := 1; i < len(got); i++ {
-		require.Negative(t, entryOrder(gr.at(got[i-1].at), gr.at(got[i].at)), "position %d", i)
+		require.Negative(t, entryOrder(gr.at(got[i-1].At), gr.at(got[i].At)), "position %d", i)
 	}
-	assert.Equal(t, "{request=a}", gr.at(got[0].at).labels.String())
+	assert.Equal(t, "{request=a}", gr.at(got[0].At).labels.String())
 }

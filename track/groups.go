@@ -1,6 +1,10 @@
 package track
 
-import "iter"
+import (
+	"iter"
+
+	"github.com/tensorlife/tensorlife/internal/grouping"
+)
 
 // Groups are the groups of one snapshot, kept apart from it (GroupsOf) to
 // be read one at a time in the order of Snapshot.Groups. What they hold
@@ -11,8 +15,8 @@ import "iter"
 // called any number of times, from several goroutines at once.
 type Groups struct {
 	gr    *grouper
-	order []sortKey // the grouper's entries, in order
-	list  []Group   // a snapshot read from counters keeps its few groups whole
+	order []grouping.Key // the grouper's entries, in order
+	list  []Group        // a snapshot read from counters keeps its few groups whole
 }
 
 // GroupsOf takes the snapshot SnapshotOf(f) takes, its Groups left nil, and
@@ -33,9 +37,9 @@ func (t *Tracker) GroupsOf(f Filter) (*Snapshot, *Groups, error) {
 	now, gr, allocs := t.walk(f)
 	snap, bySite := t.startSnapshot(f, now, allocs)
 	gs := &Groups{gr: gr, order: gr.sorted()}
-	gr.table = nil // found by index from now on, never by hash
+	gr.groups.Seal() // found by position from now on, never by hash
 	for _, k := range gs.order {
-		g := gr.groupAt(k.at)
+		g := gr.groupAt(k.At)
 		addToSite(bySite, &g)
 	}
 	t.endSnapshot(snap, bySite)
@@ -67,7 +71,7 @@ func (gs *Groups) All() iter.Seq[*Group] {
 			return
 		}
 		for _, k := range gs.order {
-			g = gs.gr.groupAt(k.at)
+			g = gs.gr.groupAt(k.At)
 			if !yield(&g) {
 				return
 			}

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tensorlife/tensorlife/internal/grouping"
 )
 
 // Allocation is a copy of one live record, as a snapshot holds it.
@@ -185,17 +187,16 @@ func (f Filter) admits(c candidate, req *request) bool {
 //
 // While it reads, a group is a compact entry (72 bytes: the record's Meta
 // by pointer, the oldest time as an offset, the low half of its hash),
-// kept in chunks that never move and found through an open-addressed
-// table of their indexes by the hash of what tells them apart; finish
-// sorts their indexes and writes each Group once, in order, or
-// Tracker.GroupsOf keeps the entries and makes each Group as it is read.
+// kept in an internal/grouping table (chunks that never move, found
+// through an open-addressed index by the hash of what tells them apart);
+// finish sorts them (grouping.Table.Sorted) and writes each Group once, in
+// order, or Tracker.GroupsOf keeps the entries and makes each Group as it
+// is read.
 // A snapshot of 200k groups (a label per request) costs its Groups, their
 // entries and a table of 4-byte slots: not a map of keys, a chain, and
 // the Groups twice (as chunks, then copied whole).
 type grouper struct {
-	table   []int32 // entry index + 1 by hash, 0 empty; at most half full
-	chunks  [][]groupEntry
-	n       int32
+	groups  grouping.Table[groupEntry, sortClass, *groupEntry]
 	keys    []string
 	byKeys  bool
 	base    time.Time // the oldest times are offsets from it
@@ -206,9 +207,6 @@ type grouper struct {
 	lastMeta     *Meta
 	lastMetaHash uint64
 }
-
-// groupChunk is how many entries a chunk holds.
-const groupChunk = 1024
 
 // groupEntry is a group while the grouper reads.
 type groupEntry struct {
@@ -229,7 +227,7 @@ func newGrouper(f Filter) *grouper {
 	return &grouper{keys: f.LabelKeys, byKeys: f.LabelKeys != nil}
 }
 
-func (gr *grouper) at(i int32) *groupEntry { return &gr.chunks[i/groupChunk][i%groupChunk] }
+func (gr *grouper) at(i int32) *groupEntry { return gr.groups.At(i) }
 
 // groupOf is a group's identity: what tells two groups apart. meta, when
 // set, is an interned Meta holding kind, device, dtype and shape, kept by
@@ -247,18 +245,18 @@ type groupOf struct {
 func (gr *grouper) hash(k *groupOf) uint64 {
 	// Strings through maphash.String, the rest mixed in as integers: no
 	// step of it allocates, at one hash per record walked.
-	h := mix(0, uint64(k.site.id))
-	h = mix(h, gr.metaHash(k))
-	h = mix(h, gr.labelHash(k.labels))
+	h := grouping.Mix(0, uint64(k.site.id))
+	h = grouping.Mix(h, gr.metaHash(k))
+	h = grouping.Mix(h, gr.labelHash(k.labels))
 	if k.held != nil {
-		h = mix(h, uint64(siteID(k.held.Site))+1)
-		h = mix(h, maphash.String(labelSeed, k.held.How))
+		h = grouping.Mix(h, uint64(siteID(k.held.Site))+1)
+		h = grouping.Mix(h, maphash.String(labelSeed, k.held.How))
 	}
 	if k.outlived {
-		h = mix(h, 1)
+		h = grouping.Mix(h, 1)
 	}
 	if k.other {
-		h = mix(h, 2)
+		h = grouping.Mix(h, 2)
 	}
 	return h
 }
@@ -270,22 +268,16 @@ func (gr *grouper) metaHash(k *groupOf) uint64 {
 		return gr.lastMetaHash
 	}
 	h := maphash.String(labelSeed, k.kind)
-	h = mix(h, maphash.String(labelSeed, k.device))
-	h = mix(h, maphash.String(labelSeed, k.dtype))
-	h = mix(h, uint64(len(k.shape)))
+	h = grouping.Mix(h, maphash.String(labelSeed, k.device))
+	h = grouping.Mix(h, maphash.String(labelSeed, k.dtype))
+	h = grouping.Mix(h, uint64(len(k.shape)))
 	for _, d := range k.shape {
-		h = mix(h, uint64(d))
+		h = grouping.Mix(h, uint64(d))
 	}
 	if k.meta != nil {
 		gr.lastMeta, gr.lastMetaHash = k.meta, h
 	}
 	return h
-}
-
-// mix folds x into the hash h.
-func mix(h, x uint64) uint64 {
-	h ^= x + 0x9e3779b97f4a7c15 + h<<6 + h>>2
-	return h * 0xff51afd7ed558ccd
 }
 
 func (gr *grouper) matches(e *groupEntry, k *groupOf) bool {
@@ -306,23 +298,10 @@ func (gr *grouper) matches(e *groupEntry, k *groupOf) bool {
 // group returns the entry of k, made empty if it has none yet.
 func (gr *grouper) group(k *groupOf) *groupEntry {
 	h := uint32(gr.hash(k)) // a table never has 2³² slots
-	if int(gr.n) >= len(gr.table)/2 {
-		gr.grow()
+	e, added := gr.groups.Find(h, func(e *groupEntry) bool { return gr.matches(e, k) })
+	if !added {
+		return e
 	}
-	mask := uint32(len(gr.table) - 1)
-	slot := h & mask
-	for ; gr.table[slot] != 0; slot = (slot + 1) & mask {
-		if e := gr.at(gr.table[slot] - 1); e.hash == h && gr.matches(e, k) {
-			return e
-		}
-	}
-	i := gr.n
-	if int(i/groupChunk) == len(gr.chunks) {
-		gr.chunks = append(gr.chunks, make([]groupEntry, groupChunk))
-	}
-	gr.n++
-	gr.table[slot] = i + 1
-	e := gr.at(i)
 	m := k.meta
 	if m == nil {
 		m = &Meta{Kind: k.kind, Device: k.device, DType: k.dtype, Shape: k.shape}
@@ -333,21 +312,6 @@ func (gr *grouper) group(k *groupOf) *groupEntry {
 		e.held = &Holder{Site: k.held.Site, How: k.held.How}
 	}
 	return e
-}
-
-// grow doubles the table (or makes its first), placing each entry again
-// by its hash.
-func (gr *grouper) grow() {
-	table := make([]int32, max(2*len(gr.table), 64))
-	mask := uint32(len(table) - 1)
-	for i := range gr.n {
-		slot := gr.at(i).hash & mask
-		for table[slot] != 0 {
-			slot = (slot + 1) & mask
-		}
-		table[slot] = i + 1
-	}
-	gr.table = table
 }
 
 // labelHash returns the hash groups of labels are keyed by.
@@ -480,9 +444,9 @@ func (gr *grouper) finish(bySite map[*Site]*SiteStats) []Group {
 	order := gr.sorted()
 	out := make([]Group, len(order))
 	for i, k := range order {
-		out[i] = gr.groupAt(k.at)
+		out[i] = gr.groupAt(k.At)
 	}
-	gr.chunks, gr.table = nil, nil
+	gr.groups.Release()
 	for i := range out {
 		addToSite(bySite, &out[i])
 	}
@@ -512,101 +476,16 @@ func addToSite(bySite map[*Site]*SiteStats, g *Group) {
 	st.add(g)
 }
 
-// sortKey is an entry to sort: its index, the rank of its class and a
-// prefix of what breaks its ties (see sorted).
-type sortKey struct {
-	tie   uint64
-	at    int32
-	class uint32 // 0 when the entries are not ranked
+// sorted returns the entries' positions in the order of groups
+// (entryOrder); grouping.Table.Sorted says how. Where groups are told
+// apart by one label key, its values break the ties of entries alike in
+// all else.
+func (gr *grouper) sorted() []grouping.Key {
+	return gr.groups.Sorted(gr.byKeys && len(gr.keys) == 1)
 }
 
-// minSortClasses is how many classes sorted ranks at least, however few
-// the entries; past an eighth of the entries, or this, it ranks none, and
-// entries are compared whole.
-const minSortClasses = 1 << 12
-
-// sorted returns the entries' indexes in the order of groups (entryOrder).
-//
-// A sort that compares entries reads two of them at random each time,
-// which took most of its time. Entries first fall into classes, alike in
-// all entryOrder compares before the labels (site, bytes, other shapes,
-// kind, dtype, device, shape): most groups of a profile by request ids
-// share a few. Each key carries its class's rank in that order, so that
-// entries of two classes are ordered by their keys alone. Past
-// minSortClasses classes and an eighth of the entries, the keys carry
-// none: the map of classes would cost more than the sort saves.
-//
-// Within a class, where groups are told apart by one label key (a request
-// id), most of them tie on everything but its value, and comparing values
-// that sit behind two pointers each took most of the sort. Each key then
-// carries eight bytes of its value, after the prefix every value shares,
-// big-end first and padded with zeros: two groups of a class that differ
-// in those bytes are ordered by them, as comparing the values would order
-// them, and any other pair is compared whole.
-func (gr *grouper) sorted() []sortKey {
-	keys := make([]sortKey, gr.n)
-	for i := range keys {
-		keys[i].at = int32(i)
-	}
-	ranked := gr.rank(keys)
-	ties := gr.byKeys && len(gr.keys) == 1
-	if ties {
-		// One pass reads each tie past the prefix shared so far, and a
-		// second reads again those read before it last shrank (below
-		// redo): most of the time a few, not every value twice.
-		shared := -1 // the length of the prefix all values share
-		var first string
-		redo := 0
-		for i := range keys {
-			v, ok := soleValue(gr.at(int32(i)).labels)
-			switch {
-			case !ok:
-				continue
-			case shared < 0:
-				first, shared = v, len(v)
-			default:
-				n, j := min(shared, len(v)), 0
-				for j < n && v[j] == first[j] {
-					j++
-				}
-				if j < shared {
-					shared, redo = j, i
-				}
-			}
-			keys[i].tie = prefix8(v[shared:])
-		}
-		for i := range keys[:redo] {
-			if v, ok := soleValue(gr.at(int32(i)).labels); ok {
-				keys[i].tie = prefix8(v[shared:])
-			}
-		}
-	}
-	if ranked {
-		slices.SortFunc(keys, func(a, b sortKey) int {
-			if a.class != b.class {
-				return cmp.Compare(a.class, b.class)
-			}
-			if ties && a.tie != b.tie {
-				return cmp.Compare(a.tie, b.tie) // of one class, told apart by their values' bytes
-			}
-			return entryOrder(gr.at(a.at), gr.at(b.at))
-		})
-		return keys
-	}
-	slices.SortFunc(keys, func(a, b sortKey) int {
-		ea, eb := gr.at(a.at), gr.at(b.at)
-		if c := cmp.Or(cmp.Compare(ea.site.id, eb.site.id), cmp.Compare(eb.bytes, ea.bytes)); c != 0 {
-			return c
-		}
-		if ties && ea.meta == eb.meta && ea.other == eb.other && a.tie != b.tie {
-			return cmp.Compare(a.tie, b.tie) // of one class, told apart by their values' bytes
-		}
-		return entryOrder(ea, eb)
-	})
-	return keys
-}
-
-// sortClass is what entries alike up to their labels share (see sorted).
+// sortClass is what entries alike up to their labels share: all that
+// entryOrder compares before the labels.
 type sortClass struct {
 	site  *Site
 	meta  *Meta
@@ -614,80 +493,34 @@ type sortClass struct {
 	other bool
 }
 
-// rank sets the class rank of each key, reporting false, with none set,
-// where the entries fall into too many classes (see sorted). Classes of
-// equal content by different Metas share a rank.
-func (gr *grouper) rank(keys []sortKey) bool {
-	limit := max(minSortClasses, len(keys)/8)
-	index := make(map[sortClass]uint32)
-	var classes []sortClass
-	var last sortClass
-	lastAt := uint32(0)
-	for i := range keys {
-		e := gr.at(keys[i].at)
-		c := sortClass{site: e.site, meta: e.meta, bytes: e.bytes, other: e.other}
-		if i == 0 || c != last {
-			at, ok := index[c]
-			if !ok {
-				if len(classes) == limit {
-					for j := range keys[:i] {
-						keys[j].class = 0
-					}
-					return false
-				}
-				at = uint32(len(classes))
-				index[c] = at
-				classes = append(classes, c)
-			}
-			last, lastAt = c, at
-		}
-		keys[i].class = lastAt
-	}
-	order := make([]uint32, len(classes))
-	for i := range order {
-		order[i] = uint32(i)
-	}
-	compare := func(a, b sortClass) int {
-		return cmp.Or(cmp.Compare(a.site.id, b.site.id), cmp.Compare(b.bytes, a.bytes),
-			compareBool(a.other, b.other), strings.Compare(a.meta.Kind, b.meta.Kind),
-			strings.Compare(a.meta.DType, b.meta.DType), strings.Compare(a.meta.Device, b.meta.Device),
-			slices.Compare(a.meta.Shape, b.meta.Shape))
-	}
-	slices.SortFunc(order, func(a, b uint32) int { return compare(classes[a], classes[b]) })
-	ranks := make([]uint32, len(classes))
-	r := uint32(0)
-	for i, c := range order {
-		if i > 0 && compare(classes[order[i-1]], classes[c]) != 0 {
-			r++
-		}
-		ranks[c] = r
-	}
-	for i := range keys {
-		keys[i].class = ranks[keys[i].class]
-	}
-	return true
+// Compare orders classes as entryOrder orders their entries; classes of
+// equal content by different Metas compare equal.
+func (a sortClass) Compare(b sortClass) int {
+	return cmp.Or(cmp.Compare(a.site.id, b.site.id), cmp.Compare(b.bytes, a.bytes),
+		compareBool(a.other, b.other), strings.Compare(a.meta.Kind, b.meta.Kind),
+		strings.Compare(a.meta.DType, b.meta.DType), strings.Compare(a.meta.Device, b.meta.Device),
+		slices.Compare(a.meta.Shape, b.meta.Shape))
 }
 
-// soleValue returns the value of l's one pair, false if l has none.
-func soleValue(l Labels) (string, bool) {
+// Hash returns the low half of the hash of e's identity.
+func (e *groupEntry) Hash() uint32 { return e.hash }
+
+// Class returns what e shares with the entries alike up to their labels.
+func (e *groupEntry) Class() sortClass {
+	return sortClass{site: e.site, meta: e.meta, bytes: e.bytes, other: e.other}
+}
+
+// Tie returns the value of e's one label, false if it has none or more.
+func (e *groupEntry) Tie() (string, bool) {
+	l := e.labels
 	if l.set == nil || len(l.set.kv) != 2 {
 		return "", false
 	}
 	return l.set.kv[1], true
 }
 
-// prefix8 returns the first eight bytes of s as a big-endian number, zeros
-// past its end: prefix8(a) < prefix8(b) only where a < b.
-func prefix8(s string) uint64 {
-	var p uint64
-	for i := range 8 {
-		p <<= 8
-		if i < len(s) {
-			p |= uint64(s[i])
-		}
-	}
-	return p
-}
+// Compare orders e and o as their groups are ordered (entryOrder).
+func (e *groupEntry) Compare(o *groupEntry) int { return entryOrder(e, o) }
 
 // entryOrder is the order of groups (sortGroups) on their entries.
 func entryOrder(a, b *groupEntry) int {
