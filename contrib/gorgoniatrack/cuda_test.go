@@ -11,10 +11,10 @@ import (
 	gorgonia "gorgonia.org/tensor"
 
 	"github.com/tensorlife/tensorlife/contrib/gorgoniatrack"
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/tensor/devflag"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 	"github.com/tensorlife/tensorlife/track/tracktest"
 )
 
@@ -27,7 +27,7 @@ import (
 func TestCUDAAllocatorIsRefusedAndCopiesWork(t *testing.T) {
 	gpu, err := devflag.Open(devflag.Spec{CUDA: true}, 16<<20)
 	if err != nil {
-		devices.NoDevice(t, 0, "no CUDA device: %v", err)
+		tensortest.NoDevice(t, 0, "no CUDA device: %v", err)
 	}
 	defer func() { assert.NoError(t, gpu.Close()) }()
 	e := newEnv(t, 16<<20)

@@ -115,7 +115,7 @@ func newServer(cfg config, logger *slog.Logger, report io.Writer) (*server, erro
 	// however many run at once and however long, is never judged.
 	// A suspect whose memory ran out stays one, and the watcher says so in
 	// the server's log.
-	s.watcher, err = watch.New(s.tr, watch.WarmUp(cfg.watchAfter), watch.OnSuspect(s.onSuspect), watch.Logger(logger))
+	s.watcher, err = watch.New(s.tr, watch.WarmUp(cfg.watchAfter), watch.OnSuspect(s.onSuspect)) // it logs through the tracker's logger
 	if err != nil {
 		return nil, err
 	}

@@ -28,15 +28,15 @@ type budgetRun struct {
 }
 
 func newBudgetRun(t *testing.T, budget int64) *budgetRun {
-	tr, err := track.New(track.Name("budget"))
+	log := &bytes.Buffer{}
+	tr, err := track.New(track.Name("budget"), track.Logger(slog.New(slog.NewTextHandler(log, nil))))
 	require.NoError(t, err)
 	dev, err := tensor.NewHostDevice(64 << 20)
 	require.NoError(t, err)
 	p, err := pool.New(dev, pool.Tracker(tr), pool.Budget(budget))
 	require.NoError(t, err)
-	r := &budgetRun{tr: tr, p: p, log: &bytes.Buffer{}}
-	r.w, err = watch.New(tr, watch.OnSuspect(func(watch.Suspect) {}),
-		watch.Logger(slog.New(slog.NewTextHandler(r.log, nil))))
+	r := &budgetRun{tr: tr, p: p, log: log}
+	r.w, err = watch.New(tr, watch.OnSuspect(func(watch.Suspect) {}))
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		for _, x := range r.kept {

@@ -1080,7 +1080,7 @@ func (w *Watcher) ranOut(h *siteHistory, s *Suspect, live, ooms int64) string {
 // and that it stays a suspect.
 func (w *Watcher) logRanOut(s Suspect) {
 	defer func() { _ = recover() }() // a logger's panic is not let through
-	w.cfg.logger.Warn("tensorlife: leak suspect: the memory it draws from ran out; it stays a suspect until its bytes are freed or handed to an owner",
+	w.tr.Logger().Warn("tensorlife: leak suspect: the memory it draws from ran out; it stays a suspect until its bytes are freed or handed to an owner",
 		slog.String("tracker", w.tr.Name()),
 		slog.String("site", s.Site.String()),
 		slog.String("ran_out", s.RanOut),
