@@ -52,15 +52,13 @@ func (p *Pool) oomError(size int64, refused string, devErr error) error {
 		e.Limit = total
 	}
 	if p.tracker != nil {
-		// One settle for every figure the error reads: each settle
-		// checks every open request's context.
-		read := p.tracker.Settle()
 		// The sites' counters, no walk of the live set; the tracker
 		// is shared by every allocator that records into it, so sites
-		// on other devices may be listed too.
-		e.TopSites = read.TopSites(p.topSites)
-		e.HeldBy = heldBy(read, e.TopSites)
-		e.Requests = read.OpenRequests(oomRequestRows)
+		// on other devices may be listed too. Neither depends on how
+		// many requests are open.
+		e.TopSites = p.tracker.TopSites(p.topSites)
+		e.HeldBy = p.heldBy(e.TopSites)
+		e.Requests = p.tracker.OpenRequests(oomRequestRows)
 	}
 	if p.onOOM != nil {
 		p.callOnOOM(e)
@@ -99,19 +97,11 @@ func (p *Pool) heldBy(sites []track.SiteStats) [][]track.Holder {
 	if len(sites) == 0 {
 		return nil
 	}
-	return heldBy(p.tracker.Settle(), sites)
-}
-
-// heldBy is Pool.heldBy as read reads it.
-func heldBy(read track.Settled, sites []track.SiteStats) [][]track.Holder {
-	if len(sites) == 0 {
-		return nil
-	}
 	ss := make([]*track.Site, len(sites))
 	for i := range sites {
 		ss[i] = sites[i].Site
 	}
-	return read.HeldBy(ss, maxHeldBy)
+	return p.tracker.HeldBy(ss, maxHeldBy)
 }
 
 // otherReserved returns the bytes that the other allocators attached to

@@ -301,7 +301,7 @@ type countedSlot struct {
 // pointers of its special records. Its snapshot is SnapshotOf(Filter{LabelKeys: []string{}})
 // as it would have been when counts ran.
 func (t *Tracker) counts() *counts {
-	c := &counts{tracker: t, totals: t.Totals(), time: t.Now()} // Totals settles the requests
+	c := &counts{tracker: t, totals: t.Totals(), time: t.Now()} // Totals sweeps the requests
 	sites := t.stacks.sites()
 	c.sites = make([]countedSite, 0, len(sites))
 	c.slots = make([]countedSlot, 0, len(sites)+1)

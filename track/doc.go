@@ -62,9 +62,7 @@
 // package keeps its own state per tracker in a Local. Tools read counters: CopyCounts (the default
 // profile's snapshot, copied for later), History (the events, KeepHistory),
 // LiveByClass, ReservedOn, HeldBy, a SiteFeed (the sites whose outlived
-// figures changed, what a watcher reads each window) and WatchLeaks; one
-// that reads several figures of one moment (an out-of-memory error: top
-// sites, who holds them, open requests) reads them from one Settle. A
+// figures changed, what a watcher reads each window) and WatchLeaks. A
 // tool that writes each group as it reads it (a profile's encoder) takes
 // them apart from their snapshot with GroupsOf, and holds none of them.
 //
@@ -80,11 +78,14 @@
 // one of 64 shard locks and a few atomics (one add for the site's figures);
 // BenchmarkRecordReleaseRatio measures them against one runtime.Callers over
 // the same 20 frames. A request is listed once per tracker, at its first
-// record (one of 16 locks); every reader settles the listed requests first,
-// O(requests open): a receive on each one's Done channel, about 7 ns, and a
-// reader of several figures settles once with Settle. OpenRequests scans
-// the open list once, a request's lock each (about 22 ns a request with the
-// settle); a request's end with RequestKinds takes one tracker-wide lock,
+// record (one of 16 locks), and its end takes it out again (O(log open)),
+// paid by whoever ends it. No reader pays for what is open: the book keeps
+// the largest and the oldest requests as they grow and end, so that
+// OpenRequests costs what changed since its last read and O(n log open),
+// and a reading of the gauges looks at 64 listed requests' contexts in
+// turn, to see the ends of requests begun by WithLabels (whose contexts'
+// cancels tensorlife cannot hook without a goroutine each): Totals says
+// how soon. A request's end with RequestKinds takes one tracker-wide lock,
 // once per request.
 //
 // Every reader but the views that show per-tensor detail reads counters

@@ -101,7 +101,7 @@ func (t *Tracker) siteFeedOf() *siteFeed {
 // after its read of a site queues the site again for the next call.
 func (sf *siteFeed) changed(dst []SiteStats) []SiteStats {
 	t := sf.t
-	t.settle() // requests whose contexts are done count as ended before the read
+	t.sweep() // requests whose contexts are done count as ended before the read
 	if sf.slot < 0 || sf.first {
 		sf.first = false
 		bit := uint64(1) << max(sf.slot, 0)

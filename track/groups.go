@@ -28,7 +28,7 @@ func (t *Tracker) GroupsOf(f Filter) (*Snapshot, *Groups, error) {
 		return nil, nil, err
 	}
 	if f.counted() {
-		t.settle()
+		t.sweep()
 		snap := t.counts().snapshot(f)
 		gs := &Groups{list: snap.Groups}
 		snap.Groups = nil

@@ -405,11 +405,6 @@ func (sh *siteHolders) list() []Holder {
 // live set and no shard lock, so that it is cheap on the out-of-memory
 // path.
 func (t *Tracker) HeldBy(sites []*Site, limit int) [][]Holder {
-	return t.Settle().HeldBy(sites, limit)
-}
-
-// HeldBy is Tracker.HeldBy at the moment of s's settle.
-func (s Settled) HeldBy(sites []*Site, limit int) [][]Holder {
 	out := make([][]Holder, len(sites))
 	for i, s := range sites {
 		if s == nil {

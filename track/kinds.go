@@ -76,7 +76,7 @@ type RequestKindStats struct {
 	PeakMax int64
 	// DurationP50 is the median of how long its requests were open, from
 	// their first record to the end the tracker saw: their end function,
-	// or the first read after their context was done.
+	// or, begun by WithLabels, the reading that found their context done.
 	DurationP50 time.Duration
 	// DurationP99 is the 99th percentile of the durations.
 	DurationP99 time.Duration
@@ -104,13 +104,14 @@ type Bucket struct {
 
 // RequestCosts returns the statistics of every request kind on every
 // device, by kind then device, OtherKind last; nil without RequestKinds.
-// It reads the bounded table once under its lock: O(kinds × buckets).
+// It reads the bounded table once under its lock: O(kinds × buckets). A
+// request begun by WithLabels counts once its end is found (Totals).
 func (t *Tracker) RequestCosts() []RequestKindStats {
 	k := &t.kinds
 	if len(k.keys) == 0 {
 		return nil
 	}
-	t.settle() // the requests that are over count
+	t.sweep()
 	k.mu.Lock()
 	out := make([]RequestKindStats, 0, len(k.byKey))
 	for _, s := range k.byKey {
@@ -243,12 +244,11 @@ type KindPeak struct {
 }
 
 // RequestPeak returns the peaks of kind on device, and false if no
-// request of it has ended there (or without RequestKinds). Unlike
-// RequestCosts it settles nothing and allocates nothing: it is one map
-// lookup and one pass over the kind's histogram under the table's lock,
-// whatever the open requests, so a server may call it for every request
-// it admits; a request whose context is done but whose end no reader has
-// seen yet counts from the next reader on.
+// request of it has ended there (or without RequestKinds). It allocates
+// nothing: it is one map lookup and one pass over the kind's histogram
+// under the table's lock, whatever the open requests, so a server may
+// call it for every request it admits; a request begun by WithLabels
+// whose context is done counts once its end is found (Totals).
 func (t *Tracker) RequestPeak(kind, device string) (KindPeak, bool) {
 	k := &t.kinds
 	if len(k.keys) == 0 {

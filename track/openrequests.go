@@ -66,78 +66,82 @@ const MaxOpenRows = 256
 
 // OpenRequests returns the tracker's open requests, with the n largest
 // (by in-flight bytes) and the n oldest (n is cut to 0..MaxOpenRows; 0
-// returns the figures alone, what metrics read). It reads counters each
-// request keeps on the record path, in one scan of the open list, shard by
-// shard: a shard's lock is held while its list is copied, and each
-// request's, after, while its few counters are read (a request's lock comes
-// before a book's); the rows returned are read once more, under their
-// locks, for their labels and top sites. It never walks the live set. A
-// request that records in two trackers shows what it holds in both. Safe
-// for concurrent use.
+// returns the figures alone, what metrics read). The book keeps them as
+// they grow and end (requestbook.go): a read costs the requests changed
+// since the last one and O(n log open), never a walk of the open requests
+// or of the live set. The rows are exact: each request about to be shown,
+// and the oldest of each shard, is looked at first, and one whose context
+// is done is ended and left out. Count and the sums count a request begun
+// by WithLabels whose context is done as open until its end is found:
+// at most ⌈open/64⌉ readings later (Totals). A request that records in two
+// trackers shows what it holds in both. Safe for concurrent use.
 func (t *Tracker) OpenRequests(n int) OpenRequests {
-	return t.Settle().OpenRequests(n)
+	n = min(max(n, 0), MaxOpenRows)
+	t.sweep()
+	b := &t.requests
+	for {
+		out, largest, oldest, over := b.read(n)
+		if len(over) == 0 {
+			now := t.start.Add(time.Duration(t.now())).UnixNano()
+			if out.Count > 0 {
+				out.OldestAge = time.Duration(max(now-oldest[0].begun, 0))
+			}
+			out.OthersBytes, out.OthersTensors, out.OthersCount = out.InFlightBytes, out.InFlightTensors, out.Count
+			for _, r := range largest {
+				out.OthersBytes -= r.bytes
+				out.OthersTensors -= r.tensors
+				out.OthersCount--
+			}
+			out.Largest = rowsStats(largest, now)
+			out.Oldest = rowsStats(oldest[:min(n, len(oldest))], now)
+			return out
+		}
+		// Each round ends at least one request, each request once: a
+		// reading pays for the ends it found, amortized O(1) each.
+		endAll(over)
+	}
 }
 
-// OpenRequests is Tracker.OpenRequests at the moment of s's settle: the
-// requests whose contexts were done then are not counted.
-func (s Settled) OpenRequests(n int) OpenRequests {
-	t := s.t
-	n = min(max(n, 0), MaxOpenRows)
-	if t == nil {
-		return OpenRequests{}
-	}
-	now := t.start.Add(time.Duration(t.now())).UnixNano()
-	var out OpenRequests
-	largest := make([]openRow, 0, n)
-	oldest := make([]openRow, 0, n)
-	oldestBegun := int64(0)
-	b := &t.requests
-	var buf []*request
+// read reads the book's figures and its n largest and n oldest requests
+// (at least the oldest one), and returns with them the requests among
+// those rows whose context is done, to be ended before a read again.
+func (b *requestBook) read(n int) (out OpenRequests, largest, oldest []openRow, over []*request) {
+	var cands []*bookEntry
 	for i := range b.shards {
 		sh := &b.shards[i]
 		if sh.listed.Load() == 0 {
 			continue
 		}
+		sh.drain()
 		sh.mu.Lock()
-		buf = append(buf[:0], sh.open...)
+		out.Count += len(sh.open)
+		out.InFlightBytes += sh.bytes
+		out.InFlightTensors += sh.tensors
+		first := len(cands)
+		cands = sh.topLargest(cands, n)
+		for e, k := sh.oldest, 0; e != nil && k < max(n, 1); e, k = e.next, k+1 {
+			cands = append(cands, e)
+		}
+		rows := make([]openRow, 0, len(cands)-first)
+		for _, e := range cands[first:] {
+			rows = append(rows, openRow{q: e.q, bytes: e.bytes, tensors: e.tensors, begun: e.begun})
+		}
 		sh.mu.Unlock()
-		for _, q := range buf {
-			q.mu.Lock()
-			ended := q.ended.Load()
-			row := openRow{q: q, bytes: q.inFlight, tensors: q.tensors, begun: q.begun.Load()}
-			q.mu.Unlock()
-			if ended {
+		for k, e := range cands[first:] {
+			if e.q.isDone() {
+				over = append(over, e.q)
 				continue
 			}
-			out.Count++
-			out.InFlightBytes += row.bytes
-			out.InFlightTensors += row.tensors
-			if oldestBegun == 0 || row.begun < oldestBegun {
-				oldestBegun = row.begun
+			r := rows[k]
+			if n > 0 && (len(largest) < n || largerRow(r, largest[n-1]) < 0) {
+				largest = keepTop(largest, n, r, largerRow)
 			}
-			// Most rows enter neither list: the compares are called
-			// directly here, where keepTop's func values are not.
-			if n > 0 && (len(largest) < n || largerRow(row, largest[n-1]) < 0) {
-				largest = keepTop(largest, n, row, largerRow)
-			}
-			if n > 0 && (len(oldest) < n || olderRow(row, oldest[n-1]) < 0) {
-				oldest = keepTop(oldest, n, row, olderRow)
+			if len(oldest) < max(n, 1) || olderRow(r, oldest[len(oldest)-1]) < 0 {
+				oldest = keepTop(oldest, max(n, 1), r, olderRow)
 			}
 		}
 	}
-	clear(buf)
-	if out.Count > 0 {
-		out.OldestAge = time.Duration(max(now-oldestBegun, 0))
-	}
-	out.OthersBytes, out.OthersTensors, out.OthersCount = out.InFlightBytes, out.InFlightTensors, out.Count
-	for _, r := range largest {
-		out.OthersBytes -= r.bytes
-		out.OthersTensors -= r.tensors
-		out.OthersCount--
-	}
-	out.Largest = rowsStats(largest, now)
-	out.Oldest = rowsStats(oldest, now)
-	return out
+	return out, largest, oldest, over
 }
 
 // openRow is one request as the scan read it.
@@ -161,9 +165,13 @@ func olderRow(a, b openRow) int {
 	return cmp.Compare(b.bytes, a.bytes)
 }
 
-// keepTop keeps in rows, sorted by less, the n first of rows and row.
+// keepTop keeps in rows, sorted by less, the n first of rows and row, each
+// request once.
 func keepTop(rows []openRow, n int, row openRow, less func(a, b openRow) int) []openRow {
 	if len(rows) == n && less(row, rows[n-1]) >= 0 {
+		return rows
+	}
+	if slices.ContainsFunc(rows, func(r openRow) bool { return r.q == row.q }) {
 		return rows
 	}
 	i, _ := slices.BinarySearchFunc(rows, row, less)

@@ -3,7 +3,6 @@ package track
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,10 +16,12 @@ import (
 // set and no clock. A record made under it is outlived from then on: the
 // record need not be touched, as outlived() reads the request's end.
 //
-// A request ends when its context is done, and every reader sees it at
-// once: readers settle the requests whose contexts are done before they
-// read (Tracker.settle), so nothing waits for a goroutine to run, and no
-// goroutine or callback is registered per request.
+// Its end costs whoever ends it: WithRequest's end function ends it then,
+// and takes it out of the books of the trackers it recorded in. A request
+// begun by WithLabels has no end function: the first reader or listing
+// that finds its context done ends it, once (requestbook.go says which
+// readers look, and how soon). No goroutine or callback is registered per
+// request.
 //
 // Lock order: a shard's lock, then a request's, then a request book
 // shard's; end is never called with a book shard's lock held.
@@ -30,7 +31,7 @@ type request struct {
 	// labelled marks a request begun by WithLabels: other label calls on
 	// contexts that share its Done channel begin requests of their own,
 	// which are the same request (canon). Beside ended, in the word after
-	// mu: a request and its labels fit one 288-byte allocation.
+	// mu.
 	labelled bool
 	// borrowed marks a request that took a handle on another's record
 	// (Record.HoldUnder): its end tells its trackers' borrow books. Under
@@ -41,7 +42,6 @@ type request struct {
 	// the sites, under mu: plain integers, so that the record path pays
 	// nothing for them beyond the lock it takes anyway (an atomic store is
 	// an exchange on amd64, two of which cost Record+Release a tenth).
-	// Beside ended, which OpenRequests reads first, and begun.
 	inFlight, tensors int64
 	// begun is when the request was first listed, on the listing
 	// tracker's clock, in Unix nanoseconds; set once, before it is listed.
@@ -62,10 +62,11 @@ type request struct {
 	// canon is the request this one is the same as: the first request of
 	// its Done channel that a tracker listed. nil while q is its own.
 	canon atomic.Pointer[request]
-	// book and more are the books that list the request, one per tracker
-	// it has recorded in (most requests know one); under mu.
-	book      *requestBook
-	moreBooks []*requestBook
+	// entry is the request in the book of the first tracker it recorded
+	// in; others, in the books of the others (most requests know one).
+	// Set under mu.
+	entry  bookEntry
+	others []*bookEntry
 }
 
 // reqSite is what a request holds in flight at one site.
@@ -84,6 +85,12 @@ func (q *request) addLocked(site *Site, bytes, count int64) {
 	q.inFlight += bytes
 	q.tensors += count
 	q.peak = max(q.peak, q.inFlight)
+	if !q.entry.dirty {
+		q.entry.queue() // the books learn of it at their next read
+	}
+	for _, e := range q.others {
+		e.queue()
+	}
 	for i := range q.sites {
 		if e := &q.sites[i]; e.site == site {
 			e.bytes += bytes
@@ -175,8 +182,9 @@ func (c *scopeCtx) Value(key any) any {
 func (c *scopeCtx) String() string { return fmt.Sprintf("%v.WithValue(track scope)", c.Context) }
 
 // WithRequest begins a request under ctx and returns its context and the
-// function that ends it; it also ends when ctx is done, and every reader
-// sees the end at once. A tensor made under it and live at its end has
+// function that ends it: every reader sees its end once the function has
+// run. It also ends when ctx is done, seen as the end of a request begun
+// by WithLabels is (Tracker.Totals says how soon). A tensor made under it and live at its end has
 // outlived it (one made under no request, from birth); memory in flight is
 // never judged. A request begun under another is part of it.
 //
@@ -201,12 +209,13 @@ func WithRequest(ctx context.Context) (context.Context, context.CancelFunc) {
 // join counts r, made under q, in flight, and returns the request r
 // belongs to: q, or the request q is the same as (canon). A request that
 // has already ended leaves r outlived at once. One whose context is done
-// but that no reader has settled yet (a goroutine it started still
-// allocates) counts r in flight until the next reader settles it, before
-// that reader reads: join does not look at the context, a receive saved on
-// every record. q may be nil: r is then outlived from the start. The first
-// record of q in t lists q in t's book, which finds the request q is the
-// same as if another of its Done channel is listed there.
+// but whose end nobody has found yet (a goroutine it started still
+// allocates) counts r in flight until then: join does not look at the
+// context, a receive saved on every record, but for the record that lists
+// q. q may be nil: r is then outlived from the start. The first record of
+// q in t lists q in t's book; a request begun by WithLabels first asks
+// the book for the request of its Done channel listed there, which it is
+// the same as.
 func (q *request) join(t *Tracker, r *Record) *request {
 	if q == nil {
 		r.word.Or(outlivedFlag)
@@ -218,57 +227,65 @@ func (q *request) join(t *Tracker, r *Record) *request {
 		q = c
 	}
 	q.mu.Lock()
-	if q.ended.Load() {
+	if q.labelled && !q.ended.Load() && q.entryIn(b) == nil {
 		q.mu.Unlock()
+		if c := b.resolve(q); c != q {
+			q.canon.CompareAndSwap(nil, c)
+			return q.canon.Load().join(t, r) // c is listed in b: one more round at most
+		}
+		q.mu.Lock()
+	}
+	if q.ended.Load() {
+		unindex := q.labelled && q.entryIn(b) == nil
+		q.mu.Unlock()
+		if unindex { // resolved in b, and ended before it was listed there
+			b.unindex(q)
+		}
 		r.site.outlived(r.Bytes, 1)
 		return q
 	}
-	if q.book != b && !slices.Contains(q.moreBooks, b) {
+	var e *bookEntry
+	if q.entryIn(b) == nil {
 		if q.begun.Load() == 0 { // the tracker's clock when first listed: r's birth
 			q.begun.CompareAndSwap(0, t.start.Add(time.Duration(r.born)).UnixNano())
 		}
-		if !q.labelled {
-			// The first record of q in t: mark it listed here, so that
-			// one record lists it, and list it once q's lock is
-			// released (a book shard's lock is never taken under a
-			// request's).
-			q.listIn(b)
-			q.addLocked(r.site, r.Bytes, 1)
-			q.noteLabels(r)
-			q.mu.Unlock()
-			b.add(q)
-			return q
-		}
-		// A request begun by WithLabels may be the same as one listed
-		// before, of its Done channel: ask the book, unlocked.
-		q.mu.Unlock()
-		if c := b.add(q); c != q {
-			q.canon.CompareAndSwap(nil, c)
-			return q.canon.Load().join(t, r) // listed in b: one more round at most
-		}
-		q.mu.Lock()
-		q.listIn(b)
-		if q.ended.Load() { // ended while it was being listed
-			q.mu.Unlock()
-			r.site.outlived(r.Bytes, 1)
-			return q
-		}
+		e = q.newEntry(b)
 	}
 	q.addLocked(r.site, r.Bytes, 1)
 	q.noteLabels(r)
 	q.mu.Unlock()
+	if e != nil {
+		b.add(e)
+		if q.isDone() { // listed after its context was done: a deadline past
+			q.end()
+		}
+	}
 	return q
 }
 
-// listIn notes that b lists q. Called with q.mu held.
-func (q *request) listIn(b *requestBook) {
-	switch {
-	case q.book == b || slices.Contains(q.moreBooks, b):
-	case q.book == nil:
-		q.book = b
-	default:
-		q.moreBooks = append(q.moreBooks, b)
+// entryIn returns q's entry in b, nil if b has none. Called with q.mu held.
+func (q *request) entryIn(b *requestBook) *bookEntry {
+	if q.entry.book == b {
+		return &q.entry
 	}
+	for _, e := range q.others {
+		if e.book == b {
+			return e
+		}
+	}
+	return nil
+}
+
+// newEntry makes q's entry in b, queued dirty for the book to read once
+// it is listed. Called with q.mu held.
+func (q *request) newEntry(b *requestBook) *bookEntry {
+	e := &q.entry
+	if e.book != nil {
+		e = new(bookEntry)
+		q.others = append(q.others, e)
+	}
+	*e = bookEntry{q: q, book: b, at: -1, heap: -1, dirty: true}
+	return e
 }
 
 // noteLabels keeps r's labels as q's when they are more than q's, and r's
@@ -354,11 +371,13 @@ func (q *request) endLocked() {
 		}
 	}
 	q.sites, q.more = nil, nil
-	if q.book != nil {
-		q.book.tracker.kinds.ended(q.book.tracker, q)
+	if e := &q.entry; e.book != nil {
+		e.remove()
+		e.book.tracker.kinds.ended(e.book.tracker, q)
 	}
-	for _, b := range q.moreBooks {
-		b.tracker.kinds.ended(b.tracker, q)
+	for _, e := range q.others {
+		e.remove()
+		e.book.tracker.kinds.ended(e.book.tracker, q)
 	}
 	if q.borrowed { // the handles it took and still holds outlive it (borrow.go)
 		if q.book != nil {
@@ -385,4 +404,15 @@ func (r *Record) outlived() bool {
 // one that has not ended, and not handed to an owner.
 func (r *Record) inFlight() bool {
 	return r.req != nil && r.word.Load()&handedFlag == 0 && !r.req.ended.Load()
+}
+
+// outlivedNow is outlived for a reader about to show or judge r: it looks
+// at the context of r's request, which it ends if it is done and nobody
+// has yet, so that an exact reading sees a request begun by WithLabels end
+// the moment its context is done. One receive per record in flight.
+func (r *Record) outlivedNow() bool {
+	if q := r.req; q != nil && r.word.Load()&handedFlag == 0 && !q.ended.Load() && q.isDone() {
+		q.end()
+	}
+	return r.outlived()
 }

@@ -8,24 +8,54 @@ import (
 	"github.com/tensorlife/tensorlife/internal/counter"
 )
 
-// settleSlack is how many requests a book shard lists past twice what it
-// held at its last settle before listing settles it: a tracker nobody reads
-// lists O(requests open), amortized O(1) a request.
-const settleSlack = 64
+// A tracker's book keeps its open requests as they grow and end, so that
+// no reader finds them by walking them all: the oldest in a list in the
+// order they began, the largest in a heap by what they hold in flight,
+// and their sums, all under the lock of the book shard they fall in.
+//
+// A request's end removes it from the book at once (O(log open)), paid
+// by whoever ends it: WithRequest's end function, or httptrack's when
+// the handler returns. A request begun by WithLabels on a context
+// tensorlife did not make has no end function: its context's cancel is
+// code tensorlife cannot hook without a goroutine per request. Its end
+// is found by looking at its Done channel, and every request is found
+// ended once, by the first of:
+//
+//   - an exact reading, which checks the requests it is about to show
+//     or judge (OpenRequests' rows, a snapshot's records, tracktest);
+//   - a sweep: every reading of the gauges (Totals, the sites' figures, a
+//     window's end, RequestCosts, a collection) checks the next
+//     sweepPerRead listed requests in turn, and every listing the next
+//     sweepPerListing of its shard: with at most sweepPerRead requests
+//     open, every reading sees every end at once; with more, a gauge lags
+//     a labelled context's end by at most ⌈open/sweepPerRead⌉ readings;
+//   - a record made under the request (it is listed, or rejoins from an
+//     owner, after its context is done).
+//
+// What a request holds changes on the record path, under its own lock;
+// the book learns of it lazily: a request changed since the book last
+// read it is queued once in its shard's dirty list (one append under the
+// shard's lock per request per read), and OpenRequests reads the queued
+// ones into the heap and the sums first: it pays for what changed since
+// it last read, never for what is open.
+//
+// Lock order: a registry shard's, a request's, a book shard's; drainMu
+// comes before a request's lock.
 
 // bookShards spreads the requests a tracker lists over locks of their own:
 // a request is listed once per tracker, at its first record, so the lock
 // is taken once per request, not per tensor.
 const bookShards = 16
 
-// requestBook lists a tracker's open requests: those that have recorded in
-// it and whose end it has not yet seen, in the order they were listed.
-// Readers settle it (Tracker.settle) before they read: each listed request
-// whose context is done is ended then, and nothing else ends one. Listing
-// settles its shard too once the shard has doubled since it was last
-// settled (settleSlack). Requests of one Done channel share a shard, whose
-// index of them (labelled) makes the label calls on one context one
-// request: the first listed stands for every later one.
+// sweepPerRead is how many listed requests a reading of the gauges checks
+// for a done context; sweepPerListing how many each listing checks in its
+// shard, which bounds the book at about twice the requests open.
+const (
+	sweepPerRead    = 64
+	sweepPerListing = 2
+)
+
+// requestBook lists a tracker's open requests.
 type requestBook struct {
 	shards  [bookShards]bookShard
 	tracker *Tracker // whose book it is: its kinds count the requests that end
@@ -38,20 +68,57 @@ type bookShard struct {
 
 type bookData struct {
 	mu sync.Mutex
-	// listed mirrors len(open), so that a reader skips an empty shard
-	// without its lock: a window in which no request is open takes none.
-	listed atomic.Int32
-	open   []*request
-	// dones are the open requests' Done channels, dones[i] open[i]'s:
-	// packed apart from the requests, so that a settle, which checks each
-	// one, reads a channel per request and not the request too (a
-	// request's end closes its channel first, so a closed one is all a
-	// settle needs to see).
-	dones   []<-chan struct{}
-	settled int // len(open) after the last settle
+	// listed mirrors len(open), and queued len(dirty), so that a reader
+	// skips an empty shard without its lock: a window in which no request
+	// is open takes none.
+	listed, queued atomic.Int32
+	// open are the listed requests in no order, dones[i] open[i]'s Done
+	// channel: packed apart from the requests, so that a sweep reads a
+	// channel per request, not the request too.
+	open  []*bookEntry
+	dones []<-chan struct{}
+	swept int // the index in open the next sweep starts at
+	// oldest and newest are the ends of the list of open, in the order
+	// they began.
+	oldest, newest *bookEntry
+	// largest is a heap of open by what the book last read of them: the
+	// most bytes in flight first (ties: the oldest first).
+	largest []*bookEntry
+	// bytes and tensors sum what the book last read of open.
+	bytes, tensors int64
+	// dirty are the entries whose request changed since the book last
+	// read it, each once (bookEntry.dirty).
+	dirty []*bookEntry
 	// labelled indexes the listed requests begun by WithLabels by their
 	// Done channel: one entry per open context.
 	labelled doneIndex
+
+	drainMu sync.Mutex   // one reader of dirty at a time
+	reads   []entryRead  // drain's buffer, under drainMu
+	spare   []*bookEntry // drain's other dirty list, under drainMu
+}
+
+// bookEntry is one request as one book lists it: a request embeds the
+// entry of the first tracker it records in.
+type bookEntry struct {
+	q    *request
+	book *requestBook // set once, under q.mu, before the entry is listed
+	// Under the book shard's lock:
+	prev, next *bookEntry // the list in the order requests began
+	at, heap   int32      // indexes in open and largest; -1 while not listed
+	listed     bool
+	begun      int64 // q.begun, copied when listed
+	// bytes and tensors are what the book last read of q.
+	bytes, tensors int64
+	// dirty is set, under q.mu, while the entry is queued in its shard's
+	// dirty list.
+	dirty bool
+}
+
+// entryRead is what a drain read of one entry's request.
+type entryRead struct {
+	e              *bookEntry
+	bytes, tensors int64
 }
 
 // shardOfDone spreads contexts over the book's shards by the address of
@@ -61,77 +128,249 @@ func shardOfDone(done <-chan struct{}) int {
 	return int((p>>6 ^ p>>12) % bookShards)
 }
 
-// add lists q, which is recording its first allocation in the book's
-// tracker, and returns it; or, for a request begun by WithLabels whose Done
-// channel another listed request shares, returns that one, which q is the
-// same as, and lists nothing. A request begun by WithLabels added again is
-// listed once; any other is added once, by the record that marked it
-// listed (request.join).
-func (b *requestBook) add(q *request) *request {
-	sh := &b.shards[shardOfDone(q.done)]
+func (b *requestBook) shardOf(q *request) *bookShard { return &b.shards[shardOfDone(q.done)] }
+
+// resolve returns the request listed in the book, or being listed, of
+// the Done channel of q, begun by WithLabels: q itself if there is none,
+// which q then stands for until it ends.
+func (b *requestBook) resolve(q *request) *request {
+	sh := b.shardOf(q)
 	sh.mu.Lock()
-	if q.labelled {
-		if c := sh.labelled.addOrGet(q); c != q {
-			sh.mu.Unlock()
-			return c
-		}
-	}
-	sh.open = append(sh.open, q)
-	sh.dones = append(sh.dones, q.done)
-	sh.listed.Store(int32(len(sh.open)))
-	var over []*request
-	if len(sh.open) >= 2*sh.settled+settleSlack {
-		over = sh.collect(nil)
-	}
-	sh.mu.Unlock()
-	endAll(over)
-	return q
+	defer sh.mu.Unlock()
+	return sh.labelled.addOrGet(q)
 }
 
-// settle ends every listed request that is over, so that what a reader
-// reads next counts their tensors as outlived: O(requests listed).
-func (b *requestBook) settle() {
+// unindex takes q, resolved but never listed, out of the index.
+func (b *requestBook) unindex(q *request) {
+	sh := b.shardOf(q)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.labelled.remove(q)
+}
+
+// add lists e, whose request is recording its first allocation in the
+// book's tracker. Called with no request's lock held; e is queued dirty
+// (bookEntry.dirty was set when it was made), so that the first drain
+// reads what it holds.
+func (b *requestBook) add(e *bookEntry) {
+	q := e.q
+	sh := b.shardOf(q)
+	sh.mu.Lock()
+	sh.list(e)
+	var over []*request
+	if q.ended.Load() { // ended while it was being listed: its end found it unlisted
+		sh.unlist(e)
+	} else {
+		over = sh.sweepLocked(nil, sweepPerListing)
+	}
+	drain := len(sh.dirty) > 2*len(sh.open)+64 // bounds the dirty list of a book nobody reads
+	sh.mu.Unlock()
+	endAll(over)
+	if drain {
+		sh.drain()
+	}
+}
+
+// list puts e, not listed, in the shard's lists, and queues it dirty.
+// Called with sh.mu held.
+func (sh *bookData) list(e *bookEntry) {
+	e.listed = true
+	e.begun = e.q.begun.Load()
+	e.bytes, e.tensors = 0, 0
+	e.at = int32(len(sh.open))
+	sh.open = append(sh.open, e)
+	sh.dones = append(sh.dones, e.q.done)
+	sh.listed.Store(int32(len(sh.open)))
+	// In the order requests began: a request listed after a later one
+	// (two goroutines listing at once) walks back past it.
+	p := sh.newest
+	for p != nil && p.begun > e.begun {
+		p = p.prev
+	}
+	e.prev = p
+	if p == nil {
+		e.next, sh.oldest = sh.oldest, e
+	} else {
+		e.next, p.next = p.next, e
+	}
+	if e.next == nil {
+		sh.newest = e
+	} else {
+		e.next.prev = e
+	}
+	e.heap = int32(len(sh.largest))
+	sh.largest = append(sh.largest, e)
+	sh.up(int(e.heap))
+	sh.dirty = append(sh.dirty, e)
+	sh.queued.Store(int32(len(sh.dirty)))
+}
+
+// unlist takes e out of the shard's lists, if it is listed, and out of
+// its sums. Called with sh.mu held.
+func (sh *bookData) unlist(e *bookEntry) {
+	if !e.listed {
+		return
+	}
+	e.listed = false
+	// The hole is filled so that the sweep's lap misses no request: one it
+	// has passed fills a hole behind it, one it has not a hole ahead.
+	last := len(sh.open) - 1
+	i := int(e.at)
+	if i < sh.swept {
+		j := sh.swept - 1
+		sh.move(j, i)
+		i = j
+		sh.swept--
+	}
+	if i != last {
+		sh.move(last, i)
+	}
+	sh.open[last], sh.dones[last] = nil, nil
+	sh.open, sh.dones = sh.open[:last], sh.dones[:last]
+	sh.listed.Store(int32(last))
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		sh.oldest = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		sh.newest = e.prev
+	}
+	e.prev, e.next = nil, nil
+	sh.removeHeap(int(e.heap))
+	e.at, e.heap = -1, -1
+	sh.bytes -= e.bytes
+	sh.tensors -= e.tensors
+	if e.q.labelled {
+		sh.labelled.remove(e.q)
+	}
+	if len(sh.open) == 0 { // let a burst's arrays go
+		sh.open, sh.dones, sh.largest = nil, nil, nil
+	}
+}
+
+// move puts the entry at index from in open at index to.
+func (sh *bookData) move(from, to int) {
+	if from == to {
+		return
+	}
+	m := sh.open[from]
+	sh.open[to], sh.dones[to], m.at = m, sh.dones[from], int32(to)
+}
+
+// remove takes e out of its book: q's end, with q.mu held.
+func (e *bookEntry) remove() {
+	sh := e.book.shardOf(e.q)
+	sh.mu.Lock()
+	sh.unlist(e)
+	sh.mu.Unlock()
+}
+
+// queue queues e in its shard's dirty list, once until the next drain:
+// its request changed. Called with e.q.mu held.
+func (e *bookEntry) queue() {
+	if e.dirty || e.book == nil {
+		return
+	}
+	e.dirty = true
+	sh := e.book.shardOf(e.q)
+	sh.mu.Lock()
+	sh.dirty = append(sh.dirty, e)
+	sh.queued.Store(int32(len(sh.dirty)))
+	sh.mu.Unlock()
+}
+
+// drain reads what each queued entry's request holds now into the
+// shard's heap and sums: O(entries queued × log open).
+func (sh *bookData) drain() {
+	if sh.queued.Load() == 0 {
+		return
+	}
+	sh.drainMu.Lock()
+	defer sh.drainMu.Unlock()
+	sh.mu.Lock()
+	dirty := sh.dirty
+	sh.dirty = sh.spare[:0]
+	sh.queued.Store(0)
+	sh.mu.Unlock()
+	reads := sh.reads[:0]
+	for _, e := range dirty {
+		q := e.q
+		q.mu.Lock()
+		e.dirty = false
+		reads = append(reads, entryRead{e: e, bytes: q.inFlight, tensors: q.tensors})
+		q.mu.Unlock()
+	}
+	sh.mu.Lock()
+	for _, r := range reads {
+		e := r.e
+		if !e.listed {
+			continue // ended since: its end took it out
+		}
+		sh.bytes += r.bytes - e.bytes
+		sh.tensors += r.tensors - e.tensors
+		grew := r.bytes > e.bytes
+		e.bytes, e.tensors = r.bytes, r.tensors
+		if grew {
+			sh.up(int(e.heap))
+		} else {
+			sh.down(int(e.heap))
+		}
+	}
+	sh.mu.Unlock()
+	clear(dirty)
+	clear(reads)
+	sh.spare, sh.reads = dirty[:0], reads[:0]
+}
+
+// sweepLocked checks the next k listed requests' Done channels, in turn,
+// and appends those done to over, for the caller to end once sh.mu is
+// released. Called with sh.mu held.
+func (sh *bookData) sweepLocked(over []*request, k int) []*request {
+	if sh.swept >= len(sh.dones) {
+		sh.swept = 0 // a lap ends at the end of open: see unlist
+	}
+	end := min(sh.swept+k, len(sh.dones))
+	for i, done := range sh.dones[sh.swept:end] {
+		select {
+		case <-done:
+			over = append(over, sh.open[sh.swept+i].q)
+		default:
+		}
+	}
+	sh.swept = end
+	return over
+}
+
+// sweep checks about sweepPerRead listed requests for a done context,
+// each shard its share by the requests it lists, in turn within it, and
+// ends those done: what a reading of the gauges pays to see the ends of
+// requests begun by WithLabels, whatever is open. Within ⌈listed/64⌉
+// sweeps every request listed throughout was looked at.
+func (b *requestBook) sweep() {
+	var listed [bookShards]int32
+	total := 0
+	for i := range b.shards {
+		listed[i] = b.shards[i].listed.Load()
+		total += int(listed[i])
+	}
+	if total == 0 {
+		return
+	}
 	var over []*request
 	for i := range b.shards {
+		if listed[i] == 0 {
+			continue
+		}
+		share := (sweepPerRead*int(listed[i]) + total - 1) / total // at least one
 		sh := &b.shards[i]
-		if sh.listed.Load() == 0 {
-			continue // a request listed from now on is read by the next settle
-		}
 		sh.mu.Lock()
-		if len(sh.open) > 0 {
-			over = sh.collect(over)
-		}
+		over = sh.sweepLocked(over, share)
 		sh.mu.Unlock()
 	}
 	endAll(over)
-}
-
-// collect unlists the requests that are over, appending those not yet
-// ended to over. Called with the shard's lock held; the caller ends them
-// once it is released.
-func (sh *bookData) collect(over []*request) []*request {
-	kept := 0 // the open ones move down in place, written only once one is over
-	for i, done := range sh.dones {
-		select {
-		case <-done:
-			if q := sh.open[i]; !q.ended.Load() {
-				over = append(over, q)
-			}
-		default:
-			if kept != i {
-				sh.open[kept], sh.dones[kept] = sh.open[i], done
-			}
-			kept++
-		}
-	}
-	clear(sh.open[kept:]) // drop the unlisted requests' memory
-	clear(sh.dones[kept:])
-	sh.open, sh.dones = sh.open[:kept], sh.dones[:kept]
-	open := sh.open
-	sh.labelled.rebuild(open)
-	sh.listed.Store(int32(len(open)))
-	sh.settled = len(open)
-	return over
 }
 
 func endAll(qs []*request) {
@@ -140,15 +379,124 @@ func endAll(qs []*request) {
 	}
 }
 
-// settle ends t's requests that are over: every reader calls it first.
-func (t *Tracker) settle() { t.requests.settle() }
+// sweep is what every reading of the gauges does first (requestBook.sweep).
+func (t *Tracker) sweep() { t.requests.sweep() }
+
+// The heap of largest: a binary max-heap on bookEntry.heap.
+
+func heapBefore(a, b *bookEntry) bool {
+	if a.bytes != b.bytes {
+		return a.bytes > b.bytes
+	}
+	return a.begun < b.begun
+}
+
+func (sh *bookData) swap(i, j int) {
+	h := sh.largest
+	h[i], h[j] = h[j], h[i]
+	h[i].heap, h[j].heap = int32(i), int32(j)
+}
+
+func (sh *bookData) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !heapBefore(sh.largest[i], sh.largest[p]) {
+			return
+		}
+		sh.swap(i, p)
+		i = p
+	}
+}
+
+func (sh *bookData) down(i int) {
+	h := sh.largest
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		c := l
+		if r := l + 1; r < len(h) && heapBefore(h[r], h[l]) {
+			c = r
+		}
+		if !heapBefore(h[c], h[i]) {
+			return
+		}
+		sh.swap(i, c)
+		i = c
+	}
+}
+
+func (sh *bookData) removeHeap(i int) {
+	last := len(sh.largest) - 1
+	if i != last {
+		sh.swap(i, last)
+	}
+	sh.largest[last] = nil
+	sh.largest = sh.largest[:last]
+	if i != last {
+		sh.down(i)
+		sh.up(i)
+	}
+}
+
+// topLargest appends to dst the first n entries of the heap, in order,
+// without changing it: a best-first walk of the heap, O(n log n).
+func (sh *bookData) topLargest(dst []*bookEntry, n int) []*bookEntry {
+	h := sh.largest
+	if n <= 0 || len(h) == 0 {
+		return dst
+	}
+	// front is a small heap of heap indexes, best first.
+	front := make([]int32, 1, 2*n+1)
+	for len(front) > 0 && n > 0 {
+		i := front[0]
+		dst = append(dst, h[i])
+		n--
+		last := len(front) - 1
+		front[0] = front[last]
+		front = front[:last]
+		siftFront(front, h, 0)
+		for _, c := range [2]int32{2*i + 1, 2*i + 2} {
+			if int(c) < len(h) {
+				front = append(front, c)
+				for j := len(front) - 1; j > 0; {
+					p := (j - 1) / 2
+					if !heapBefore(h[front[j]], h[front[p]]) {
+						break
+					}
+					front[j], front[p] = front[p], front[j]
+					j = p
+				}
+			}
+		}
+	}
+	return dst
+}
+
+func siftFront(front []int32, h []*bookEntry, i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(front) {
+			return
+		}
+		c := l
+		if r := l + 1; r < len(front) && heapBefore(h[front[r]], h[front[l]]) {
+			c = r
+		}
+		if !heapBefore(h[front[c]], h[front[i]]) {
+			return
+		}
+		front[i], front[c] = front[c], front[i]
+		i = c
+	}
+}
 
 // doneIndex finds a listed request begun by WithLabels by its Done channel:
 // an open-addressed table of the requests, linear probing on the channel's
 // address, at most half full. It costs a hash and a compare or two where
 // a Go map of channels costs several times that, on the path every
-// labelled request takes once; collect rebuilds it from the requests still
-// listed, so it never holds an ended one.
+// labelled request takes once; a request leaves it when it ends.
 type doneIndex struct {
 	slots []*request
 	n     int
@@ -178,40 +526,41 @@ func (x *doneIndex) addOrGet(q *request) *request {
 	}
 }
 
+// remove takes q out of the index, if it is there, moving back the
+// entries after it that their probe allows (no tombstones).
+func (x *doneIndex) remove(q *request) {
+	if x.n == 0 {
+		return
+	}
+	mask := uint64(len(x.slots) - 1)
+	i := doneHash(q.done) & mask
+	for x.slots[i] != q {
+		if x.slots[i] == nil {
+			return
+		}
+		i = (i + 1) & mask
+	}
+	x.slots[i] = nil
+	x.n--
+	for j := (i + 1) & mask; x.slots[j] != nil; j = (j + 1) & mask {
+		home := doneHash(x.slots[j].done) & mask
+		// Move slots[j] into the hole at i unless its home lies in (i, j].
+		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
+			x.slots[i], x.slots[j] = x.slots[j], nil
+			i = j
+		}
+	}
+	if x.n == 0 && len(x.slots) > 16 {
+		x.slots = nil
+	}
+}
+
 // grow makes the table size slots, a power of two, and reindexes.
 func (x *doneIndex) grow(size int) {
 	old := x.slots
 	x.slots, x.n = make([]*request, size), 0
 	for _, q := range old {
 		if q != nil {
-			x.addOrGet(q)
-		}
-	}
-}
-
-// rebuild indexes the requests begun by WithLabels among open alone.
-func (x *doneIndex) rebuild(open []*request) {
-	if x.n == 0 {
-		return
-	}
-	labelled := 0
-	for _, q := range open {
-		if q.labelled {
-			labelled++
-		}
-	}
-	size := 16
-	for size < 2*labelled {
-		size *= 2
-	}
-	if size < len(x.slots) {
-		x.slots = make([]*request, size)
-	} else {
-		clear(x.slots)
-	}
-	x.n = 0
-	for _, q := range open {
-		if q.labelled {
 			x.addOrGet(q)
 		}
 	}

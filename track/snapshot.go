@@ -550,7 +550,7 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 		return nil, err
 	}
 	if f.counted() {
-		t.settle()
+		t.sweep()
 		return t.counts().snapshot(f), nil
 	}
 	now, groups, allocs := t.walk(f)
@@ -560,7 +560,6 @@ func (t *Tracker) SnapshotOf(f Filter) (*Snapshot, error) {
 // walk reads the live allocations the valid filter f selects, at now: into
 // groups, and listed with Filter.Allocations.
 func (t *Tracker) walk(f Filter) (now time.Time, groups *grouper, allocs []Allocation) {
-	t.settle()
 	now = t.Now()
 	groups = newGrouper(f)
 	sinceStart := int64(now.Sub(t.start))
@@ -572,7 +571,7 @@ func (t *Tracker) walk(f Filter) (now time.Time, groups *grouper, allocs []Alloc
 		for r := sh.head; r != nil; r = r.next {
 			m := metaOf(r)
 			labels := r.Labels() // read once: SetLabels may replace them
-			leaked, outlived := r.leaked(), r.outlived()
+			leaked, outlived := r.leaked(), r.outlivedNow()
 			c := candidate{kind: m.Kind, device: m.Device, leaked: leaked, outlived: outlived, inFlight: r.inFlight(), req: r.req,
 				age: time.Duration(sinceStart - r.born), labels: labels}
 			if !f.admits(c, wantReq) {
@@ -778,7 +777,7 @@ func sortSites(s []SiteStats) {
 
 // SiteTotals returns every site's figures from its counters: O(sites).
 func (t *Tracker) SiteTotals() []SiteStats {
-	t.settle()
+	t.sweep()
 	sites := t.stacks.sites()
 	out := make([]SiteStats, 0, len(sites))
 	for _, s := range sites {
@@ -797,15 +796,7 @@ func (t *Tracker) TopSites(n int) []SiteStats {
 	if n <= 0 {
 		return nil
 	}
-	return t.Settle().TopSites(n)
-}
-
-// TopSites is Tracker.TopSites at the moment of s's settle.
-func (s Settled) TopSites(n int) []SiteStats {
-	t := s.t
-	if n <= 0 || t == nil {
-		return nil
-	}
+	t.sweep()
 	var top []SiteStats
 	for _, s := range t.stacks.sites() {
 		st := s.Stats()

@@ -261,7 +261,7 @@ type Tracker struct {
 	locals       locals                       // what packages above track keep per tracker (Local)
 	misuses      misuseLog                    // the latest misuses, for tests (NoteMisuse)
 	handles      atomic.Pointer[HandleFinder] // package tensor's registry of handles (FindHandlesWith)
-	requests     requestBook                  // the open requests, settled by readers (requestbook.go)
+	requests     requestBook                  // the open requests, kept as they grow and end (requestbook.go)
 	owners       ownerRegistry                // the owners tensors were handed to (owner.go)
 	panics       partPanics                   // panics recovered from parts' code (panics.go)
 	kinds        kindTable                    // what each kind of request cost (kinds.go)
@@ -563,8 +563,22 @@ func (tt Totals) Event(k EventKind) int64 {
 }
 
 // Totals reads the counters, O(shards + sites), not all at one instant.
+//
+// OutlivedCount and OutlivedBytes count a request's tensors as outlived
+// once its end function (WithRequest's, httptrack's) has run. A request
+// begun by WithLabels ends when its context is done, which tensorlife
+// learns by looking: each reading of the gauges (Totals, SiteTotals,
+// TopSites, the default profile's snapshot, a window's site feed,
+// RequestCosts, OpenRequests) looks at 64 listed requests' contexts, a
+// share of each shard of the book in turn, so with at most 64 requests
+// open every reading sees every end at once, and with more one lags such
+// an end by about ⌈open/64⌉ readings (up to twice that in a shard whose
+// requests end faster than the others'). The readings that judge or show
+// a request look at its context themselves and never lag: a filtered
+// snapshot (Filter.Outlived, Filter.Request: tracktest), OpenRequests'
+// rows.
 func (t *Tracker) Totals() Totals {
-	t.settle()
+	t.sweep()
 	var tt Totals
 	var freed, shardPeak int64
 	for i := range t.shards {
