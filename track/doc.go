@@ -82,7 +82,7 @@
 // paid by whoever ends it. No reader pays for what is open: the book keeps
 // the largest and the oldest requests as they grow and end, so that
 // OpenRequests costs what changed since its last read and O(n log open),
-// and a reading of the gauges looks at 64 listed requests' contexts in
+// and a reading of the gauges looks at 32 listed requests' contexts in
 // turn, to see the ends of requests begun by WithLabels (whose contexts'
 // cancels tensorlife cannot hook without a goroutine each): Totals says
 // how soon. A request's end with RequestKinds takes one tracker-wide lock,

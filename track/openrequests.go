@@ -73,7 +73,7 @@ const MaxOpenRows = 256
 // and the oldest of each shard, is looked at first, and one whose context
 // is done is ended and left out. Count and the sums count a request begun
 // by WithLabels whose context is done as open until its end is found:
-// at most ⌈open/64⌉ readings later (Totals). A request that records in two
+// about ⌈open/32⌉ readings later (Totals). A request that records in two
 // trackers shows what it holds in both. Safe for concurrent use.
 func (t *Tracker) OpenRequests(n int) OpenRequests {
 	n = min(max(n, 0), MaxOpenRows)
@@ -104,40 +104,48 @@ func (t *Tracker) OpenRequests(n int) OpenRequests {
 
 // read reads the book's figures and its n largest and n oldest requests
 // (at least the oldest one), and returns with them the requests among
-// those rows whose context is done, to be ended before a read again.
+// those rows whose context is done, to be ended before a read again: each
+// shard gives its n largest and n oldest, and the rows are the best of
+// those.
 func (b *requestBook) read(n int) (out OpenRequests, largest, oldest []openRow, over []*request) {
+	largest = make([]openRow, 0, n+1)
+	oldest = make([]openRow, 0, max(n, 1)+1)
 	var cands []*bookEntry
+	var rows []openRow
+	var front []int32
 	for i := range b.shards {
 		sh := &b.shards[i]
 		if sh.listed.Load() == 0 {
 			continue
 		}
 		sh.drain()
+		cands, rows = cands[:0], rows[:0]
 		sh.mu.Lock()
 		out.Count += len(sh.open)
 		out.InFlightBytes += sh.bytes
 		out.InFlightTensors += sh.tensors
-		first := len(cands)
-		cands = sh.topLargest(cands, n)
+		cands, front = sh.topLargest(cands, front, n)
 		for e, k := sh.oldest, 0; e != nil && k < max(n, 1); e, k = e.next, k+1 {
 			cands = append(cands, e)
 		}
-		rows := make([]openRow, 0, len(cands)-first)
-		for _, e := range cands[first:] {
+		for _, e := range cands {
 			rows = append(rows, openRow{q: e.q, bytes: e.bytes, tensors: e.tensors, begun: e.begun})
 		}
 		sh.mu.Unlock()
-		for k, e := range cands[first:] {
-			if e.q.isDone() {
-				over = append(over, e.q)
-				continue
-			}
-			r := rows[k]
+		for _, r := range rows {
 			if n > 0 && (len(largest) < n || largerRow(r, largest[n-1]) < 0) {
 				largest = keepTop(largest, n, r, largerRow)
 			}
 			if len(oldest) < max(n, 1) || olderRow(r, oldest[len(oldest)-1]) < 0 {
 				oldest = keepTop(oldest, max(n, 1), r, olderRow)
+			}
+		}
+	}
+	// The rows to be shown are looked at, and no other.
+	for _, rs := range [2][]openRow{largest, oldest} {
+		for _, r := range rs {
+			if r.q.isDone() {
+				over = append(over, r.q)
 			}
 		}
 	}

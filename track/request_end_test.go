@@ -14,20 +14,26 @@ import (
 )
 
 // TestEndedRequestsCountAtTheNextRead guards that a request's end is a fact
-// for every reader the moment its context is done: 50 requests begun by
-// WithLabels, each cancelled, are all outlived at the very next read of
-// each kind, with no goroutine given a chance to run in between.
+// for the readers the moment its context is done, with no goroutine given
+// a chance to run in between: 200 requests begun by WithRequest, each
+// ended, are all outlived at the very next read of each kind; so are 32
+// begun by WithLabels (as many as a reading looks at), each cancelled; of
+// 200 begun by WithLabels, the exact readings see each end at once, and
+// the gauges within a lap of the book's sweep.
 func TestEndedRequestsCountAtTheNextRead(t *testing.T) {
-	readers := map[string]func(tr *track.Tracker) int64{
-		"Totals": func(tr *track.Tracker) int64 { return tr.Totals().OutlivedBytes },
-		"SiteTotals": func(tr *track.Tracker) int64 {
+	readers := map[string]struct {
+		read  func(t *testing.T, tr *track.Tracker) int64
+		exact bool // never lags: it looks at what it shows
+	}{
+		"Totals": {read: func(t *testing.T, tr *track.Tracker) int64 { return tr.Totals().OutlivedBytes }},
+		"SiteTotals": {read: func(t *testing.T, tr *track.Tracker) int64 {
 			var n int64
 			for _, s := range tr.SiteTotals() {
 				n += s.OutlivedBytes
 			}
 			return n
-		},
-		"SnapshotOf(Outlived)": func(tr *track.Tracker) int64 {
+		}},
+		"SnapshotOf(Outlived)": {exact: true, read: func(t *testing.T, tr *track.Tracker) int64 {
 			s, err := tr.SnapshotOf(track.Filter{Outlived: true})
 			require.NoError(t, err)
 			var n int64
@@ -35,35 +41,60 @@ func TestEndedRequestsCountAtTheNextRead(t *testing.T) {
 				n += g.Bytes
 			}
 			return n
-		},
-		"SiteFeed": func(tr *track.Tracker) int64 {
+		}},
+		"SiteFeed": {read: func(t *testing.T, tr *track.Tracker) int64 {
 			var n int64
 			for _, s := range tr.NewSiteFeed().Changed(nil) {
 				n += s.OutlivedBytes
 			}
 			return n
-		},
+		}},
 	}
-	for name, read := range readers {
-		t.Run(name, func(t *testing.T) {
-			tr := newTracker(t)
-			var recs []*track.Record
-			var cancels []context.CancelFunc
-			for i := range 50 {
-				ctx, cancel := context.WithCancel(context.Background())
-				ctx = track.WithLabels(ctx, "request", strconv.Itoa(i))
-				recs = append(recs, recordA(tr, ctx, 8, "tensor"))
-				cancels = append(cancels, cancel)
-			}
-			assert.Zero(t, read(tr), "in flight")
-			for i, cancel := range cancels {
-				cancel()
-				assert.Equal(t, int64(8*(i+1)), read(tr), "after %d cancels", i+1)
-			}
-			release(t, tr, recs...)
-			assert.Zero(t, read(tr))
-		})
+	begins := []struct {
+		name     string
+		requests int
+		begin    func() (context.Context, context.CancelFunc)
+		atOnce   bool // every reader sees each end at the next read
+	}{
+		{"WithRequest", 200, func() (context.Context, context.CancelFunc) {
+			return track.WithRequest(context.Background())
+		}, true},
+		{"WithLabels-32", 32, labelled, true},
+		{"WithLabels-200", 200, labelled, false},
 	}
+	for _, begin := range begins {
+		for name, reader := range readers {
+			t.Run(begin.name+"/"+name, func(t *testing.T) {
+				tr := newTracker(t)
+				var recs []*track.Record
+				var ends []context.CancelFunc
+				for i := range begin.requests {
+					ctx, end := begin.begin()
+					ctx = track.WithLabels(ctx, "request", strconv.Itoa(i))
+					recs = append(recs, recordA(tr, ctx, 8, "tensor"))
+					ends = append(ends, end)
+				}
+				assert.Zero(t, reader.read(t, tr), "in flight")
+				for i, end := range ends {
+					end()
+					want := int64(8 * (i + 1))
+					if begin.atOnce || reader.exact {
+						assert.Equal(t, want, reader.read(t, tr), "after %d ends", i+1)
+					}
+				}
+				sweepAll(tr, begin.requests)
+				assert.Equal(t, int64(8*begin.requests), reader.read(t, tr), "after a lap of the sweep")
+				release(t, tr, recs...)
+				assert.Zero(t, reader.read(t, tr))
+			})
+		}
+	}
+}
+
+// labelled returns a cancellable context, which WithLabels begins a
+// request on.
+func labelled() (context.Context, context.CancelFunc) {
+	return context.WithCancel(context.Background())
 }
 
 // TestDeadlineEndsRequest: a request whose deadline passes is over at the

@@ -28,7 +28,7 @@ import (
 //     sweepPerRead listed requests in turn, and every listing the next
 //     sweepPerListing of its shard: with at most sweepPerRead requests
 //     open, every reading sees every end at once; with more, a gauge lags
-//     a labelled context's end by at most ⌈open/sweepPerRead⌉ readings;
+//     a labelled context's end by about ⌈open/sweepPerRead⌉ readings (Tracker.Totals);
 //   - a record made under the request (it is listed, or rejoins from an
 //     owner, after its context is done).
 //
@@ -51,7 +51,7 @@ const bookShards = 16
 // for a done context; sweepPerListing how many each listing checks in its
 // shard, which bounds the book at about twice the requests open.
 const (
-	sweepPerRead    = 64
+	sweepPerRead    = 32
 	sweepPerListing = 2
 )
 
@@ -347,7 +347,7 @@ func (sh *bookData) sweepLocked(over []*request, k int) []*request {
 // sweep checks about sweepPerRead listed requests for a done context,
 // each shard its share by the requests it lists, in turn within it, and
 // ends those done: what a reading of the gauges pays to see the ends of
-// requests begun by WithLabels, whatever is open. Within ⌈listed/64⌉
+// requests begun by WithLabels, whatever is open. Within about ⌈listed/32⌉
 // sweeps every request listed throughout was looked at.
 func (b *requestBook) sweep() {
 	var listed [bookShards]int32
@@ -441,14 +441,15 @@ func (sh *bookData) removeHeap(i int) {
 }
 
 // topLargest appends to dst the first n entries of the heap, in order,
-// without changing it: a best-first walk of the heap, O(n log n).
-func (sh *bookData) topLargest(dst []*bookEntry, n int) []*bookEntry {
+// without changing it: a best-first walk of the heap, O(n log n). front is
+// its buffer, returned for the next call.
+func (sh *bookData) topLargest(dst []*bookEntry, front []int32, n int) ([]*bookEntry, []int32) {
 	h := sh.largest
 	if n <= 0 || len(h) == 0 {
-		return dst
+		return dst, front
 	}
 	// front is a small heap of heap indexes, best first.
-	front := make([]int32, 1, 2*n+1)
+	front = append(front[:0], 0)
 	for len(front) > 0 && n > 0 {
 		i := front[0]
 		dst = append(dst, h[i])
@@ -471,7 +472,7 @@ func (sh *bookData) topLargest(dst []*bookEntry, n int) []*bookEntry {
 			}
 		}
 	}
-	return dst
+	return dst, front
 }
 
 func siftFront(front []int32, h []*bookEntry, i int) {

@@ -14,7 +14,7 @@ import (
 
 // The rows of OpenRequests are exact: a request begun by WithLabels whose
 // context is done is never shown, even when more are open than a reading
-// sweeps, and the sums lose it within ⌈open/64⌉ readings.
+// sweeps, and the sums lose it within about ⌈open/32⌉ readings.
 func TestOpenRequestRowsSeeEndsAtOnce(t *testing.T) {
 	tr := newTracker(t)
 	const open = 1000
@@ -52,7 +52,7 @@ func TestOpenRequestRowsSeeEndsAtOnce(t *testing.T) {
 	}
 	assert.Equal(t, got.InFlightBytes, sum, "rows and others add up")
 
-	// Half the others end: the sums lose them within about ⌈open/64⌉
+	// Half the others end: the sums lose them within about ⌈open/32⌉
 	// readings.
 	var want int64 // what the open ones hold
 	for i := 1; i < open-1; i++ {
@@ -75,11 +75,11 @@ func TestOpenRequestRowsSeeEndsAtOnce(t *testing.T) {
 }
 
 // sweepAll reads tr's totals often enough for every request of the
-// listed to have been looked at: twice ⌈listed/64⌉, a lap of every shard
+// listed to have been looked at: twice ⌈listed/32⌉, a lap of every shard
 // of the book (a shard whose requests end faster than the others' laps
 // more slowly than its share).
 func sweepAll(tr *track.Tracker, listed int) {
-	for range 2 * ((listed + 63) / 64) {
+	for range 2 * ((listed + 31) / 32) {
 		tr.Totals()
 	}
 }

@@ -569,10 +569,10 @@ func (tt Totals) Event(k EventKind) int64 {
 // begun by WithLabels ends when its context is done, which tensorlife
 // learns by looking: each reading of the gauges (Totals, SiteTotals,
 // TopSites, the default profile's snapshot, a window's site feed,
-// RequestCosts, OpenRequests) looks at 64 listed requests' contexts, a
-// share of each shard of the book in turn, so with at most 64 requests
+// RequestCosts, OpenRequests) looks at 32 listed requests' contexts, a
+// share of each shard of the book in turn, so with at most 32 requests
 // open every reading sees every end at once, and with more one lags such
-// an end by about ⌈open/64⌉ readings (up to twice that in a shard whose
+// an end by about ⌈open/32⌉ readings (up to twice that in a shard whose
 // requests end faster than the others'). The readings that judge or show
 // a request look at its context themselves and never lag: a filtered
 // snapshot (Filter.Outlived, Filter.Request: tracktest), OpenRequests'
