@@ -2,6 +2,7 @@ package oteltrack_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"slices"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/tensorlife/tensorlife/internal/benchratio"
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/oteltrack"
 	"github.com/tensorlife/tensorlife/pool"
@@ -92,4 +94,60 @@ func BenchmarkCollect(b *testing.B) {
 	slices.Sort(ratios)
 	b.ReportMetric(ratios[len(ratios)/2], "x-1M/10k")
 	b.ReportMetric(float64(largeTotal.Nanoseconds())/float64(len(ratios)*perRound), "ns/collect-1M")
+}
+
+// openTracker returns a reader collecting the metrics of a tracker with
+// open requests, each begun by WithLabels on a cancellable context and
+// holding one tensor, with a watcher and request kinds.
+func openTracker(b *testing.B, open int) *sdkmetric.ManualReader {
+	b.Helper()
+	tr, err := track.New(track.RequestKinds("route"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	recs := make([]track.Record, open)
+	cancels := make([]context.CancelFunc, open)
+	for i := range recs {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels[i] = cancel
+		ctx = track.WithLabels(ctx, "route", fmt.Sprint("/r", i%8), "request", fmt.Sprint(i))
+		recs[i] = track.Record{Bytes: 256, Meta: track.InternMeta("kv-cache", "cuda:0", "", nil)}
+		if err := tr.Record(ctx, &recs[i], 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	w, err := watch.New(tr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(mp)); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		runtime.KeepAlive(w)
+		for i := range recs {
+			cancels[i]()
+			_ = (&recs[i]).Release()
+		}
+	})
+	return reader
+}
+
+// BenchmarkCollectOpenRequests is one collection with 10k requests open
+// against one with 100, in alternating rounds (goal: x-10k-open at most
+// 1.5): a collection reads the open requests' figures from the book the
+// tracker keeps, never from each open request.
+func BenchmarkCollectOpenRequests(b *testing.B) {
+	few, many := openTracker(b, 100), openTracker(b, 10_000)
+	collect := func(r *sdkmetric.ManualReader) func() {
+		return func() {
+			var rm metricdata.ResourceMetrics
+			if err := r.Collect(context.Background(), &rm); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	benchratio.Run(b, "10k-open", collect(many), collect(few), benchratio.BaselineName("100-open"), benchratio.RoundOps(20))
 }

@@ -148,17 +148,12 @@ func BenchmarkOOMCostIsFlatInLiveTensors(b *testing.B) {
 
 // BenchmarkOOMCostWithOpenRequests is a failing allocation with 100k
 // tensors live under 10k open requests against the same tensors under 100
-// open requests (goal: at most 1.5). The error lists the largest open
-// requests from one scan of the open list, never the live set; 100k live
-// tensors rather than 1M keep the setup short, and the cost does not depend
-// on the live count (BenchmarkOOMCostIsFlatInLiveTensors). It is O(open
-// requests), not flat: 22-25x on a loaded 2-core machine (was 40-50x),
-// about 22 ns a request. The error settles once for all its readers
-// (Tracker.Settle), about 7 ns a request: one non-blocking receive on each
-// open request's Done channel, packed apart from the requests, a cache miss
-// each; the open-request scan takes the rest, each request's lock and its
-// counters. The settle alone is 7-8x the error at 100 open: what a request's
-// end seen by every reader at once costs, with no callback per request.
+// open requests (goal: at most 1.5; 1.26-1.48 on a loaded 2-core machine,
+// was 22-25x). The error's rows are read from the book the tracker keeps
+// of its open requests (the largest in a heap, the oldest in a list), and
+// only the rows it names are looked at; 100k live tensors rather than 1M
+// keep the setup short, and the cost does not depend on the live count
+// (BenchmarkOOMCostIsFlatInLiveTensors).
 func BenchmarkOOMCostWithOpenRequests(b *testing.B) {
 	many, few := newOOMFixtureOpen(b, 100_000, false, 10_000), newOOMFixtureOpen(b, 100_000, false, 100)
 	for _, f := range []*oomFixture{many, few} {

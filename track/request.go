@@ -206,6 +206,33 @@ func WithRequest(ctx context.Context) (context.Context, context.CancelFunc) {
 	}
 }
 
+// BeginRequest begins a request under ctx, labelled with kv (key, value
+// pairs, as WithLabels takes them), and returns its context and the
+// function that ends it: every reader sees its end once the function has
+// run. Unlike WithRequest it derives no cancellable context: the request
+// also ends when ctx is done, seen as the end of a request begun by
+// WithLabels is (Tracker.Totals says how soon), and ctx stays the one
+// whose cancel stops what the request started. It is for a server whose
+// handler contexts end with the handler (net/http, gRPC): one allocation
+// for the request, its labels and its context, one for its end.
+func BeginRequest(ctx context.Context, kv ...string) (context.Context, func()) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	sc := scopeOf(ctx)
+	all := &struct {
+		q request
+		l labelSet
+		c scopeCtx
+	}{q: request{done: ctx.Done(), parent: sc.req}}
+	sc.req = &all.q
+	if len(kv) > 0 {
+		sc.labels = Labels{set: sc.labels}.withInto(&all.l, kv).set
+	}
+	all.c = scopeCtx{Context: ctx, sc: sc}
+	return &all.c, all.q.end
+}
+
 // join counts r, made under q, in flight, and returns the request r
 // belongs to: q, or the request q is the same as (canon). A request that
 // has already ended leaves r outlived at once. One whose context is done

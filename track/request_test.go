@@ -158,3 +158,28 @@ func TestRequestEndRacesRelease(t *testing.T) {
 		assert.Zero(t, outlived(t, tr))
 	}
 }
+
+// BeginRequest's end is seen at once by every reader, and so is the end
+// of the context it was begun on, as a labelled request's is, with no
+// cancellable context derived.
+func TestBeginRequestEndsAtItsEndOrWithItsContext(t *testing.T) {
+	tr := newTracker(t)
+	ctx, end := track.BeginRequest(context.Background(), "route", "POST /generate")
+	kept := recordA(tr, ctx, 10, "tensor")
+	assert.Nil(t, ctx.Done(), "no context derived: a background one cannot end")
+	v, _ := track.LabelsFrom(ctx).Get("route")
+	assert.Equal(t, "POST /generate", v)
+	assert.Zero(t, outlived(t, tr))
+	end()
+	assert.Equal(t, int64(10), outlived(t, tr), "the end is seen at once")
+	release(t, tr, kept)
+
+	parent, cancel := context.WithCancel(context.Background())
+	ctx, end = track.BeginRequest(parent)
+	defer end()
+	kept = recordA(tr, ctx, 20, "tensor")
+	assert.Zero(t, outlived(t, tr))
+	cancel()
+	assert.Equal(t, int64(20), outlived(t, tr), "its context's end is its end")
+	release(t, tr, kept)
+}

@@ -128,7 +128,15 @@ func shardOfDone(done <-chan struct{}) int {
 	return int((p>>6 ^ p>>12) % bookShards)
 }
 
-func (b *requestBook) shardOf(q *request) *bookShard { return &b.shards[shardOfDone(q.done)] }
+// shardOf returns q's shard: its Done channel's, or, for a request whose
+// context cannot end (BeginRequest on one), its own address's.
+func (b *requestBook) shardOf(q *request) *bookShard {
+	if q.done == nil {
+		p := uintptr(unsafe.Pointer(q))
+		return &b.shards[(p>>6^p>>12)%bookShards]
+	}
+	return &b.shards[shardOfDone(q.done)]
+}
 
 // resolve returns the request listed in the book, or being listed, of
 // the Done channel of q, begun by WithLabels: q itself if there is none,

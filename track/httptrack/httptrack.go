@@ -12,11 +12,12 @@
 //	httptrack.Handle(mux, "GET /healthz", health) // the same, registered
 //
 // A gRPC server does the same in a unary interceptor: begin with
-// track.WithRequest(ctx), label with track.WithLabels(ctx, "route",
-// info.FullMethod), defer the end, call the handler.
+// track.BeginRequest(ctx, "route", info.FullMethod), defer the end, call
+// the handler.
 package httptrack
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/tensorlife/tensorlife/track"
@@ -26,21 +27,26 @@ import (
 const RouteKey = "route"
 
 // Route returns a handler that serves each request with h under a tensorlife
-// request of its own (track.WithRequest), labelled RouteKey=the pattern the
-// mux matched (Request.Pattern; none outside a mux), and ends it when h
-// returns, before net/http cancels the request's context. A tensor made
-// under it and still live then has outlived its request. It starts no
+// request of its own (track.BeginRequest on the request's context),
+// labelled RouteKey=the pattern the mux matched (Request.Pattern; none
+// outside a mux), and ends it when h
+// returns, before net/http cancels the request's context (or when that
+// context is done first). A tensor made under it and still live then has
+// outlived its request. It starts no
 // goroutine; a nil h is http.NotFoundHandler.
 func Route(h http.Handler) http.Handler {
 	if h == nil {
 		h = http.NotFoundHandler()
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, end := track.WithRequest(r.Context())
-		defer end()
+		var ctx context.Context
+		var end func()
 		if r.Pattern != "" {
-			ctx = track.WithLabels(ctx, RouteKey, r.Pattern)
+			ctx, end = track.BeginRequest(r.Context(), RouteKey, r.Pattern)
+		} else {
+			ctx, end = track.BeginRequest(r.Context())
 		}
+		defer end()
 		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
