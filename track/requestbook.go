@@ -1,6 +1,7 @@
 package track
 
 import (
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -511,9 +512,12 @@ type doneIndex struct {
 	n     int
 }
 
-func doneHash(done <-chan struct{}) uint64 {
+// home returns the slot a Done channel's probe starts at: the top bits of
+// a multiplicative hash of its address (the low bits of the product
+// repeat with the allocator's strides).
+func (x *doneIndex) home(done <-chan struct{}) uint64 {
 	p := uint64(*(*uintptr)(unsafe.Pointer(&done)))
-	return (p >> 4) * 0x9e3779b97f4a7c15
+	return (p * 0x9e3779b97f4a7c15) >> (64 - bits.TrailingZeros(uint(len(x.slots))))
 }
 
 // addOrGet returns the request of q's Done channel, indexing q if there is
@@ -523,7 +527,7 @@ func (x *doneIndex) addOrGet(q *request) *request {
 		x.grow(max(16, 2*len(x.slots)))
 	}
 	mask := uint64(len(x.slots) - 1)
-	for i := doneHash(q.done) & mask; ; i = (i + 1) & mask {
+	for i := x.home(q.done); ; i = (i + 1) & mask {
 		switch c := x.slots[i]; {
 		case c == nil:
 			x.slots[i] = q
@@ -542,7 +546,7 @@ func (x *doneIndex) remove(q *request) {
 		return
 	}
 	mask := uint64(len(x.slots) - 1)
-	i := doneHash(q.done) & mask
+	i := x.home(q.done)
 	for x.slots[i] != q {
 		if x.slots[i] == nil {
 			return
@@ -552,7 +556,7 @@ func (x *doneIndex) remove(q *request) {
 	x.slots[i] = nil
 	x.n--
 	for j := (i + 1) & mask; x.slots[j] != nil; j = (j + 1) & mask {
-		home := doneHash(x.slots[j].done) & mask
+		home := x.home(x.slots[j].done)
 		// Move slots[j] into the hole at i unless its home lies in (i, j].
 		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
 			x.slots[i], x.slots[j] = x.slots[j], nil
