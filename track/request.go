@@ -254,35 +254,30 @@ func (q *request) join(t *Tracker, r *Record) *request {
 		q = c
 	}
 	q.mu.Lock()
-	if q.labelled && !q.ended.Load() && q.entryIn(b) == nil {
-		q.mu.Unlock()
-		if c := b.resolve(q); c != q {
-			q.canon.CompareAndSwap(nil, c)
-			return q.canon.Load().join(t, r) // c is listed in b: one more round at most
-		}
-		q.mu.Lock()
-	}
 	if q.ended.Load() {
-		unindex := q.labelled && q.entryIn(b) == nil
 		q.mu.Unlock()
-		if unindex { // resolved in b, and ended before it was listed there
-			b.unindex(q)
-		}
 		r.site.outlived(r.Bytes, 1)
 		return q
 	}
-	var e *bookEntry
+	var over []*request
+	listed := false
 	if q.entryIn(b) == nil {
 		if q.begun.Load() == 0 { // the tracker's clock when first listed: r's birth
-			q.begun.CompareAndSwap(0, t.start.Add(time.Duration(r.born)).UnixNano())
+			q.begun.Store(t.start.Add(time.Duration(r.born)).UnixNano())
 		}
-		e = q.newEntry(b)
+		var same *request
+		if _, same, over = b.add(q); same != q {
+			q.mu.Unlock()
+			q.canon.CompareAndSwap(nil, same)
+			return q.canon.Load().join(t, r) // same is listed in b: one more round at most
+		}
+		listed = true
 	}
 	q.addLocked(r.site, r.Bytes, 1)
 	q.noteLabels(r)
 	q.mu.Unlock()
-	if e != nil {
-		b.add(e)
+	if listed {
+		b.endListed(q, over)
 		if q.isDone() { // listed after its context was done: a deadline past
 			q.end()
 		}

@@ -244,3 +244,16 @@ func TestRecordAfterTheContextIsDoneIsOutlivedAtTheNextRead(t *testing.T) {
 		assert.Zero(t, tr.Totals().OutlivedBytes)
 	}
 }
+
+// TestEndedLabelledRequestsLeaveTheBook guards that requests begun by
+// WithLabels and ended by their contexts' cancels, with nobody reading,
+// leave the book as others are listed: 20k of them leave a few listed.
+func TestEndedLabelledRequestsLeaveTheBook(t *testing.T) {
+	tr := newTracker(t)
+	for i := range 20_000 {
+		ctx, cancel := context.WithCancel(context.Background())
+		release(t, tr, recordA(tr, track.WithLabels(ctx, "request", strconv.Itoa(i)), 64, "tensor"))
+		cancel()
+	}
+	assert.Less(t, tr.OpenRequests(0).Count, 200, "the listings' sweeps found the ends")
+}

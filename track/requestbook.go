@@ -107,7 +107,9 @@ type bookEntry struct {
 	// Under the book shard's lock:
 	prev, next *bookEntry // the list in the order requests began
 	at, heap   int32      // indexes in open and largest; -1 while not listed
-	listed     bool
+	// listed is set and cleared under the shard's lock, and read without
+	// it by an end that need not take it.
+	listed atomic.Bool
 	begun      int64 // q.begun, copied when listed
 	// bytes and tensors are what the book last read of q.
 	bytes, tensors int64
@@ -139,51 +141,54 @@ func (b *requestBook) shardOf(q *request) *bookShard {
 	return &b.shards[shardOfDone(q.done)]
 }
 
-// resolve returns the request listed in the book, or being listed, of
-// the Done channel of q, begun by WithLabels: q itself if there is none,
-// which q then stands for until it ends.
-func (b *requestBook) resolve(q *request) *request {
+// add lists q, which is recording its first allocation in the book's
+// tracker, and returns its entry; or, for a request begun by WithLabels
+// whose Done channel another listed request shares, returns that request,
+// which q is the same as, and lists nothing. Called with q.mu held (a
+// request's lock comes before a book shard's), so that nothing records in
+// q between the book's answer and its listing; it returns the requests
+// its sweep found done, for the caller to end once q.mu is released.
+func (b *requestBook) add(q *request) (e *bookEntry, same *request, over []*request) {
 	sh := b.shardOf(q)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	return sh.labelled.addOrGet(q)
-}
-
-// unindex takes q, resolved but never listed, out of the index.
-func (b *requestBook) unindex(q *request) {
-	sh := b.shardOf(q)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	sh.labelled.remove(q)
-}
-
-// add lists e, whose request is recording its first allocation in the
-// book's tracker. Called with no request's lock held; e is queued dirty
-// (bookEntry.dirty was set when it was made), so that the first drain
-// reads what it holds.
-func (b *requestBook) add(e *bookEntry) {
-	q := e.q
-	sh := b.shardOf(q)
-	sh.mu.Lock()
-	sh.list(e)
-	var over []*request
-	if q.ended.Load() { // ended while it was being listed: its end found it unlisted
-		sh.unlist(e)
-	} else {
-		over = sh.sweepLocked(nil, sweepPerListing)
+	if q.labelled {
+		if c := sh.labelled.addOrGet(q); c != q {
+			sh.mu.Unlock()
+			return nil, c, nil
+		}
 	}
+	e = q.newEntry(b)
+	sh.list(e)
+	over = sh.sweepLocked(nil, sweepPerListing)
 	drain := len(sh.dirty) > 2*len(sh.open)+64 // bounds the dirty list of a book nobody reads
 	sh.mu.Unlock()
-	endAll(over)
 	if drain {
-		sh.drain()
+		over = append(over, nil) // a nil asks the caller to drain (endListed)
+	}
+	return e, q, over
+}
+
+// endListed ends the requests a listing in t's book found done, and
+// drains the shard of q if the listing asked it to (a nil in over).
+// Called with no request's lock held.
+func (b *requestBook) endListed(q *request, over []*request) {
+	drain := false
+	for _, o := range over {
+		if o == nil {
+			drain = true
+			continue
+		}
+		o.end()
+	}
+	if drain {
+		b.shardOf(q).drain()
 	}
 }
 
 // list puts e, not listed, in the shard's lists, and queues it dirty.
 // Called with sh.mu held.
 func (sh *bookData) list(e *bookEntry) {
-	e.listed = true
+	e.listed.Store(true)
 	e.begun = e.q.begun.Load()
 	e.bytes, e.tensors = 0, 0
 	e.at = int32(len(sh.open))
@@ -217,10 +222,10 @@ func (sh *bookData) list(e *bookEntry) {
 // unlist takes e out of the shard's lists, if it is listed, and out of
 // its sums. Called with sh.mu held.
 func (sh *bookData) unlist(e *bookEntry) {
-	if !e.listed {
+	if !e.listed.Load() {
 		return
 	}
-	e.listed = false
+	e.listed.Store(false)
 	// The hole is filled so that the sweep's lap misses no request: one it
 	// has passed fills a hole behind it, one it has not a hole ahead.
 	last := len(sh.open) - 1
@@ -255,7 +260,7 @@ func (sh *bookData) unlist(e *bookEntry) {
 	if e.q.labelled {
 		sh.labelled.remove(e.q)
 	}
-	if len(sh.open) == 0 { // let a burst's arrays go
+	if len(sh.open) == 0 && cap(sh.open) > 1024 { // let a burst's arrays go
 		sh.open, sh.dones, sh.largest = nil, nil, nil
 	}
 }
@@ -269,8 +274,12 @@ func (sh *bookData) move(from, to int) {
 	sh.open[to], sh.dones[to], m.at = m, sh.dones[from], int32(to)
 }
 
-// remove takes e out of its book: q's end, with q.mu held.
+// remove takes e out of its book: q's end, with q.mu held. An entry a
+// sweep took out already costs no lock.
 func (e *bookEntry) remove() {
+	if !e.listed.Load() {
+		return
+	}
 	sh := e.book.shardOf(e.q)
 	sh.mu.Lock()
 	sh.unlist(e)
@@ -306,6 +315,9 @@ func (sh *bookData) drain() {
 	sh.mu.Unlock()
 	reads := sh.reads[:0]
 	for _, e := range dirty {
+		if !e.listed.Load() {
+			continue // ended since: its end took it out
+		}
 		q := e.q
 		q.mu.Lock()
 		e.dirty = false
@@ -315,7 +327,7 @@ func (sh *bookData) drain() {
 	sh.mu.Lock()
 	for _, r := range reads {
 		e := r.e
-		if !e.listed {
+		if !e.listed.Load() {
 			continue // ended since: its end took it out
 		}
 		sh.bytes += r.bytes - e.bytes
@@ -338,18 +350,26 @@ func (sh *bookData) drain() {
 // and appends those done to over, for the caller to end once sh.mu is
 // released. Called with sh.mu held.
 func (sh *bookData) sweepLocked(over []*request, k int) []*request {
-	if sh.swept >= len(sh.dones) {
-		sh.swept = 0 // a lap ends at the end of open: see unlist
-	}
-	end := min(sh.swept+k, len(sh.dones))
-	for i, done := range sh.dones[sh.swept:end] {
+	for range min(k, len(sh.dones)) {
+		if len(sh.dones) == 0 {
+			break
+		}
+		if sh.swept >= len(sh.dones) {
+			sh.swept = 0 // the next lap
+		}
+		i := sh.swept
+		sh.swept = i + 1
 		select {
-		case <-done:
-			over = append(over, sh.open[sh.swept+i].q)
+		case <-sh.dones[i]:
+			// Taken out here, under the lock held, so that its end takes
+			// no book lock; the hole is filled with an entry not yet
+			// looked at, and the sweep goes on from it (unlist).
+			e := sh.open[i]
+			over = append(over, e.q)
+			sh.unlist(e)
 		default:
 		}
 	}
-	sh.swept = end
 	return over
 }
 
@@ -563,7 +583,7 @@ func (x *doneIndex) remove(q *request) {
 			i = j
 		}
 	}
-	if x.n == 0 && len(x.slots) > 16 {
+	if x.n == 0 && len(x.slots) > 1024 { // let a burst's table go
 		x.slots = nil
 	}
 }
