@@ -191,7 +191,7 @@ func (k *kindTable) ended(t *Tracker, q *request) {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	key := kindKey{kind, q.device}
+	key := kindKey{kind, q.device()}
 	s := k.byKey[key]
 	if s == nil && kind != OtherKind && k.apart >= MaxRequestKinds {
 		key.kind = OtherKind

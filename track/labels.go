@@ -75,22 +75,22 @@ func WithLabels(ctx context.Context, kv ...string) context.Context {
 		ctx = context.Background() // as LabelsFrom reads a nil ctx
 	}
 	sc := scopeOf(ctx)
-	set := (*labelSet)(nil)
 	if sc.req == nil {
 		if done := ctx.Done(); done != nil {
-			// The request and its labels in one allocation: every record
-			// made under it keeps both.
-			both := &struct {
+			// The request, its labels and its context in one allocation:
+			// every record made under it keeps the first two.
+			all := &struct {
 				q request
 				l labelSet
+				c scopeCtx
 			}{q: request{done: done, labelled: true}}
-			sc.req, set = &both.q, &both.l
+			sc.req = &all.q
+			sc.labels = Labels{set: sc.labels}.withInto(&all.l, kv).set
+			all.c = scopeCtx{Context: ctx, sc: sc}
+			return &all.c
 		}
 	}
-	if set == nil {
-		set = &labelSet{}
-	}
-	sc.labels = Labels{set: sc.labels}.withInto(set, kv).set
+	sc.labels = Labels{set: sc.labels}.withInto(&labelSet{}, kv).set
 	return withScope(ctx, sc)
 }
 

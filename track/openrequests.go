@@ -129,7 +129,7 @@ func (b *requestBook) read(n int) (out OpenRequests, largest, oldest []openRow, 
 			cands = append(cands, e)
 		}
 		for _, e := range cands {
-			rows = append(rows, openRow{q: e.q, bytes: e.bytes, tensors: e.tensors, begun: e.begun})
+			rows = append(rows, openRow{q: e.q, bytes: e.bytes, tensors: e.tensors, begun: e.q.begun.Load()})
 		}
 		sh.mu.Unlock()
 		for _, r := range rows {
@@ -206,7 +206,7 @@ func rowsStats(rows []openRow, now int64) []RequestStats {
 			InFlightTensors: r.tensors,
 		}
 		q.mu.Lock()
-		s.Labels, s.Device = Labels{set: q.labels}, q.device
+		s.Labels, s.Device = Labels{set: q.labels}, q.device()
 		s.PeakBytes = max(q.peak, r.bytes)
 		for _, e := range q.sites {
 			if e.bytes > s.TopSiteBytes {

@@ -55,18 +55,18 @@ type request struct {
 	peak int64
 	// labels are those of its record with the most labels (the first
 	// such): what OpenRequests shows and what its kind is read from.
-	// device is the device of its first record. Both under mu.
+	// meta is its first record's with a Meta, for the device. Both under
+	// mu.
 	labels *labelSet
-	device string
+	meta   *Meta
 
 	// canon is the request this one is the same as: the first request of
 	// its Done channel that a tracker listed. nil while q is its own.
 	canon atomic.Pointer[request]
 	// entry is the request in the book of the first tracker it recorded
-	// in; others, in the books of the others (most requests know one).
-	// Set under mu.
-	entry  bookEntry
-	others []*bookEntry
+	// in; its also chain, in the books of the others (most requests know
+	// one). Set under mu.
+	entry bookEntry
 }
 
 // reqSite is what a request holds in flight at one site.
@@ -88,7 +88,7 @@ func (q *request) addLocked(site *Site, bytes, count int64) {
 	if !q.entry.dirty {
 		q.entry.queue() // the books learn of it at their next read
 	}
-	for _, e := range q.others {
+	for e := q.entry.also; e != nil; e = e.also {
 		e.queue()
 	}
 	for i := range q.sites {
@@ -287,10 +287,7 @@ func (q *request) join(t *Tracker, r *Record) *request {
 
 // entryIn returns q's entry in b, nil if b has none. Called with q.mu held.
 func (q *request) entryIn(b *requestBook) *bookEntry {
-	if q.entry.book == b {
-		return &q.entry
-	}
-	for _, e := range q.others {
+	for e := &q.entry; e != nil; e = e.also {
 		if e.book == b {
 			return e
 		}
@@ -303,10 +300,10 @@ func (q *request) entryIn(b *requestBook) *bookEntry {
 func (q *request) newEntry(b *requestBook) *bookEntry {
 	e := &q.entry
 	if e.book != nil {
-		e = new(bookEntry)
-		q.others = append(q.others, e)
+		e = &bookEntry{also: q.entry.also}
+		q.entry.also = e
 	}
-	*e = bookEntry{q: q, book: b, at: -1, heap: -1, dirty: true}
+	e.q, e.book, e.at, e.heap, e.dirty = q, b, -1, -1, true
 	return e
 }
 
@@ -316,9 +313,17 @@ func (q *request) noteLabels(r *Record) {
 	if l := r.labels.Load(); l != nil && (q.labels == nil || len(l.kv) > len(q.labels.kv)) {
 		q.labels = l
 	}
-	if q.device == "" && r.Meta != nil {
-		q.device = r.Meta.Device
+	if q.meta == nil {
+		q.meta = r.Meta
 	}
+}
+
+// device returns the device of q's first tensor. Called with q.mu held.
+func (q *request) device() string {
+	if q.meta == nil {
+		return ""
+	}
+	return q.meta.Device
 }
 
 // same returns the request q is the same as, q itself if none.
@@ -393,11 +398,7 @@ func (q *request) endLocked() {
 		}
 	}
 	q.sites, q.more = nil, nil
-	if e := &q.entry; e.book != nil {
-		e.remove()
-		e.book.tracker.kinds.ended(e.book.tracker, q)
-	}
-	for _, e := range q.others {
+	for e := &q.entry; e != nil && e.book != nil; e = e.also {
 		e.remove()
 		e.book.tracker.kinds.ended(e.book.tracker, q)
 	}

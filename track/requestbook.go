@@ -110,12 +110,13 @@ type bookEntry struct {
 	// listed is set and cleared under the shard's lock, and read without
 	// it by an end that need not take it.
 	listed atomic.Bool
-	begun      int64 // q.begun, copied when listed
-	// bytes and tensors are what the book last read of q.
-	bytes, tensors int64
 	// dirty is set, under q.mu, while the entry is queued in its shard's
 	// dirty list.
 	dirty bool
+	// bytes and tensors are what the book last read of q.
+	bytes, tensors int64
+	// also is q's entry in the book of another tracker, set under q.mu.
+	also *bookEntry
 }
 
 // entryRead is what a drain read of one entry's request.
@@ -189,8 +190,8 @@ func (b *requestBook) endListed(q *request, over []*request) {
 // Called with sh.mu held.
 func (sh *bookData) list(e *bookEntry) {
 	e.listed.Store(true)
-	e.begun = e.q.begun.Load()
 	e.bytes, e.tensors = 0, 0
+	begun := e.q.begun.Load()
 	e.at = int32(len(sh.open))
 	sh.open = append(sh.open, e)
 	sh.dones = append(sh.dones, e.q.done)
@@ -198,7 +199,7 @@ func (sh *bookData) list(e *bookEntry) {
 	// In the order requests began: a request listed after a later one
 	// (two goroutines listing at once) walks back past it.
 	p := sh.newest
-	for p != nil && p.begun > e.begun {
+	for p != nil && p.q.begun.Load() > begun {
 		p = p.prev
 	}
 	e.prev = p
@@ -417,7 +418,7 @@ func heapBefore(a, b *bookEntry) bool {
 	if a.bytes != b.bytes {
 		return a.bytes > b.bytes
 	}
-	return a.begun < b.begun
+	return a.q.begun.Load() < b.q.begun.Load()
 }
 
 func (sh *bookData) swap(i, j int) {
