@@ -1,0 +1,48 @@
+package pool
+
+import (
+	"testing"
+
+	"github.com/tensorlife/tensorlife/internal/benchratio"
+	"github.com/tensorlife/tensorlife/tensor"
+)
+
+// BenchmarkPoolHitSpreadRatio is a hit (Allocate+Release of a cached
+// block) of a pool spread over its shards, as a pool is for the rest of its
+// life once goroutines contended for a class lock, against a hit of the
+// same pool before it spread, in alternating rounds (goal: no dearer than
+// the hit before spreading: each goroutine then finds its shard by the
+// hint of its P).
+func BenchmarkPoolHitSpreadRatio(b *testing.B) {
+	newPool := func() *Pool {
+		host, err := tensor.NewHostDevice(64 << 20)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p, err := New(host, Untracked())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = p.Close() })
+		return p
+	}
+	hit := func(p *Pool) func() {
+		f := func() {
+			blk, err := p.Allocate(4096)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := p.Release(blk); err != nil {
+				b.Fatal(err)
+			}
+		}
+		f() // warm: the block is cached from now on
+		return f
+	}
+	calm, spread := newPool(), newPool()
+	if spread.shardMask == 0 {
+		b.Skip("one shard on this machine: nothing to spread over")
+	}
+	spread.spread.Store(true) // what lockContended does when a class lock is held
+	benchratio.Run(b, "spread", hit(spread), hit(calm), benchratio.BaselineName("calm"))
+}
