@@ -79,11 +79,12 @@ func WithLabels(ctx context.Context, kv ...string) context.Context {
 		if done := ctx.Done(); done != nil {
 			// The request, its labels and its context in one allocation:
 			// every record made under it keeps the first two.
-			all := &struct {
+			all := new(struct {
 				q request
 				l labelSet
 				c scopeCtx
-			}{q: request{done: done, labelled: true}}
+			})
+			all.q.done, all.q.labelled = done, true // set in place: no 352-byte literal copied
 			sc.req = &all.q
 			sc.labels = Labels{set: sc.labels}.withInto(&all.l, kv).set
 			all.c = scopeCtx{Context: ctx, sc: sc}

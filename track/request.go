@@ -220,11 +220,12 @@ func BeginRequest(ctx context.Context, kv ...string) (context.Context, func()) {
 		ctx = context.Background()
 	}
 	sc := scopeOf(ctx)
-	all := &struct {
+	all := new(struct {
 		q request
 		l labelSet
 		c scopeCtx
-	}{q: request{done: ctx.Done(), parent: sc.req}}
+	})
+	all.q.done, all.q.parent = ctx.Done(), sc.req
 	sc.req = &all.q
 	if len(kv) > 0 {
 		sc.labels = Labels{set: sc.labels}.withInto(&all.l, kv).set
@@ -259,28 +260,27 @@ func (q *request) join(t *Tracker, r *Record) *request {
 		r.site.outlived(r.Bytes, 1)
 		return q
 	}
-	var over []*request
-	listed := false
-	if q.entryIn(b) == nil {
-		if q.begun.Load() == 0 { // the tracker's clock when first listed: r's birth
-			q.begun.Store(t.start.Add(time.Duration(r.born)).UnixNano())
-		}
-		var same *request
-		if _, same, over = b.add(q); same != q {
-			q.mu.Unlock()
-			q.canon.CompareAndSwap(nil, same)
-			return q.canon.Load().join(t, r) // same is listed in b: one more round at most
-		}
-		listed = true
+	if q.entryIn(b) != nil {
+		q.addLocked(r.site, r.Bytes, 1)
+		q.noteLabels(r)
+		q.mu.Unlock()
+		return q
+	}
+	if q.begun.Load() == 0 { // the tracker's clock when first listed: r's birth
+		q.begun.Store(t.start.Add(time.Duration(r.born)).UnixNano())
+	}
+	same, after := b.add(q)
+	if same != q {
+		q.mu.Unlock()
+		q.canon.CompareAndSwap(nil, same)
+		return q.canon.Load().join(t, r) // same is listed in b: one more round at most
 	}
 	q.addLocked(r.site, r.Bytes, 1)
 	q.noteLabels(r)
 	q.mu.Unlock()
-	if listed {
-		b.endListed(q, over)
-		if q.isDone() { // listed after its context was done: a deadline past
-			q.end()
-		}
+	after.finish()
+	if q.isDone() { // listed after its context was done: a deadline past
+		q.end()
 	}
 	return q
 }

@@ -142,47 +142,49 @@ func (b *requestBook) shardOf(q *request) *bookShard {
 	return &b.shards[shardOfDone(q.done)]
 }
 
+// listed is what a listing leaves its caller to do once the request's
+// lock is released: end the requests its sweep found done, and drain the
+// shard if its dirty list outgrew it. A value, so that a listing allocates
+// nothing for it.
+type listed struct {
+	found [sweepPerListing]*request
+	drain *bookData
+}
+
 // add lists q, which is recording its first allocation in the book's
-// tracker, and returns its entry; or, for a request begun by WithLabels
-// whose Done channel another listed request shares, returns that request,
-// which q is the same as, and lists nothing. Called with q.mu held (a
-// request's lock comes before a book shard's), so that nothing records in
-// q between the book's answer and its listing; it returns the requests
-// its sweep found done, for the caller to end once q.mu is released.
-func (b *requestBook) add(q *request) (e *bookEntry, same *request, over []*request) {
+// tracker; or, for a request begun by WithLabels whose Done channel
+// another listed request shares, returns that request, which q is the
+// same as, and lists nothing. Called with q.mu held (a request's lock
+// comes before a book shard's), so that nothing records in q between the
+// book's answer and its listing.
+func (b *requestBook) add(q *request) (same *request, after listed) {
 	sh := b.shardOf(q)
 	sh.mu.Lock()
 	if q.labelled {
 		if c := sh.labelled.addOrGet(q); c != q {
 			sh.mu.Unlock()
-			return nil, c, nil
+			return c, after
 		}
 	}
-	e = q.newEntry(b)
-	sh.list(e)
-	over = sh.sweepLocked(nil, sweepPerListing)
-	drain := len(sh.dirty) > 2*len(sh.open)+64 // bounds the dirty list of a book nobody reads
-	sh.mu.Unlock()
-	if drain {
-		over = append(over, nil) // a nil asks the caller to drain (endListed)
+	sh.list(q.newEntry(b))
+	sh.sweepInto(&after.found)
+	if len(sh.dirty) > 2*len(sh.open)+64 { // bounds the dirty list of a book nobody reads
+		after.drain = &sh.bookData
 	}
-	return e, q, over
+	sh.mu.Unlock()
+	return q, after
 }
 
-// endListed ends the requests a listing in t's book found done, and
-// drains the shard of q if the listing asked it to (a nil in over).
+// finish ends what the listing found done and drains what it outgrew.
 // Called with no request's lock held.
-func (b *requestBook) endListed(q *request, over []*request) {
-	drain := false
-	for _, o := range over {
-		if o == nil {
-			drain = true
-			continue
+func (after *listed) finish() {
+	for _, q := range after.found {
+		if q != nil {
+			q.end()
 		}
-		o.end()
 	}
-	if drain {
-		b.shardOf(q).drain()
+	if after.drain != nil {
+		after.drain.drain()
 	}
 }
 
@@ -372,6 +374,30 @@ func (sh *bookData) sweepLocked(over []*request, k int) []*request {
 		}
 	}
 	return over
+}
+
+// sweepInto is sweepLocked for a listing: the next sweepPerListing
+// requests, those done into found. Called with sh.mu held.
+func (sh *bookData) sweepInto(found *[sweepPerListing]*request) {
+	n := 0
+	for range min(sweepPerListing, len(sh.dones)) {
+		if len(sh.dones) == 0 {
+			break
+		}
+		if sh.swept >= len(sh.dones) {
+			sh.swept = 0
+		}
+		i := sh.swept
+		sh.swept = i + 1
+		select {
+		case <-sh.dones[i]:
+			e := sh.open[i]
+			found[n] = e.q
+			n++
+			sh.unlist(e)
+		default:
+		}
+	}
 }
 
 // sweep checks about sweepPerRead listed requests for a done context,
