@@ -5,9 +5,13 @@
 // Default) with its bytes, kind, device, dtype, shape, context labels
 // (WithLabels, as pprof.Labels) and call site.
 //
-// A request begins at WithRequest, or at the first WithLabels on a context
-// that ends with the request, as net/http's and gRPC's do; it ends when its
-// context is done, and every reader sees that at once. A tensor still live
+// A request begins at WithRequest or BeginRequest, or at the first
+// WithLabels on a context that ends with the request, as net/http's and
+// gRPC's do; it ends when its end function runs or its context is done.
+// Every reader sees an end function's end at once; the end of a context
+// tensorlife did not make, the readings that show or judge a request see at
+// once, and the gauges within a few readings (Tracker.Totals says how
+// many). A tensor still live
 // when its request ends has outlived it (Filter.Outlived,
 // SiteStats.OutlivedBytes): what package track/watch judges. A tensor kept
 // on purpose is handed to an Owner, whose holdings are counted (Owners).
