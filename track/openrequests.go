@@ -129,7 +129,7 @@ func (b *requestBook) read(n int) (out OpenRequests, largest, oldest []openRow, 
 			cands = append(cands, e)
 		}
 		for _, e := range cands {
-			rows = append(rows, openRow{q: e.q, bytes: e.bytes, tensors: e.tensors, begun: e.q.begun.Load()})
+			rows = append(rows, openRow{q: e.q, bytes: e.bytes, tensors: e.tensors, begun: e.begun})
 		}
 		sh.mu.Unlock()
 		for _, r := range rows {

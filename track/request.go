@@ -43,9 +43,6 @@ type request struct {
 	// nothing for them beyond the lock it takes anyway (an atomic store is
 	// an exchange on amd64, two of which cost Record+Release a tenth).
 	inFlight, tensors int64
-	// begun is when the request was first listed, on the listing
-	// tracker's clock, in Unix nanoseconds; set once, before it is listed.
-	begun  atomic.Int64
 	parent *request  // the request it was begun under, for scopes
 	sites  []reqSite // what is in flight, by site; starts in first
 	more   map[*Site]*reqSite
@@ -266,10 +263,11 @@ func (q *request) join(t *Tracker, r *Record) *request {
 		q.mu.Unlock()
 		return q
 	}
-	if q.begun.Load() == 0 { // the tracker's clock when first listed: r's birth
-		q.begun.Store(t.start.Add(time.Duration(r.born)).UnixNano())
+	begun := q.entry.begun // when it was first listed, in another tracker
+	if q.entry.book == nil {
+		begun = t.start.Add(time.Duration(r.born)).UnixNano() // the tracker's clock: r's birth
 	}
-	same, after := b.add(q)
+	same, after := b.add(q, begun)
 	if same != q {
 		q.mu.Unlock()
 		q.canon.CompareAndSwap(nil, same)
@@ -297,13 +295,14 @@ func (q *request) entryIn(b *requestBook) *bookEntry {
 
 // newEntry makes q's entry in b, queued dirty for the book to read once
 // it is listed. Called with q.mu held.
-func (q *request) newEntry(b *requestBook) *bookEntry {
+func (q *request) newEntry(b *requestBook, begun int64) *bookEntry {
 	e := &q.entry
 	if e.book != nil {
 		e = &bookEntry{also: q.entry.also}
 		q.entry.also = e
 	}
 	e.q, e.book, e.at, e.heap, e.dirty = q, b, -1, -1, true
+	e.begun = begun
 	return e
 }
 

@@ -113,6 +113,10 @@ type bookEntry struct {
 	// dirty is set, under q.mu, while the entry is queued in its shard's
 	// dirty list.
 	dirty bool
+	// begun is when the request was first listed, on the listing
+	// tracker's clock, in Unix nanoseconds; set under q.mu before the entry
+	// is listed, the same in every book of the request.
+	begun int64
 	// bytes and tensors are what the book last read of q.
 	bytes, tensors int64
 	// also is q's entry in the book of another tracker, set under q.mu.
@@ -157,7 +161,7 @@ type listed struct {
 // same as, and lists nothing. Called with q.mu held (a request's lock
 // comes before a book shard's), so that nothing records in q between the
 // book's answer and its listing.
-func (b *requestBook) add(q *request) (same *request, after listed) {
+func (b *requestBook) add(q *request, begun int64) (same *request, after listed) {
 	sh := b.shardOf(q)
 	sh.mu.Lock()
 	if q.labelled {
@@ -166,7 +170,7 @@ func (b *requestBook) add(q *request) (same *request, after listed) {
 			return c, after
 		}
 	}
-	sh.list(q.newEntry(b))
+	sh.list(q.newEntry(b, begun))
 	sh.sweepInto(&after.found)
 	if len(sh.dirty) > 2*len(sh.open)+64 { // bounds the dirty list of a book nobody reads
 		after.drain = &sh.bookData
@@ -193,7 +197,6 @@ func (after *listed) finish() {
 func (sh *bookData) list(e *bookEntry) {
 	e.listed.Store(true)
 	e.bytes, e.tensors = 0, 0
-	begun := e.q.begun.Load()
 	e.at = int32(len(sh.open))
 	sh.open = append(sh.open, e)
 	sh.dones = append(sh.dones, e.q.done)
@@ -201,7 +204,7 @@ func (sh *bookData) list(e *bookEntry) {
 	// In the order requests began: a request listed after a later one
 	// (two goroutines listing at once) walks back past it.
 	p := sh.newest
-	for p != nil && p.q.begun.Load() > begun {
+	for p != nil && p.begun > e.begun {
 		p = p.prev
 	}
 	e.prev = p
@@ -444,7 +447,7 @@ func heapBefore(a, b *bookEntry) bool {
 	if a.bytes != b.bytes {
 		return a.bytes > b.bytes
 	}
-	return a.q.begun.Load() < b.q.begun.Load()
+	return a.begun < b.begun
 }
 
 func (sh *bookData) swap(i, j int) {
