@@ -1,8 +1,11 @@
 package track_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
@@ -202,4 +205,116 @@ func TestReadWhileRequestsComeAndGo(t *testing.T) {
 	wg.Wait()
 	<-readers
 	assert.Equal(t, 0, tr.OpenRequests(3).Count)
+}
+
+// A request that records in two trackers is listed in both books, shows
+// what it holds in both, and leaves both at its end, whichever way it
+// ends.
+func TestRequestInTwoTrackers(t *testing.T) {
+	for _, begin := range []struct {
+		name  string
+		begin func() (context.Context, func())
+	}{
+		{"WithRequest", func() (context.Context, func()) {
+			ctx, end := track.WithRequest(context.Background())
+			return ctx, end
+		}},
+		{"BeginRequest", func() (context.Context, func()) {
+			return track.BeginRequest(context.Background(), "request", "r")
+		}},
+		{"WithLabels", func() (context.Context, func()) {
+			ctx, cancel := context.WithCancel(context.Background())
+			return track.WithLabels(ctx, "request", "r"), cancel
+		}},
+	} {
+		t.Run(begin.name, func(t *testing.T) {
+			a, b := newTracker(t), newTracker(t)
+			ctx, end := begin.begin()
+			ra := recordA(a, ctx, 100, "tensor")
+			rb := recordA(b, ctx, 20, "tensor")
+			for _, tr := range []*track.Tracker{a, b} {
+				open := tr.OpenRequests(1)
+				require.Equal(t, 1, open.Count)
+				assert.Equal(t, int64(120), open.Largest[0].InFlightBytes, "what it holds in both")
+			}
+			end()
+			for _, tr := range []*track.Tracker{a, b} {
+				assert.Zero(t, tr.OpenRequests(1).Count, "gone from both books")
+			}
+			assert.Equal(t, int64(100), a.Totals().OutlivedBytes)
+			assert.Equal(t, int64(20), b.Totals().OutlivedBytes)
+			release(t, a, ra)
+			release(t, b, rb)
+		})
+	}
+}
+
+// The book's largest follow requests as they grow and shrink after they
+// were listed, and its oldest as they end: after every step of a seeded
+// random walk over 200 requests the rows are those of a model of them.
+func TestBookFollowsRequestsAsTheyChange(t *testing.T) {
+	tr := newTracker(t)
+	rng := rand.New(rand.NewPCG(46, 1))
+	type req struct {
+		ctx   context.Context
+		end   context.CancelFunc
+		recs  []*track.Record
+		bytes int64
+		order int
+	}
+	reqs := make([]*req, 200)
+	for i := range reqs {
+		ctx, end := track.WithRequest(context.Background())
+		q := &req{ctx: track.WithLabels(ctx, "request", fmt.Sprint(i)), end: end, order: i}
+		q.recs = append(q.recs, recordA(tr, q.ctx, 1, "tensor"))
+		q.bytes = 1
+		reqs[i] = q
+	}
+	defer func() {
+		for _, q := range reqs {
+			release(t, tr, q.recs...)
+		}
+	}()
+	for step := range 300 {
+		for range 10 {
+			q := reqs[rng.IntN(len(reqs))]
+			if q.end == nil {
+				continue
+			}
+			switch rng.IntN(5) {
+			case 0, 1, 2:
+				n := int64(1 + rng.IntN(1000))
+				q.recs = append(q.recs, recordA(tr, q.ctx, n, "tensor"))
+				q.bytes += n
+			case 3:
+				if len(q.recs) > 0 {
+					r := q.recs[len(q.recs)-1]
+					q.bytes -= r.Bytes
+					release(t, tr, r)
+					q.recs = q.recs[:len(q.recs)-1]
+				}
+			case 4:
+				if step%3 == 0 {
+					q.end()
+					q.end = nil
+				}
+			}
+		}
+		var open []*req
+		for _, q := range reqs {
+			if q.end != nil {
+				open = append(open, q)
+			}
+		}
+		largest := slices.Clone(open)
+		slices.SortStableFunc(largest, func(a, b *req) int { return cmp.Compare(b.bytes, a.bytes) })
+		got := tr.OpenRequests(5)
+		require.Equal(t, len(open), got.Count, "step %d", step)
+		for i, r := range got.Largest {
+			assert.Equal(t, largest[i].bytes, r.InFlightBytes, "step %d: row %d of the largest", step, i)
+		}
+		for i, r := range got.Oldest {
+			assert.Equal(t, fmt.Sprintf("{request=%d}", open[i].order), r.Labels.String(), "step %d: row %d of the oldest", step, i)
+		}
+	}
 }
