@@ -43,6 +43,7 @@ type request struct {
 	// nothing for them beyond the lock it takes anyway (an atomic store is
 	// an exchange on amd64, two of which cost Record+Release a tenth).
 	inFlight, tensors int64
+
 	parent *request  // the request it was begun under, for scopes
 	sites  []reqSite // what is in flight, by site; starts in first
 	more   map[*Site]*reqSite
