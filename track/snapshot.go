@@ -775,7 +775,8 @@ func sortSites(s []SiteStats) {
 	})
 }
 
-// SiteTotals returns every site's figures from its counters: O(sites).
+// SiteTotals returns every site's figures from its counters: O(sites). Its
+// outlived figures see a labelled context's end as Totals' do.
 func (t *Tracker) SiteTotals() []SiteStats {
 	t.sweep()
 	sites := t.stacks.sites()
@@ -791,7 +792,8 @@ func (t *Tracker) SiteTotals() []SiteStats {
 }
 
 // TopSites returns up to n sites with live bytes, most first, from their
-// counters: O(sites × n), allocating only what it returns.
+// counters: O(sites × n), allocating only what it returns. Its outlived
+// figures see a labelled context's end as Totals' do.
 func (t *Tracker) TopSites(n int) []SiteStats {
 	if n <= 0 {
 		return nil

@@ -111,8 +111,10 @@ func (t *Tracker) NewSiteFeed() *SiteFeed {
 }
 
 // Changed appends to dst the sites changed since the last call (on the
-// first, all that have allocated). Requests whose contexts are done count
-// as ended first.
+// first, all that have allocated). A request's end function's end changes
+// its sites at once; a labelled context's end is found as Totals says, and
+// changes them then: a window may judge it that many windows late, never
+// early (memory in flight is never counted outlived).
 func (f *SiteFeed) Changed(dst []SiteStats) []SiteStats { return f.feed.changed(dst) }
 
 // ChangedOwners appends to dst the owners whose figures changed since the
