@@ -2,7 +2,6 @@ package track
 
 import (
 	"context"
-	"slices"
 	"sync"
 )
 
@@ -149,25 +148,25 @@ func (t *Tracker) listBorrower(q *request) *request {
 		q = c
 	}
 	q.mu.Lock()
-	if q.book == b || slices.Contains(q.moreBooks, b) || q.ended.Load() {
+	if q.entryIn(b) != nil || q.ended.Load() {
 		q.mu.Unlock()
 		return q
 	}
-	q.begun.CompareAndSwap(0, t.Now().UnixNano())
-	if !q.labelled {
-		q.listIn(b)
-		q.mu.Unlock()
-		b.add(q)
-		return q
+	begun := q.entry.begun // when it was first listed, in another tracker
+	if q.entry.book == nil {
+		begun = t.Now().UnixNano()
 	}
-	q.mu.Unlock()
-	if c := b.add(q); c != q {
-		q.canon.CompareAndSwap(nil, c)
+	same, after := b.add(q, begun)
+	if same != q {
+		q.mu.Unlock()
+		q.canon.CompareAndSwap(nil, same)
 		return t.listBorrower(q.canon.Load())
 	}
-	q.mu.Lock()
-	q.listIn(b)
 	q.mu.Unlock()
+	after.finish()
+	if q.isDone() { // listed after its context was done
+		q.end()
+	}
 	return q
 }
 

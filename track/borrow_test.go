@@ -53,7 +53,7 @@ func TestBorrowOutlivesItsRequest(t *testing.T) {
 	site, b = takeHandle(tr, lctx, r)
 	assert.Equal(t, 1, tr.OpenRequests(1).Count, "listed by its borrow")
 	cancel()
-	tr.Settle()
+	tr.Totals() // a reading of the gauges: with few open, it sees every end
 	assert.Equal(t, int64(1), stats(site).OutlivedHandles, "its context's end is seen by the next read")
 	b.Return()
 

@@ -400,14 +400,10 @@ func (q *request) endLocked() {
 	q.sites, q.more = nil, nil
 	for e := &q.entry; e != nil && e.book != nil; e = e.also {
 		e.remove()
-		e.book.tracker.kinds.ended(e.book.tracker, q)
-	}
-	if q.borrowed { // the handles it took and still holds outlive it (borrow.go)
-		if q.book != nil {
-			q.book.tracker.borrows.ended(q)
-		}
-		for _, b := range q.moreBooks {
-			b.tracker.borrows.ended(q)
+		t := e.book.tracker
+		t.kinds.ended(t, q)
+		if q.borrowed { // the handles it took and still holds outlive it (borrow.go)
+			t.borrows.ended(q)
 		}
 	}
 }
