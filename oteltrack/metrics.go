@@ -94,8 +94,9 @@
 //
 // Both results of a kind are observed once it was asked for, so a ratio of
 // refused to all is defined from its first request. A reservation released
-// by Admission.End is gone from the next collection; one released by its
-// context's end alone, once that context.AfterFunc has run.
+// by Admission.End or by its request's end function (httptrack's) is gone
+// from the next collection; one released by its context's end alone, once
+// that context's AfterFunc has run.
 //
 // With mask caches, per tensorlife.cache.name:
 //

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
 )
 
 // AdmitHistory is how many ended requests of a kind, on the pool's device,
@@ -44,7 +45,7 @@ type Admission struct {
 	used, peak atomic.Int64
 	// flags says it ran out of memory or went past its reservation.
 	flags atomic.Uint32
-	stop  func() bool // stops the context.AfterFunc that ends it
+	stop  func() bool // stops the track.AfterRequest that ends it
 }
 
 // ended marks an admission's left once its reservation is released.
@@ -86,12 +87,14 @@ func admissionOf(ctx context.Context, p *Pool) *Admission {
 // from the reservation first and from the free budget past it; a block
 // freed while the request is open goes back to the reservation. The
 // reservation is released by End, at once: every later Admit, allocation,
-// Headroom and Stats sees it. A context that is done without End releases
-// it too: at once for the admission's own next allocation, which checks its
-// context, and for every other reader when the context.AfterFunc that Admit
-// registers runs, one goroutine's scheduling after the context's end. So a
-// server ends each admission itself (defer adm.End(), or End before it
-// writes its answer). Blocks still held at the release stay allocated and
+// Headroom and Stats sees it. The end of ctx's request releases it too
+// (track.AfterRequest): at once, on the ending goroutine, for a request
+// begun by track.WithRequest, track.BeginRequest or track/httptrack whose
+// end function runs; for a context that is done otherwise, at once for the
+// admission's own next allocation, which checks its context, and for every
+// other reader one goroutine's scheduling after the context's end. A server
+// whose requests track/httptrack begins needs no End; any other ends each
+// admission itself (defer adm.End(), or End before it writes its answer). Blocks still held at the release stay allocated and
 // count as any others.
 //
 // When the budget cannot hold the reservation, after the cache is returned
@@ -101,7 +104,7 @@ func admissionOf(ctx context.Context, p *Pool) *Admission {
 // negative fallback one matching tensor.ErrInvalidSize. Admitted or
 // refused, it costs a map lookup in the pool's and the tracker's kind
 // tables, a few atomic operations and two short locks, whatever the open
-// admissions, and an admission registers one context.AfterFunc on ctx,
+// admissions, and an admission registers one track.AfterRequest on ctx,
 // which End stops.
 func (p *Pool) Admit(ctx context.Context, kind string, fallback int64) (context.Context, *Admission, error) {
 	return p.admit(ctx, kind, 0, fallback)
@@ -182,7 +185,7 @@ func (p *Pool) admit(ctx context.Context, kind string, units, fallback int64) (c
 	k.admitted.Add(1)
 	k.open.Add(1)
 	k.reserved.Add(want)
-	a.stop = context.AfterFunc(ctx, a.release)
+	a.stop = track.AfterRequest(ctx, a.release)
 	return context.WithValue(ctx, admissionKey{p}, a), a, nil
 }
 
@@ -220,7 +223,7 @@ func (a *Admission) End() {
 }
 
 // release releases the reservation once: what End does, less stopping
-// the context.AfterFunc (which calls it).
+// the track.AfterRequest (which calls it).
 func (a *Admission) release() {
 	left := a.left.Swap(ended)
 	if left == ended {

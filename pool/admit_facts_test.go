@@ -42,9 +42,46 @@ func TestAdmissionEndIsSeenAtOnce(t *testing.T) {
 	a.End()
 }
 
+// A request's end releases its admission as a fact, with no End: a
+// request that httptrack, track.BeginRequest or track.WithRequest begins is
+// over when its end function returns, and so is its reservation, for every
+// reader at once.
+func TestAdmissionEndsWithItsRequest(t *testing.T) {
+	p, _, _ := newKindPool(t, 8<<20)
+	for name, begin := range map[string]func() (context.Context, func()){
+		"BeginRequest": func() (context.Context, func()) {
+			return track.BeginRequest(context.Background(), "route", "POST /gen")
+		},
+		"WithRequest": func() (context.Context, func()) {
+			ctx, end := track.WithRequest(context.Background())
+			return ctx, end
+		},
+	} {
+		for i := range 20 {
+			ctx, end := begin()
+			actx, a, err := p.Admit(ctx, "route=/gen", 8<<20)
+			require.NoError(t, err, "%s round %d", name, i)
+			x, err := tensor.New(actx, p, tensor.Uint8, 1<<20)
+			require.NoError(t, err)
+			require.NoError(t, x.Free())
+			end() // no a.End()
+			assert.Zero(t, a.Left(), "%s round %d", name, i)
+			_, left := p.Headroom()
+			assert.EqualValues(t, 8<<20, left, "%s round %d: Headroom", name, i)
+			s := p.Stats()
+			assert.Zero(t, s.Promised, "%s round %d: Stats", name, i)
+			assert.Zero(t, s.Admissions, "%s round %d", name, i)
+			y, err := tensor.New(context.Background(), p, tensor.Uint8, 8<<20)
+			require.NoError(t, err, "%s round %d: an allocation right after the end", name, i)
+			require.NoError(t, y.Free())
+		}
+	}
+}
+
 // A context that is done without End: the admission's own next
 // allocation sees it at once, releasing the reservation before it draws;
-// every other reader once the context.AfterFunc has run.
+// every other reader once the context's AfterFunc has run (a context that
+// no end function of tensorlife's ends).
 func TestAdmissionContextEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p, _, _ := newKindPool(t, 8<<20)

@@ -65,6 +65,8 @@ type request struct {
 	// in; its also chain, in the books of the others (most requests know
 	// one). Set under mu.
 	entry bookEntry
+	// afters are what AfterRequest arranged to run at its end, under mu.
+	afters *requestAfter
 }
 
 // reqSite is what a request holds in flight at one site.
@@ -199,8 +201,10 @@ func WithRequest(ctx context.Context) (context.Context, context.CancelFunc) {
 	sc.req = q
 	ctx = withScope(ctx, sc)
 	return ctx, func() {
+		// The end first: what AfterRequest arranged runs here, before the
+		// cancel starts the context's AfterFuncs on goroutines of their own.
+		q.endBy()
 		cancel()
-		q.end()
 	}
 }
 
@@ -229,7 +233,7 @@ func BeginRequest(ctx context.Context, kv ...string) (context.Context, func()) {
 		sc.labels = Labels{set: sc.labels}.withInto(&all.l, kv).set
 	}
 	all.c = scopeCtx{Context: ctx, sc: sc}
-	return &all.c, all.q.end
+	return &all.c, all.q.endBy
 }
 
 // join counts r, made under q, in flight, and returns the request r
