@@ -417,9 +417,10 @@ func (b *block) unref(gc bool) error {
 }
 
 // release gives the record and the memory back. With gc set it runs on the
-// runtime's finalizer goroutine, where no foreign code may run: the memory
-// of an allocator whose Release is foreign code (tensor/foreign's) is
-// queued for a goroutine of that allocator's instead.
+// runtime's finalizer or cleanup goroutine, where no part's code may run
+// (see release.go): the record leaves the tracker here, and the memory is
+// queued for a releaser, or for the allocator's own goroutine when it is
+// a DroppedReleaser (tensor/foreign's).
 func (b *block) release(gc bool) error {
 	var err error
 	if tr := b.tracker(); tr != nil {
@@ -428,9 +429,11 @@ func (b *block) release(gc bool) error {
 	if b.rec.Bytes > 0 {
 		if gc {
 			if q, ok := b.alloc.(DroppedReleaser); ok {
-				q.QueueDropped(b.mem)
-				return err
+				_ = track.Guard(b.tracker(), q, "QueueDropped", func() { q.QueueDropped(b.mem) })
+			} else {
+				releases.push(b)
 			}
+			return err
 		}
 		err = errors.Join(err, b.alloc.Release(b.mem))
 	}

@@ -1,0 +1,78 @@
+package pool_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/internal/devices"
+	"github.com/tensorlife/tensorlife/pool"
+	"github.com/tensorlife/tensorlife/tensor"
+)
+
+// onGoroutine runs f on a goroutine of its own and waits for it to end,
+// returned or ended by runtime.Goexit.
+func onGoroutine(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	<-done
+}
+
+// The books a pool takes before it calls its device are given back by
+// defer: a device Alloc or Free that panics or calls runtime.Goexit leaves
+// the budget, the reserved bytes and the block counts exact, so the whole
+// budget can still be allocated afterwards.
+func TestPoolBooksSurviveAPanicAndAGoexitInTheDevice(t *testing.T) {
+	ctx := context.Background()
+	const budget = 64 << 10
+	for _, act := range []devices.Act{devices.ActPanic, devices.ActGoexit} {
+		for _, method := range []string{"Alloc", "Free"} {
+			t.Run(map[devices.Act]string{devices.ActPanic: "panic", devices.ActGoexit: "goexit"}[act]+"/"+method, func(t *testing.T) {
+				p, dev, tr := hostilePool(t, pool.Budget(budget), pool.MaxCachedBytes(0))
+				var x *tensor.Tensor
+				if method == "Free" {
+					var err error
+					x, err = tensor.New(ctx, p, tensor.Uint8, 4096)
+					require.NoError(t, err)
+				}
+				dev.Do(act, method)
+				onGoroutine(func() {
+					if method == "Alloc" {
+						_, _ = tensor.New(ctx, p, tensor.Uint8, 4096)
+					} else {
+						_ = x.Free()
+					}
+				})
+				dev.Do(act)
+				s := p.Stats()
+				assert.Zero(t, s.Reserved, "the reservation given back")
+				assert.Zero(t, s.Active)
+				assert.Equal(t, s.DeviceAllocs, s.DeviceFrees, "a block leaves the books once")
+				assert.Zero(t, tr.Totals().LiveCount)
+
+				// The whole budget is there to allocate.
+				y, err := tensor.New(ctx, p, tensor.Uint8, budget)
+				require.NoError(t, err, "no byte of the budget was lost")
+				require.NoError(t, y.Free())
+			})
+		}
+	}
+}
+
+// The same rule holds over a tensor.DeviceAllocator.
+func TestDeviceAllocatorBooksSurviveAGoexitInAlloc(t *testing.T) {
+	host, err := tensor.NewHostDevice(1 << 20)
+	require.NoError(t, err)
+	dev := devices.NewHostile(host)
+	a, err := tensor.NewDeviceAllocator(dev, nil)
+	require.NoError(t, err)
+	dev.Do(devices.ActGoexit, "Alloc")
+	onGoroutine(func() { _, _ = tensor.New(context.Background(), a, tensor.Uint8, 4096) })
+	assert.Zero(t, a.Stats().Reserved)
+	assert.Zero(t, a.Stats().Allocs)
+}

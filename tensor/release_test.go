@@ -1,0 +1,113 @@
+package tensor_test
+
+import (
+	"context"
+	"log/slog"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/internal/devices"
+	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
+)
+
+// thirdParty is an allocator of no package of tensorlife's, whose Release
+// misbehaves as its act says, and otherwise gives the block to inner.
+type thirdParty struct {
+	inner    tensor.Allocator
+	act      atomic.Int32 // a devices.Act + 1; 0: behaves
+	gate     chan struct{}
+	released atomic.Int64
+}
+
+func (a *thirdParty) Device() tensor.Device                      { return a.inner.Device() }
+func (a *thirdParty) Tracker() *track.Tracker                    { return a.inner.Tracker() }
+func (a *thirdParty) Allocate(bytes int64) (tensor.Block, error) { return a.inner.Allocate(bytes) }
+func (a *thirdParty) Release(b tensor.Block) error {
+	switch devices.Act(a.act.Load() - 1) {
+	case devices.ActPanic:
+		panic("thirdParty: hostile Release")
+	case devices.ActGoexit:
+		runtime.Goexit()
+	case devices.ActBlock:
+		<-a.gate
+	}
+	a.released.Add(1)
+	return a.inner.Release(b)
+}
+
+//go:noinline
+func dropOne(t *testing.T, alloc tensor.Allocator) {
+	_, err := tensor.New(context.Background(), alloc, tensor.Uint8, 64)
+	require.NoError(t, err)
+}
+
+// The runtime's finalizer goroutine never runs a part's code: a dropped
+// tensor's memory goes back through tensor's release queue, whose
+// releasers recover a panic (counted on the tracker), survive a Goexit and
+// leave the finalizer goroutine free while a Release blocks, for every
+// allocator, tracked or not.
+func TestDroppedReleaseNeverRunsAPartOnTheFinalizerGoroutine(t *testing.T) {
+	for _, act := range []devices.Act{devices.ActPanic, devices.ActGoexit, devices.ActBlock} {
+		for _, tracked := range []bool{true, false} {
+			name := map[devices.Act]string{devices.ActPanic: "panic", devices.ActGoexit: "goexit", devices.ActBlock: "block"}[act]
+			if !tracked {
+				name += "/untracked"
+			}
+			t.Run(name, func(t *testing.T) {
+				host, err := tensor.NewHostDevice(1 << 20)
+				require.NoError(t, err)
+				var tr *track.Tracker
+				if tracked {
+					tr, err = track.New(track.Logger(slog.New(slog.DiscardHandler)))
+					require.NoError(t, err)
+				}
+				inner, err := tensor.NewDeviceAllocator(host, tr)
+				require.NoError(t, err)
+				a := &thirdParty{inner: inner, gate: make(chan struct{})}
+				a.act.Store(int32(act) + 1)
+
+				dropOne(t, a)
+				collect() // the finalizer goroutine is not held by the Release
+				if act == devices.ActBlock {
+					dropOne(t, a)
+					collect() // nor by a second one, behind the first
+					close(a.gate)
+				}
+				tensor.WaitReleases()
+				dropped := int64(1)
+				if act == devices.ActBlock {
+					dropped = 2
+				}
+				if tracked {
+					assert.Zero(t, tr.Totals().LiveCount, "the records left on the collector's goroutine")
+					assert.Equal(t, dropped, tr.Totals().GCLeaks)
+				}
+				switch act {
+				case devices.ActPanic:
+					if tracked {
+						assert.EqualValues(t, 1, tr.Totals().PartPanics, "the panic counted")
+					}
+				case devices.ActBlock:
+					assert.EqualValues(t, 2, a.released.Load())
+					assert.Zero(t, host.Used())
+				}
+
+				// The queue goes on after a panic or a Goexit.
+				a.act.Store(0)
+				dropOne(t, a)
+				collect()
+				tensor.WaitReleases()
+				returned := int64(1) // the last drop's; a panic's and a Goexit's never return
+				if act == devices.ActBlock {
+					returned = 3
+				}
+				assert.Equal(t, returned, a.released.Load())
+			})
+		}
+	}
+}
