@@ -156,4 +156,3 @@ type shelf struct {
 
 // shelves keeps each tracker's adoption books.
 var shelves = track.NewLocal(func() *shelf { return new(shelf) })
-
