@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"errors"
 	"sync"
 
 	"github.com/tensorlife/tensorlife/track"
@@ -147,4 +148,37 @@ func WaitReleases() {
 	for q.running > 0 || q.waiting() > 0 {
 		q.drained.Wait()
 	}
+}
+
+// Releases are memory returns put off by FreeInto, to be made by Run once
+// the caller has let go of its lock. The zero value is empty and ready.
+// A Releases is not safe for concurrent use; it must not be copied after
+// first use.
+type Releases struct {
+	blocks []*block
+}
+
+// Run gives each block put off back to its allocator, in the order they
+// were added, and empties r. It returns the allocators' errors, joined. A
+// Release that panics propagates, as from Free, once the blocks after it
+// have been given back too.
+func (r *Releases) Run() (err error) {
+	if r == nil {
+		return nil
+	}
+	defer func() {
+		// A Release that panicked or called runtime.Goexit leaves the
+		// blocks after it to this.
+		if len(r.blocks) > 0 {
+			err = errors.Join(err, r.Run())
+		}
+	}()
+	for len(r.blocks) > 0 {
+		b := r.blocks[0]
+		r.blocks[0] = nil
+		r.blocks = r.blocks[1:]
+		err = errors.Join(err, b.alloc.Release(b.mem))
+	}
+	r.blocks = nil
+	return err
 }
