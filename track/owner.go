@@ -51,6 +51,7 @@ type ownerBook struct {
 	owner   weak.Pointer[Owner]
 	tracker weak.Pointer[Tracker]
 	id      uint64 // the book's number in its tracker, from 1
+	index   int    // its place in the tracker's registry; -1 once it left. Under the registry's lock
 	name    string
 	max     int64
 	first   *Site // the line of the first hand-over
@@ -85,7 +86,7 @@ func (o *Owner) bookIn(t *Tracker) *ownerBook {
 }
 
 // bookFor returns o's book in t, made and listed at the first hand-over
-// there, from site. It forgets the books of trackers that were collected.
+// there, made at site. It forgets the books of trackers that were collected.
 func (o *Owner) bookFor(t *Tracker, site *Site) *ownerBook {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -210,7 +211,10 @@ func (b *ownerBook) stats() (s OwnerStats, ok bool) {
 	return s, true
 }
 
-// ownerRegistry is a tracker's list of owner books.
+// ownerRegistry is a tracker's list of owner books, in no order (readers
+// sort). A book knows its place in the list, so that it leaves in O(1): a
+// collection that finds 200k owners dropped runs 200k removals on the
+// cleanup goroutine, each a swap with the last.
 type ownerRegistry struct {
 	mu     sync.Mutex
 	books  []*ownerBook
@@ -219,18 +223,29 @@ type ownerRegistry struct {
 
 func (r *ownerRegistry) add(b *ownerBook) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.nextID++
 	b.id = r.nextID
+	b.index = len(r.books)
 	r.books = append(r.books, b)
-	r.mu.Unlock()
 }
 
 func (r *ownerRegistry) remove(b *ownerBook) {
 	r.mu.Lock()
-	if i := slices.Index(r.books, b); i >= 0 {
-		r.books = slices.Delete(r.books, i, i+1)
+	defer r.mu.Unlock()
+	i := b.index
+	if i < 0 || i >= len(r.books) || r.books[i] != b {
+		return // not listed: removed already
 	}
-	r.mu.Unlock()
+	last := len(r.books) - 1
+	r.books[i] = r.books[last]
+	r.books[i].index = i
+	r.books[last] = nil
+	r.books = r.books[:last]
+	b.index = -1
+	if cap(r.books) > 64 && len(r.books) < cap(r.books)/4 {
+		r.books = slices.Clip(slices.Clone(r.books)) // give back what 200k dropped owners took
+	}
 }
 
 // list returns the books, copied.
@@ -279,6 +294,7 @@ func (t *Tracker) Owners() []OwnerStats {
 // the last owner lets go, r is its request's again (outlived if the
 // request has ended). A nil o, or r not live through t, is an error
 // matching ErrMisuse.
+//go:noinline
 func (r *Record) HandOver(o *Owner) error {
 	t, err := r.recorder()
 	if err != nil {
@@ -288,7 +304,12 @@ func (r *Record) HandOver(o *Owner) error {
 		t.misuse.Add(1)
 		return errNilOwner
 	}
-	b := o.bookFor(t, r.site)
+	b := o.bookIn(t)
+	if b == nil {
+		// The owner's first hand-over in t: its line is the caller's
+		// (tensor.Tensor.HandTo's caller, named past tensorlife's frames).
+		b = o.bookFor(t, t.CallerSite(0))
+	}
 	sh := &t.shards[r.id%shardCount]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

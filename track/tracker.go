@@ -254,7 +254,9 @@ type Tracker struct {
 	events          [numEventKinds]atomic.Int64
 	noteShard       atomic.Uint32 // spreads noted events over the history shards
 
-	feeds        feedSet       // SiteFeed
+	// feeds are the SiteFeeds, apart from the tracker: each Site points at
+	// them, and a site an Owner's books keep must not keep the tracker.
+	feeds        *feedSet
 	classes      classRegistry // liveByClass
 	leakWatchers watchers
 	parts        partRegistry                 // what was made with the tracker (parts.go)
@@ -288,7 +290,8 @@ func New(opts ...Option) (*Tracker, error) {
 	t.start = t.Now()
 	t.requests.tracker = t
 	t.kinds.keys = cfg.kindKeys
-	t.stacks = newStackTable(cfg.maxSites, cfg.helpers, &t.feeds)
+	t.feeds = new(feedSet)
+	t.stacks = newStackTable(cfg.maxSites, cfg.helpers, t.feeds)
 	if cfg.historyEvents > 0 {
 		for i := range t.shards {
 			t.shards[i].history.events = make([]Event, ringSize(cfg.historyEvents))
