@@ -294,6 +294,7 @@ func (t *Tracker) Owners() []OwnerStats {
 // the last owner lets go, r is its request's again (outlived if the
 // request has ended). A nil o, or r not live through t, is an error
 // matching ErrMisuse.
+//
 //go:noinline
 func (r *Record) HandOver(o *Owner) error {
 	t, err := r.recorder()
