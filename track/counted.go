@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tensorlife/tensorlife/internal/counter"
 )
 
 // A site's figures live in counters kept on the record path, so that a
@@ -306,8 +308,8 @@ func (t *Tracker) counts() *counts {
 	c.sites = make([]countedSite, 0, len(sites))
 	c.slots = make([]countedSlot, 0, len(sites)+1)
 	for _, s := range sites {
-		cs := countedSite{site: s, gcLeaks: s.gcLeaks.Load(), outlivedCount: s.outlivedCount.Load(),
-			outlivedBytes: s.outlivedBytes.Load()}
+		cs := countedSite{site: s, gcLeaks: s.gcLeaks.Load(), outlivedCount: counter.Held(s.outlivedCount.Load()),
+			outlivedBytes: counter.Held(s.outlivedBytes.Load())}
 		first := len(c.slots)
 		add := func(m *Meta, n, bytes int64) {
 			for i := first; i < len(c.slots) && m != nil; i++ { // one Meta in slots of several sizes: one group
@@ -344,7 +346,7 @@ func (t *Tracker) counts() *counts {
 		cs.allocs += allocs
 		cs.allocBytes += allocBytes
 		if n := allocs - frees - moved; n > 0 {
-			add(nil, n, allocBytes-freed-movedBytes)
+			add(nil, n, counter.Live(allocBytes, freed+movedBytes))
 		}
 		if cs.allocs == 0 {
 			continue

@@ -4,6 +4,8 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+
+	"github.com/tensorlife/tensorlife/internal/counter"
 )
 
 // maxFeeds bounds the site feeds of one tracker that are told of changes;
@@ -211,8 +213,8 @@ func (f *siteFeed) close() {
 // Stats reads the site's counters, O(shapes); Oldest is not filled.
 func (s *Site) Stats() SiteStats {
 	allocs, allocBytes, frees, freed := s.metas.figures()
-	return SiteStats{Site: s, LiveCount: allocs - frees, LiveBytes: allocBytes - freed,
-		AllocCount: allocs, AllocBytes: allocBytes, GCLeaks: s.gcLeaks.Load(),
-		OutlivedCount: s.outlivedCount.Load(), OutlivedBytes: s.outlivedBytes.Load(),
-		OutlivedHandles: s.outlivedHandles.Load(), OutlivedHandleBytes: s.outlivedHandleBytes.Load()}
+	return SiteStats{Site: s, LiveCount: counter.Live(allocs, frees), LiveBytes: counter.Live(allocBytes, freed),
+		AllocCount: counter.Held(allocs), AllocBytes: counter.Held(allocBytes), GCLeaks: s.gcLeaks.Load(),
+		OutlivedCount: counter.Held(s.outlivedCount.Load()), OutlivedBytes: counter.Held(s.outlivedBytes.Load()),
+		OutlivedHandles: counter.Held(s.outlivedHandles.Load()), OutlivedHandleBytes: counter.Held(s.outlivedHandleBytes.Load())}
 }

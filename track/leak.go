@@ -104,7 +104,7 @@ func (t *Tracker) callLeak(f func(LeakReport), l LeakReport) {
 	defer func() {
 		if v := recover(); v != nil {
 			t.cfg.logger.Error("tensorlife: a leak callback panicked; the leak is counted all the same",
-				slog.String("tracker", t.cfg.name), slog.Uint64("id", l.ID), slog.Any("panic", v),
+				slog.String("tracker", t.cfg.name), slog.Uint64("id", l.ID), slog.String("panic", panicText(v)),
 				slog.String("stack", string(debug.Stack())))
 		}
 	}()

@@ -252,7 +252,7 @@ func createTemp(dir, base string) (*os.File, error) {
 	base = clip(base, tempBaseBytes)
 	if canLock {
 		if d, err := os.Open(dir); err == nil {
-			defer d.Close() // closing it drops the shared lock
+			defer d.Close()         // closing it drops the shared lock
 			_, _ = tryLockShared(d) // a sweep's, or another program's: the check below
 		}
 	}
