@@ -39,33 +39,9 @@ func (e *PanicError) Error() string {
 }
 
 // panicText renders a panic's value, or a part's or a method's name, as
-// valid UTF-8 of at most maxPanicText bytes (format.Text): what errors and
-// logs repeat of it.
-func panicText(v any) string {
-	var s string
-	switch v := v.(type) {
-	case string:
-		s = v
-	case error:
-		s = safeString(v.Error)
-	case fmt.Stringer:
-		s = safeString(v.String)
-	default:
-		s = fmt.Sprint(v)
-	}
-	s, _ = format.Text(s, maxPanicText)
-	return s
-}
-
-// safeString calls f, a panic value's own method, under recover.
-func safeString(f func() string) (s string) {
-	defer func() {
-		if recover() != nil {
-			s = "(a panic value whose text panicked)"
-		}
-	}()
-	return f()
-}
+// valid UTF-8 of at most maxPanicText bytes (format.Value): what errors
+// and logs repeat of it.
+func panicText(v any) string { return format.Value(v, maxPanicText) }
 
 // Is reports whether target is ErrPanic.
 func (e *PanicError) Is(target error) bool { return target == ErrPanic }

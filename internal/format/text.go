@@ -1,6 +1,7 @@
 package format
 
 import (
+	"fmt"
 	"strings"
 	"unicode/utf8"
 )
@@ -34,4 +35,28 @@ func Text(s string, max int) (out string, cut bool) {
 		n--
 	}
 	return s[:n] + Cut, true
+}
+
+// Value renders v (a panic's value, mostly) as Text of at most max bytes.
+// A value whose own Error or String method panics is named as such
+// rather than let the panic through: what renders a recovered panic must
+// not panic in turn.
+func Value(v any, max int) (s string) {
+	defer func() {
+		if recover() != nil {
+			s = "(a value whose text panicked)"
+		}
+	}()
+	switch v := v.(type) {
+	case string:
+		s = v
+	case error:
+		s = v.Error()
+	case interface{ String() string }:
+		s = v.String()
+	default:
+		s = fmt.Sprint(v)
+	}
+	s, _ = Text(s, max)
+	return s
 }
