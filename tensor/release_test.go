@@ -111,3 +111,33 @@ func TestDroppedReleaseNeverRunsAPartOnTheFinalizerGoroutine(t *testing.T) {
 		}
 	}
 }
+
+// named is a third-party allocator whose device is dev.
+type named struct {
+	tensor.Allocator
+	dev tensor.Device
+}
+
+func (a named) Device() tensor.Device { return a.dev }
+
+// New reads a third-party allocator's device name after the allocation: a
+// Name that panics or calls runtime.Goexit gives the memory back either way.
+func TestNewGivesTheMemoryBackWhenTheDeviceNameEndsTheGoroutine(t *testing.T) {
+	for _, act := range []devices.Act{devices.ActPanic, devices.ActGoexit} {
+		host, err := tensor.NewHostDevice(1 << 20)
+		require.NoError(t, err)
+		inner, err := tensor.NewDeviceAllocator(host, nil)
+		require.NoError(t, err)
+		dev := devices.NewHostile(host)
+		dev.Do(act, "Name")
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, err := tensor.New(context.Background(), named{inner, dev}, tensor.Uint8, 4096)
+			assert.ErrorIs(t, err, tensor.ErrPanic)
+		}()
+		<-done
+		assert.Zero(t, host.Used(), "the allocation given back")
+		assert.Zero(t, inner.Stats().Reserved)
+	}
+}

@@ -324,7 +324,7 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 			return nil, err
 		}
 	}
-	name, err := allocDeviceName(tr, alloc) // foreign code, under recover (guard.go)
+	name, err := allocDeviceName(tr, alloc, b.mem, bytes) // foreign code, under recover (guard.go)
 	if err != nil {
 		if bytes > 0 {
 			err = errors.Join(err, alloc.Release(b.mem))
