@@ -42,6 +42,11 @@
 // ErrNotRegular rather than replaced by a regular file. A symbolic link is
 // followed, as os.WriteFile follows it: the file it points to is written,
 // atomically, in that file's own directory, and the link stays a link.
+//
+// Bad input: Write refuses an empty path with ErrEmptyPath and a target
+// that is not a regular file with ErrNotRegular; its other errors, and
+// CreateTemp's, are the system's, wrapped with the path. Sweep returns no
+// error.
 package atomicfile
 
 import (
