@@ -141,3 +141,33 @@ func TestNewGivesTheMemoryBackWhenTheDeviceNameEndsTheGoroutine(t *testing.T) {
 		assert.Zero(t, inner.Stats().Reserved)
 	}
 }
+
+// A leak callback is a caller's code, and never runs on the runtime's
+// finalizer or cleanup goroutine: one that panics or calls runtime.Goexit
+// leaves the finalizers running (a Goexit there would have ended the
+// runtime's goroutine, and no finalizer of the process would run again).
+func TestALeakCallbackThatEndsItsGoroutineLeavesTheFinalizersRunning(t *testing.T) {
+	for _, act := range []devices.Act{devices.ActPanic, devices.ActGoexit} {
+		host, err := tensor.NewHostDevice(1 << 20)
+		require.NoError(t, err)
+		var calls atomic.Int64
+		tr, err := track.New(track.Logger(slog.New(slog.DiscardHandler)), track.OnLeak(func(track.LeakReport) {
+			calls.Add(1)
+			if act == devices.ActGoexit {
+				runtime.Goexit()
+			}
+			panic("leak callback bug")
+		}))
+		require.NoError(t, err)
+		a, err := tensor.NewDeviceAllocator(host, tr)
+		require.NoError(t, err)
+		dropOne(t, a)
+		collect()
+		dropOne(t, a)
+		collect() // returns: the finalizer goroutine still runs finalizers
+		tensor.WaitReleases()
+		assert.EqualValues(t, 2, calls.Load())
+		assert.EqualValues(t, 2, tr.Totals().GCLeaks)
+		assert.Zero(t, host.Used(), "both reclaimed")
+	}
+}

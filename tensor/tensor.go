@@ -431,7 +431,7 @@ func (b *block) release(gc bool, later *Releases) error {
 	if b.rec.Bytes > 0 {
 		if gc {
 			if q, ok := b.alloc.(DroppedReleaser); ok {
-				_ = track.Guard(b.tracker(), q, "QueueDropped", func() { q.QueueDropped(b.mem) })
+				queueDropped(b, q)
 			} else {
 				releases.push(b)
 			}
