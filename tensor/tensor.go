@@ -318,7 +318,7 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 			if tr != nil && errors.Is(err, ErrOutOfMemory) {
 				// The device counts the refusal too: a watcher reads it as
 				// the fact that the memory its suspects draw from ran out.
-				device, _ := allocDeviceName(tr, alloc)
+				device, _ := allocDeviceName(tr, alloc, Block{}, 0) // nothing allocated to give back
 				tr.NoteOutOfMemory(device, tr.Caller(skip+1, 32), bytes)
 			}
 			return nil, err
