@@ -958,7 +958,7 @@ func (w *Watcher) logPanic(p any, s Suspect) {
 	w.tr.Logger().Error("tensorlife: the watcher's OnSuspect callback panicked; the watcher goes on",
 		slog.String("tracker", w.tr.Name()),
 		slog.String("site", s.Site.String()),
-		slog.String("panic", fmt.Sprint(p)),
+		slog.String("panic", format.Value(p, 256)),
 		slog.String("stack", string(debug.Stack())))
 }
 
