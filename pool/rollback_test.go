@@ -2,7 +2,9 @@ package pool_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -10,6 +12,7 @@ import (
 	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/track"
 )
 
 // onGoroutine runs f on a goroutine of its own and waits for it to end,
@@ -75,4 +78,26 @@ func TestDeviceAllocatorBooksSurviveAGoexitInAlloc(t *testing.T) {
 	onGoroutine(func() { _, _ = tensor.New(context.Background(), a, tensor.Uint8, 4096) })
 	assert.Zero(t, a.Stats().Reserved)
 	assert.Zero(t, a.Stats().Allocs)
+}
+
+// badName is a device whose name is invalid UTF-8, and 1 MiB of it.
+type badName struct{ tensor.Device }
+
+func (badName) Name() string { return "gpu\xff" + strings.Repeat("\xfe", 1<<20) }
+
+// A device's name is in every figure and error of the pool: it is cut to
+// valid UTF-8 of at most track.MaxMetaText bytes, as a Meta's texts are.
+func TestADevicesNameIsCutToValidText(t *testing.T) {
+	host, err := tensor.NewHostDevice(1 << 20)
+	require.NoError(t, err)
+	p, err := pool.New(badName{host}, pool.Untracked(), pool.Budget(4096))
+	require.NoError(t, err)
+	for _, s := range []string{p.Stats().Device} {
+		assert.True(t, utf8.ValidString(s))
+		assert.LessOrEqual(t, len(s), track.MaxMetaText)
+	}
+	_, err = tensor.New(context.Background(), p, tensor.Uint8, 1<<20)
+	require.ErrorIs(t, err, tensor.ErrOutOfMemory)
+	assert.True(t, utf8.ValidString(err.Error()))
+	assert.Less(t, len(err.Error()), 16<<10)
 }

@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/internal/ownalloc"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -22,9 +23,11 @@ func deviceCall(tr *track.Tracker, dev Device, method, op, name string, bytes in
 	return err
 }
 
-// deviceName reads dev's name under recover.
+// deviceName reads dev's name under recover, cut as a Meta's texts are
+// (track.MaxMetaText: valid UTF-8, bounded).
 func deviceName(tr *track.Tracker, dev Device) (name string, err error) {
 	err = deviceCall(tr, dev, "Name", "name", "", 0, func() error { name = dev.Name(); return nil })
+	name, _ = format.Text(name, track.MaxMetaText)
 	return name, err
 }
 
