@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/mask"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -21,7 +21,7 @@ import (
 // by how.Do(act, method).
 type hostile struct {
 	alloc  tensor.Allocator
-	how    *devices.Hostile
+	how    *tensortest.Hostile
 	method string
 	tr     *track.Tracker
 }
@@ -30,7 +30,7 @@ type hostile struct {
 // calls its switch's UUID, which misbehaves unguarded.
 type thirdParty struct {
 	tensor.Allocator
-	sw *devices.Hostile
+	sw *tensortest.Hostile
 }
 
 func (a thirdParty) Release(b tensor.Block) error {
@@ -47,12 +47,12 @@ func hostileAllocators(t *testing.T) map[string]func() hostile {
 		return func() hostile {
 			host, err := tensor.NewHostDevice(1 << 20)
 			require.NoError(t, err)
-			dev := devices.NewHostile(host)
+			dev := tensortest.NewHostile(host)
 			tr, err := track.New(track.Logger(slog.New(slog.DiscardHandler)))
 			require.NoError(t, err)
 			switch kind {
 			case "pool":
-				p, err := pool.New(dev, pool.Tracker(tr), pool.MaxCachedBytes(0), pool.Logger(slog.New(slog.DiscardHandler)))
+				p, err := pool.New(dev, pool.Tracker(tr), pool.MaxCachedBytes(0))
 				require.NoError(t, err)
 				return hostile{p, dev, "Free", tr}
 			case "third party":
@@ -92,8 +92,8 @@ func fill(c *mask.Cache, alloc tensor.Allocator, from, to int) error {
 // owner's books are what the cache holds.
 func TestCacheNeverHoldsItsLockAcrossADeviceCall(t *testing.T) {
 	for name, mk := range hostileAllocators(t) {
-		for _, act := range []devices.Act{devices.ActPanic, devices.ActGoexit, devices.ActBlock} {
-			t.Run(name+"/"+map[devices.Act]string{devices.ActPanic: "panic", devices.ActGoexit: "goexit", devices.ActBlock: "block"}[act], func(t *testing.T) {
+		for _, act := range []tensortest.Act{tensortest.ActPanic, tensortest.ActGoexit, tensortest.ActBlock} {
+			t.Run(name+"/"+map[tensortest.Act]string{tensortest.ActPanic: "panic", tensortest.ActGoexit: "goexit", tensortest.ActBlock: "block"}[act], func(t *testing.T) {
 				h := mk()
 				alloc, dev, tr := h.alloc, h.how, h.tr
 				c, err := mask.NewCache(mask.MaxEntries(2), mask.CacheName("hostile"))
@@ -107,7 +107,7 @@ func TestCacheNeverHoldsItsLockAcrossADeviceCall(t *testing.T) {
 					defer func() { _ = recover() }() // a panic propagates to Put's caller
 					_ = fill(c, alloc, 2, 4)         // evicts k0, then k1: the release misbehaves
 				}()
-				if act == devices.ActBlock {
+				if act == tensortest.ActBlock {
 					<-dev.Entered() // the evicting Put is inside the device's Free
 				} else {
 					<-done
@@ -119,7 +119,7 @@ func TestCacheNeverHoldsItsLockAcrossADeviceCall(t *testing.T) {
 				}
 				_ = c.Stats()
 				assertOwnerIsTheCache(t, tr, c)
-				if act == devices.ActBlock {
+				if act == tensortest.ActBlock {
 					dev.Unblock()
 					<-done
 				}

@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/pool"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -33,9 +33,9 @@ func onGoroutine(f func()) {
 func TestPoolBooksSurviveAPanicAndAGoexitInTheDevice(t *testing.T) {
 	ctx := context.Background()
 	const budget = 64 << 10
-	for _, act := range []devices.Act{devices.ActPanic, devices.ActGoexit} {
+	for _, act := range []tensortest.Act{tensortest.ActPanic, tensortest.ActGoexit} {
 		for _, method := range []string{"Alloc", "Free"} {
-			t.Run(map[devices.Act]string{devices.ActPanic: "panic", devices.ActGoexit: "goexit"}[act]+"/"+method, func(t *testing.T) {
+			t.Run(map[tensortest.Act]string{tensortest.ActPanic: "panic", tensortest.ActGoexit: "goexit"}[act]+"/"+method, func(t *testing.T) {
 				p, dev, tr := hostilePool(t, pool.Budget(budget), pool.MaxCachedBytes(0))
 				var x *tensor.Tensor
 				if method == "Free" {
@@ -71,10 +71,10 @@ func TestPoolBooksSurviveAPanicAndAGoexitInTheDevice(t *testing.T) {
 func TestDeviceAllocatorBooksSurviveAGoexitInAlloc(t *testing.T) {
 	host, err := tensor.NewHostDevice(1 << 20)
 	require.NoError(t, err)
-	dev := devices.NewHostile(host)
+	dev := tensortest.NewHostile(host)
 	a, err := tensor.NewDeviceAllocator(dev, nil)
 	require.NoError(t, err)
-	dev.Do(devices.ActGoexit, "Alloc")
+	dev.Do(tensortest.ActGoexit, "Alloc")
 	onGoroutine(func() { _, _ = tensor.New(context.Background(), a, tensor.Uint8, 4096) })
 	assert.Zero(t, a.Stats().Reserved)
 	assert.Zero(t, a.Stats().Allocs)

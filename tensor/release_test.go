@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorlife/tensorlife/internal/devices"
 	"github.com/tensorlife/tensorlife/tensor"
+	"github.com/tensorlife/tensorlife/tensor/tensortest"
 	"github.com/tensorlife/tensorlife/track"
 )
 
@@ -19,7 +19,7 @@ import (
 // misbehaves as its act says, and otherwise gives the block to inner.
 type thirdParty struct {
 	inner    tensor.Allocator
-	act      atomic.Int32 // a devices.Act + 1; 0: behaves
+	act      atomic.Int32 // a tensortest.Act + 1; 0: behaves
 	gate     chan struct{}
 	released atomic.Int64
 }
@@ -28,12 +28,12 @@ func (a *thirdParty) Device() tensor.Device                      { return a.inne
 func (a *thirdParty) Tracker() *track.Tracker                    { return a.inner.Tracker() }
 func (a *thirdParty) Allocate(bytes int64) (tensor.Block, error) { return a.inner.Allocate(bytes) }
 func (a *thirdParty) Release(b tensor.Block) error {
-	switch devices.Act(a.act.Load() - 1) {
-	case devices.ActPanic:
+	switch tensortest.Act(a.act.Load() - 1) {
+	case tensortest.ActPanic:
 		panic("thirdParty: hostile Release")
-	case devices.ActGoexit:
+	case tensortest.ActGoexit:
 		runtime.Goexit()
-	case devices.ActBlock:
+	case tensortest.ActBlock:
 		<-a.gate
 	}
 	a.released.Add(1)
@@ -52,9 +52,9 @@ func dropOne(t *testing.T, alloc tensor.Allocator) {
 // leave the finalizer goroutine free while a Release blocks, for every
 // allocator, tracked or not.
 func TestDroppedReleaseNeverRunsAPartOnTheFinalizerGoroutine(t *testing.T) {
-	for _, act := range []devices.Act{devices.ActPanic, devices.ActGoexit, devices.ActBlock} {
+	for _, act := range []tensortest.Act{tensortest.ActPanic, tensortest.ActGoexit, tensortest.ActBlock} {
 		for _, tracked := range []bool{true, false} {
-			name := map[devices.Act]string{devices.ActPanic: "panic", devices.ActGoexit: "goexit", devices.ActBlock: "block"}[act]
+			name := map[tensortest.Act]string{tensortest.ActPanic: "panic", tensortest.ActGoexit: "goexit", tensortest.ActBlock: "block"}[act]
 			if !tracked {
 				name += "/untracked"
 			}
@@ -73,14 +73,14 @@ func TestDroppedReleaseNeverRunsAPartOnTheFinalizerGoroutine(t *testing.T) {
 
 				dropOne(t, a)
 				collect() // the finalizer goroutine is not held by the Release
-				if act == devices.ActBlock {
+				if act == tensortest.ActBlock {
 					dropOne(t, a)
 					collect() // nor by a second one, behind the first
 					close(a.gate)
 				}
 				tensor.WaitReleases()
 				dropped := int64(1)
-				if act == devices.ActBlock {
+				if act == tensortest.ActBlock {
 					dropped = 2
 				}
 				if tracked {
@@ -88,11 +88,11 @@ func TestDroppedReleaseNeverRunsAPartOnTheFinalizerGoroutine(t *testing.T) {
 					assert.Equal(t, dropped, tr.Totals().GCLeaks)
 				}
 				switch act {
-				case devices.ActPanic:
+				case tensortest.ActPanic:
 					if tracked {
 						assert.EqualValues(t, 1, tr.Totals().PartPanics, "the panic counted")
 					}
-				case devices.ActBlock:
+				case tensortest.ActBlock:
 					assert.EqualValues(t, 2, a.released.Load())
 					assert.Zero(t, host.Used())
 				}
@@ -103,7 +103,7 @@ func TestDroppedReleaseNeverRunsAPartOnTheFinalizerGoroutine(t *testing.T) {
 				collect()
 				tensor.WaitReleases()
 				returned := int64(1) // the last drop's; a panic's and a Goexit's never return
-				if act == devices.ActBlock {
+				if act == tensortest.ActBlock {
 					returned = 3
 				}
 				assert.Equal(t, returned, a.released.Load())
@@ -123,12 +123,12 @@ func (a named) Device() tensor.Device { return a.dev }
 // New reads a third-party allocator's device name after the allocation: a
 // Name that panics or calls runtime.Goexit gives the memory back either way.
 func TestNewGivesTheMemoryBackWhenTheDeviceNameEndsTheGoroutine(t *testing.T) {
-	for _, act := range []devices.Act{devices.ActPanic, devices.ActGoexit} {
+	for _, act := range []tensortest.Act{tensortest.ActPanic, tensortest.ActGoexit} {
 		host, err := tensor.NewHostDevice(1 << 20)
 		require.NoError(t, err)
 		inner, err := tensor.NewDeviceAllocator(host, nil)
 		require.NoError(t, err)
-		dev := devices.NewHostile(host)
+		dev := tensortest.NewHostile(host)
 		dev.Do(act, "Name")
 		done := make(chan struct{})
 		go func() {
@@ -147,13 +147,13 @@ func TestNewGivesTheMemoryBackWhenTheDeviceNameEndsTheGoroutine(t *testing.T) {
 // leaves the finalizers running (a Goexit there would have ended the
 // runtime's goroutine, and no finalizer of the process would run again).
 func TestALeakCallbackThatEndsItsGoroutineLeavesTheFinalizersRunning(t *testing.T) {
-	for _, act := range []devices.Act{devices.ActPanic, devices.ActGoexit} {
+	for _, act := range []tensortest.Act{tensortest.ActPanic, tensortest.ActGoexit} {
 		host, err := tensor.NewHostDevice(1 << 20)
 		require.NoError(t, err)
 		var calls atomic.Int64
 		tr, err := track.New(track.Logger(slog.New(slog.DiscardHandler)), track.OnLeak(func(track.LeakReport) {
 			calls.Add(1)
-			if act == devices.ActGoexit {
+			if act == tensortest.ActGoexit {
 				runtime.Goexit()
 			}
 			panic("leak callback bug")

@@ -12,8 +12,9 @@ import (
 
 // Hostile is a tensor.Device whose chosen methods misbehave, for the tests
 // that hold tensorlife to its rule for calls into a device, code it does
-// not own: a chosen method panics (Panic), calls runtime.Goexit (Goexit),
-// or blocks until Unblock (Block). The other methods go to the wrapped
+// not own: a chosen method panics (ActPanic), calls runtime.Goexit
+// (ActGoexit), or blocks until Unblock (ActBlock), as Do (or Panic) sets.
+// The other methods go to the wrapped
 // device. Which methods misbehave, and how, may change at any time. It is
 // safe for concurrent use.
 type Hostile struct {

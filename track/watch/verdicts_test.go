@@ -135,10 +135,10 @@ func TestPanickingCallbackKillsNothing(t *testing.T) {
 	})
 	t.Run("a Goexit on the loop of Start", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			tr, err := track.New(track.Name("goexit"))
+			tr, err := track.New(track.Name("goexit"), track.Logger(slog.New(slog.DiscardHandler)))
 			require.NoError(t, err)
 			var calls atomic.Int64
-			w, err := watch.New(tr, watch.Every(time.Second), watch.Logger(slog.New(slog.DiscardHandler)),
+			w, err := watch.New(tr, watch.Every(time.Second),
 				watch.OnSuspect(func(watch.Suspect) { calls.Add(1); runtime.Goexit() }))
 			require.NoError(t, err)
 			require.NoError(t, w.Start())
