@@ -42,9 +42,13 @@ import (
 // A Cache is safe for concurrent use. One mutex guards the map and the LRU
 // list: every operation under it is O(1) (a map lookup, a list move, a
 // Retain), it is taken once per request that looks a mask up rather than
-// per token, and an evicted mask's handle is freed under it, in the same
-// step as it leaves the cache. The counters are
-// atomics, so Stats and metrics never wait for it.
+// per token, and it is let go by defer, so a panic or a runtime.Goexit in
+// anything a call runs leaves it free. No device call is made under it:
+// an evicted mask's handle is freed under it, in the same step as it
+// leaves the cache (the handle, the record and the owner's books), and
+// its memory goes back to the allocator after the unlock
+// (tensor.Tensor.FreeInto), so a slow device Free never stalls a reader.
+// The counters are atomics, so Stats and metrics never wait for it.
 type Cache struct {
 	cfg    cacheConfig
 	labels track.Labels // what adopted masks are labelled with: {cache=<name>}
@@ -143,12 +147,23 @@ func (c *Cache) get(ctx context.Context, key string) (*tensor.Tensor, bool) {
 	if c == nil || len(key) > MaxKeyBytes {
 		return nil, false // no such key can have been cached
 	}
-	c.mu.Lock()
-	e := c.entries[key]
-	if e == nil {
-		c.mu.Unlock()
+	t := c.retain(ctx, key)
+	if t == nil {
 		c.misses.Add(1)
 		return nil, false
+	}
+	c.hits.Add(1)
+	return t, true
+}
+
+// retain returns a handle of the caller's, taken under ctx's request, on
+// the mask under key; nil if none.
+func (c *Cache) retain(ctx context.Context, key string) *tensor.Tensor {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[key]
+	if e == nil {
+		return nil
 	}
 	t, err := e.Value.t.RetainContext(ctx)
 	if err != nil {
@@ -156,14 +171,10 @@ func (c *Cache) get(ctx context.Context, key string) (*tensor.Tensor, bool) {
 		// they did not own; drop the entry rather than serve it.
 		c.unlink(e)
 		c.publish()
-		c.mu.Unlock()
-		c.misses.Add(1)
-		return nil, false
+		return nil
 	}
 	c.order.MoveToFront(e)
-	c.mu.Unlock()
-	c.hits.Add(1)
-	return t, true
+	return t
 }
 
 // Put caches t under key, replacing any mask cached there, and evicts least
@@ -178,7 +189,7 @@ func (c *Cache) get(ctx context.Context, key string) (*tensor.Tensor, bool) {
 // caller has since replaced. A mask the cache keeps is labelled
 // {cache=<name>} (CacheName) from then on, for every handle of it: it is
 // the cache's memory now, not the request's that made it.
-func (c *Cache) Put(key string, t *tensor.Tensor) error {
+func (c *Cache) Put(key string, t *tensor.Tensor) (err error) {
 	if err := checkKey("Put", key); err != nil {
 		return fmt.Errorf("mask: %w", err)
 	}
@@ -195,30 +206,46 @@ func (c *Cache) Put(key string, t *tensor.Tensor) error {
 	// A view keeps its whole parent allocation alive: the budget counts what
 	// the cached handle holds, not the bytes it shows.
 	bytes := entryCost(key, own.HeldBytes())
+	// What leaves the cache is freed under the lock and given back to its
+	// allocator after it, also if something panics in between.
+	var later tensor.Releases
+	defer func() { err = errors.Join(err, later.Run()) }()
+	kept, err := c.put(key, own, bytes, &later)
+	if kept {
+		c.attach(own)
+	}
+	return err
+}
+
+// put is Put's work under c.mu: own is the cache's handle on the mask, of
+// cost bytes. It reports whether the cache kept it; what it frees, own
+// included when not kept, goes into later.
+func (c *Cache) put(key string, own *tensor.Tensor, bytes int64, later *tensor.Releases) (kept bool, err error) {
 	rejected := bytes > c.cfg.maxBytes || c.cfg.maxBytes == 0 || c.cfg.maxEntries == 0
 	var errs []error
+	var n int64 // evictions
 	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return errors.Join(fmt.Errorf("mask: Cache.Put %s: %w", quoteKey(key), ErrCacheClosed), own.Free())
-	}
-	if old := c.entries[key]; old != nil {
-		errs = append(errs, c.evict(old))
-	}
-	if rejected {
+	defer func() {
 		c.publish()
 		c.mu.Unlock()
+		c.evictions.Add(n)
+	}()
+	if c.closed {
+		return false, errors.Join(fmt.Errorf("mask: Cache.Put %s: %w", quoteKey(key), ErrCacheClosed), own.FreeInto(later))
+	}
+	if old := c.entries[key]; old != nil {
+		errs = append(errs, c.evict(old, later))
+	}
+	if rejected {
 		c.rejected.Add(1)
-		return errors.Join(append(errs, own.Free())...)
+		return false, errors.Join(append(errs, own.FreeInto(later))...)
 	}
 	// Make room first, so that the owner gives back what the cache evicts
 	// (evict) before it takes the new entry: no reading of its books sees
 	// both. The new entry fits the budget on its own, so the loop stops
 	// before the cache is empty.
-	var n int64
 	for c.used+bytes > c.cfg.maxBytes || len(c.entries)+1 > c.cfg.maxEntries {
-		victim := c.order.Back()
-		errs = append(errs, c.evict(victim))
+		errs = append(errs, c.evict(c.order.Back(), later))
 		n++
 	}
 	// The cache owns the mask from now on: label it as the cache's, so a
@@ -227,20 +254,13 @@ func (c *Cache) Put(key string, t *tensor.Tensor) error {
 	// owner, whose byte budget bounds it, so that no watcher judges it as
 	// memory that outlived its request. O(1) under mu.
 	if err := errors.Join(own.SetLabels(c.labels), own.HandTo(&c.owner)); err != nil {
-		c.publish()
-		c.mu.Unlock()
-		c.evictions.Add(n)
-		return errors.Join(append(errs, fmt.Errorf("mask: Cache.Put %s: %w", quoteKey(key), err), own.Free())...)
+		return false, errors.Join(append(errs, fmt.Errorf("mask: Cache.Put %s: %w", quoteKey(key), err), own.FreeInto(later))...)
 	}
 	e := &lruElem[cacheEntry]{Value: cacheEntry{key: key, t: own, bytes: bytes}}
 	c.entries[key] = e
 	c.order.PushFront(e)
 	c.used += bytes
-	c.publish()
-	c.mu.Unlock()
-	c.evictions.Add(n)
-	c.attach(own)
-	return errors.Join(errs...)
+	return true, errors.Join(errs...)
 }
 
 // attach attaches c to the tracker of t's allocator the first time c keeps
@@ -313,20 +333,27 @@ func (c *Cache) GetOrBuild(ctx context.Context, key string, build func(context.C
 
 // Purge drops every entry, freeing the cache's handles; the cache stays
 // usable. Masks that requests hold stay valid.
-func (c *Cache) Purge() error {
+func (c *Cache) Purge() (err error) {
 	if c == nil {
 		return nil
 	}
+	var later tensor.Releases
+	defer func() { err = errors.Join(err, later.Run()) }()
+	return c.purge(&later)
+}
+
+// purge is Purge's work under c.mu; the memory goes into later.
+func (c *Cache) purge(later *tensor.Releases) error {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	var errs []error
 	for _, e := range c.entries {
-		errs = append(errs, e.Value.t.Free())
+		errs = append(errs, e.Value.t.FreeInto(later))
 	}
 	clear(c.entries)
 	c.order.Clear()
 	c.used = 0
 	c.publish()
-	c.mu.Unlock()
 	return errors.Join(errs...)
 }
 
@@ -336,11 +363,16 @@ func (c *Cache) Close() error {
 	if c == nil {
 		return nil
 	}
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
+	c.setClosed()
 	track.Detach(c.tracker.Load(), c)
 	return c.Purge()
+}
+
+// setClosed marks c closed.
+func (c *Cache) setClosed() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
 }
 
 // Closed reports whether Close has been called.
@@ -401,13 +433,13 @@ func (c *Cache) unlink(e *lruElem[cacheEntry]) {
 
 // evict unlinks e and frees the cache's handle on it in the same step, so
 // that the owner's books are what the cache holds at every reading, and a
-// mask nobody else holds goes back to its allocator at once rather than
-// reading, for a moment, as memory that outlived its request. The caller
-// holds c.mu: the Free is the allocator's release (a pool's is a free-list
-// push) when the cache held the last handle, a count otherwise.
-func (c *Cache) evict(e *lruElem[cacheEntry]) error {
+// mask nobody else holds leaves the live set at once rather than reading,
+// for a moment, as memory that outlived its request. The caller holds
+// c.mu: the memory's return to its allocator, a call into the allocator
+// and maybe its device, goes into later, run after the unlock.
+func (c *Cache) evict(e *lruElem[cacheEntry], later *tensor.Releases) error {
 	c.unlink(e)
-	return e.Value.t.Free()
+	return e.Value.t.FreeInto(later)
 }
 
 // publish copies the figures that mu guards to their atomic mirrors. The

@@ -64,6 +64,29 @@
 // with Append), and with Strict it is refused with an error matching
 // ErrMaskRebuilt. Builder documents exactly what counts.
 //
+// # Errors for bad input
+//
+// Each entry point refuses bad input with an error matching one sentinel
+// (errors.Is), before it allocates anything:
+//
+//   - NewBuilder: tensor.ErrNilAllocator for a nil allocator;
+//     ErrInvalidOption for a nil option or a bad value (a dtype masks are
+//     not made of, a negative MaxLength).
+//   - Builder.Causal, Padding, CausalPadding: ErrInvalidLength for a
+//     negative length or one past seqLen; ErrEmptyBatch for no lengths.
+//   - Builder.PaddingFromTokens: ErrEmptyBatch for no rows;
+//     ErrShapeMismatch for rows of different lengths.
+//   - Builder.NewGrowable: ErrEmptyBatch for a batch below 1;
+//     ErrInvalidLength for a capacity below 1. Growable.Append:
+//     ErrInvalidLength for a negative count, ErrCapacity past MaxLength;
+//     Growable.AppendValid: ErrShapeMismatch for a slice not of the batch.
+//   - NewCache: ErrInvalidOption for a nil option or a negative bound;
+//     track.ErrNilTracker (and ErrInvalidOption) for CacheTracker(nil).
+//   - Cache.Put and Cache.GetOrBuild: ErrKeyTooLong past MaxKeyBytes;
+//     ErrNilMask for a nil mask (or a build function's nil result);
+//     ErrInvalidOption for a nil build function; ErrNilCache on a nil
+//     *Cache; ErrCacheClosed once closed.
+//
 // # Concurrency
 //
 // Builder and Cache are safe for concurrent use; a Growable is not. No

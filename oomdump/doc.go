@@ -61,5 +61,15 @@
 // the directory. No process id or age is guessed at. Where the system has
 // no flock (Windows), nothing is removed.
 //
+// # Errors for bad input
+//
+// New is the one entry point that takes input: a nil tracker is an error
+// matching track.ErrNilTracker; an empty directory, a nil option and a bad
+// value (Interval below 0, OnDump(nil), Logger(nil)) match
+// ErrInvalidOption. A dump that failed says why in its Dump.Err: a
+// panic while writing it matches ErrPanicked; a file that cannot be
+// written keeps the system's error (a path that is not a directory, a
+// full disk).
+//
 // Every method is safe for concurrent use.
 package oomdump

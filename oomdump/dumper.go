@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tensorlife/tensorlife/internal/atomicfile"
+	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/internal/option"
 	"github.com/tensorlife/tensorlife/pprofexport"
 	"github.com/tensorlife/tensorlife/report"
@@ -163,7 +164,7 @@ func (d *Dumper) write(job dumpJob, done chan struct{}) {
 	}()
 	if v, stack, ok := d.guard(func() { dump.Err = d.writeFiles(&job, &dump.Files) }); ok {
 		panics++
-		dump.Err = fmt.Errorf("%w while writing dump %d: %v", ErrPanicked, job.seq, v)
+		dump.Err = fmt.Errorf("%w while writing dump %d: %s", ErrPanicked, job.seq, format.Value(v, maxPanicText))
 		d.logPanic("writing the dump", job.seq, v, stack)
 	}
 	if d.cfg.onDump == nil {
@@ -188,10 +189,14 @@ func (d *Dumper) guard(f func()) (v any, stack []byte, panicked bool) {
 	return nil, nil, false
 }
 
+// maxPanicText bounds what a dump's error and log repeat of a panic's
+// value (format.Value: valid UTF-8, cut with "…").
+const maxPanicText = 256
+
 // logPanic logs a panic recovered from where while dump seq was handled.
 func (d *Dumper) logPanic(where string, seq int, v any, stack []byte) {
 	d.tr.Logger().Error("tensorlife: an out-of-memory dump recovered a panic in "+where,
-		slog.String("tracker", d.tr.Name()), slog.Int("dump", seq), slog.Any("panic", v),
+		slog.String("tracker", d.tr.Name()), slog.Int("dump", seq), slog.String("panic", format.Value(v, maxPanicText)),
 		slog.String("stack", string(stack)))
 }
 

@@ -140,3 +140,25 @@ func temps(t *testing.T, dir string) []string {
 	}
 	return names
 }
+
+// TestNewNeverWaitsOnALockedDirectory: a directory another program holds
+// a flock on, shared or exclusive, makes neither New nor a dump wait.
+func TestNewNeverWaitsOnALockedDirectory(t *testing.T) {
+	for _, how := range []int{syscall.LOCK_SH, syscall.LOCK_EX} {
+		dir := t.TempDir()
+		d, err := os.Open(dir)
+		require.NoError(t, err)
+		require.NoError(t, syscall.Flock(int(d.Fd()), how))
+		tr, err := track.New(track.Name("locked"))
+		require.NoError(t, err)
+		dumper, err := oomdump.New(tr, dir)
+		require.NoError(t, err)
+		dumper.OutOfMemory(nil)
+		require.NoError(t, dumper.Wait())
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		assert.NotEmpty(t, entries, "the dump was written")
+		assert.Empty(t, temps(t, dir))
+		require.NoError(t, d.Close())
+	}
+}

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -11,11 +12,14 @@ import (
 // and neither the request that allocated nor the pool's books are left
 // half done. Its name is read once, at New.
 
-// deviceName reads dev's name under recover, for New.
+// deviceName reads dev's name under recover, for New, cut as a Meta's
+// texts are (track.MaxMetaText: valid UTF-8, bounded): it is in every
+// figure and error of the pool.
 func deviceName(tr *track.Tracker, dev tensor.Device) (name string, err error) {
 	if perr := track.Guard(tr, dev, "Name", func() { name = dev.Name() }); perr != nil {
 		return "", &tensor.DeviceError{Op: "name", Err: perr}
 	}
+	name, _ = format.Text(name, track.MaxMetaText)
 	return name, nil
 }
 

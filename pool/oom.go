@@ -76,7 +76,7 @@ func (p *Pool) callOnOOM(e *tensor.OOMError) {
 		if v := recover(); v != nil {
 			p.hookPanics.Add(1)
 			p.logger.Error("tensorlife: the pool's OnOutOfMemory hook panicked; the allocation returns its error all the same",
-				slog.String("device", e.Device), slog.Int64("requested", e.Requested), slog.Any("panic", v),
+				slog.String("device", e.Device), slog.Int64("requested", e.Requested), slog.String("panic", format.Value(v, 256)),
 				slog.String("stack", string(debug.Stack())))
 		}
 	}()

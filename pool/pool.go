@@ -288,10 +288,28 @@ func (p *Pool) allocateNew(h uint32, sh *shard, c int, size int64, a *Admission)
 	if a != nil {
 		drawn = a.draw(size)
 	}
+	// What the books took is given back by defer, on every way out: an
+	// error, a device method's panic (an error by then) and a
+	// runtime.Goexit inside one leave them as they were.
+	const (
+		drawnOnly = iota // a's draw is taken, no device block is held
+		blockHeld        // the device block ptr is counted as the pool's
+		handedOut        // the block is handed out: nothing to give back
+	)
+	state := drawnOnly
+	defer func() {
+		switch state {
+		case drawnOnly:
+			p.undraw(a, drawn)
+		case blockHeld:
+			p.deviceFrees.Add(1)
+			p.dropReserved(size)
+			p.refill(a, drawn)
+		}
+	}()
 	ptr, refused, err := p.deviceAlloc(size, drawn)
 	if refused != "" {
 		if !p.cacheCouldHelp(size-drawn, refused) {
-			p.undraw(a, drawn)
 			return tensor.Block{}, p.oomError(size, refused, err)
 		}
 		// What the cache holds may be what is missing: give it back and try
@@ -299,23 +317,19 @@ func (p *Pool) allocateNew(h uint32, sh *shard, c int, size int64, a *Admission)
 		p.evictions.Add(p.releaseCache())
 		ptr, refused, err = p.deviceAlloc(size, drawn)
 		if refused != "" {
-			p.undraw(a, drawn)
 			return tensor.Block{}, p.oomError(size, refused, err)
 		}
 	}
 	if err != nil {
-		p.undraw(a, drawn)
 		return tensor.Block{}, err
 	}
+	state = blockHeld
 
 	i, s, err := p.emptySlot(h, c)
 	if err != nil {
-		freeErr := p.devFree(ptr, size)
-		p.deviceFrees.Add(1)
-		p.dropReserved(size)
-		p.refill(a, drawn)
-		return tensor.Block{}, errors.Join(err, freeErr)
+		return tensor.Block{}, errors.Join(err, p.devFree(ptr, size))
 	}
+	state = handedOut
 	cs := &sh.classes[c]
 	cs.mu.Lock()
 	s.ptr, s.size = ptr, size
@@ -407,16 +421,24 @@ func (p *Pool) deviceAlloc(size, drawn int64) (ptr tensor.DevicePtr, refused str
 	}
 	p.promised.Add(-drawn)
 	counter.RaisePeak(&p.peakReserved, p.reserved.Add(size))
+	// Taken back by defer: a device Alloc that fails, panics or calls
+	// runtime.Goexit leaves the budget as it was.
+	made := false
+	defer func() {
+		if !made {
+			p.reserved.Add(-size)
+			p.promised.Add(drawn)
+			p.committed.Add(-extra)
+		}
+	}()
 	ptr, err = p.devAlloc(size)
 	if err != nil {
-		p.reserved.Add(-size)
-		p.promised.Add(drawn)
-		p.committed.Add(-extra)
 		if errors.Is(err, tensor.ErrOutOfMemory) {
 			return 0, "device", err
 		}
 		return 0, "", err
 	}
+	made = true
 	p.deviceAllocs.Add(1)
 	p.deviceBlocks.Add(1)
 	return ptr, "", nil
@@ -548,12 +570,16 @@ func (p *Pool) toDevice(h uint32, c int, i uint32, s *slot) error {
 	s.ptr, s.size = 0, 0 // matches no block: stale copies are refused
 	cs.mu.Unlock()
 
+	// The books let the block go by defer, so a Free that calls
+	// runtime.Goexit leaves them exact too.
+	defer func() {
+		p.deviceFrees.Add(1)
+		p.dropReserved(size)
+		cs.mu.Lock()
+		cs.empty = append(cs.empty, i)
+		cs.mu.Unlock()
+	}()
 	err := p.devFree(ptr, size)
-	p.deviceFrees.Add(1)
-	p.dropReserved(size)
-	cs.mu.Lock()
-	cs.empty = append(cs.empty, i)
-	cs.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("pool: returning %s block %#x to %s: %w", format.Bytes(size), uintptr(ptr), p.name, err)
 	}

@@ -120,25 +120,19 @@ func TestProfileStacksAreSymbolized(t *testing.T) {
 
 func TestKeepLibraryFrames(t *testing.T) {
 	// Package tensor records from the caller's frame, so its stacks hold no
-	// library frame. A record made from the OnLeak callback has one: the
-	// tracker's ReportLeak, which calls the callback.
-	var tr *track.Tracker
+	// library frame. A record made from a function that track.Guard calls
+	// has one: Guard, which calls it.
+	tr, err := track.New()
+	require.NoError(t, err)
 	fromLibrary := &track.Record{Bytes: 64, Meta: track.InternMeta("tensor", "", "int8", []int{64})}
-	tr, err := track.New(track.OnLeak(func(track.LeakReport) {
+	require.NoError(t, track.Guard(tr, tr, "Record", func() {
 		require.NoError(t, tr.Record(context.Background(), fromLibrary, 1))
 	}))
-	require.NoError(t, err)
-	leaked := &track.Record{Bytes: 1, Meta: track.InternMeta("tensor", "", "", nil)}
-	require.NoError(t, tr.Record(context.Background(), leaked, 0))
-	leaked.ReportDropped(nil, "")
-	t.Cleanup(func() {
-		assert.NoError(t, leaked.Release())
-		assert.NoError(t, fromLibrary.Release())
-	})
+	t.Cleanup(func() { assert.NoError(t, fromLibrary.Release()) })
 	snap, err := tr.SnapshotOf(track.Filter{Kind: "tensor"})
 	require.NoError(t, err)
 
-	const reportLeak = "github.com/tensorlife/tensorlife/track.(*Tracker).callLeak" // calls OnLeak
+	const libraryFrame = "github.com/tensorlife/tensorlife/track.Guard" // calls the function
 	const self = "github.com/tensorlife/tensorlife/pprofexport_test.TestKeepLibraryFrames"
 	tests := []struct {
 		name string
@@ -147,7 +141,7 @@ func TestKeepLibraryFrames(t *testing.T) {
 	}{
 		{"trimmed by default", nil, self},
 		{"trimmed", []pprofexport.ProfileOption{pprofexport.KeepLibraryFrames(false)}, self},
-		{"kept", []pprofexport.ProfileOption{pprofexport.KeepLibraryFrames(true)}, reportLeak},
+		{"kept", []pprofexport.ProfileOption{pprofexport.KeepLibraryFrames(true)}, libraryFrame},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

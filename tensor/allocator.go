@@ -103,15 +103,23 @@ func (a *DeviceAllocator) Allocate(bytes int64) (Block, error) {
 		return Block{}, &OOMError{Device: a.name, Requested: bytes, DeviceFree: -1, Outside: -1, Reason: "device",
 			Err: fmt.Errorf("the allocator would hold more than 2^63-1 bytes")}
 	}
+	// The reservation is taken back by defer, so that an Alloc that fails,
+	// panics or calls runtime.Goexit leaves the books as they were.
+	made := false
+	defer func() {
+		if !made {
+			a.books.unreserve(bytes)
+		}
+	}()
 	var p DevicePtr
 	err := deviceCall(a.tracker, a.dev, "Alloc", "alloc", a.name, bytes, func() (err error) {
 		p, err = a.dev.Alloc(bytes)
 		return err
 	})
 	if err != nil {
-		a.books.unreserve(bytes)
 		return Block{}, err
 	}
+	made = true
 	a.books.add(held)
 	return Block{Ptr: p, Size: bytes, Tag: uint64(a.id) << 32}, nil
 }

@@ -25,7 +25,26 @@
 // Every error matches one of the sentinels (ErrFreed, ErrOutOfMemory,
 // ErrInvalidShape, ...) with errors.Is; *OOMError and *DeviceError carry the
 // detail. An *OOMError's text names the call sites holding the most memory
-// and the View, Retain or cache entry that keeps it.
+// and the View, Retain or cache entry that keeps it. Bad input, by entry
+// point:
+//
+//   - NewHostDevice: ErrInvalidSize for a capacity below 0; ErrInvalidOption
+//     for a nil option or a bad value. NewDeviceAllocator: ErrNilAllocator
+//     for a nil device; a device whose Name panics, a *DeviceError
+//     matching ErrPanic.
+//   - New, Make, FromSlice: ErrNilAllocator for a nil allocator;
+//     ErrInvalidShape for a negative dimension or a shape whose bytes pass
+//     MaxInt64; ErrInvalidDType for an unknown dtype; ErrOutOfMemory when
+//     the allocator has no room; FromSlice: ErrSizeMismatch for a shape not
+//     of the data. DeviceAllocator.Allocate: ErrInvalidSize for bytes not
+//     above 0; Release: ErrForeignBlock for another allocator's block.
+//   - CopyFromHost, CopyToHost and their At forms: ErrSizeMismatch for a
+//     slice that does not fit. View: ErrInvalidShape for a bad shape,
+//     ErrSizeMismatch for a window past the tensor.
+//   - HandTo(nil) and a HandBack with nothing handed: track.ErrMisuse.
+//   - Any operation on a freed handle: ErrFreed; a second Free: a
+//     *DoubleFreeError matching ErrDoubleFree (a panic with the
+//     tensorlife_invariants tag or the race detector).
 //
 // # Leaks the garbage collector finds
 //

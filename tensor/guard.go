@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/internal/ownalloc"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -22,9 +23,11 @@ func deviceCall(tr *track.Tracker, dev Device, method, op, name string, bytes in
 	return err
 }
 
-// deviceName reads dev's name under recover.
+// deviceName reads dev's name under recover, cut as a Meta's texts are
+// (track.MaxMetaText: valid UTF-8, bounded).
 func deviceName(tr *track.Tracker, dev Device) (name string, err error) {
 	err = deviceCall(tr, dev, "Name", "name", "", 0, func() error { name = dev.Name(); return nil })
+	name, _ = format.Text(name, track.MaxMetaText)
 	return name, err
 }
 
@@ -44,17 +47,27 @@ func (t *Tensor) onDevice(method, op string, bytes int64, f func(Device) error) 
 	return deviceCall(tr, dev, method, op, name, bytes, func() error { return f(dev) })
 }
 
-// allocDeviceName returns the name of alloc's device for New: from the
-// mark of one of tensorlife's own allocators (DeviceAllocator, pool.Pool),
-// which read it once, under recover, when they were made; else it reads
-// it, both calls under recover.
-func allocDeviceName(tr *track.Tracker, alloc Allocator) (name string, err error) {
+// allocDeviceName returns the name of alloc's device for New, which holds
+// mem, bytes bytes of alloc's: from the mark of one of tensorlife's own
+// allocators (DeviceAllocator, pool.Pool), which read it once, under
+// recover, when they were made; else it reads it, both calls under
+// recover. A call that ends the goroutine (runtime.Goexit) gives mem back
+// on its way out, as New gives it back after an error.
+func allocDeviceName(tr *track.Tracker, alloc Allocator, mem Block, bytes int64) (name string, err error) {
 	if m, ok := alloc.(ownalloc.Marked[Allocator]); ok {
 		if name, ok := ownalloc.DeviceName(alloc, m); ok {
 			return name, nil
 		}
 	}
-	return foreignDeviceName(tr, alloc)
+	returned := false
+	defer func() {
+		if !returned && bytes > 0 {
+			_ = alloc.Release(mem) // the goroutine is ending: nobody to tell
+		}
+	}()
+	name, err = foreignDeviceName(tr, alloc)
+	returned = true
+	return name, err
 }
 
 // ownMark is the mark of an allocator of this module (internal/ownalloc).

@@ -31,8 +31,13 @@ var handleShelves = track.NewLocal(func() *handleShelf {
 	return &handleShelf{m: make(map[uint64][]weak.Pointer[Tensor])}
 })
 
+// handlesOf returns tr's registry; nil if tr keeps no room for it
+// (track.ErrTooManyLocals), when its handles are not searched for.
 func handlesOf(tr *track.Tracker) *handleShelf {
-	h := handleShelves.Of(tr)
+	h, err := handleShelves.Of(tr)
+	if err != nil {
+		return nil
+	}
 	tr.FindHandlesWith(h)
 	return h
 }
@@ -46,6 +51,9 @@ func noteHandle(t *Tensor) {
 		return
 	}
 	h := handlesOf(tr)
+	if h == nil {
+		return
+	}
 	id := b.rec.ID()
 	w := weak.Make(t)
 	h.mu.Lock()

@@ -172,7 +172,7 @@ func ownerOf(b *block) *ownedTensor {
 // more while one still owns the memory (the last owner's Free takes the
 // finalizer off): it gives the memory back.
 func (o *ownedTensor) collected() {
-	_ = o.b.release(true) // nobody is left to hand an error to
+	_ = o.b.release(true, nil) // nobody is left to hand an error to
 }
 
 // How a handle was made, for reports (track.Holder.How).
@@ -318,13 +318,13 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 			if tr != nil && errors.Is(err, ErrOutOfMemory) {
 				// The device counts the refusal too: a watcher reads it as
 				// the fact that the memory its suspects draw from ran out.
-				device, _ := allocDeviceName(tr, alloc)
+				device, _ := allocDeviceName(tr, alloc, Block{}, 0) // nothing allocated to give back
 				tr.NoteOutOfMemory(device, tr.Caller(skip+1, 32), bytes)
 			}
 			return nil, err
 		}
 	}
-	name, err := allocDeviceName(tr, alloc) // foreign code, under recover (guard.go)
+	name, err := allocDeviceName(tr, alloc, b.mem, bytes) // foreign code, under recover (guard.go)
 	if err != nil {
 		if bytes > 0 {
 			err = errors.Join(err, alloc.Release(b.mem))
@@ -399,12 +399,13 @@ func dropHandle(b *block, site *track.Site, how uint8, heldFor weak.Pointer[trac
 			return // the tracker keeps the memory; the handle is counted dropped
 		}
 	}
-	_ = b.unref(true) // nobody is left to hand an error to; the tracker counted the leak
+	_ = b.unref(true, nil) // nobody is left to hand an error to; the tracker counted the leak
 }
 
 // unref drops one owner, returning the memory with the last; gc says the
-// owner is a handle the garbage collector found dropped (see release).
-func (b *block) unref(gc bool) error {
+// owner is a handle the garbage collector found dropped (see release);
+// with later set, the memory's release is added to it instead of run.
+func (b *block) unref(gc bool, later *Releases) error {
 	// With no other owner, nobody else can change the count: no atomic
 	// read-modify-write is needed to know this is the last.
 	if b.extra.Load() != 0 && b.extra.Add(-1) >= 0 {
@@ -413,14 +414,16 @@ func (b *block) unref(gc bool) error {
 	if b.tracker() == nil && b.rec.Bytes > 0 {
 		runtime.SetFinalizer(ownerOf(b), nil) // nothing left for it to give back
 	}
-	return b.release(gc)
+	return b.release(gc, later)
 }
 
 // release gives the record and the memory back. With gc set it runs on the
-// runtime's finalizer goroutine, where no foreign code may run: the memory
-// of an allocator whose Release is foreign code (tensor/foreign's) is
-// queued for a goroutine of that allocator's instead.
-func (b *block) release(gc bool) error {
+// runtime's finalizer or cleanup goroutine, where no part's code may run
+// (see release.go): the record leaves the tracker here, and the memory is
+// queued for a releaser, or for the allocator's own goroutine when it is
+// a DroppedReleaser (tensor/foreign's). With later set, the memory's
+// release is added to it, for the caller to run (Releases.Run).
+func (b *block) release(gc bool, later *Releases) error {
 	var err error
 	if tr := b.tracker(); tr != nil {
 		err = b.rec.Release()
@@ -428,9 +431,15 @@ func (b *block) release(gc bool) error {
 	if b.rec.Bytes > 0 {
 		if gc {
 			if q, ok := b.alloc.(DroppedReleaser); ok {
-				q.QueueDropped(b.mem)
-				return err
+				queueDropped(b, q)
+			} else {
+				releases.push(b)
 			}
+			return err
+		}
+		if later != nil {
+			later.blocks = append(later.blocks, b)
+			return err
 		}
 		err = errors.Join(err, b.alloc.Release(b.mem))
 	}
@@ -443,7 +452,24 @@ func (b *block) release(gc bool) error {
 // built with the tensorlife_invariants tag, it panics instead.
 //
 //go:noinline
-func (t *Tensor) Free() error {
+func (t *Tensor) Free() error { return t.free(nil) }
+
+// FreeInto is Free, except that when this was the last owner the memory's
+// return to its allocator (a call into the allocator, and maybe into its
+// device) is added to r instead of made: the handle, the record and the
+// owner's books change now, and the memory goes back at r.Run. A holder
+// that frees under a lock its readers need (a cache evicting) frees into
+// a Releases and runs it after unlocking, so that no device call is made
+// under the lock.
+//
+//go:noinline
+func (t *Tensor) FreeInto(r *Releases) error { return t.free(r) }
+
+// free is Free and FreeInto, which call it directly: the line that freed
+// is two frames up. later is as for unref.
+//
+//go:noinline
+func (t *Tensor) free(later *Releases) error {
 	if t == nil {
 		return ErrFreed
 	}
@@ -465,7 +491,7 @@ func (t *Tensor) Free() error {
 	if tr := b.tracker(); tr != nil {
 		// The line names the first free in a misuse report: a short
 		// capture, numbered once per distinct line, keeps Free cheap.
-		t.state.Store(freedUnknown + tr.FreeLine(1)) // from Free's caller
+		t.state.Store(freedUnknown + tr.FreeLine(2)) // from Free's caller
 		(&b.rec).Unhold(t.site, howName(t.how))
 		if x != nil {
 			x.borrow.Return() // freed: no longer its request's, or outlived
@@ -478,7 +504,7 @@ func (t *Tensor) Free() error {
 	if x != nil {
 		x.owner = nil
 	}
-	return errors.Join(err, b.unref(false))
+	return errors.Join(err, b.unref(false, later))
 }
 
 // A freed handle's state is freedUnknown plus the number of the line that
@@ -494,7 +520,7 @@ func (t *Tensor) doubleFree() error {
 		err.Allocated, err.FirstFree, err.FirstDeferred = m.Allocated, m.FirstFree, m.FirstDeferred
 		// The second Free's line, where the history event puts it, named
 		// as the first free is.
-		m.SecondFree, m.SecondDeferred = tr.FreeSite(tr.FreeLine(2))
+		m.SecondFree, m.SecondDeferred = tr.FreeSite(tr.FreeLine(3))
 		err.SecondFree, err.SecondDeferred = m.SecondFree, m.SecondDeferred
 		(&t.blk().rec).NoteMisuse(m)
 	}

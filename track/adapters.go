@@ -98,7 +98,7 @@ func isAdapterFrame(f Frame) bool {
 // the call that made it returns, or on another goroutine. A nil site, or
 // one of another tracker, is an error matching ErrMisuse.
 func (t *Tracker) RecordAt(ctx context.Context, r *Record, site *Site) error {
-	if site == nil || site.feeds != &t.feeds {
+	if site == nil || site.feeds != t.feeds {
 		t.misuse.Add(1)
 		return fmt.Errorf("%w: RecordAt with a site not of tracker %q", ErrMisuse, t.cfg.name)
 	}

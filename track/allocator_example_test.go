@@ -54,9 +54,16 @@ var shelves = track.NewLocal(func() *shelf { return new(shelf) })
 func ExampleLocal() {
 	a, _ := track.New()
 	b, _ := track.New()
-	shelves.Of(a).opened++
-	shelves.Of(a).opened++
-	shelves.Of(b).opened++
-	fmt.Println(shelves.Of(a).opened, shelves.Of(b).opened)
+	of := func(tr *track.Tracker) *shelf {
+		s, err := shelves.Of(tr)
+		if err != nil {
+			panic(err) // only a Local made per call gets here
+		}
+		return s
+	}
+	of(a).opened++
+	of(a).opened++
+	of(b).opened++
+	fmt.Println(of(a).opened, of(b).opened)
 	// Output: 2 1
 }

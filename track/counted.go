@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tensorlife/tensorlife/internal/counter"
 )
 
 // A site's figures live in counters kept on the record path, so that a
@@ -174,20 +176,57 @@ func (sm *siteMetas) slots(f func(c *metaCount, k *slotKey)) {
 	}
 }
 
-// figures returns the site's made and released records and bytes: frees
-// are read first, so that live figures read this way are never negative.
+// A slot's live count is two counters, made and released, each one word:
+// a reader that read them one after the other, and was paused between the
+// two, would count every record made meanwhile as live (an out-of-memory
+// error once named a line that holds one record at a time as holding
+// 2,000). So each slot is read on its own, made, released and made again,
+// and read again if made moved: the released figure then belongs to a
+// moment when made was what was read, and the live figure is one moment's.
+// A record's update takes far longer than the three loads, so a retry is
+// rare; past maxReadTries the last read stands, which can count only the
+// records made during its three loads.
+const maxReadTries = 16
+
+// read returns c's made, released and moved records at one moment (see
+// maxReadTries).
+func (c *metaCount) read() (allocs, frees, moved int64) {
+	for range maxReadTries {
+		allocs = c.allocs.Load()
+		frees, moved = c.frees.Load(), c.moved.Load()
+		if c.allocs.Load() == allocs {
+			return allocs, frees, moved
+		}
+	}
+	return allocs, frees, moved
+}
+
+// read returns o's figures at one moment, as metaCount.read.
+func (o *otherCount) read() (allocs, allocBytes, frees, freedBytes, moved, movedBytes int64) {
+	for range maxReadTries {
+		allocs, allocBytes = o.allocs.Load(), o.allocBytes.Load()
+		frees, freedBytes = o.frees.Load(), o.freedBytes.Load()
+		moved, movedBytes = o.moved.Load(), o.movedBytes.Load()
+		if o.allocBytes.Load() == allocBytes && o.allocs.Load() == allocs {
+			break
+		}
+	}
+	return allocs, allocBytes, frees, freedBytes, moved, movedBytes
+}
+
+// figures returns the site's made and released records and bytes, each
+// slot's read at one moment (metaCount.read), so that a live figure read
+// this way is never negative and never counts what was made during the
+// read.
 func (sm *siteMetas) figures() (allocs, allocBytes, frees, freedBytes int64) {
-	frees, freedBytes = sm.other.frees.Load(), sm.other.freedBytes.Load()
+	allocs, allocBytes, frees, freedBytes, _, _ = sm.other.read()
 	sm.slots(func(c *metaCount, _ *slotKey) {
-		n := c.frees.Load()
-		frees += n
-		freedBytes += n * c.size.Load()
-	})
-	allocs, allocBytes = sm.other.allocs.Load(), sm.other.allocBytes.Load()
-	sm.slots(func(c *metaCount, _ *slotKey) {
-		n := c.allocs.Load()
-		allocs += n
-		allocBytes += n * c.size.Load()
+		a, f, _ := c.read()
+		size := c.size.Load()
+		allocs += a
+		allocBytes += a * size
+		frees += f
+		freedBytes += f * size
 	})
 	return allocs, allocBytes, frees, freedBytes
 }
@@ -306,8 +345,8 @@ func (t *Tracker) counts() *counts {
 	c.sites = make([]countedSite, 0, len(sites))
 	c.slots = make([]countedSlot, 0, len(sites)+1)
 	for _, s := range sites {
-		cs := countedSite{site: s, gcLeaks: s.gcLeaks.Load(), outlivedCount: s.outlivedCount.Load(),
-			outlivedBytes: s.outlivedBytes.Load()}
+		cs := countedSite{site: s, gcLeaks: s.gcLeaks.Load(), outlivedCount: counter.Held(s.outlivedCount.Load()),
+			outlivedBytes: counter.Held(s.outlivedBytes.Load())}
 		first := len(c.slots)
 		add := func(m *Meta, n, bytes int64) {
 			for i := first; i < len(c.slots) && m != nil; i++ { // one Meta in slots of several sizes: one group
@@ -319,8 +358,7 @@ func (t *Tracker) counts() *counts {
 			}
 			c.slots = append(c.slots, countedSlot{meta: m, count: n, bytes: bytes})
 		}
-		// One pass: each slot's frees are read before its allocs, so that
-		// no figure read here is negative.
+		// One pass: each slot read at one moment (metaCount.read).
 		for i := range maxSiteMetas {
 			sl := s.metas.at(i)
 			if sl == nil {
@@ -330,8 +368,7 @@ func (t *Tracker) counts() *counts {
 			if k == nil {
 				break // claimed in order
 			}
-			moved, frees := sl.moved.Load(), sl.frees.Load()
-			allocs := sl.allocs.Load()
+			allocs, frees, moved := sl.read()
 			cs.allocs += allocs
 			cs.allocBytes += allocs * k.bytes
 			if n := allocs - frees - moved; n > 0 {
@@ -339,12 +376,11 @@ func (t *Tracker) counts() *counts {
 			}
 		}
 		o := &s.metas.other
-		moved, movedBytes, frees, freed := o.moved.Load(), o.movedBytes.Load(), o.frees.Load(), o.freedBytes.Load()
-		allocs, allocBytes := o.allocs.Load(), o.allocBytes.Load()
+		allocs, allocBytes, frees, freed, moved, movedBytes := o.read()
 		cs.allocs += allocs
 		cs.allocBytes += allocBytes
 		if n := allocs - frees - moved; n > 0 {
-			add(nil, n, allocBytes-freed-movedBytes)
+			add(nil, n, counter.Live(allocBytes, freed+movedBytes))
 		}
 		if cs.allocs == 0 {
 			continue

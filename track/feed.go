@@ -4,6 +4,8 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+
+	"github.com/tensorlife/tensorlife/internal/counter"
 )
 
 // maxFeeds bounds the site feeds of one tracker that are told of changes;
@@ -77,7 +79,7 @@ type siteFeed struct {
 // cleanup of the owner does.
 func (t *Tracker) siteFeedOf() *siteFeed {
 	f := &siteFeed{t: t, slot: -1, first: true, firstOwners: true}
-	fs := &t.feeds
+	fs := t.feeds
 	fs.mu.Lock()
 	if free := ^fs.used; free != 0 {
 		f.slot = bits.TrailingZeros64(free)
@@ -104,11 +106,22 @@ func (sf *siteFeed) changed(dst []SiteStats) []SiteStats {
 	t.sweep() // requests whose contexts are done count as ended before the read
 	if sf.slot < 0 || sf.first {
 		sf.first = false
-		bit := uint64(1) << max(sf.slot, 0)
-		for _, s := range t.stacks.sites() {
-			if sf.slot >= 0 {
+		sites := t.stacks.sites()
+		if sf.slot >= 0 {
+			// Every site is read below: what was queued before is read
+			// with it, and goes. Told bits first, so that a change after a
+			// site's read queues it again.
+			bit := uint64(1) << sf.slot
+			for _, s := range sites {
 				s.told.And(^bit)
 			}
+			sl := &t.feeds.slots[sf.slot]
+			sl.mu.Lock()
+			sl.pending = nil
+			sl.pendingQueued.Store(false)
+			sl.mu.Unlock()
+		}
+		for _, s := range sites {
 			if s.metas.allocated() > 0 {
 				dst = append(dst, s.Stats())
 			}
@@ -142,10 +155,17 @@ func (sf *siteFeed) changedOwners(dst []OwnerStats) []OwnerStats {
 		sf.firstOwners = false
 		books = t.owners.list()
 		if sf.slot >= 0 {
+			// As for sites (changed): every book is read below, so what
+			// was queued before goes, its told bits cleared first.
 			bit := uint64(1) << sf.slot
 			for _, b := range books {
 				b.told.And(^bit)
 			}
+			sl := &t.feeds.slots[sf.slot]
+			sl.mu.Lock()
+			sl.owners = nil
+			sl.ownersQueued.Store(false)
+			sl.mu.Unlock()
 		}
 	} else {
 		sl := &t.feeds.slots[sf.slot]
@@ -173,7 +193,7 @@ func (f *siteFeed) close() {
 	if f.slot < 0 {
 		return
 	}
-	fs := &f.t.feeds
+	fs := f.t.feeds
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if fs.used&(1<<f.slot) == 0 {
@@ -193,8 +213,8 @@ func (f *siteFeed) close() {
 // Stats reads the site's counters, O(shapes); Oldest is not filled.
 func (s *Site) Stats() SiteStats {
 	allocs, allocBytes, frees, freed := s.metas.figures()
-	return SiteStats{Site: s, LiveCount: allocs - frees, LiveBytes: allocBytes - freed,
-		AllocCount: allocs, AllocBytes: allocBytes, GCLeaks: s.gcLeaks.Load(),
-		OutlivedCount: s.outlivedCount.Load(), OutlivedBytes: s.outlivedBytes.Load(),
-		OutlivedHandles: s.outlivedHandles.Load(), OutlivedHandleBytes: s.outlivedHandleBytes.Load()}
+	return SiteStats{Site: s, LiveCount: counter.Live(allocs, frees), LiveBytes: counter.Live(allocBytes, freed),
+		AllocCount: counter.Held(allocs), AllocBytes: counter.Held(allocBytes), GCLeaks: s.gcLeaks.Load(),
+		OutlivedCount: counter.Held(s.outlivedCount.Load()), OutlivedBytes: counter.Held(s.outlivedBytes.Load()),
+		OutlivedHandles: counter.Held(s.outlivedHandles.Load()), OutlivedHandleBytes: counter.Held(s.outlivedHandleBytes.Load())}
 }

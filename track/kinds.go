@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tensorlife/tensorlife/internal/counter"
+	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/internal/histogram"
 )
 
@@ -25,8 +27,18 @@ import (
 const OtherKind = "other"
 
 // MaxRequestKinds bounds the kinds (with their devices) a tracker keeps
-// apart; later kinds count under OtherKind on their device.
+// apart; later kinds count under OtherKind on their device. The rows, kind
+// and device, are bounded too, at 2 × MaxRequestKinds: a row past them (a
+// service with thousands of device names) counts under OtherKind on the
+// device OtherKind, the last row.
 const MaxRequestKinds = 32
+
+// maxKindRows bounds a tracker's rows of request kinds by device.
+const maxKindRows = 2 * MaxRequestKinds
+
+// MaxKindText bounds a kind's text, a metric attribute
+// (tensorlife.request.kind): a longer one is cut, marked "…" (format.Text).
+const MaxKindText = 256
 
 // maxKindKeys bounds the keys of RequestKinds.
 const maxKindKeys = 4
@@ -174,7 +186,8 @@ func kindOf(keys []string, l Labels) string {
 	if b.Len() == 0 {
 		return OtherKind
 	}
-	return b.String()
+	s, _ := format.Text(b.String(), MaxKindText)
+	return s
 }
 
 // ended counts q, which has just ended at now (the tracker's nanoseconds
@@ -197,6 +210,10 @@ func (k *kindTable) ended(t *Tracker, q *request) {
 		key.kind = OtherKind
 		s = k.byKey[key]
 	}
+	if s == nil && len(k.byKey) >= maxKindRows-1 { // the last row is the catch-all
+		key = kindKey{OtherKind, OtherKind}
+		s = k.byKey[key]
+	}
 	if s == nil {
 		if k.byKey == nil {
 			k.byKey = make(map[kindKey]*kindStats)
@@ -208,7 +225,7 @@ func (k *kindTable) ended(t *Tracker, q *request) {
 		}
 	}
 	s.requests++
-	s.outlived += max(q.inFlight, 0)
+	s.outlived = counter.AddSat(s.outlived, counter.Held(q.inFlight))
 	s.peaks.Add(q.peak)
 	s.durations.Add(dur)
 }

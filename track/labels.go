@@ -7,7 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
-	"unicode/utf8"
+
+	"github.com/tensorlife/tensorlife/internal/format"
 )
 
 // Labels is an immutable set of key/value pairs, as pprof.Labels.
@@ -31,7 +32,8 @@ const inlineLabels = 2
 
 // Bounds of one label set: every report that prints labels stays bounded
 // whatever a request puts in them (a header's value, an id per request).
-// Longer keys and values are cut and marked with "…"; keys past the bound
+// Longer keys and values are cut and marked with "…", and invalid UTF-8
+// becomes U+FFFD, so every text that shows labels is valid; keys past the bound
 // are dropped, their number kept under "!DROPPED". A tracker counts the
 // tensors recorded with such labels (Totals.LabelsTruncated).
 const (
@@ -40,18 +42,10 @@ const (
 	droppedKey    = "!DROPPED"
 )
 
-// cut bounds a label key or value at maxLabelBytes, at a rune boundary,
-// marking the cut.
-func cut(s string) (string, bool) {
-	if len(s) <= maxLabelBytes {
-		return s, false
-	}
-	n := maxLabelBytes - len("…")
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…", true
-}
+// cut bounds a label key or value at maxLabelBytes of valid UTF-8
+// (format.Text: an invalid byte becomes U+FFFD, a cut ends with "…"), and
+// reports whether it changed s.
+func cut(s string) (string, bool) { return format.Text(s, maxLabelBytes) }
 
 // badKey holds the value of an unpaired trailing argument to WithLabels, as
 // log/slog does, so that a mistake is visible rather than dropped.

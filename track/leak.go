@@ -97,16 +97,28 @@ func (ws *watchers) update(f func([]*leakWatcher) []*leakWatcher) {
 // Load returns the current subscriptions; nil if there never were any.
 func (ws *watchers) Load() *[]*leakWatcher { return ws.list.Load() }
 
-// callLeak calls a leak callback, foreign code on the runtime's cleanup
-// goroutine: a panic there would end the process, so it is recovered and
-// logged, and the leak's books are kept all the same.
+// callLeak calls a leak callback (or the default, which calls the
+// tracker's Logger), foreign code, for a report made on the runtime's
+// finalizer or cleanup goroutine. That goroutine never runs it: a panic
+// there would end the process, and a runtime.Goexit would end the
+// runtime's goroutine, after which no finalizer or cleanup of the process
+// runs again. So the callback runs on a goroutine of its own, which the
+// report waits for, under recover: a panic is logged, a Goexit ends only
+// that goroutine, and the leak's books are kept all the same. A callback
+// that blocks still holds the report (OnLeak must not block).
 func (t *Tracker) callLeak(f func(LeakReport), l LeakReport) {
-	defer func() {
-		if v := recover(); v != nil {
-			t.cfg.logger.Error("tensorlife: a leak callback panicked; the leak is counted all the same",
-				slog.String("tracker", t.cfg.name), slog.Uint64("id", l.ID), slog.Any("panic", v),
-				slog.String("stack", string(debug.Stack())))
-		}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			if v := recover(); v != nil {
+				defer func() { _ = recover() }() // nor a logger's panic
+				t.cfg.logger.Error("tensorlife: a leak callback panicked; the leak is counted all the same",
+					slog.String("tracker", t.cfg.name), slog.Uint64("id", l.ID), slog.String("panic", panicText(v)),
+					slog.String("stack", string(debug.Stack())))
+			}
+		}()
+		f(l)
 	}()
-	f(l)
+	<-done
 }

@@ -3,6 +3,7 @@ package track
 import (
 	"slices"
 
+	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/internal/intern"
 )
 
@@ -42,8 +43,18 @@ var metaTable = intern.New[Meta](intern.Limits{Slots: metaSlots, Values: metaSlo
 // maxProbe bounds a lookup's probes.
 const maxProbe = 8
 
-// InternMeta returns the shared Meta of these values.
+// MaxMetaText bounds a Meta's kind, device and dtype: each is cut to
+// valid UTF-8 of at most this many bytes (format.Text), since each is a
+// profile's label and a metric attribute, and the device name comes from a
+// part's method.
+const MaxMetaText = 256
+
+// InternMeta returns the shared Meta of these values, each text cut to
+// MaxMetaText.
 func InternMeta(kind, device, dtype string, shape []int) *Meta {
+	kind, _ = format.Text(kind, MaxMetaText)
+	device, _ = format.Text(device, MaxMetaText)
+	dtype, _ = format.Text(dtype, MaxMetaText)
 	h := intern.NewHash().String(kind).String(device).String(dtype).Ints(shape).Sum()
 	same := func(m *Meta) bool {
 		return m.Kind == kind && m.Device == device && m.DType == dtype && slices.Equal(m.Shape, shape)

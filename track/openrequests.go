@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/tensorlife/tensorlife/internal/counter"
 )
 
 // RequestStats is what one open request holds now: a fact, never a
@@ -86,9 +88,8 @@ func (t *Tracker) OpenRequests(n int) OpenRequests {
 			if out.Count > 0 {
 				out.OldestAge = time.Duration(max(now-oldest[0].begun, 0))
 			}
-			out.OthersBytes, out.OthersTensors, out.OthersCount = out.InFlightBytes, out.InFlightTensors, out.Count
+			out.OthersTensors, out.OthersCount = out.InFlightTensors, out.Count // OthersBytes: read's
 			for _, r := range largest {
-				out.OthersBytes -= r.bytes
 				out.OthersTensors -= r.tensors
 				out.OthersCount--
 			}
@@ -113,6 +114,7 @@ func (b *requestBook) read(n int) (out OpenRequests, largest, oldest []openRow, 
 	var cands []*bookEntry
 	var rows []openRow
 	var front []int32
+	var inFlight counter.Sum // exact: each shard's sum is exact modulo 2^64
 	for i := range b.shards {
 		sh := &b.shards[i]
 		if sh.listed.Load() == 0 {
@@ -122,7 +124,7 @@ func (b *requestBook) read(n int) (out OpenRequests, largest, oldest []openRow, 
 		cands, rows = cands[:0], rows[:0]
 		sh.mu.Lock()
 		out.Count += len(sh.open)
-		out.InFlightBytes += sh.bytes
+		inFlight.AddUint(uint64(sh.bytes))
 		out.InFlightTensors += sh.tensors
 		cands, front = sh.topLargest(cands, front, n)
 		for e, k := sh.oldest, 0; e != nil && k < max(n, 1); e, k = e.next, k+1 {
@@ -141,6 +143,11 @@ func (b *requestBook) read(n int) (out OpenRequests, largest, oldest []openRow, 
 			}
 		}
 	}
+	out.InFlightBytes = inFlight.Load()
+	for _, r := range largest {
+		inFlight.Add(-r.bytes)
+	}
+	out.OthersBytes = max(inFlight.Load(), 0)
 	// The rows to be shown are looked at, and no other.
 	for _, rs := range [2][]openRow{largest, oldest} {
 		for _, r := range rs {

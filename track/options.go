@@ -70,8 +70,10 @@ func MaxSites(n int) Option {
 	return optionFunc(option.Within("MaxSites", n, 1, maxSitesLimit, func(c *config, n int) { c.maxSites = n }))
 }
 
-// OnLeak sets what reports a dropped handle; it runs under recover, on the
-// cleanup goroutine, and must not block.
+// OnLeak sets what reports a dropped handle; it runs under recover, on a
+// goroutine of its own that the runtime's cleanup goroutine waits for (so
+// a panic or a runtime.Goexit in it ends nothing of the runtime's), and
+// must not block.
 func OnLeak(f func(LeakReport)) Option {
 	return optionFunc(option.NotNil("OnLeak", f, func(c *config, f func(LeakReport)) { c.onLeak = f }))
 }

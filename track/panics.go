@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/tensorlife/tensorlife/internal/format"
 )
 
 // Calls into code tensorlife does not own. A part's methods (Reserved,
@@ -34,12 +35,13 @@ type PanicError struct {
 }
 
 func (e *PanicError) Error() string {
-	v := fmt.Sprint(e.Value)
-	if len(v) > maxPanicText {
-		v = strings.ToValidUTF8(v[:maxPanicText], "") + "..."
-	}
-	return fmt.Sprintf("track: %s.%s panicked: %s", e.Part, e.Method, v)
+	return fmt.Sprintf("track: %s.%s panicked: %s", panicText(e.Part), panicText(e.Method), panicText(e.Value))
 }
+
+// panicText renders a panic's value, or a part's or a method's name, as
+// valid UTF-8 of at most maxPanicText bytes (format.Value): what errors
+// and logs repeat of it.
+func panicText(v any) string { return format.Value(v, maxPanicText) }
 
 // Is reports whether target is ErrPanic.
 func (e *PanicError) Is(target error) bool { return target == ErrPanic }
@@ -50,7 +52,8 @@ func (e *PanicError) Unwrap() error {
 	return err
 }
 
-// maxPanicText bounds the panic value an error text repeats.
+// maxPanicText bounds the panic value (and the part's and method's names)
+// that an error or a log line repeats.
 const maxPanicText = 256
 
 // Guard calls f, a call of method on part (code tensorlife does not own),
@@ -86,8 +89,8 @@ func (t *Tracker) NotePanic(part, method string, v any) {
 	}
 	defer func() { _ = recover() }() // a logger's panic is not let through either
 	t.cfg.logger.Error("tensorlife: a call into code tensorlife does not own panicked; the reading goes on without it",
-		slog.String("tracker", t.cfg.name), slog.String("part", part), slog.String("method", method),
-		slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
+		slog.String("tracker", t.cfg.name), slog.String("part", panicText(part)), slog.String("method", panicText(method)),
+		slog.String("panic", panicText(v)), slog.String("stack", string(debug.Stack())))
 }
 
 // partPanics counts a tracker's recovered panics and remembers which

@@ -17,14 +17,22 @@ var innerLocal = track.NewLocal(func() *inner { return &inner{n: 7} })
 
 type outer struct{ in *inner }
 
+// of is l.Of(tr), which must not fail.
+func of[T any](t testing.TB, l *track.Local[T], tr *track.Tracker) *T {
+	t.Helper()
+	v, err := l.Of(tr)
+	require.NoError(t, err)
+	return v
+}
+
 func TestLocalMakerMayReadTheTracker(t *testing.T) {
 	tr, err := track.New()
 	require.NoError(t, err)
-	reentrant := track.NewLocal(func() *outer { return &outer{in: innerLocal.Of(tr)} })
-	o := reentrant.Of(tr) // a maker holding a lock across user code would deadlock here
+	reentrant := track.NewLocal(func() *outer { return &outer{in: of(t, innerLocal, tr)} })
+	o := of(t, reentrant, tr) // a maker holding a lock across user code would deadlock here
 	assert.Equal(t, 7, o.in.n)
-	assert.Same(t, o, reentrant.Of(tr), "one value per tracker")
-	assert.Same(t, innerLocal.Of(tr), o.in)
+	assert.Same(t, o, of(t, reentrant, tr), "one value per tracker")
+	assert.Same(t, of(t, innerLocal, tr), o.in)
 }
 
 func TestLocalIsOnePerTrackerUnderRaces(t *testing.T) {
@@ -34,7 +42,7 @@ func TestLocalIsOnePerTrackerUnderRaces(t *testing.T) {
 	var wg sync.WaitGroup
 	got := make([]*inner, 16)
 	for i := range got {
-		wg.Go(func() { got[i] = l.Of(tr) })
+		wg.Go(func() { got[i], _ = l.Of(tr) })
 	}
 	wg.Wait()
 	for _, p := range got {
@@ -42,7 +50,61 @@ func TestLocalIsOnePerTrackerUnderRaces(t *testing.T) {
 	}
 	other, err := track.New()
 	require.NoError(t, err)
-	assert.NotSame(t, got[0], l.Of(other), "another tracker has its own")
+	assert.NotSame(t, got[0], of(t, l, other), "another tracker has its own")
+}
+
+type selfReader struct{ self *selfReader }
+
+// A maker that reads its own Local would recurse until the stack
+// overflows, which no recover catches: Of panics first, naming the Local
+// by its type and the line that made it.
+func TestLocalMakerReadingItsOwnLocalPanicsNamingIt(t *testing.T) {
+	tr, err := track.New()
+	require.NoError(t, err)
+	var self *track.Local[selfReader]
+	self = track.NewLocal(func() *selfReader {
+		s, _ := self.Of(tr)
+		return &selfReader{self: s}
+	})
+	var msg any
+	func() {
+		defer func() { msg = recover() }()
+		_, _ = self.Of(tr)
+	}()
+	require.NotNil(t, msg, "a clear panic, not a stack overflow")
+	assert.Contains(t, msg, "*track_test.selfReader")
+	assert.Contains(t, msg, "parts_test.go:")
+	assert.Contains(t, msg, "reads its own Local")
+
+	// The Local is usable once its maker is fixed, and others never were broken.
+	assert.Equal(t, 7, of(t, innerLocal, tr).n)
+}
+
+// A tracker keeps at most MaxLocals Locals' values: Locals made per call
+// fail past them with ErrTooManyLocals instead of growing the tracker,
+// and the values kept stay.
+func TestLocalsPerTrackerAreBounded(t *testing.T) {
+	tr, err := track.New()
+	require.NoError(t, err)
+	first := of(t, innerLocal, tr)
+	var failed error
+	made := 1
+	for range track.MaxLocals + 10 {
+		l := track.NewLocal(func() *inner { return new(inner) }) // per call: the misuse
+		if _, err := l.Of(tr); err != nil {
+			failed = err
+			break
+		}
+		made++
+	}
+	require.ErrorIs(t, failed, track.ErrTooManyLocals)
+	assert.Contains(t, failed.Error(), "*track_test.inner")
+	assert.Equal(t, track.MaxLocals, made, "every Local up to the bound kept")
+	assert.Same(t, first, of(t, innerLocal, tr), "a value kept is still there")
+
+	other, err := track.New()
+	require.NoError(t, err)
+	assert.NotNil(t, of(t, track.NewLocal(func() *inner { return new(inner) }), other), "the bound is per tracker")
 }
 
 // reserving is an allocator part; its padding keeps it out of the tiny

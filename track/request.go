@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tensorlife/tensorlife/internal/counter"
 )
 
 // A request is one unit of a service's work, begun by WithRequest or by the
@@ -82,9 +84,9 @@ const maxListedSites = 16
 // addLocked counts bytes and count (negative to take them back) in flight
 // at site. Called with q.mu held.
 func (q *request) addLocked(site *Site, bytes, count int64) {
-	q.inFlight += bytes
+	q.inFlight += bytes // exact modulo 2^64: read through counter.Held
 	q.tensors += count
-	q.peak = max(q.peak, q.inFlight)
+	q.peak = max(q.peak, counter.Held(q.inFlight))
 	if !q.entry.dirty {
 		q.entry.queue() // the books learn of it at their next read
 	}

@@ -254,7 +254,9 @@ type Tracker struct {
 	events          [numEventKinds]atomic.Int64
 	noteShard       atomic.Uint32 // spreads noted events over the history shards
 
-	feeds        feedSet       // SiteFeed
+	// feeds are the SiteFeeds, apart from the tracker: each Site points at
+	// them, and a site an Owner's books keep must not keep the tracker.
+	feeds        *feedSet
 	classes      classRegistry // liveByClass
 	leakWatchers watchers
 	parts        partRegistry                 // what was made with the tracker (parts.go)
@@ -288,7 +290,8 @@ func New(opts ...Option) (*Tracker, error) {
 	t.start = t.Now()
 	t.requests.tracker = t
 	t.kinds.keys = cfg.kindKeys
-	t.stacks = newStackTable(cfg.maxSites, cfg.helpers, &t.feeds)
+	t.feeds = new(feedSet)
+	t.stacks = newStackTable(cfg.maxSites, cfg.helpers, t.feeds)
 	if cfg.historyEvents > 0 {
 		for i := range t.shards {
 			t.shards[i].history.events = make([]Event, ringSize(cfg.historyEvents))
@@ -580,19 +583,23 @@ func (tt Totals) Event(k EventKind) int64 {
 func (t *Tracker) Totals() Totals {
 	t.sweep()
 	var tt Totals
-	var freed, shardPeak int64
+	var shardPeak int64
+	// A shard's byte figures are cumulative sums that wrap: each shard's
+	// live bytes are exact modulo 2^64, and the sums over shards are kept
+	// in 128 bits (counter), so that no total wraps.
+	var allocBytes, liveBytes counter.Sum
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		tt.Allocs += sh.allocs
-		tt.AllocBytes += sh.allocBytes
+		allocBytes.AddUint(uint64(sh.allocBytes))
+		liveBytes.AddUint(uint64(sh.allocBytes) - uint64(sh.freedBytes))
 		tt.Frees += sh.frees
-		freed += sh.freedBytes
-		shardPeak = max(shardPeak, sh.peakBytes)
+		shardPeak = max(shardPeak, counter.Held(sh.peakBytes))
 		sh.mu.Unlock()
 	}
 	tt.LiveCount = tt.Allocs - tt.Frees
-	tt.LiveBytes = tt.AllocBytes - freed
+	tt.AllocBytes, tt.LiveBytes = allocBytes.Load(), liveBytes.Load()
 	counter.RaisePeak(&t.peakBytes, max(tt.LiveBytes, shardPeak)) // see shardCount
 	tt = Totals{
 		LiveCount:  tt.LiveCount,
@@ -618,10 +625,12 @@ func (t *Tracker) Totals() Totals {
 	}
 	// Summed from the sites when asked, not kept tracker-wide: a shared
 	// counter would be one more contended cache line on the record path.
+	var outlivedCount, outlivedBytes counter.Sum
 	for _, s := range t.stacks.sites() {
-		tt.OutlivedCount = counter.AddSat(tt.OutlivedCount, max(s.outlivedCount.Load(), 0))
-		tt.OutlivedBytes = counter.AddSat(tt.OutlivedBytes, max(s.outlivedBytes.Load(), 0))
+		outlivedCount.AddUint(uint64(s.outlivedCount.Load()))
+		outlivedBytes.AddUint(uint64(s.outlivedBytes.Load()))
 	}
+	tt.OutlivedCount, tt.OutlivedBytes = outlivedCount.Load(), outlivedBytes.Load()
 	for i := range tt.events {
 		tt.events[i] = t.events[i].Load()
 	}

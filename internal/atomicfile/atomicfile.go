@@ -24,7 +24,17 @@
 // temporary name carries a check that other programs' files, even named
 // alike, fail. On a system without flock (Windows, Solaris, AIX, ...) no
 // lock can tell a dead writer from a live one, and the sweep removes
-// nothing.
+// nothing. CreateTemp makes such a file for a writer that renames nothing
+// (a heap dump read back and removed), swept by the same rule.
+//
+// A sweep never waits, and never follows a symbolic link. Every lock is
+// taken without waiting (LOCK_NB): a sweep that cannot have the
+// directory's lock (another program holds a flock on it, shared or
+// exclusive, or another sweep runs) removes nothing this time; a file it
+// cannot lock is a live writer's and is kept; a writer that cannot have
+// the directory's shared lock writes all the same, and checks, once its
+// file is locked, that no sweep took it meanwhile. A sweep touches only
+// regular files, opened without following a link.
 //
 // Only regular files are written. A rename replaces whatever name it
 // lands on, so a target that exists and is anything else (a directory, a
@@ -32,6 +42,11 @@
 // ErrNotRegular rather than replaced by a regular file. A symbolic link is
 // followed, as os.WriteFile follows it: the file it points to is written,
 // atomically, in that file's own directory, and the link stays a link.
+//
+// Bad input: Write refuses an empty path with ErrEmptyPath and a target
+// that is not a regular file with ErrNotRegular; its other errors, and
+// CreateTemp's, are the system's, wrapped with the path. Sweep returns no
+// error.
 package atomicfile
 
 import (
@@ -210,6 +225,18 @@ func describe(m fs.FileMode) string {
 	return "a file of mode " + m.String()
 }
 
+// CreateTemp creates a new temporary file for base in dir, named and
+// locked as Write's are, for a writer that reads its file back and
+// removes it rather than rename it (a heap dump): while f is open no
+// Sweep removes it, and once the writer is gone, however it ended, the
+// next Sweep of dir does. The caller closes and removes it.
+func CreateTemp(dir, base string) (f *os.File, err error) {
+	if dir == "" {
+		dir = "."
+	}
+	return createTemp(dir, base)
+}
+
 // createTemp creates a new temporary file for base in dir, named with
 // TempPrefix, at most tempBaseBytes of base (so that a long legal name
 // still leaves room), a random number and a check of the two (see
@@ -230,8 +257,8 @@ func createTemp(dir, base string) (*os.File, error) {
 	base = clip(base, tempBaseBytes)
 	if canLock {
 		if d, err := os.Open(dir); err == nil {
-			defer d.Close() // closing it drops the shared lock
-			_ = lockShared(d)
+			defer d.Close()         // closing it drops the shared lock
+			_, _ = tryLockShared(d) // a sweep's, or another program's: the check below
 		}
 	}
 	for range 10000 {
@@ -240,13 +267,22 @@ func createTemp(dir, base string) (*os.File, error) {
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
-		if err != nil || !canLock || lockExclusive(f) != nil {
+		if err != nil || !canLock {
 			return f, err
 		}
-		if named(f, name) {
+		locked, err := tryLockExclusive(f)
+		if err != nil {
+			return f, nil // a file system whose locks say nothing: no sweep can lock it either
+		}
+		if locked && named(f, name) {
 			return f, nil
 		}
-		_ = f.Close() // a sweep removed it before it was locked: make another
+		// A sweep holds it, or removed it before it was locked: make another.
+		_ = f.Close()
+		if locked {
+			continue
+		}
+		_ = os.Remove(name) // the sweep holding it removes it, or this does
 	}
 	return nil, &fs.PathError{Op: "createtemp", Path: filepath.Join(dir, TempPrefix+base+".*.tmp"), Err: fs.ErrExist}
 }
@@ -321,10 +357,12 @@ func clip(s string, n int) string {
 // check) and that no open file holds locked (see the package doc). A live
 // writer's file, in this process or another, is kept; so is a file of
 // another program's, however like ours its name. Sweep holds the
-// directory's exclusive lock while it runs, so writers starting in dir
-// wait for it. Errors are ignored (a directory that cannot be read is
-// swept of nothing): the sweep is housekeeping. Where the system has no
-// flock, Sweep removes nothing.
+// directory's exclusive lock while it runs, taken without waiting: when
+// another open file holds a lock on the directory it removes nothing, at
+// once. It never waits on a lock and never follows a symbolic link.
+// Errors are ignored (a directory that cannot be read is swept of
+// nothing): the sweep is housekeeping. Where the system has no flock,
+// Sweep removes nothing.
 func Sweep(dir string) (removed int) {
 	if !canLock {
 		return 0
@@ -334,9 +372,10 @@ func Sweep(dir string) (removed int) {
 		return 0
 	}
 	defer d.Close() // closing it drops the lock
-	if lockExclusive(d) != nil {
-		// Writers may be making files the sweep would find unlocked: it
-		// cannot tell those from dead writers', so it keeps them all.
+	if ok, err := tryLockExclusive(d); !ok || err != nil {
+		// Writers may be making files the sweep would find unlocked (or
+		// another program holds the directory): it cannot tell those from
+		// dead writers', so it keeps them all, and does not wait.
 		return 0
 	}
 	for {

@@ -12,18 +12,23 @@ import (
 // lock tells a live writer from a dead one and the sweep may run.
 const canLock = true
 
-// lockExclusive locks f whole, waiting for the lock. The lock belongs to
-// f's open file (not to the process or the thread), so it lasts until f is
-// closed, in whatever way the process ends.
-func lockExclusive(f *os.File) error { return flock(f, syscall.LOCK_EX) }
-
-// lockShared takes f's shared lock, waiting for it.
-func lockShared(f *os.File) error { return flock(f, syscall.LOCK_SH) }
+// The locks are taken without waiting (LOCK_NB), each one: a sweep or a
+// writer that finds a lock held by another open file, in this process or
+// another, skips what it locks rather than wait on it, so no other
+// program's flock on a directory can hang a write.
 
 // tryLockExclusive locks f whole unless another open file holds a lock on
-// it: false, nil when one does.
-func tryLockExclusive(f *os.File) (bool, error) {
-	err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB)
+// it: false, nil when one does. The lock belongs to f's open file (not to
+// the process or the thread), so it lasts until f is closed, in whatever
+// way the process ends.
+func tryLockExclusive(f *os.File) (bool, error) { return tryFlock(f, syscall.LOCK_EX) }
+
+// tryLockShared takes f's shared lock unless another open file holds its
+// exclusive lock: false, nil when one does.
+func tryLockShared(f *os.File) (bool, error) { return tryFlock(f, syscall.LOCK_SH) }
+
+func tryFlock(f *os.File, how int) (bool, error) {
+	err := flock(f, how|syscall.LOCK_NB)
 	if errors.Is(err, syscall.EWOULDBLOCK) {
 		return false, nil
 	}

@@ -13,9 +13,7 @@ const canLock = false
 
 var errNoLock = errors.New("no file locks on this system")
 
-func lockExclusive(*os.File) error { return errNoLock }
-
-func lockShared(*os.File) error { return errNoLock }
+func tryLockShared(*os.File) (bool, error) { return false, errNoLock }
 
 func tryLockExclusive(*os.File) (bool, error) { return false, errNoLock }
 

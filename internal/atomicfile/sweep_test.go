@@ -201,3 +201,59 @@ func temporaries(t *testing.T, dir string) []string {
 	}
 	return names
 }
+
+// TestASweepNeverWaits: another program's flock on the directory, shared
+// or exclusive, makes neither Sweep nor Write wait: the sweep removes
+// nothing this time, and the write is written. Once the lock goes, the
+// next sweep removes the dead writer's file.
+func TestASweepNeverWaits(t *testing.T) {
+	for _, how := range []int{syscall.LOCK_SH, syscall.LOCK_EX} {
+		t.Run(map[int]string{syscall.LOCK_SH: "shared", syscall.LOCK_EX: "exclusive"}[how], func(t *testing.T) {
+			dir := t.TempDir()
+			dead := filepath.Join(dir, atomicfile.TempName("tensors.pb.gz", 7))
+			require.NoError(t, os.WriteFile(dead, []byte("partial"), 0o600))
+			d, err := os.Open(dir)
+			require.NoError(t, err)
+			require.NoError(t, syscall.Flock(int(d.Fd()), how))
+
+			assert.Zero(t, atomicfile.Sweep(dir), "the directory is held: nothing removed, and no wait")
+			require.NoError(t, atomicfile.Write(filepath.Join(dir, "summary.txt"), writeString("summary")))
+			f, err := atomicfile.CreateTemp(dir, "heapdump")
+			require.NoError(t, err, "a temporary file is made under another's lock too")
+			require.NoError(t, f.Close())
+			require.NoError(t, os.Remove(f.Name()))
+			assert.FileExists(t, dead)
+
+			require.NoError(t, d.Close())
+			assert.Equal(t, 1, atomicfile.Sweep(dir))
+			assert.NoFileExists(t, dead)
+		})
+	}
+}
+
+// TestASweepNeverFollowsASymlink: a link named as a temporary file, to a
+// regular file nobody locks, stays, and so does the file it leads to.
+func TestASweepNeverFollowsASymlink(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "precious")
+	require.NoError(t, os.WriteFile(victim, []byte("keep"), 0o600))
+	link := filepath.Join(dir, atomicfile.TempName("tensors.pb.gz", 8))
+	require.NoError(t, os.Symlink(victim, link))
+	assert.Zero(t, atomicfile.Sweep(dir))
+	st, err := os.Lstat(link)
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeSymlink, st.Mode().Type())
+	assert.FileExists(t, victim)
+}
+
+// TestACreateTempFileIsSweptOnceItsWriterIsGone: CreateTemp's file is
+// locked while open, and swept once closed.
+func TestACreateTempFileIsSweptOnceItsWriterIsGone(t *testing.T) {
+	dir := t.TempDir()
+	f, err := atomicfile.CreateTemp(dir, "heapdump")
+	require.NoError(t, err)
+	assert.Zero(t, atomicfile.Sweep(dir), "a live writer's")
+	require.NoError(t, f.Close())
+	assert.Equal(t, 1, atomicfile.Sweep(dir))
+	assert.NoFileExists(t, f.Name())
+}

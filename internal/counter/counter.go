@@ -59,41 +59,93 @@ func AddSat(a, b int64) int64 {
 	return a + b
 }
 
-// Total is a sum of int64 figures kept exactly past the int64 range (in
-// 128 bits), read held at the int64 bounds: adding and then removing
+// Every sum tensorlife keeps or reads is made with this package, one of
+// three ways, and none wraps:
+//
+//   - a sum made once, of figures read (the bytes several parts claim on one
+//     device), with AddSat, held at the int64 bounds;
+//   - a running sum that goes up and down (an owner's bytes, a request's in
+//     flight), kept in a Sum (exact in 128 bits, read held at the bounds) under
+//     its owner's lock, or in a Total, which has a lock of its own;
+//   - a running sum on the record path, kept by atomic adds, which wrap: it is
+//     exact modulo 2^64, and read through Live (of two cumulative sums, made
+//     and freed) or Held (of one sum that cannot be negative), which read a
+//     sum past MaxInt64 as MaxInt64, never as a negative.
+//
+// A figure that cannot be negative is never shown negative.
+
+// Sum is a sum of int64 figures kept exactly past the int64 range (in 128
+// bits), read held at the int64 bounds (Load): adding and then removing
 // figures that together pass math.MaxInt64 leaves it exact, where a
-// saturating int64 would not come back down. It takes a lock, for totals
-// off the hot path (the memory adopted on a device). The zero value is 0;
-// it must not be copied after first use. Safe for concurrent use.
-type Total struct {
-	mu sync.Mutex
+// saturating int64 would not come back down. The zero value is 0. It is
+// not safe for concurrent use: it is kept under its owner's lock, or made
+// by one reader.
+type Sum struct {
 	hi int64  // the high word of a two's-complement 128-bit sum
 	lo uint64 // its low word
+}
+
+// Add adds n.
+func (s *Sum) Add(n int64) {
+	var carry uint64
+	s.lo, carry = bits.Add64(s.lo, uint64(n), 0)
+	s.hi += n>>63 + int64(carry) // n's sign extended into the high word
+}
+
+// AddUint adds n, a figure in [0, 2^64): a running sum read as unsigned.
+func (s *Sum) AddUint(n uint64) {
+	var carry uint64
+	s.lo, carry = bits.Add64(s.lo, n, 0)
+	s.hi += int64(carry)
+}
+
+// Load returns the sum, held at math.MaxInt64 and math.MinInt64.
+func (s Sum) Load() int64 {
+	switch {
+	case s.hi > 0 || (s.hi == 0 && s.lo > math.MaxInt64):
+		return math.MaxInt64
+	case s.hi < -1 || (s.hi == -1 && s.lo < 1<<63):
+		return math.MinInt64
+	}
+	return int64(s.lo)
+}
+
+// Live returns made - freed, two cumulative sums of non-negative figures
+// kept by atomic adds (each exact modulo 2^64, freed read first), as a
+// figure in [0, MaxInt64]: the live bytes of a site or a tracker. Their
+// difference is exact modulo 2^64 whatever each sum wrapped, so it is the
+// truth while the truth is below 2^64, read as MaxInt64 past MaxInt64.
+func Live(made, freed int64) int64 { return Held(int64(uint64(made) - uint64(freed))) }
+
+// Held returns v, a running sum that cannot be negative kept by atomic
+// adds (exact modulo 2^64), as a figure in [0, MaxInt64]: a negative
+// reading is a sum that passed MaxInt64, and reads MaxInt64.
+func Held(v int64) int64 {
+	if v < 0 {
+		return math.MaxInt64
+	}
+	return v
+}
+
+// Total is a Sum with a lock of its own, for totals off the hot path (the
+// memory adopted on a device). The zero value is 0; it must not be copied
+// after first use. Safe for concurrent use.
+type Total struct {
+	mu  sync.Mutex
+	sum Sum
 }
 
 // Add adds n and returns the sum, saturated (Load).
 func (t *Total) Add(n int64) int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var carry uint64
-	t.lo, carry = bits.Add64(t.lo, uint64(n), 0)
-	t.hi += n>>63 + int64(carry) // n's sign extended into the high word
-	return t.loadLocked()
+	t.sum.Add(n)
+	return t.sum.Load()
 }
 
 // Load returns the sum, held at math.MaxInt64 and math.MinInt64.
 func (t *Total) Load() int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.loadLocked()
-}
-
-func (t *Total) loadLocked() int64 {
-	switch {
-	case t.hi > 0 || (t.hi == 0 && t.lo > math.MaxInt64):
-		return math.MaxInt64
-	case t.hi < -1 || (t.hi == -1 && t.lo < 1<<63):
-		return math.MinInt64
-	}
-	return int64(t.lo)
+	return t.sum.Load()
 }

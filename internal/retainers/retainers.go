@@ -277,15 +277,13 @@ func estimateDump() int64 {
 }
 
 // writeDump writes a heap dump to a temporary file and reads it back. It
-// removes the dumps that dead processes left first (removeStaleDumps),
+// removes the dumps that dead processes left first (createDump),
 // holds tensorlife's device calls off and waits for the goroutines in
 // system calls to settle.
 func writeDump(cfg Config) (buf []byte, pause time.Duration, err error) {
-	dir := dumpDir()
-	removeStaleDumps(dir, time.Now())
-	f, err := os.CreateTemp(dir, dumpPattern())
+	f, err := createDump(dumpDir())
 	if err != nil {
-		return nil, 0, fmt.Errorf("retainers: heap dump file: %w", err)
+		return nil, 0, err
 	}
 	defer func() {
 		name := f.Name()

@@ -1,73 +1,134 @@
+//go:build darwin || dragonfly || freebsd || linux || netbsd || openbsd
+
 package retainers
 
 import (
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"strconv"
+	"runtime/debug"
+	"strings"
+	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tensorlife/tensorlife/internal/atomicfile"
 )
 
-// TestSearchSweepsDumpsOfDeadProcesses guards the temporary directory
-// against dumps left by processes killed while searching: the next search
-// removes the files of this package's naming older than staleDumpAge, and
-// leaves recent ones (a live search's) and every file of another naming.
-func TestSearchSweepsDumpsOfDeadProcesses(t *testing.T) {
+// dumpingEnv makes the test binary a search killed while it writes its
+// heap dump: it writes one into the directory the variable names, says
+// "writing", and waits with the file open until it is killed.
+const dumpingEnv = "TENSORLIFE_RETAINERS_TEST_DUMP_UNTIL_KILLED"
+
+func init() {
+	dir := os.Getenv(dumpingEnv)
+	if dir == "" {
+		return
+	}
+	f, err := createDump(dir)
+	if err != nil {
+		os.Exit(2)
+	}
+	debug.WriteHeapDump(f.Fd())
+	_, _ = os.Stdout.WriteString("writing\n")
+	_, _ = io.Copy(io.Discard, os.Stdin) // until killed
+	os.Exit(0)
+}
+
+// dumps lists the temporary files in dir.
+func dumps(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), atomicfile.TempPrefix) {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+// startDumping starts the test binary as a search in the middle of its
+// dump into dir, and returns once the dump is on disk.
+func startDumping(t *testing.T, dir string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), dumpingEnv+"="+dir)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			_ = cmd.Wait()
+		}
+		_ = stdin.Close()
+	})
+	buf := make([]byte, len("writing\n"))
+	_, err = io.ReadFull(out, buf)
+	require.NoError(t, err, "the child wrote its dump")
+	return cmd
+}
+
+// TestAKilledSearchsDumpGoesWhenTheNextSearchStarts: a process killed by
+// SIGKILL while it holds its heap dump leaves the file, as large as its
+// heap; the next search removes it as it starts, however new it is, while
+// a live search's dump in another process stays until that process dies.
+func TestAKilledSearchsDumpGoesWhenTheNextSearchStarts(t *testing.T) {
 	dir := t.TempDir()
 	defer func(f func() string) { dumpDir = f }(dumpDir)
 	dumpDir = func() string { return dir }
 
-	old := time.Now().Add(-2 * staleDumpAge)
-	put := func(name string, at time.Time) string {
-		p := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(p, []byte("go1.7 heap dump\n"), 0o600))
-		require.NoError(t, os.Chtimes(p, at, at))
-		return p
-	}
-	stale := []string{
-		put(dumpPrefix+"4242-123456789", old), // a dead process's
-		put(dumpPrefix+"987654321", old),      // named before dumps carried the process id
-	}
-	kept := []string{
-		put(dumpPrefix+strconv.Itoa(os.Getpid()+1)+"-55", time.Now()), // a live search's, elsewhere
-		put(dumpPrefix+"notes.txt", old),
-		put(dumpPrefix+"12-ab", old),
-		put(dumpPrefix+"-12", old),
-		put(dumpPrefix, old),
-		put("heapdump-4242-123", old),
-	}
-	require.NoError(t, os.Mkdir(filepath.Join(dir, dumpPrefix+"1-2"), 0o755))
-	kept = append(kept, filepath.Join(dir, dumpPrefix+"1-2"))
-	require.NoError(t, os.Chtimes(kept[len(kept)-1], old, old))
+	killed := startDumping(t, dir)
+	require.NoError(t, killed.Process.Signal(syscall.SIGKILL))
+	_ = killed.Wait()
+	left := dumps(t, dir)
+	require.Len(t, left, 1, "the killed search leaves its dump")
+	st, err := os.Stat(filepath.Join(dir, left[0]))
+	require.NoError(t, err)
+	assert.Positive(t, st.Size(), "a heap dump was written")
 
-	_, err := findAlone()
+	live := startDumping(t, dir) // its own start sweeps the dead one's dump
+	liveDumps := dumps(t, dir)
+	require.Len(t, liveDumps, 1)
+	assert.NotEqual(t, left, liveDumps)
+
+	_, err = findAlone()
 	require.NoError(t, err)
-	for _, p := range stale {
-		assert.NoFileExists(t, p, "a dump of a dead process is removed")
-	}
-	for _, p := range kept {
-		_, err := os.Stat(p)
-		assert.NoError(t, err, "kept: recent, not a dump of this package's naming, or a directory")
-	}
-	entries, err := os.ReadDir(dir)
+	assert.Equal(t, liveDumps, dumps(t, dir), "a live search's dump is kept; this search removed its own")
+
+	require.NoError(t, live.Process.Signal(syscall.SIGKILL))
+	_ = live.Wait()
+	_, err = findAlone()
 	require.NoError(t, err)
-	assert.Len(t, entries, len(kept), "the search removed its own dump")
+	assert.Empty(t, dumps(t, dir), "no dump is left once the next search has started")
 }
 
-func TestOwnDumpNames(t *testing.T) {
-	for name, want := range map[string]bool{
-		dumpPrefix + "1-2":                            true,
-		dumpPrefix + "123":                            true,
-		dumpPrefix + "123-456-789":                    false,
-		dumpPrefix + "x":                              false,
-		dumpPrefix + "1-":                             false,
-		dumpPrefix + "123456789012345678901-1":        false,
-		"x" + dumpPrefix + "1":                        false,
-		dumpPrefix + strconv.Itoa(os.Getpid()) + "-1": true,
-	} {
-		assert.Equal(t, want, ownDump(name), name)
+// TestSearchLeavesOtherFilesAlone: the sweep touches only dumps, of
+// atomicfile's naming, and never follows a link.
+func TestSearchLeavesOtherFilesAlone(t *testing.T) {
+	dir := t.TempDir()
+	defer func(f func() string) { dumpDir = f }(dumpDir)
+	dumpDir = func() string { return dir }
+	kept := []string{"tensorlife-heapdump-4242-123", "heapdump", atomicfile.TempPrefix + "heapdump.1-000000.tmp"}
+	for _, name := range kept {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600))
 	}
+	victim := filepath.Join(t.TempDir(), "precious")
+	require.NoError(t, os.WriteFile(victim, []byte("keep"), 0o600))
+	link := filepath.Join(dir, atomicfile.TempPrefix+"heapdump.link")
+	require.NoError(t, os.Symlink(victim, link))
+	_, err := findAlone()
+	require.NoError(t, err)
+	for _, name := range append(kept, filepath.Base(link)) {
+		_, err := os.Lstat(filepath.Join(dir, name))
+		assert.NoError(t, err, name)
+	}
+	assert.FileExists(t, victim)
 }

@@ -106,7 +106,11 @@ func Adopt(ctx context.Context, tracker *track.Tracker, mem Memory, spec tensor.
 	if spec.Kind == "" {
 		spec.Kind = Kind
 	}
-	a := &adoption{books: adoptionBooks(tracker, name), tracker: tracker, mem: mem, name: name,
+	books, err := adoptionBooks(tracker, name)
+	if err != nil {
+		return nil, err
+	}
+	a := &adoption{books: books, tracker: tracker, mem: mem, name: name,
 		live: adoptionsOf(mem.Device)}
 	if err := a.register(total); err != nil {
 		return nil, err

@@ -29,7 +29,9 @@ func TestAdoptionStateLivesWithItsOwners(t *testing.T) {
 		n, bytes := live.Held()
 		assert.Equal(t, 1, n)
 		assert.Equal(t, int64(64), bytes)
-		require.Len(t, shelfOf(tr).books, 1, "the tracker's own books")
+		sh, err := shelves.Of(tr)
+		require.NoError(t, err)
+		require.Len(t, sh.books, 1, "the tracker's own books")
 		require.NoError(t, x.Free())
 	}
 	n, bytes := live.Held()

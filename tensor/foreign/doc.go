@@ -23,6 +23,20 @@
 // device's record of its adoptions, LiveAdoptions, which a Device
 // implementation embeds; tensor.HostDevice and the CUDA device have one.
 //
+// # Errors for bad input
+//
+// Adopt, the one entry point, refuses (and leaves the memory the caller's,
+// its Release uncalled): a nil Memory.Device or Release with an error
+// matching tensor.ErrNilAllocator; a zero Ptr, tensor.ErrInvalidPointer;
+// Bytes not above 0, above the device's total memory or above what its
+// other live adoptions leave, tensor.ErrInvalidSize; memory overlapping a
+// live adoption on the device, ErrAlreadyAdopted; a bad shape,
+// tensor.ErrInvalidShape; a shape that needs no bytes or more than Bytes,
+// tensor.ErrSizeMismatch; a device whose Name or MemInfo panics, a
+// *tensor.DeviceError matching tensor.ErrPanic; a tracker that keeps no
+// room for the adoption books, track.ErrTooManyLocals. A Release that
+// panics is a *PanicError matching ErrPanic.
+//
 // # The release queue
 //
 // A release function is foreign code and is run as such. A panic in it is

@@ -5,6 +5,7 @@ import (
 	"runtime/debug"
 	"sync"
 
+	"github.com/tensorlife/tensorlife/internal/format"
 	"github.com/tensorlife/tensorlife/tensor"
 	"github.com/tensorlife/tensorlife/track"
 )
@@ -43,6 +44,8 @@ func deviceFigures(tr *track.Tracker, mem Memory) (name string, total int64, err
 	if perr := track.Guard(tr, dev, "Name", func() { name = dev.Name() }); perr != nil {
 		return "", 0, &tensor.DeviceError{Op: "name", Bytes: mem.Bytes, Err: perr}
 	}
+	name, _ = format.Text(name, track.MaxMetaText) // in every figure and error, as a Meta's texts
+
 	if perr := track.Guard(tr, dev, "MemInfo", func() { _, total, err = dev.MemInfo() }); perr != nil {
 		err = perr
 	}

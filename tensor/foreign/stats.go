@@ -44,7 +44,10 @@ func Adoptions(tr *track.Tracker) []Stats {
 	if tr == nil {
 		return nil
 	}
-	shelf := shelfOf(tr)
+	shelf, err := shelves.Of(tr)
+	if err != nil {
+		return nil // no books were ever kept: no adoption was made
+	}
 	shelf.mu.Lock()
 	list := slices.Clone(shelf.books)
 	shelf.mu.Unlock()
@@ -119,23 +122,27 @@ func (b *books) stats() tensor.AllocatorStats {
 
 // adoptionBooks finds the books of adoptions on the device named name in
 // tracker, or makes and attaches them; nil for a nil tracker, whose
-// adoptions no report counts.
-func adoptionBooks(tracker *track.Tracker, name string) *books {
+// adoptions no report counts. It fails only if the tracker keeps no room
+// for the books (track.ErrTooManyLocals).
+func adoptionBooks(tracker *track.Tracker, name string) (*books, error) {
 	if tracker == nil {
-		return nil
+		return nil, nil
 	}
-	shelf := shelfOf(tracker)
+	shelf, err := shelves.Of(tracker)
+	if err != nil {
+		return nil, err
+	}
 	shelf.mu.Lock()
 	defer shelf.mu.Unlock()
 	for _, b := range shelf.books {
 		if b.device == name {
-			return b
+			return b, nil
 		}
 	}
 	b := &books{device: name}
 	track.Attach(tracker, b)
 	shelf.books = append(shelf.books, b)
-	return b
+	return b, nil
 }
 
 // shelf keeps a tracker's adoption books, one per device, for as long as
@@ -149,6 +156,3 @@ type shelf struct {
 
 // shelves keeps each tracker's adoption books.
 var shelves = track.NewLocal(func() *shelf { return new(shelf) })
-
-// shelfOf returns tr's adoption books.
-func shelfOf(tr *track.Tracker) *shelf { return shelves.Of(tr) }

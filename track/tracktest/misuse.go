@@ -113,7 +113,16 @@ type misuseCursor struct {
 // cursors keeps each tracker's cursor.
 var cursors = track.NewLocal(func() *misuseCursor { return new(misuseCursor) })
 
-func cursorOf(tr *track.Tracker) *misuseCursor { return cursors.Of(tr) }
+// cursorOf returns tr's cursor; a fresh one each time if tr keeps no room
+// for it (track.ErrTooManyLocals): every misuse is then read from the
+// first.
+func cursorOf(tr *track.Tracker) *misuseCursor {
+	c, err := cursors.Of(tr)
+	if err != nil {
+		return new(misuseCursor)
+	}
+	return c
+}
 
 // cursor returns where tr's next VerifyNone or Find begins reading its
 // misuses: 0 before the first one.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -128,6 +129,24 @@ func TestPanickingCallbackKillsNothing(t *testing.T) {
 			kept := leakFor(t, tr, 10, func() { elapse(time.Second) }) // fake time: one window ends
 			assert.Equal(t, int64(1), w.CallbackPanics())
 			assert.Contains(t, logged.String(), "OnSuspect callback panicked")
+			require.NoError(t, w.Stop())
+			release(t, tr, kept...)
+		})
+	})
+	t.Run("a Goexit on the loop of Start", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			tr, err := track.New(track.Name("goexit"), track.Logger(slog.New(slog.DiscardHandler)))
+			require.NoError(t, err)
+			var calls atomic.Int64
+			w, err := watch.New(tr, watch.Every(time.Second),
+				watch.OnSuspect(func(watch.Suspect) { calls.Add(1); runtime.Goexit() }))
+			require.NoError(t, err)
+			require.NoError(t, w.Start())
+			kept := leakFor(t, tr, 10, func() { elapse(time.Second) })
+			require.Positive(t, calls.Load(), "the callback ended the loop's goroutine")
+			before := w.WindowsEnded()
+			elapse(3 * time.Second)
+			assert.Equal(t, before+3, w.WindowsEnded(), "the loop goes on")
 			require.NoError(t, w.Stop())
 			release(t, tr, kept...)
 		})

@@ -501,11 +501,35 @@ func (w *Watcher) Start() error {
 	if err != nil {
 		return err
 	}
-	go func() {
-		defer close(exited)
-		_ = w.loop(context.Background()) // ends only by Stop, which reports
-	}()
+	go w.runLoop(exited)
 	return nil
+}
+
+// runLoop runs the loop of Start until Stop, which reports. A callback
+// that ends the loop's goroutine with runtime.Goexit, which no recover
+// stops, ends one run of the loop, on a goroutine of its own, and the next
+// starts at once: the watcher goes on as after a callback's panic.
+func (w *Watcher) runLoop(exited chan struct{}) {
+	defer close(exited)
+	for {
+		returned := make(chan bool, 1)
+		go func() {
+			ok := false
+			defer func() { returned <- ok }()
+			_ = w.loop(context.Background())
+			ok = true
+		}()
+		if <-returned {
+			return
+		}
+		w.lifeMu.Lock()
+		if w.stopped.Load() {
+			w.lifeMu.Unlock()
+			return
+		}
+		w.running = true // the ended run's deferred bookkeeping cleared it
+		w.lifeMu.Unlock()
+	}
 }
 
 // claimLoop marks the loop running, so that only one runs and Stop knows
@@ -934,7 +958,7 @@ func (w *Watcher) logPanic(p any, s Suspect) {
 	w.tr.Logger().Error("tensorlife: the watcher's OnSuspect callback panicked; the watcher goes on",
 		slog.String("tracker", w.tr.Name()),
 		slog.String("site", s.Site.String()),
-		slog.String("panic", fmt.Sprint(p)),
+		slog.String("panic", format.Value(p, 256)),
 		slog.String("stack", string(debug.Stack())))
 }
 
