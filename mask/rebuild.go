@@ -202,7 +202,7 @@ func (b *Builder) observe(ctx context.Context, t *tensor.Tensor, g *Growable) er
 		r.Location = b.ownSite(key.site.pcs[:]).Location()
 	}
 	if tr := b.alloc.Tracker(); tr != nil {
-		tr.Note(track.EventMaskRebuilt, site, r.Bytes)
+		tr.Books().Note(track.EventMaskRebuilt, site, r.Bytes)
 	}
 	if b.cfg.onRebuild != nil {
 		b.cfg.onRebuild(r)
@@ -247,5 +247,5 @@ func (b *Builder) ownSite(pcs []uintptr) *track.Site {
 	for n < len(pcs) && pcs[n] != 0 {
 		n++
 	}
-	return b.ownSites().Intern(pcs[:n])
+	return b.ownSites().Books().Intern(pcs[:n])
 }

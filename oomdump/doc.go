@@ -35,7 +35,7 @@
 //
 // OutOfMemory runs on the goroutine whose allocation failed, which waits
 // for it. It copies there the tracker's counters that the default
-// profile is read from (Tracker.CopyCounts), by site and shape, with no
+// profile is read from (Books.CopyCounts), by site and shape, with no
 // request label and no walk of the registry: O(sites × shapes) whatever
 // the live set holds, about 80 bytes a site. The profile, built from that
 // copy, shows the memory as it was when the allocation failed, before the

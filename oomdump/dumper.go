@@ -131,7 +131,7 @@ func (d *Dumper) OutOfMemory(e *tensor.OOMError) {
 	// snapshot is built from it on the dumper's goroutine. A dump must not make the
 	// failing allocation wait for a walk of a live set that is, by then, as
 	// large as it gets.
-	job.counts = d.tr.CopyCounts()
+	job.counts = d.tr.Books().CopyCounts()
 	go d.write(job, done)
 }
 

@@ -14,7 +14,7 @@
 //
 // Every instrument is observable and read in one callback when a reader
 // collects, and that callback reads counters only (Tracker.Totals,
-// Tracker.LiveByClass, the parts' Stats): a collection costs
+// Books.LiveByClass, the parts' Stats): a collection costs
 // O(devices × kinds + pools + caches), never a walk of the live set, and
 // recording or releasing a tensor costs nothing extra.
 //
@@ -328,7 +328,7 @@ func (m *Metrics) observe(ctx context.Context, o metric.Observer) error {
 	defer m.mu.Unlock()
 	in := &m.inst
 	tt := m.tr.Totals()
-	for _, c := range m.tr.LiveByClass() {
+	for _, c := range m.tr.Books().LiveByClass() {
 		attrs := m.attr(attrKey{attrDevice, c.Device, attrKind, c.Kind})
 		o.ObserveInt64(in.tensorCount, c.LiveCount, attrs)
 		o.ObserveInt64(in.tensorMemory, c.LiveBytes, attrs)

@@ -34,7 +34,7 @@ func liveTracker(b *testing.B, n int) *sdkmetric.ManualReader {
 	recs := make([]track.Record, n)
 	for i := range recs {
 		recs[i] = track.Record{Bytes: 256, Meta: track.InternMeta(kinds[i%len(kinds)], devices[i%len(devices)], "", nil)}
-		if err := tr.Record(ctx, &recs[i], 0); err != nil {
+		if err := tr.Books().Record(ctx, &recs[i], 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -112,7 +112,7 @@ func openTracker(b *testing.B, open int) *sdkmetric.ManualReader {
 		cancels[i] = cancel
 		ctx = track.WithLabels(ctx, "route", fmt.Sprint("/r", i%8), "request", fmt.Sprint(i))
 		recs[i] = track.Record{Bytes: 256, Meta: track.InternMeta("kv-cache", "cuda:0", "", nil)}
-		if err := tr.Record(ctx, &recs[i], 0); err != nil {
+		if err := tr.Books().Record(ctx, &recs[i], 0); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -54,7 +54,7 @@ func (d *siteDriver) setLive(t testing.TB, n int) {
 	t.Helper()
 	for len(d.recs) < n {
 		r := &track.Record{Bytes: d.bytes, Meta: track.InternMeta("mask", "host", "bool", []int{int(d.bytes)})}
-		require.NoError(t, d.tr.Record(context.Background(), r, 1))
+		require.NoError(t, d.tr.Books().Record(context.Background(), r, 1))
 		d.recs = append(d.recs, r)
 	}
 	for len(d.recs) > n {
@@ -160,10 +160,10 @@ func TestMetricsReadEveryInstrument(t *testing.T) {
 
 	// A KV-cache block on another device that the GC found leaked.
 	kv := &track.Record{Bytes: 4096, Meta: track.InternMeta("kv-cache", "cuda:0", "float16", []int{2048})}
-	require.NoError(t, tr.Record(ctx, kv, 0))
+	require.NoError(t, tr.Books().Record(ctx, kv, 0))
 	require.True(t, kv.ReportDropped(nil, ""))
-	tr.Note(track.EventMaskRebuilt, nil, 256)
-	tr.Note(track.EventMaskRebuilt, nil, 256)
+	tr.Books().Note(track.EventMaskRebuilt, nil, 256)
+	tr.Books().Note(track.EventMaskRebuilt, nil, 256)
 
 	// A site the watcher flags: one 512-byte mask kept per window.
 	w, err := watch.New(tr, watch.MinGrowth(0), watch.OnSuspect(func(watch.Suspect) {}))
@@ -321,7 +321,7 @@ func TestMetricsDefaultProvider(t *testing.T) {
 	tr, err := track.New()
 	require.NoError(t, err)
 	rec := &track.Record{Bytes: 100, Meta: track.InternMeta("tensor", "host", "", nil)}
-	require.NoError(t, tr.Record(context.Background(), rec, 0))
+	require.NoError(t, tr.Books().Record(context.Background(), rec, 0))
 	m, err := oteltrack.Register(tr)
 	require.NoError(t, err)
 	_, points := pointsOf(t, collect()["tensorlife.tensor.memory.usage"])
@@ -372,7 +372,7 @@ func ExampleRegister() {
 	defer m.Stop()
 
 	mask := &track.Record{Bytes: 4096, Meta: track.InternMeta("mask", "cuda:0", "bool", []int{64, 64})}
-	if err := tr.Record(context.Background(), mask, 0); err != nil {
+	if err := tr.Books().Record(context.Background(), mask, 0); err != nil {
 		panic(err)
 	}
 
@@ -444,7 +444,7 @@ func TestMetricsOpenRequests(t *testing.T) {
 		ctx, end := track.WithRequest(context.Background())
 		ends = append(ends, end)
 		r := &track.Record{Bytes: bytes, Meta: track.InternMeta("kv-cache", "host", "", nil)}
-		require.NoError(t, tr.Record(track.WithLabels(ctx, "route", fmt.Sprint("/r", i)), r, 0))
+		require.NoError(t, tr.Books().Record(track.WithLabels(ctx, "route", fmt.Sprint("/r", i)), r, 0))
 		recs = append(recs, r)
 		now = now.Add(time.Minute)
 	}
@@ -481,7 +481,7 @@ func TestMetricsRequestPeaks(t *testing.T) {
 	serve := func(route string, bytes int64) {
 		ctx, end := track.WithRequest(context.Background())
 		r := &track.Record{Bytes: bytes, Meta: track.InternMeta("kv-cache", "host", "", nil)}
-		require.NoError(t, tr.Record(track.WithLabels(ctx, "route", route), r, 0))
+		require.NoError(t, tr.Books().Record(track.WithLabels(ctx, "route", route), r, 0))
 		require.NoError(t, r.Release())
 		end()
 	}

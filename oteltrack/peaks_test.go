@@ -32,7 +32,7 @@ func TestMetricsPeakGaugesAreTheSummarys(t *testing.T) {
 	serve := func(route, device string, bytes int64) {
 		ctx, end := track.WithRequest(track.WithLabels(context.Background(), "route", route))
 		r := &track.Record{Bytes: bytes, Meta: track.InternMeta("kv-cache", device, "", nil)}
-		require.NoError(t, tr.Record(ctx, r, 0))
+		require.NoError(t, tr.Books().Record(ctx, r, 0))
 		require.NoError(t, r.Release())
 		end()
 		peaks[route+"@"+device] = append(peaks[route+"@"+device], bytes)

@@ -160,7 +160,7 @@ func (p *Pool) admit(ctx context.Context, kind string, units, fallback int64) (c
 	a := &Admission{Kind: kind, Units: units, pool: p, kind: k, done: ctx.Done()}
 	want, requests, isFallback := k.reservation(units, fallback)
 	if isFallback && units == 0 && p.tracker != nil {
-		if kp, ok := p.tracker.RequestPeak(kind, p.name); ok {
+		if kp, ok := p.tracker.Books().RequestPeak(kind, p.name); ok {
 			requests = kp.Requests
 			if kp.Requests >= AdmitHistory {
 				want, isFallback = roundedBytes(kp.PeakP99), false

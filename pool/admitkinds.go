@@ -15,7 +15,7 @@ import (
 // own rounded bytes: each admission counts the blocks handed out under its
 // context (drawn from its reservation or past it) and keeps its peak, and
 // when it ends the peak joins its kind's figures here. The tracker's peaks
-// (track.Tracker.RequestPeak) count the bytes asked for; a request of many
+// (track.Books.RequestPeak) count the bytes asked for; a request of many
 // small tensors is rounded up tensor by tensor, which no figure of the sum
 // can say, so once a kind has AdmitHistory admitted requests behind it on
 // this pool, Admit reserves by these.

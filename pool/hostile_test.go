@@ -108,7 +108,7 @@ func TestPoolSurvivesAHostileDevice(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, dev.Panicked())
 		assert.Zero(t, tr.Totals().PartPanics)
-		classes := tr.LiveByClass()
+		classes := tr.Books().LiveByClass()
 		require.Len(t, classes, 1)
 		assert.Equal(t, "host", classes[0].Device)
 		require.NoError(t, x.Free())

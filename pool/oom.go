@@ -101,7 +101,7 @@ func (p *Pool) heldBy(sites []track.SiteStats) [][]track.Holder {
 	for i := range sites {
 		ss[i] = sites[i].Site
 	}
-	return p.tracker.HeldBy(ss, maxHeldBy)
+	return p.tracker.Books().HeldBy(ss, maxHeldBy)
 }
 
 // otherReserved returns the bytes that the other allocators attached to
@@ -113,7 +113,7 @@ func (p *Pool) otherReserved() int64 {
 	}
 	// Other parts' code, read through the tracker's seam: one that panics
 	// is counted and left out of the error.
-	parts, _ := p.tracker.PartInfos()
+	parts, _ := p.tracker.Books().PartInfos()
 	var sum int64
 	for _, other := range parts {
 		if other.Part != track.Part(p) && other.Device == p.name {

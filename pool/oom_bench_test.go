@@ -204,7 +204,7 @@ func BenchmarkRecordDuringOOMStorm(b *testing.B) {
 			r := &recs[i]
 			r.Bytes, r.Meta = 64, meta
 			start := time.Now()
-			if err := f.tr.Record(ctx, r, 0); err != nil {
+			if err := f.tr.Books().Record(ctx, r, 0); err != nil {
 				b.Fatal(err)
 			}
 			if err := r.Release(); err != nil {

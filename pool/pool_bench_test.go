@@ -163,7 +163,7 @@ func BenchmarkTrackRecordRelease(b *testing.B) {
 	descend(benchDepth, func() {
 		for b.Loop() {
 			rec := &track.Record{Bytes: benchBytes, Meta: track.InternMeta("tensor", "host", "uint8", shape)}
-			if err := tr.Record(ctx, rec, 0); err != nil {
+			if err := tr.Books().Record(ctx, rec, 0); err != nil {
 				b.Fatal(err)
 			}
 			if err := rec.Release(); err != nil {

@@ -194,7 +194,7 @@
 // where merging two profiles took 1.1 GiB. The snapshots themselves are
 // the tracker's, grouped by the labels shown, and cost their groups (about
 // 230 bytes each while taken). The handler holds no Group of its profile:
-// it reads them apart from their snapshot (track.Tracker.GroupsOf) and
+// it reads them apart from their snapshot (track.Books.GroupsOf) and
 // writes each as it reads it, so its whole answer costs the walk's entry
 // of each group, its sort key and its table slot (about 110 bytes): 200k
 // ids allocate about 23 MiB, 1M about 105 (where holding the Groups took

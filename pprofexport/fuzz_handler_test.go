@@ -26,7 +26,7 @@ func FuzzHandlerQuery(f *testing.F) {
 	tr, err := track.New(track.OnLeak(func(track.LeakReport) {}))
 	require.NoError(f, err)
 	rec := &track.Record{Bytes: 4096, Meta: track.InternMeta("mask", "host", "bool", []int{64, 64})}
-	require.NoError(f, tr.Record(context.Background(), rec, 0))
+	require.NoError(f, tr.Books().Record(context.Background(), rec, 0))
 	h, err := pprofexport.NewHandler(tr, pprofexport.WindowClock(pprofexport.Instant))
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, query string) {

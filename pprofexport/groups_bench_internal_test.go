@@ -15,7 +15,7 @@ import (
 
 // BenchmarkLabelKeysGroupsApart measures what the handler's profile by a
 // label key costs with its groups read apart from the snapshot
-// (Tracker.GroupsOf, each written as it is read) against the same profile
+// (Books.GroupsOf, each written as it is read) against the same profile
 // of a snapshot that holds them all (SnapshotOf, as the handler took it
 // before), in alternating rounds: each side walks the live set, sorts its
 // groups and compresses the profile into the handler's body. It reports
@@ -47,7 +47,7 @@ func BenchmarkLabelKeysGroupsApart(b *testing.B) {
 				return compress(&chunks{}, func(zw io.Writer) error { return stream(zw, snap, cfg) })
 			}
 			apart := func() error {
-				snap, groups, err := tr.GroupsOf(f)
+				snap, groups, err := tr.Books().GroupsOf(f)
 				if err != nil {
 					return err
 				}
@@ -127,7 +127,7 @@ func labelledTracker(b *testing.B, n int, model bool) *track.Tracker {
 			kv = append(kv, "model", "llama")
 		}
 		recs[i].Bytes, recs[i].Meta = 128, meta
-		if err := tr.Record(track.WithLabels(context.Background(), kv...), &recs[i], 0); err != nil {
+		if err := tr.Books().Record(track.WithLabels(context.Background(), kv...), &recs[i], 0); err != nil {
 			b.Fatal(err)
 		}
 	}

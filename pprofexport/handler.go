@@ -280,7 +280,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The groups are read apart from the snapshot and each written as it
 	// is read: a profile of a million request ids holds no Group of them.
 	h.collect(q)
-	snap, groups, err := h.tracker.GroupsOf(h.filter(q))
+	snap, groups, err := h.tracker.Books().GroupsOf(h.filter(q))
 	if err != nil {
 		serveError(w, http.StatusBadRequest, err.Error())
 		return

@@ -541,7 +541,7 @@ func TestGoToolPprofFetchesHandler(t *testing.T) {
 }
 
 // TestHandlerProfileIsWrittenSnapshot guards the handler's profile, whose
-// groups are read apart from their snapshot (track.Tracker.GroupsOf) and
+// groups are read apart from their snapshot (track.Books.GroupsOf) and
 // written as they are read: it is, byte for byte once uncompressed, what
 // Write makes of the snapshot SnapshotOf takes with the handler's filter,
 // for the default profile (read from counters), by label keys, and

@@ -35,7 +35,7 @@ func firstTopRow(t *testing.T, out string) string {
 //go:noinline
 func allocKVMarked(tr *track.Tracker, n int64) *track.Record {
 	r := &track.Record{Bytes: n, Meta: track.InternMeta("kv-cache", "host", "float16", nil)}
-	if err := tr.Record(context.Background(), r, 0); err != nil {
+	if err := tr.Books().Record(context.Background(), r, 0); err != nil {
 		panic(err)
 	}
 	return r
@@ -47,7 +47,7 @@ func allocKVMarked(tr *track.Tracker, n int64) *track.Record {
 //go:noinline
 func allocKVUnmarked(tr *track.Tracker, n int64) *track.Record {
 	r := &track.Record{Bytes: n, Meta: track.InternMeta("kv-cache", "host", "float16", nil)}
-	if err := tr.Record(context.Background(), r, 0); err != nil {
+	if err := tr.Books().Record(context.Background(), r, 0); err != nil {
 		panic(err)
 	}
 	return r

@@ -31,7 +31,7 @@ func TestLabelsShownNowhereCostNothing(t *testing.T) {
 	for i := range recs {
 		ctx := track.WithLabels(context.Background(), "request", fmt.Sprintf("req-%08d", i))
 		recs[i].Bytes, recs[i].Meta = 128, meta
-		require.NoError(t, tr.Record(ctx, &recs[i], 0))
+		require.NoError(t, tr.Books().Record(ctx, &recs[i], 0))
 	}
 	defer func() {
 		for i := range recs {

@@ -58,7 +58,7 @@ func labelledWithModel(tb testing.TB, n int) *track.Tracker {
 	for i := range recs {
 		ctx := track.WithLabels(context.Background(), "request", fmt.Sprintf("req-%08d", i), "model", "llama")
 		recs[i].Bytes, recs[i].Meta = 128, meta
-		if err := tr.Record(ctx, &recs[i], 0); err != nil {
+		if err := tr.Books().Record(ctx, &recs[i], 0); err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -17,7 +17,7 @@ import (
 //go:noinline
 func activation(ctx context.Context, tr *track.Tracker) *track.Record {
 	r := &track.Record{Bytes: 64 << 10, Meta: track.InternMeta("activation", "host", "float16", nil)}
-	if err := tr.Record(ctx, r, 0); err != nil {
+	if err := tr.Books().Record(ctx, r, 0); err != nil {
 		panic(err)
 	}
 	return r
@@ -26,7 +26,7 @@ func activation(ctx context.Context, tr *track.Tracker) *track.Record {
 //go:noinline
 func keepSmallState(ctx context.Context, tr *track.Tracker) *track.Record {
 	r := &track.Record{Bytes: 256, Meta: track.InternMeta("state", "host", "float32", nil)}
-	if err := tr.Record(ctx, r, 0); err != nil {
+	if err := tr.Books().Record(ctx, r, 0); err != nil {
 		panic(err)
 	}
 	return r

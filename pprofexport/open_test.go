@@ -22,7 +22,7 @@ func TestHandlerServesOpenRequests(t *testing.T) {
 	meta := track.InternMeta("kv-cache", "host", "float16", nil)
 	rec := func(ctx context.Context, bytes int64) *track.Record {
 		r := &track.Record{Bytes: bytes, Meta: meta}
-		require.NoError(t, tr.Record(ctx, r, 0))
+		require.NoError(t, tr.Books().Record(ctx, r, 0))
 		return r
 	}
 	open, end := track.WithRequest(context.Background())

@@ -27,7 +27,7 @@ func TestTheDefaultProfileBoundsShapesPerSite(t *testing.T) {
 		want += recs[i].Bytes
 	}
 	for i := range recs {
-		require.NoError(t, tr.Record(context.Background(), &recs[i], 0)) // one line: one site
+		require.NoError(t, tr.Books().Record(context.Background(), &recs[i], 0)) // one line: one site
 	}
 	snap, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{}})
 	require.NoError(t, err)

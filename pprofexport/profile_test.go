@@ -126,7 +126,7 @@ func TestKeepLibraryFrames(t *testing.T) {
 	require.NoError(t, err)
 	fromLibrary := &track.Record{Bytes: 64, Meta: track.InternMeta("tensor", "", "int8", []int{64})}
 	require.NoError(t, track.Guard(tr, tr, "Record", func() {
-		require.NoError(t, tr.Record(context.Background(), fromLibrary, 1))
+		require.NoError(t, tr.Books().Record(context.Background(), fromLibrary, 1))
 	}))
 	t.Cleanup(func() { assert.NoError(t, fromLibrary.Release()) })
 	snap, err := tr.SnapshotOf(track.Filter{Kind: "tensor"})
@@ -209,7 +209,7 @@ func TestProfileFilters(t *testing.T) {
 	// A leak is what package tensor reports from a cleanup; report one by
 	// hand on a record of our own.
 	leaked := &track.Record{Bytes: 512, Meta: track.InternMeta("mask", "host", "bool", []int{512})}
-	require.NoError(t, prog.tracker.Record(context.Background(), leaked, 0))
+	require.NoError(t, prog.tracker.Books().Record(context.Background(), leaked, 0))
 	t.Cleanup(func() { require.NoError(t, leaked.Release()) })
 	leaked.ReportDropped(nil, "")
 
@@ -585,7 +585,7 @@ func TestProfileLeakedLabel(t *testing.T) {
 	recs := make([]track.Record, 3)
 	for i := range recs {
 		recs[i] = track.Record{Bytes: 512, Meta: track.InternMeta("mask", "host", "bool", []int{512})}
-		require.NoError(t, prog.tracker.Record(context.Background(), &recs[i], 0))
+		require.NoError(t, prog.tracker.Books().Record(context.Background(), &recs[i], 0))
 	}
 	t.Cleanup(func() {
 		for i := range recs {

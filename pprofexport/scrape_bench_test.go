@@ -49,7 +49,7 @@ func scrapeTracker(b *testing.B, sites, perSite, shapes int) http.Handler {
 			for j := range recs {
 				k := j % shapes
 				recs[j].Bytes, recs[j].Meta = int64(k+1)*128, metas[k]
-				if err := tr.Record(context.Background(), &recs[j], 0); err != nil {
+				if err := tr.Books().Record(context.Background(), &recs[j], 0); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -13,7 +13,7 @@ import (
 func recordAt(ctx context.Context, tr *track.Tracker, recs []track.Record, path uint, depth int) error {
 	if depth == 0 {
 		for i := range recs {
-			if err := tr.Record(ctx, &recs[i], 0); err != nil {
+			if err := tr.Books().Record(ctx, &recs[i], 0); err != nil {
 				return err
 			}
 		}

@@ -123,7 +123,7 @@ func stream(w io.Writer, snap *track.Snapshot, cfg config) error {
 }
 
 // streamGroups is stream for a snapshot whose groups are read from groups
-// (track.Tracker.GroupsOf), each written as it is read.
+// (track.Books.GroupsOf), each written as it is read.
 func streamGroups(w io.Writer, snap *track.Snapshot, groups iter.Seq[*track.Group], cfg config) error {
 	s := newStreamer(w, &cfg)
 	eachSample(snap, groups, allocSites(snap), false, s.live, s.site)

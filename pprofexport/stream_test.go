@@ -39,10 +39,10 @@ func TestWrittenProfileIsProfile(t *testing.T) {
 	recs := make([]track.Record, 3)
 	for i := range recs {
 		recs[i] = track.Record{Bytes: 4096, Meta: track.InternMeta("mask", "host", "bool", []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10})}
-		require.NoError(t, prog.tracker.Record(ctx, &recs[i], 0))
+		require.NoError(t, prog.tracker.Books().Record(ctx, &recs[i], 0))
 	}
 	zero := track.Record{Meta: track.InternMeta("empty", "host", "bool", []int{0})}
-	require.NoError(t, prog.tracker.Record(ctx, &zero, 0))
+	require.NoError(t, prog.tracker.Books().Record(ctx, &zero, 0))
 	t.Cleanup(func() {
 		for i := range recs {
 			require.NoError(t, (&recs[i]).Release())
@@ -93,7 +93,7 @@ func uniquelyLabelled(t testing.TB, n int) *track.Tracker {
 	for i := range recs {
 		ctx := track.WithLabels(context.Background(), "request", fmt.Sprintf("req-%08d", i))
 		recs[i].Bytes, recs[i].Meta = 128, meta
-		require.NoError(t, tr.Record(ctx, &recs[i], 0))
+		require.NoError(t, tr.Books().Record(ctx, &recs[i], 0))
 	}
 	t.Cleanup(func() {
 		for i := range recs {
@@ -135,7 +135,7 @@ func sharedLabelled(t *testing.T) *track.Tracker {
 		for i := range labelledShared.recs {
 			ctx := track.WithLabels(context.Background(), "request", fmt.Sprintf("req-%08d", i))
 			labelledShared.recs[i].Bytes, labelledShared.recs[i].Meta = 128, meta
-			if err := tr.Record(ctx, &labelledShared.recs[i], 0); err != nil {
+			if err := tr.Books().Record(ctx, &labelledShared.recs[i], 0); err != nil {
 				panic(err) // a fresh record of a fresh tracker
 			}
 		}
@@ -304,7 +304,7 @@ func TestWrittenDiffIsDiffProfile(t *testing.T) {
 	ctx := track.WithLabels(context.Background(), "bytes", "b", "model", "m1")
 	for i := range recs {
 		recs[i] = track.Record{Bytes: 4096, Meta: track.InternMeta("mask", "host", "bool", []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10})}
-		require.NoError(t, prog.tracker.Record(ctx, &recs[i], 0))
+		require.NoError(t, prog.tracker.Books().Record(ctx, &recs[i], 0))
 	}
 	t.Cleanup(func() {
 		for i := range recs {
@@ -368,7 +368,7 @@ func BenchmarkStreamedDiff(b *testing.B) {
 	for i := range recs {
 		ctx := track.WithLabels(context.Background(), "request", fmt.Sprintf("new-%08d", i))
 		recs[i].Bytes, recs[i].Meta = 128, meta
-		require.NoError(b, tr.Record(ctx, &recs[i], 0))
+		require.NoError(b, tr.Books().Record(ctx, &recs[i], 0))
 	}
 	b.Cleanup(func() {
 		for i := range recs {
@@ -410,7 +410,7 @@ func BenchmarkStreamedDiff(b *testing.B) {
 // and the groups twice over with a string table of their values 88 MiB,
 // holding them once 52 MiB (73.5 with the second label); now the walk
 // keeps a 72-byte entry a group, the handler reads each Group from it as
-// it writes the group's sample (track.Tracker.GroupsOf), the stream keeps
+// it writes the group's sample (track.Books.GroupsOf), the stream keeps
 // none of the values it writes, and the compressed body is kept in blocks
 // that are never copied.
 func TestLabelKeysRequestCostsWhatItWrites(t *testing.T) {

@@ -158,7 +158,7 @@ func (s Sources) Read(tr *track.Tracker) Reading {
 		reserved[st.Device] = counter.AddSat(reserved[st.Device], max(st.Reserved, 0))
 	}
 	if tr != nil {
-		parts, skipped := tr.PartInfos()
+		parts, skipped := tr.Books().PartInfos()
 		r.Skipped = append(r.Skipped, skipped...)
 		for _, p := range parts {
 			if _, isPool := p.Part.(PoolSource); !isPool && p.Device != "" {

@@ -56,7 +56,7 @@ func summaryKVCache(t *testing.T, tr *track.Tracker, n int, bytes int64) []*trac
 	var out []*track.Record
 	for range n {
 		r := &track.Record{Bytes: bytes, Meta: track.InternMeta("kv-cache", "cuda:0", "float16", nil)}
-		require.NoError(t, tr.Record(context.Background(), r, 0))
+		require.NoError(t, tr.Books().Record(context.Background(), r, 0))
 		out = append(out, r)
 	}
 	return out
@@ -67,7 +67,7 @@ func summaryMasks(t *testing.T, ctx context.Context, tr *track.Tracker, n int, b
 	var out []*track.Record
 	for range n {
 		r := &track.Record{Bytes: bytes, Meta: track.InternMeta("mask", "cuda:0", "bool", nil)}
-		require.NoError(t, tr.Record(ctx, r, 0))
+		require.NoError(t, tr.Books().Record(ctx, r, 0))
 		out = append(out, r)
 	}
 	return out
@@ -77,7 +77,7 @@ func summaryMasks(t *testing.T, ctx context.Context, tr *track.Tracker, n int, b
 func summaryAllocationsFromAFunctionWhoseNameIsFarTooLongToFitOnOneLineOfTheSummaryReport(
 	t *testing.T, tr *track.Tracker, bytes int64) *track.Record {
 	r := &track.Record{Bytes: bytes, Meta: track.InternMeta("logits", "cuda:0", "float32", nil)}
-	require.NoError(t, tr.Record(context.Background(), r, 0))
+	require.NoError(t, tr.Books().Record(context.Background(), r, 0))
 	return r
 }
 
@@ -119,9 +119,9 @@ func TestSummaryGolden(t *testing.T) {
 	long := summaryAllocationsFromAFunctionWhoseNameIsFarTooLongToFitOnOneLineOfTheSummaryReport(t, tr, 1000)
 	require.NoError(t, (kv[3]).Release())
 	require.True(t, (kv[0]).ReportDropped(nil, ""))
-	tr.Note(track.EventDoubleFree, nil, 64)
-	tr.Note(track.EventOOM, nil, 1<<30)
-	tr.Note(track.EventMaskRebuilt, nil, 64<<10)
+	tr.Books().Note(track.EventDoubleFree, nil, 64)
+	tr.Books().Note(track.EventOOM, nil, 1<<30)
+	tr.Books().Note(track.EventMaskRebuilt, nil, 64<<10)
 	require.Len(t, w.Suspects(), 1)
 
 	opts := []Option{

@@ -105,7 +105,7 @@ type OOMError struct {
 	// first; their bytes are before an allocator rounds them (Active after).
 	TopSites []track.SiteStats
 	// HeldBy names, per TopSites entry, the extra owners (View, Retain, a
-	// cache entry) holding its memory, most handles first (Tracker.HeldBy).
+	// cache entry) holding its memory, most handles first (Books.HeldBy).
 	HeldBy [][]track.Holder
 	// Requests are the tracker's open requests when memory ran out, with
 	// the few holding most in flight (Largest; the text cuts each one's

@@ -144,7 +144,7 @@ func TestSecondDeferredFreeIsSaidDeferred(t *testing.T) {
 		deferLine("second")
 		defer x.Free()
 	}()
-	ms, _, _ := tr.MisuseSince(0)
+	ms, _, _ := tr.Books().MisuseSince(0)
 	require.Len(t, ms, 1)
 	assert.False(t, ms[0].FirstDeferred)
 	assert.True(t, ms[0].SecondDeferred)

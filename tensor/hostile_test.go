@@ -165,7 +165,7 @@ func TestNewReadsAForeignAllocatorsDeviceNameUnderRecover(t *testing.T) {
 // liveDevices returns the devices of tr's live tensors, as recorded.
 func liveDevices(tr *track.Tracker) []string {
 	var names []string
-	for _, c := range tr.LiveByClass() {
+	for _, c := range tr.Books().LiveByClass() {
 		names = append(names, c.Device)
 	}
 	return names

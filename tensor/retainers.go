@@ -38,7 +38,7 @@ func handlesOf(tr *track.Tracker) *handleShelf {
 	if err != nil {
 		return nil
 	}
-	tr.FindHandlesWith(h)
+	tr.Books().FindHandlesWith(h)
 	return h
 }
 

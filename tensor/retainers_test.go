@@ -43,14 +43,14 @@ func TestRegistryResolvesARecordToItsLiveHandles(t *testing.T) {
 	require.NoError(t, err)
 	note(r)
 
-	assert.ElementsMatch(t, []any{x, r}, tr.LiveHandles(x.ID()), "the lookup is installed")
+	assert.ElementsMatch(t, []any{x, r}, tr.Books().LiveHandles(x.ID()), "the lookup is installed")
 	require.NoError(t, x.Free())
-	assert.Equal(t, []any{r}, tr.LiveHandles(x.ID()), "a freed handle is no longer looked for")
+	assert.Equal(t, []any{r}, tr.Books().LiveHandles(x.ID()), "a freed handle is no longer looked for")
 	require.NoError(t, r.Free())
-	assert.Empty(t, tr.LiveHandles(x.ID()))
+	assert.Empty(t, tr.Books().LiveHandles(x.ID()))
 
 	other, _ := registryAllocator(t)
-	assert.Empty(t, other.LiveHandles(x.ID()), "ids are per tracker")
+	assert.Empty(t, other.Books().LiveHandles(x.ID()), "ids are per tracker")
 }
 
 func TestRegistryHoldsNoHandleAlive(t *testing.T) {
@@ -68,7 +68,7 @@ func TestRegistryHoldsNoHandleAlive(t *testing.T) {
 		select {
 		case l := <-reports:
 			assert.Equal(t, id, l.ID, "the dropped handle was collected, registered or not")
-			assert.Empty(t, tr.LiveHandles(id))
+			assert.Empty(t, tr.Books().LiveHandles(id))
 			return
 		default:
 		}
@@ -117,7 +117,7 @@ func TestHandlesAreTheTrackers(t *testing.T) {
 	note(x)
 	note(y)
 	require.Equal(t, x.ID(), y.ID(), "the first record of each tracker")
-	ha, hb := a.LiveHandles(x.ID()), b.LiveHandles(y.ID())
+	ha, hb := a.Books().LiveHandles(x.ID()), b.Books().LiveHandles(y.ID())
 	require.Len(t, ha, 1)
 	require.Len(t, hb, 1)
 	assert.Same(t, x, ha[0])

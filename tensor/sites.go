@@ -38,7 +38,7 @@ func cutLabels(l track.Labels) string {
 //
 // with the frame that tells it apart from another listed site with the same
 // line, the bytes of it that outlived their request, and held[i], the extra
-// owners holding site i's memory (Tracker.HeldBy; nil or short for none). An
+// owners holding site i's memory (Books.HeldBy; nil or short for none). An
 // allocator's own errors can list the sites that hold its memory the same
 // way. Nothing is written for no site.
 func WriteSites(b *strings.Builder, title string, sites []track.SiteStats, held [][]track.Holder) {

@@ -14,7 +14,7 @@ import (
 func ExampleWriteSites() {
 	tr, _ := track.New()
 	r := &track.Record{Bytes: 4096, Meta: track.InternMeta("kv-cache", "host", "", nil)}
-	_ = tr.Record(context.Background(), r, 0)
+	_ = tr.Books().Record(context.Background(), r, 0)
 	var b strings.Builder
 	b.WriteString("myalloc: closed with 1 live block")
 	tensor.WriteSites(&b, "live sites", tr.SiteTotals(), nil)

@@ -319,7 +319,7 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 				// The device counts the refusal too: a watcher reads it as
 				// the fact that the memory its suspects draw from ran out.
 				device, _ := allocDeviceName(tr, alloc, Block{}, 0) // nothing allocated to give back
-				tr.NoteOutOfMemory(device, tr.Caller(skip+1, 32), bytes)
+				tr.Books().NoteOutOfMemory(device, tr.Books().Caller(skip+1, 32), bytes)
 			}
 			return nil, err
 		}
@@ -339,7 +339,7 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 		}
 		return t, nil
 	}
-	if err := tr.Record(ctx, &b.rec, skip+1); err != nil {
+	if err := tr.Books().Record(ctx, &b.rec, skip+1); err != nil {
 		if bytes > 0 {
 			err = errors.Join(err, alloc.Release(b.mem))
 		}
@@ -491,7 +491,7 @@ func (t *Tensor) free(later *Releases) error {
 	if tr := b.tracker(); tr != nil {
 		// The line names the first free in a misuse report: a short
 		// capture, numbered once per distinct line, keeps Free cheap.
-		t.state.Store(freedUnknown + tr.FreeLine(2)) // from Free's caller
+		t.state.Store(freedUnknown + tr.Books().FreeLine(2)) // from Free's caller
 		(&b.rec).Unhold(t.site, howName(t.how))
 		if x != nil {
 			x.borrow.Return() // freed: no longer its request's, or outlived
@@ -508,7 +508,7 @@ func (t *Tensor) free(later *Releases) error {
 }
 
 // A freed handle's state is freedUnknown plus the number of the line that
-// freed it (track.Tracker.FreeLine), 0 for a line not kept.
+// freed it (track.Books.FreeLine), 0 for a line not kept.
 const freedUnknown uint32 = 1
 
 //go:noinline
@@ -520,7 +520,7 @@ func (t *Tensor) doubleFree() error {
 		err.Allocated, err.FirstFree, err.FirstDeferred = m.Allocated, m.FirstFree, m.FirstDeferred
 		// The second Free's line, where the history event puts it, named
 		// as the first free is.
-		m.SecondFree, m.SecondDeferred = tr.FreeSite(tr.FreeLine(3))
+		m.SecondFree, m.SecondDeferred = tr.Books().FreeSite(tr.Books().FreeLine(3))
 		err.SecondFree, err.SecondDeferred = m.SecondFree, m.SecondDeferred
 		(&t.blk().rec).NoteMisuse(m)
 	}
@@ -557,7 +557,7 @@ func (t *Tensor) RetainContext(ctx context.Context) (*Tensor, error) {
 	if tr == nil {
 		return newHandle(b, nil, t.viewOf(), howRetain), nil
 	}
-	site := tr.CallerSite(1) // RetainContext's caller
+	site := tr.Books().CallerSite(1) // RetainContext's caller
 	x := &handleExt{view: t.viewOf(), borrow: (&b.rec).HoldUnder(ctx, site, howName(howRetain))}
 	return newHandleExt(b, site, x, howRetain), nil
 }
@@ -601,7 +601,7 @@ func (t *Tensor) holdSite(how uint8, skip int) *track.Site {
 	if tr == nil {
 		return nil
 	}
-	site := tr.CallerSite(skip)
+	site := tr.Books().CallerSite(skip)
 	(&b.rec).Hold(site, howName(how))
 	return site
 }
@@ -664,7 +664,7 @@ func (t *Tensor) useAfterFree() {
 		return
 	}
 	m := t.misuse(tr, track.EventUseAfterFree)
-	m.Use = tr.Caller(2, 16)
+	m.Use = tr.Books().Caller(2, 16)
 	(&t.blk().rec).NoteMisuse(m)
 }
 
@@ -673,7 +673,7 @@ func (t *Tensor) useAfterFree() {
 // The caller adds the line of the misuse.
 func (t *Tensor) misuse(tr *track.Tracker, kind track.EventKind) track.Misuse {
 	m := track.Misuse{Kind: kind, Allocated: t.blk().rec.Site()}
-	m.FirstFree, m.FirstDeferred = tr.FreeSite(t.state.Load() - freedUnknown)
+	m.FirstFree, m.FirstDeferred = tr.Books().FreeSite(t.state.Load() - freedUnknown)
 	return m
 }
 

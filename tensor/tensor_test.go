@@ -93,7 +93,7 @@ func TestFreedTensorAnswersErrFreed(t *testing.T) {
 	assert.ErrorIs(t, nilTensor.Free(), tensor.ErrFreed)
 
 	// Each use was noted as misuse, at the line of the use.
-	ms, _, _ := tr.MisuseSince(0)
+	ms, _, _ := tr.Books().MisuseSince(0)
 	require.Len(t, ms, 6, "Ptr, CopyFromHost, CopyToHost, Fill, Retain, ToSlice")
 	for _, m := range ms {
 		assert.Equal(t, track.EventUseAfterFree, m.Kind)
@@ -155,7 +155,7 @@ func TestDoubleFreeNamesBothSites(t *testing.T) {
 
 	// The tracker keeps all three lines; the history event names the
 	// second Free's.
-	ms, lost, _ := tr.MisuseSince(0)
+	ms, lost, _ := tr.Books().MisuseSince(0)
 	require.Len(t, ms, 1)
 	assert.Zero(t, lost)
 	assert.Equal(t, "github.com/tensorlife/tensorlife/tensor_test.freeAgain", ms[0].SecondFree.Location().Function)

@@ -25,21 +25,21 @@ func newTracker(t testing.TB, opts ...track.Option) *track.Tracker {
 // allocMask is the leak: its allocations are kept.
 func allocMask(t testing.TB, tr *track.Tracker, ctx context.Context, bytes int64) *track.Record {
 	r := &track.Record{Bytes: bytes, Meta: track.InternMeta("mask", "", "", nil)}
-	require.NoError(t, tr.Record(ctx, r, 0))
+	require.NoError(t, tr.Books().Record(ctx, r, 0))
 	return r
 }
 
 // allocWeights is allocated once and held: a flat band.
 func allocWeights(t testing.TB, tr *track.Tracker, ctx context.Context, bytes int64) *track.Record {
 	r := &track.Record{Bytes: bytes, Meta: track.InternMeta("weights", "", "", nil)}
-	require.NoError(t, tr.Record(ctx, r, 0))
+	require.NoError(t, tr.Books().Record(ctx, r, 0))
 	return r
 }
 
 // allocLogits breathes: allocated and freed at every step.
 func allocLogits(t testing.TB, tr *track.Tracker, ctx context.Context, bytes int64) *track.Record {
 	r := &track.Record{Bytes: bytes, Meta: track.InternMeta("logits", "", "", nil)}
-	require.NoError(t, tr.Record(ctx, r, 0))
+	require.NoError(t, tr.Books().Record(ctx, r, 0))
 	return r
 }
 

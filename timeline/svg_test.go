@@ -114,9 +114,9 @@ func writeSVG(t *testing.T, tl *timeline.Timeline) []byte {
 func TestWriteSVGDrawsTheSeries(t *testing.T) {
 	tr := newTracker(t, track.KeepHistory(1<<14))
 	ops := run(t, tr, 300)
-	tr.Note(track.EventOOM, ops[0].rec.Site(), 1<<30)
-	tr.Note(track.EventLeakSuspect, ops[2].rec.Site(), 512)
-	tr.Note(track.EventMaskRebuilt, ops[2].rec.Site(), 512)
+	tr.Books().Note(track.EventOOM, ops[0].rec.Site(), 1<<30)
+	tr.Books().Note(track.EventLeakSuspect, ops[2].rec.Site(), 512)
+	tr.Books().Note(track.EventMaskRebuilt, ops[2].rec.Site(), 512)
 	tl, err := timeline.Build(tr, timeline.BudgetLine(256<<10), timeline.Title("decode loop"))
 	require.NoError(t, err)
 	svg := parseSVG(t, writeSVG(t, tl))
@@ -189,7 +189,7 @@ func TestWriteSVGShortensLongNamesInTheLegendOnly(t *testing.T) {
 
 func allocateFromAFunctionWhoseNameIsMuchTooLongToFitInTheLegendOfThePictureSoItIsShortened(t *testing.T, tr *track.Tracker) *track.Record {
 	r := &track.Record{Bytes: 1 << 20, Meta: track.InternMeta("tensor", "", "", nil)}
-	require.NoError(t, tr.Record(context.Background(), r, 0))
+	require.NoError(t, tr.Books().Record(context.Background(), r, 0))
 	return r
 }
 
@@ -208,7 +208,7 @@ func TestWriteSVGOfAnEmptyTimeline(t *testing.T) {
 func TestWriteSVGLeavesOutMarksBeyondItsBound(t *testing.T) {
 	tr := newTracker(t, track.KeepHistory(1<<12))
 	for range 600 {
-		tr.Note(track.EventOOM, nil, 1<<20)
+		tr.Books().Note(track.EventOOM, nil, 1<<20)
 	}
 	tl, err := timeline.Build(tr)
 	require.NoError(t, err)

@@ -588,7 +588,7 @@ func (b *builder) markers(win []track.Event) {
 // budgetOf sums the budgets of tr's parts that have one (PartInfo, read
 // through the tracker's seam), saturating.
 func budgetOf(tr *track.Tracker) int64 {
-	parts, _ := tr.PartInfos()
+	parts, _ := tr.Books().PartInfos()
 	var sum int64
 	for _, p := range parts {
 		if p.Budget > math.MaxInt64-sum {

@@ -55,25 +55,25 @@ func recordAt(tr *track.Tracker, ctx context.Context, r *track.Record, site int)
 	}
 	switch site % 10 {
 	case 0:
-		return tr.Record(ctx, r, 0)
+		return tr.Books().Record(ctx, r, 0)
 	case 1:
-		return tr.Record(ctx, r, 0)
+		return tr.Books().Record(ctx, r, 0)
 	case 2:
-		return tr.Record(ctx, r, 0)
+		return tr.Books().Record(ctx, r, 0)
 	case 3:
-		return tr.Record(ctx, r, 0)
+		return tr.Books().Record(ctx, r, 0)
 	case 4:
-		return tr.Record(ctx, r, 0)
+		return tr.Books().Record(ctx, r, 0)
 	case 5:
-		return tr.Record(ctx, r, 0)
+		return tr.Books().Record(ctx, r, 0)
 	case 6:
-		return tr.Record(ctx, r, 0)
+		return tr.Books().Record(ctx, r, 0)
 	case 7:
-		return tr.Record(ctx, r, 0)
+		return tr.Books().Record(ctx, r, 0)
 	case 8:
-		return tr.Record(ctx, r, 0)
+		return tr.Books().Record(ctx, r, 0)
 	default:
-		return tr.Record(ctx, r, 0)
+		return tr.Books().Record(ctx, r, 0)
 	}
 }
 

@@ -151,8 +151,8 @@ func TestWriteTraceIsValidTraceEventFormat(t *testing.T) {
 			tr := newTracker(t, track.KeepHistory(tc.history))
 			if tc.steps > 0 {
 				ops := run(t, tr, tc.steps)
-				tr.Note(track.EventOOM, ops[0].rec.Site(), 1<<30)
-				tr.Note(track.EventLeakSuspect, ops[2].rec.Site(), 512)
+				tr.Books().Note(track.EventOOM, ops[0].rec.Site(), 1<<30)
+				tr.Books().Note(track.EventLeakSuspect, ops[2].rec.Site(), 512)
 			}
 			tl, err := timeline.Build(tr, tc.opts...)
 			require.NoError(t, err)
@@ -186,7 +186,7 @@ type traceEvent struct {
 func TestWriteTraceEventsHaveEveryRequiredField(t *testing.T) {
 	tr := newTracker(t, track.KeepHistory(1<<10))
 	ops := run(t, tr, 20)
-	tr.Note(track.EventOOM, ops[0].rec.Site(), 1<<30)
+	tr.Books().Note(track.EventOOM, ops[0].rec.Site(), 1<<30)
 	tl, err := timeline.Build(tr, timeline.BudgetLine(1<<20))
 	require.NoError(t, err)
 
@@ -238,8 +238,8 @@ func TestWriteTraceMarkersAndLabels(t *testing.T) {
 	tr := newTracker(t, track.KeepHistory(1<<10))
 	ctx := track.WithLabels(context.Background(), "request", "r\"7\"\n", "model", "ünïcode")
 	w := allocWeights(t, tr, ctx, 4096)
-	tr.Note(track.EventOOM, w.Site(), 1<<30)
-	tr.Note(track.EventLeakSuspect, nil, 64)
+	tr.Books().Note(track.EventOOM, w.Site(), 1<<30)
+	tr.Books().Note(track.EventLeakSuspect, nil, 64)
 	tl, err := timeline.Build(tr, timeline.Title("a \"quoted\" <title>"))
 	require.NoError(t, err)
 	tf := validateTrace(t, writeTrace(t, tl), tl)

@@ -97,7 +97,8 @@ func isAdapterFrame(f Frame) bool {
 // line that asked for the memory, for an adapter that books a buffer after
 // the call that made it returns, or on another goroutine. A nil site, or
 // one of another tracker, is an error matching ErrMisuse.
-func (t *Tracker) RecordAt(ctx context.Context, r *Record, site *Site) error {
+func (bk *Books) RecordAt(ctx context.Context, r *Record, site *Site) error {
+	t := (*Tracker)(bk)
 	if site == nil || site.feeds != t.feeds {
 		t.misuse.Add(1)
 		return fmt.Errorf("%w: RecordAt with a site not of tracker %q", ErrMisuse, t.cfg.name)

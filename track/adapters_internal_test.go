@@ -67,7 +67,7 @@ func TestAdapterPackagesRejectsBadPrefixes(t *testing.T) {
 // adapter does once the call that made a buffer has returned.
 //
 //go:noinline
-func siteHere(t *Tracker) *Site { return t.CallerSite(1) }
+func siteHere(t *Tracker) *Site { return t.Books().CallerSite(1) }
 
 func TestRecordAtBooksAtASiteCapturedBefore(t *testing.T) {
 	tr, err := New(Name("recordat"))
@@ -80,7 +80,7 @@ func TestRecordAtBooksAtASiteCapturedBefore(t *testing.T) {
 	ctx, end := WithRequest(WithLabels(context.Background(), "model", "m"))
 	r := &Record{Bytes: 64, Meta: InternMeta("tensor", "host", "float32", []int{16})}
 	done := make(chan error)
-	go func() { done <- tr.RecordAt(ctx, r, site) }() // another goroutine: the site is the caller's
+	go func() { done <- tr.Books().RecordAt(ctx, r, site) }() // another goroutine: the site is the caller's
 	require.NoError(t, <-done)
 	assert.Same(t, site, r.Site())
 	model, _ := r.Labels().Get("model")
@@ -90,10 +90,10 @@ func TestRecordAtBooksAtASiteCapturedBefore(t *testing.T) {
 	require.NoError(t, r.Release())
 
 	for name, s := range map[string]*Site{"nil": nil, "another tracker's": siteHere(other)} {
-		err := tr.RecordAt(context.Background(), &Record{Bytes: 1}, s)
+		err := tr.Books().RecordAt(context.Background(), &Record{Bytes: 1}, s)
 		assert.ErrorIs(t, err, ErrMisuse, name)
 	}
-	again := tr.RecordAt(context.Background(), r, site)
+	again := tr.Books().RecordAt(context.Background(), r, site)
 	assert.ErrorIs(t, again, ErrMisuse, "a record is recorded once")
 	assert.EqualValues(t, 3, tr.Totals().Misuse)
 }

@@ -21,7 +21,7 @@ func allocate(ctx context.Context, tr *track.Tracker, n int) (*buffer, error) {
 	b := &buffer{mem: make([]byte, n)}
 	b.rec.Bytes = int64(n)
 	b.rec.Meta = track.InternMeta("scratch", "host", "uint8", []int{n})
-	if err := tr.Record(ctx, &b.rec, 1); err != nil { // 1: name allocate's caller
+	if err := tr.Books().Record(ctx, &b.rec, 1); err != nil { // 1: name allocate's caller
 		return nil, err
 	}
 	return b, nil
@@ -29,7 +29,7 @@ func allocate(ctx context.Context, tr *track.Tracker, n int) (*buffer, error) {
 
 // An allocator records what it hands out and releases it when the memory
 // goes back; the tracker's reports then name the line that asked for it.
-func ExampleTracker_Record() {
+func ExampleBooks_Record() {
 	tr, _ := track.New(track.Name("example"))
 	ctx, end := track.WithRequest(context.Background())
 	b, _ := allocate(ctx, tr, 1024)
@@ -40,7 +40,7 @@ func ExampleTracker_Record() {
 	fmt.Println("live:", tr.Totals().LiveBytes)
 	// Output:
 	// live: 1024 outlived: 1024
-	// site: github.com/tensorlife/tensorlife/track_test.ExampleTracker_Record
+	// site: github.com/tensorlife/tensorlife/track_test.ExampleBooks_Record
 	// live: 0
 }
 

@@ -14,7 +14,7 @@ import (
 // shared is a record many requests take handles on, as a cache's mask.
 func shared(t *testing.T, tr *track.Tracker) *track.Record {
 	r := &track.Record{Bytes: 4096, Meta: track.InternMeta("mask", "host", "", nil)}
-	require.NoError(t, tr.Record(context.Background(), r, 0))
+	require.NoError(t, tr.Books().Record(context.Background(), r, 0))
 	return r
 }
 
@@ -22,7 +22,7 @@ func shared(t *testing.T, tr *track.Tracker) *track.Record {
 //
 //go:noinline
 func takeHandle(tr *track.Tracker, ctx context.Context, r *track.Record) (*track.Site, *track.Borrow) {
-	site := tr.CallerSite(0)
+	site := tr.Books().CallerSite(0)
 	return site, r.HoldUnder(ctx, site, "Retain")
 }
 

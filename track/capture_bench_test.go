@@ -27,7 +27,7 @@ func newLike(ctx context.Context, tr *track.Tracker, r *track.Record) error {
 
 //go:noinline
 func recordLike(ctx context.Context, tr *track.Tracker, r *track.Record, skip int) error {
-	return tr.Record(ctx, r, skip+1)
+	return tr.Books().Record(ctx, r, skip+1)
 }
 
 // BenchmarkRecordReleaseRatio compares a Record and Release with one
@@ -109,7 +109,7 @@ func BenchmarkRequestPerTensor(b *testing.B) {
 				ctx, end := track.WithRequest(context.Background())
 				for j := start; j < start+n; j++ {
 					recs[j].Bytes, recs[j].Meta = 64, meta
-					if err := tr.Record(ctx, &recs[j], 0); err != nil {
+					if err := tr.Books().Record(ctx, &recs[j], 0); err != nil {
 						b.Fatal(err)
 					}
 				}

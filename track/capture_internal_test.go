@@ -13,7 +13,7 @@ import (
 //go:noinline
 func captureLeaf(t *testing.T, tr *Tracker) *Record {
 	r := &Record{Bytes: 8, Meta: InternMeta("tensor", "host", "", nil)}
-	require.NoError(t, tr.Record(context.Background(), r, 0))
+	require.NoError(t, tr.Books().Record(context.Background(), r, 0))
 	return r
 }
 

@@ -25,7 +25,7 @@ type leafer struct {
 //go:noinline
 func (l *leafer) leaf() *Record {
 	r := &Record{Bytes: 8, Meta: InternMeta("tensor", "host", "", nil)}
-	require.NoError(l.t, l.tr.Record(context.Background(), r, 0))
+	require.NoError(l.t, l.tr.Books().Record(context.Background(), r, 0))
 	return r
 }
 

@@ -37,10 +37,10 @@ func TestClockAgesWithoutWaiting(t *testing.T) {
 	tr := newTracker(t, track.Clock(clk.Now))
 	assert.Equal(t, clk.Now(), tr.Started())
 	old := &track.Record{Bytes: 8, Meta: track.InternMeta("tensor", "", "", nil)}
-	require.NoError(t, tr.Record(context.Background(), old, 0))
+	require.NoError(t, tr.Books().Record(context.Background(), old, 0))
 	clk.advance(time.Hour)
 	young := &track.Record{Bytes: 8, Meta: track.InternMeta("tensor", "", "", nil)}
-	require.NoError(t, tr.Record(context.Background(), young, 0))
+	require.NoError(t, tr.Books().Record(context.Background(), young, 0))
 	defer release(t, tr, old, young)
 
 	snap, err := tr.SnapshotOf(track.Filter{MinAge: time.Minute, Allocations: true})

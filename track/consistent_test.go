@@ -16,7 +16,7 @@ import (
 //go:noinline
 func recordOne(tr *track.Tracker) *track.Record {
 	r := &track.Record{Bytes: 64, Meta: track.InternMeta("tensor", "host", "uint8", []int{64})}
-	if err := tr.Record(context.Background(), r, 0); err != nil {
+	if err := tr.Books().Record(context.Background(), r, 0); err != nil {
 		panic(err)
 	}
 	return r

@@ -308,7 +308,7 @@ func (f Filter) counted() bool {
 }
 
 // counts are the counters the default profile's snapshot is read from,
-// copied at one moment (Tracker.CopyCounts), for a caller that must not
+// copied at one moment (Books.CopyCounts), for a caller that must not
 // wait for the snapshot itself: the allocation that just failed, whose
 // dump needs the live set as it was then. They are immutable.
 type counts struct {

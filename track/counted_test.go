@@ -34,7 +34,7 @@ func manyShapes(tr *track.Tracker, n int) []*track.Record {
 	var out []*track.Record
 	for i := range n {
 		r := &track.Record{Bytes: int64(i + 1), Meta: track.InternMeta("mask", "host", "bool", []int{1, i + 1})}
-		if err := tr.Record(context.Background(), r, 0); err != nil {
+		if err := tr.Books().Record(context.Background(), r, 0); err != nil {
 			panic(err)
 		}
 		out = append(out, r)
@@ -55,7 +55,7 @@ func TestCountedSnapshotMatchesTheWalk(t *testing.T) {
 	}
 	recs = append(recs, manyShapes(tr, 100)...) // past the 64 slots of one site
 	held := recordA(tr, ctx, 32, "kv")
-	view := tr.CallerSite(0)
+	view := tr.Books().CallerSite(0)
 	held.Hold(view, "View")
 	held.Unhold(nil, "") // the own handle freed: the View holds it
 	dropped := recordA(tr, ctx, 16, "tensor")
@@ -109,7 +109,7 @@ func TestOtherShapesAreCountedExactly(t *testing.T) {
 	recs := manyShapes(tr, 100)
 	site := recs[0].Site()
 	held := recs[99] // past the slots
-	held.Hold(tr.CallerSite(0), "View")
+	held.Hold(tr.Books().CallerSite(0), "View")
 	held.Unhold(nil, "")
 
 	snap, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{}})
@@ -155,7 +155,7 @@ func TestTopSitesIsTheHeadOfSiteTotals(t *testing.T) {
 		recs = append(recs, recordA(tr, context.Background(), int64(8*(i+1)), "tensor"))
 	}
 	big := &track.Record{Bytes: 1 << 20, Meta: track.InternMeta("weights", "host", "float32", nil)}
-	require.NoError(t, tr.Record(context.Background(), big, 0)) // a third site, the largest
+	require.NoError(t, tr.Books().Record(context.Background(), big, 0)) // a third site, the largest
 	recs = append(recs, big)
 	freed := recordA(tr, context.Background(), 4, "kv")
 	release(t, tr, freed)
@@ -186,7 +186,7 @@ func TestCountsKeepTheMoment(t *testing.T) {
 	recs = append(recs, recordA(tr, context.Background(), 64, "tensor"))
 	then, err := tr.SnapshotOf(track.Filter{LabelKeys: []string{}})
 	require.NoError(t, err)
-	snapshot := tr.CopyCounts()
+	snapshot := tr.Books().CopyCounts()
 	release(t, tr, recs...)
 
 	got := snapshot()

@@ -40,21 +40,23 @@
 // # For allocators and tools
 //
 // Programs that serve requests need only the above, with packages tensor and
-// pool. Those who write allocators and tools over a Tracker use the rest,
-// kept in this package beside the registry it touches (as runtime/pprof
-// keeps Profile.Add beside Lookup), so that every call can be followed from
-// caller to callee: tensor and pool use it as any third-party allocator
-// would.
+// pool: the methods of *Tracker are a service's API. Those who write
+// allocators and tools over a Tracker use the rest, kept in this package
+// beside the registry it touches (as runtime/pprof keeps Profile.Add beside
+// Lookup) and apart by type (as log/slog keeps a Handler's API apart from a
+// Logger's): the methods of *Books (Tracker.Books, the same tracker), of
+// *Record, and the part contract. Every call can be followed from caller to
+// callee: tensor and pool use it as any third-party allocator would.
 //
 // An allocator embeds a Record in what it hands out, fills Bytes and Meta,
-// and calls Tracker.Record when it allocates; from then on what happens to
+// and calls Books.Record when it allocates; from then on what happens to
 // the allocation is a method of its Record, which knows its tracker (as
 // log/slog keeps a Record's methods apart from the Logger's): Record.Release
 // when the memory goes back, Record.Hold and Record.Unhold for each extra
 // handle, Record.ReportDropped for a handle the garbage collector finds
 // dropped, Record.HandOver and Record.HandBack to move it to an Owner and
 // back, Record.SetLabels, and Record.NoteMisuse to log a double free or a
-// use after free for tests (Tracker.MisuseSince). A record cannot be
+// use after free for tests (Books.MisuseSince). A record cannot be
 // released through a tracker other than its own: no call names one.
 // Skips are as in pprof.Profile.Add: 0 is the caller of the method, and
 // every function they pass over must be //go:noinline.
@@ -62,8 +64,9 @@
 // A pool, a cache, a watcher, a device's adoptions or a third party's
 // allocator is a Part: it says what it is and what device memory it holds
 // (PartInfo), and attaches itself to its tracker (Attach). Readers read
-// parts through one seam, Read (PartInfos for every part's PartInfo), and a
-// package keeps its own state per tracker in a Local. Tools read counters: CopyCounts (the default
+// parts through one seam, Read (Books.PartInfos for every part's PartInfo), and a
+// package keeps its own state per tracker in a Local. Tools read counters
+// through Books: CopyCounts (the default
 // profile's snapshot, copied for later), History (the events, KeepHistory),
 // LiveByClass, ReservedOn, HeldBy, a SiteFeed (the sites whose outlived
 // figures changed, what a watcher reads each window) and WatchLeaks. A

@@ -29,7 +29,8 @@ func (k EventKind) String() string {
 }
 
 // Note counts an event the registry cannot see, at site (nil if unknown).
-func (t *Tracker) Note(k EventKind, site *Site, bytes int64) {
+func (bk *Books) Note(k EventKind, site *Site, bytes int64) {
+	t := (*Tracker)(bk)
 	if k >= numEventKinds || k <= EventGCLeak {
 		return
 	}

@@ -16,7 +16,7 @@ func Example() {
 
 	// What package tensor does for every tensor it makes:
 	rec := &track.Record{Bytes: 4096, Meta: track.InternMeta("mask", "host", "bool", []int{64, 64})}
-	if err := tr.Record(ctx, rec, 0); err != nil {
+	if err := tr.Books().Record(ctx, rec, 0); err != nil {
 		panic(err)
 	}
 

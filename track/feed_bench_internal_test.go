@@ -39,7 +39,7 @@ func feedBench(b *testing.B, n int) (*siteFeed, []*Site) {
 	for i := range sites {
 		stepTo(i, 14, func() {
 			r := &Record{Bytes: 64, Meta: InternMeta("weights", "host", "", nil)}
-			if err := tr.Record(context.Background(), r, 0); err != nil {
+			if err := tr.Books().Record(context.Background(), r, 0); err != nil {
 				b.Fatal(err)
 			}
 			sites[i] = r.Site()

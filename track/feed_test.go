@@ -18,7 +18,7 @@ import (
 //go:noinline
 func markerRecord(tr *track.Tracker, ctx context.Context) *track.Record {
 	r := &track.Record{Bytes: 4096, Meta: track.InternMeta("marker", "host", "float32", []int{1024})}
-	if err := tr.Record(ctx, r, 0); err != nil {
+	if err := tr.Books().Record(ctx, r, 0); err != nil {
 		panic(err)
 	}
 	return r
@@ -65,7 +65,7 @@ func TestSiteFeedReadersKeepUpWithChurn(t *testing.T) {
 	var read sync.WaitGroup
 	for r := range readers {
 		tick[r], seen[r] = make(chan struct{}), make(chan int64)
-		feed := tr.NewSiteFeed()
+		feed := tr.Books().NewSiteFeed()
 		read.Go(func() {
 			defer feed.Close()
 			var buf []track.SiteStats

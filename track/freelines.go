@@ -65,7 +65,8 @@ const (
 // (Totals.FreeLinesLost).
 //
 //go:noinline
-func (t *Tracker) FreeLine(skip int) uint32 {
+func (bk *Books) FreeLine(skip int) uint32 {
+	t := (*Tracker)(bk)
 	var pcs freeLine
 	t.capturePCs(max(skip, 0)+1, pcs[:])
 	n := freeLines.number(&pcs)
@@ -95,13 +96,14 @@ func (t *Tracker) capturePCs(skip int, buf []uintptr) int {
 
 // FreeSite returns the site of free line n (FreeLine), two frames; nil for
 // 0. A walk names a deferred Free at its defer statement; deferred says so.
-func (t *Tracker) FreeSite(n uint32) (site *Site, deferred bool) {
+func (bk *Books) FreeSite(n uint32) (site *Site, deferred bool) {
+	t := (*Tracker)(bk)
 	pcs := freeLines.line(n)
 	if len(pcs) == 0 {
 		return nil, false
 	}
 	kept, deferred := reportedFrames(pcs)
-	return t.Intern(kept), deferred
+	return t.Books().Intern(kept), deferred
 }
 
 // number returns the number of the line pcs names, adding it if it is new

@@ -23,7 +23,8 @@ type Groups struct {
 // returns those groups apart, for a reader that writes each as it reads it
 // (a profile's encoder) and so need not hold them all as Groups at once.
 // The snapshot's Sites count the groups' live figures as SnapshotOf's do.
-func (t *Tracker) GroupsOf(f Filter) (*Snapshot, *Groups, error) {
+func (bk *Books) GroupsOf(f Filter) (*Snapshot, *Groups, error) {
+	t := (*Tracker)(bk)
 	if err := f.Validate(); err != nil {
 		return nil, nil, err
 	}

@@ -9,7 +9,7 @@ import (
 
 // A writer that handles each group as it reads it (a profile's encoder)
 // takes them apart from the snapshot, and holds none of them.
-func ExampleTracker_GroupsOf() {
+func ExampleBooks_GroupsOf() {
 	tr, err := track.New(track.Name("example"))
 	if err != nil {
 		panic(err)
@@ -18,12 +18,12 @@ func ExampleTracker_GroupsOf() {
 	for _, id := range []string{"r-2", "r-1", "r-2"} {
 		ctx := track.WithLabels(context.Background(), "request", id, "model", "llama")
 		rec := &track.Record{Bytes: 1024, Meta: track.InternMeta("activation", "host", "float16", []int{512})}
-		if err := tr.Record(ctx, rec, 0); err != nil {
+		if err := tr.Books().Record(ctx, rec, 0); err != nil {
 			panic(err)
 		}
 		recs = append(recs, rec)
 	}
-	snap, groups, err := tr.GroupsOf(track.Filter{LabelKeys: []string{"request"}})
+	snap, groups, err := tr.Books().GroupsOf(track.Filter{LabelKeys: []string{"request"}})
 	if err != nil {
 		panic(err)
 	}

@@ -35,9 +35,9 @@ func TestGroupsOfReadsSnapshotOfGroups(t *testing.T) {
 		clk.advance(time.Millisecond)
 	}
 	alike := &track.Record{Bytes: 8, Meta: &track.Meta{Kind: "tensor", Device: "host", DType: "float32", Shape: []int{2}}}
-	require.NoError(t, tr.Record(track.WithLabels(context.Background(), "request", "r001"), alike, 0))
+	require.NoError(t, tr.Books().Record(track.WithLabels(context.Background(), "request", "r001"), alike, 0))
 	recs = append(recs, alike)
-	recs[3].Hold(tr.CallerSite(0), "View")
+	recs[3].Hold(tr.Books().CallerSite(0), "View")
 	recs[3].Unhold(nil, "") // the own handle freed: the View holds it
 	(recs[5]).ReportDropped(nil, "")
 	ctx, end := track.WithRequest(track.WithLabels(context.Background(), "request", "r002"))
@@ -59,7 +59,7 @@ func TestGroupsOfReadsSnapshotOfGroups(t *testing.T) {
 	} {
 		want, err := tr.SnapshotOf(f)
 		require.NoError(t, err)
-		snap, groups, err := tr.GroupsOf(f)
+		snap, groups, err := tr.Books().GroupsOf(f)
 		require.NoError(t, err)
 		assert.Nil(t, snap.Groups, "filter %+v: the groups are read apart", f)
 		var got []track.Group
@@ -80,7 +80,7 @@ func TestGroupsOfReadsSnapshotOfGroups(t *testing.T) {
 		assert.Equal(t, got[:1], again)
 	}
 
-	_, _, err := tr.GroupsOf(track.Filter{MinAge: -time.Second})
+	_, _, err := tr.Books().GroupsOf(track.Filter{MinAge: -time.Second})
 	assert.ErrorIs(t, err, track.ErrInvalidOption)
 }
 
@@ -93,7 +93,7 @@ func TestGroupsAreReadConcurrently(t *testing.T) {
 		recs = append(recs, recordA(tr, track.WithLabels(context.Background(), "request", fmt.Sprint(i)), 8, "tensor"))
 	}
 	t.Cleanup(func() { release(t, tr, recs...) })
-	snap, groups, err := tr.GroupsOf(track.Filter{LabelKeys: []string{"request"}})
+	snap, groups, err := tr.Books().GroupsOf(track.Filter{LabelKeys: []string{"request"}})
 	require.NoError(t, err)
 	require.Nil(t, snap.Groups)
 	var want []track.Group

@@ -52,11 +52,11 @@ func TestHeldByCountersAgreeWithTheWalk(t *testing.T) {
 	r1, r2, r3 := recs[0], recs[1], recs[2]
 	site := r1.site
 	require.Same(t, site, r3.site)
-	view, retain := tr.Caller(0, 1), tr.Caller(0, 2)
+	view, retain := tr.Books().Caller(0, 1), tr.Books().Caller(0, 2)
 	sites := []*Site{site, view}
 	check := func(step string) {
 		t.Helper()
-		assert.Equal(t, walkedHeldBy(tr, sites), tr.HeldBy(sites, 100), step)
+		assert.Equal(t, walkedHeldBy(tr, sites), tr.Books().HeldBy(sites, 100), step)
 	}
 	check("own handles only")
 	r1.Hold(view, "View")
@@ -77,11 +77,11 @@ func TestHeldByCountersAgreeWithTheWalk(t *testing.T) {
 	pcs := view.pcs
 	many := leaves(t, tr, maxSiteHolders+3)
 	for i, r := range many {
-		r.Hold(tr.Intern([]uintptr{pcs[0] + uintptr(i+1)}), "Retain")
+		r.Hold(tr.Books().Intern([]uintptr{pcs[0] + uintptr(i+1)}), "Retain")
 		r.Unhold(nil, "")
 	}
 	sites = append(sites, many[0].site)
-	held := tr.HeldBy(sites, 100)[2]
+	held := tr.Books().HeldBy(sites, 100)[2]
 	require.Len(t, held, maxSiteHolders+1, "the site's bound, and the handles past it together")
 	var total int
 	for _, h := range held {
@@ -89,14 +89,14 @@ func TestHeldByCountersAgreeWithTheWalk(t *testing.T) {
 	}
 	assert.Equal(t, maxSiteHolders+3, total, "every handle counted, past the bound too")
 	assert.Equal(t, Holder{How: otherHandles, Live: 3}, held[0], "the handles past the bound, most first")
-	assert.Len(t, tr.HeldBy(sites, 2)[2], 2, "at most the limit asked")
+	assert.Len(t, tr.Books().HeldBy(sites, 2)[2], 2, "at most the limit asked")
 
 	for _, a := range tr.Snapshot().Allocations {
 		r := findRecord(tr, a.ID)
 		require.NotNil(t, r)
 		require.NoError(t, r.Release())
 	}
-	assert.Equal(t, [][]Holder{{}, {}, {}}, tr.HeldBy(sites, 100), "released records hold nothing")
+	assert.Equal(t, [][]Holder{{}, {}, {}}, tr.Books().HeldBy(sites, 100), "released records hold nothing")
 }
 
 // leaves records n tensors at one line.
@@ -128,7 +128,7 @@ func findRecord(t *Tracker, id uint64) *Record {
 func TestHeldByCountersUnderConcurrentHolders(t *testing.T) {
 	tr, err := New()
 	require.NoError(t, err)
-	view := tr.Caller(0, 1)
+	view := tr.Books().Caller(0, 1)
 	const workers, each = 4, 200
 	recs := make([][]*Record, workers)
 	for w := range recs {
@@ -145,7 +145,7 @@ func TestHeldByCountersUnderConcurrentHolders(t *testing.T) {
 				return
 			default:
 			}
-			for _, hs := range tr.HeldBy([]*Site{site}, 4) {
+			for _, hs := range tr.Books().HeldBy([]*Site{site}, 4) {
 				for _, h := range hs {
 					assert.Positive(t, h.Live)
 				}
@@ -170,7 +170,7 @@ func TestHeldByCountersUnderConcurrentHolders(t *testing.T) {
 	wg.Wait()
 	close(done)
 	<-read
-	assert.Equal(t, [][]Holder{{}}, tr.HeldBy([]*Site{site}, 4))
+	assert.Equal(t, [][]Holder{{}}, tr.Books().HeldBy([]*Site{site}, 4))
 	st := site.Stats()
 	assert.Zero(t, st.LiveCount)
 	assert.Zero(t, st.LiveBytes)

@@ -21,7 +21,7 @@ import (
 //go:noinline
 func vendorNew[T any](tr *track.Tracker, n int64) *track.Record {
 	r := &track.Record{Bytes: n, Meta: track.InternMeta("tensor", "", "", nil)}
-	if err := tr.Record(context.Background(), r, 0); err != nil {
+	if err := tr.Books().Record(context.Background(), r, 0); err != nil {
 		panic(err)
 	}
 	return r

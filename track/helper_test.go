@@ -22,7 +22,7 @@ const testPkg = "github.com/tensorlife/tensorlife/track_test."
 //go:noinline
 func newKV(tr *track.Tracker, n int64) *track.Record {
 	r := &track.Record{Bytes: n, Meta: track.InternMeta("kv-cache", "", "", nil)}
-	if err := tr.Record(context.Background(), r, 0); err != nil {
+	if err := tr.Books().Record(context.Background(), r, 0); err != nil {
 		panic(err)
 	}
 	return r
@@ -38,7 +38,7 @@ func helperTracker(t *testing.T, opts ...track.Option) *track.Tracker {
 //go:noinline
 func unmarkedKV(tr *track.Tracker, n int64) *track.Record {
 	r := &track.Record{Bytes: n, Meta: track.InternMeta("kv-cache", "", "", nil)}
-	if err := tr.Record(context.Background(), r, 0); err != nil {
+	if err := tr.Books().Record(context.Background(), r, 0); err != nil {
 		panic(err)
 	}
 	return r
@@ -84,7 +84,7 @@ func TestHelperMarksAreTheTrackers(t *testing.T) {
 //go:noinline
 func vendorAlloc(tr *track.Tracker, n int64) *track.Record {
 	r := &track.Record{Bytes: n, Meta: track.InternMeta("tensor", "", "", nil)}
-	if err := tr.Record(context.Background(), r, 0); err != nil {
+	if err := tr.Books().Record(context.Background(), r, 0); err != nil {
 		panic(err)
 	}
 	return r

@@ -31,8 +31,8 @@ func TestHistoryRecordsEventsInOrder(t *testing.T) {
 	a := recordA(tr, ctx, 16, "tensor")
 	b := recordB(tr, ctx, 8)
 	require.NoError(t, a.Release())
-	tr.Note(track.EventOOM, b.Site(), 1<<20)
-	tr.Note(track.EventAlloc, nil, 1) // recorded by the tracker itself: ignored
+	tr.Books().Note(track.EventOOM, b.Site(), 1<<20)
+	tr.Books().Note(track.EventAlloc, nil, 1) // recorded by the tracker itself: ignored
 
 	log, err := tr.History()
 	require.NoError(t, err)

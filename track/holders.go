@@ -404,7 +404,7 @@ func (sh *siteHolders) list() []Holder {
 // as records are held and released: O(sites × holders), no walk of the
 // live set and no shard lock, so that it is cheap on the out-of-memory
 // path.
-func (t *Tracker) HeldBy(sites []*Site, limit int) [][]Holder {
+func (bk *Books) HeldBy(sites []*Site, limit int) [][]Holder {
 	out := make([][]Holder, len(sites))
 	for i, s := range sites {
 		if s == nil {

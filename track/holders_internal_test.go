@@ -13,7 +13,7 @@ func TestHeldByAgreesWithHolderList(t *testing.T) {
 	tr, err := New()
 	require.NoError(t, err)
 	r := captureLeaf(t, tr)
-	a, b := tr.Caller(0, 1), tr.Caller(0, 2)
+	a, b := tr.Books().Caller(0, 1), tr.Books().Caller(0, 2)
 	check := func(step string) {
 		t.Helper()
 		wantH, wantOK := heldByOf(r.holderList(r.leaked()))
@@ -33,7 +33,7 @@ func TestHeldByAgreesWithHolderList(t *testing.T) {
 	check("view dropped")
 	pcs := a.pcs
 	for i := range maxHolders + 1 {
-		r.Hold(tr.Intern([]uintptr{pcs[0] + uintptr(i)}), "Retain")
+		r.Hold(tr.Books().Intern([]uintptr{pcs[0] + uintptr(i)}), "Retain")
 	}
 	require.Positive(t, r.holders.Load().other.live)
 	check("holders past the bound")

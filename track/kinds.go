@@ -266,7 +266,8 @@ type KindPeak struct {
 // under the table's lock, whatever the open requests, so a server may
 // call it for every request it admits; a request begun by WithLabels
 // whose context is done counts once its end is found (Totals).
-func (t *Tracker) RequestPeak(kind, device string) (KindPeak, bool) {
+func (bk *Books) RequestPeak(kind, device string) (KindPeak, bool) {
+	t := (*Tracker)(bk)
 	k := &t.kinds
 	if len(k.keys) == 0 {
 		return KindPeak{}, false

@@ -23,7 +23,8 @@ type oomBook struct {
 // device's count that OutOfMemoryOn reads. tensor.New calls it; an
 // allocator of another module that fails outside tensor.New may too. Safe
 // for concurrent use.
-func (t *Tracker) NoteOutOfMemory(device string, site *Site, bytes int64) {
+func (bk *Books) NoteOutOfMemory(device string, site *Site, bytes int64) {
+	t := (*Tracker)(bk)
 	t.note(Event{Kind: EventOOM, Bytes: bytes, Site: site, Device: device}, false)
 	b := &t.ooms
 	b.mu.Lock()
@@ -41,7 +42,8 @@ func (t *Tracker) NoteOutOfMemory(device string, site *Site, bytes int64) {
 // OutOfMemoryOn returns how many allocations on device failed for lack of
 // memory since t was made (NoteOutOfMemory), those of devices past the
 // bound of 64 devices included. It only grows. Safe for concurrent use.
-func (t *Tracker) OutOfMemoryOn(device string) int64 {
+func (bk *Books) OutOfMemoryOn(device string) int64 {
+	t := (*Tracker)(bk)
 	b := &t.ooms
 	b.mu.Lock()
 	defer b.mu.Unlock()

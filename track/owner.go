@@ -312,7 +312,7 @@ func (r *Record) HandOver(o *Owner) error {
 	if b == nil {
 		// The owner's first hand-over in t: its line is the caller's
 		// (tensor.Tensor.HandTo's caller, named past tensorlife's frames).
-		b = o.bookFor(t, t.CallerSite(0))
+		b = o.bookFor(t, t.Books().CallerSite(0))
 	}
 	sh := &t.shards[r.id%shardCount]
 	sh.mu.Lock()

@@ -67,7 +67,7 @@ func TestAnOwnerKeepsNoTrackerAlive(t *testing.T) {
 // between returns nothing; an owner changed after is returned once.
 func TestChangedOwnersDrainsWhatItReturned(t *testing.T) {
 	tr := newTracker(t)
-	feed := tr.NewSiteFeed()
+	feed := tr.Books().NewSiteFeed()
 	defer feed.Close()
 	const n = 1000
 	var rs []*track.Record

@@ -67,7 +67,7 @@ func Guard(t *Tracker, part any, method string, f func()) (err error) {
 		if v := recover(); v != nil {
 			pe := &PanicError{Part: fmt.Sprintf("%T", part), Method: method, Value: v}
 			if t != nil {
-				t.NotePanic(pe.Part, pe.Method, v)
+				t.Books().NotePanic(pe.Part, pe.Method, v)
 			}
 			err = pe
 		}
@@ -82,7 +82,8 @@ func Guard(t *Tracker, part any, method string, f func()) (err error) {
 // recovered it, the first time that part and method panic: a part that
 // panics on every tick is logged once, and counted each time. Safe for
 // concurrent use; Guard calls it.
-func (t *Tracker) NotePanic(part, method string, v any) {
+func (bk *Books) NotePanic(part, method string, v any) {
+	t := (*Tracker)(bk)
 	t.panics.count.Add(1)
 	if !t.panics.first(part, method) {
 		return

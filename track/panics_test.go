@@ -91,7 +91,7 @@ func TestGuardRecoversCountsAndLogsOncePerPartAndMethod(t *testing.T) {
 func TestNotePanicSurvivesAPanickingLogger(t *testing.T) {
 	tr, err := track.New(track.Logger(slog.New(panicHandler{})))
 	require.NoError(t, err)
-	require.NotPanics(t, func() { tr.NotePanic("part", "Method", "v") })
+	require.NotPanics(t, func() { tr.Books().NotePanic("part", "Method", "v") })
 	assert.EqualValues(t, 1, tr.Totals().PartPanics)
 }
 
@@ -123,7 +123,7 @@ func TestPartInfosClampAndRecover(t *testing.T) {
 			track.Attach(tr, &p)
 			var parts []track.PartReading
 			var skipped []error
-			require.NotPanics(t, func() { parts, skipped = tr.PartInfos() })
+			require.NotPanics(t, func() { parts, skipped = tr.Books().PartInfos() })
 			if !tc.ok {
 				assert.Empty(t, parts)
 				require.Len(t, skipped, 1)

@@ -220,7 +220,8 @@ func Read[P any](t *Tracker, method string, read func(P)) (skipped []error) {
 // PartInfos reads every part's PartInfo through the seam (Read), clamped as
 // PartInfo documents, in the order the parts were attached; skipped lists
 // the parts whose PartInfo panicked.
-func (t *Tracker) PartInfos() (parts []PartReading, skipped []error) {
+func (bk *Books) PartInfos() (parts []PartReading, skipped []error) {
+	t := (*Tracker)(bk)
 	skipped = Read(t, "PartInfo", func(p Part) {
 		parts = append(parts, PartReading{Part: p, PartInfo: p.PartInfo().clamped()})
 	})

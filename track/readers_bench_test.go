@@ -32,7 +32,7 @@ func newOpenFixture(b *testing.B, open int) *openFixture {
 		cancels[i] = cancel
 		ctx = track.WithLabels(ctx, "route", fmt.Sprint("/r", i%32), "request", fmt.Sprint(i))
 		recs[i] = &track.Record{Bytes: int64(64 + i%512), Meta: track.InternMeta("tensor", "host", "", nil)}
-		if err := tr.Record(ctx, recs[i], 0); err != nil {
+		if err := tr.Books().Record(ctx, recs[i], 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -40,7 +40,7 @@ func newOpenFixture(b *testing.B, open int) *openFixture {
 	for i := range 64 {
 		ctx, end := track.WithRequest(context.Background())
 		r := &track.Record{Bytes: 4096, Meta: track.InternMeta("tensor", "host", "", nil)}
-		if err := tr.Record(track.WithLabels(ctx, "route", fmt.Sprint("/r", i%32)), r, 0); err != nil {
+		if err := tr.Books().Record(track.WithLabels(ctx, "route", fmt.Sprint("/r", i%32)), r, 0); err != nil {
 			b.Fatal(err)
 		}
 		if err := r.Release(); err != nil {

@@ -40,7 +40,7 @@ func benchRecordRelease(b *testing.B, opts ...track.Option) {
 	leaf := func() {
 		for b.Loop() {
 			rec := &track.Record{Bytes: 4096, Meta: track.InternMeta("tensor", "host", "float32", shape)}
-			if err := tr.Record(ctx, rec, 0); err != nil {
+			if err := tr.Books().Record(ctx, rec, 0); err != nil {
 				b.Fatal(err)
 			}
 			if err := rec.Release(); err != nil {
@@ -70,7 +70,7 @@ func BenchmarkRecordReleasePreallocated(b *testing.B) {
 	leaf := func() {
 		b.ResetTimer()
 		for i := range recs {
-			if err := tr.Record(ctx, &recs[i], 0); err != nil {
+			if err := tr.Books().Record(ctx, &recs[i], 0); err != nil {
 				b.Fatal(err)
 			}
 			if err := (&recs[i]).Release(); err != nil {

@@ -39,7 +39,7 @@ func benchWithLabelsRequest(b *testing.B, tensors int) {
 	serve := func(ctx context.Context) {
 		for i := range recs {
 			recs[i] = track.Record{Bytes: 4096, Meta: meta}
-			if err := tr.Record(ctx, &recs[i], 0); err != nil {
+			if err := tr.Books().Record(ctx, &recs[i], 0); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -44,7 +44,7 @@ func TestEndedRequestsCountAtTheNextRead(t *testing.T) {
 		}},
 		"SiteFeed": {read: func(t *testing.T, tr *track.Tracker) int64 {
 			var n int64
-			for _, s := range tr.NewSiteFeed().Changed(nil) {
+			for _, s := range tr.Books().NewSiteFeed().Changed(nil) {
 				n += s.OutlivedBytes
 			}
 			return n

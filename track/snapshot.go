@@ -190,7 +190,7 @@ func (f Filter) admits(c candidate, req *request) bool {
 // kept in an internal/grouping table (chunks that never move, found
 // through an open-addressed index by the hash of what tells them apart);
 // finish sorts them (grouping.Table.Sorted) and writes each Group once, in
-// order, or Tracker.GroupsOf keeps the entries and makes each Group as it
+// order, or Books.GroupsOf keeps the entries and makes each Group as it
 // is read.
 // A snapshot of 200k groups (a label per request) costs its Groups, their
 // entries and a table of 4-byte slots: not a map of keys, a chain, and

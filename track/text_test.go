@@ -21,7 +21,7 @@ import (
 func recordOn(t *testing.T, tr *track.Tracker, ctx context.Context, kind, device string) *track.Record {
 	t.Helper()
 	r := &track.Record{Bytes: 8, Meta: track.InternMeta(kind, device, "float32", []int{2})}
-	require.NoError(t, tr.Record(ctx, r, 0))
+	require.NoError(t, tr.Books().Record(ctx, r, 0))
 	return r
 }
 

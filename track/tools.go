@@ -23,7 +23,7 @@ import (
 // saturating at math.MaxInt64: tensorlife's memory there. A part whose
 // PartInfo panics is left out (Read).
 func (t *Tracker) ReservedOn(device string) int64 {
-	parts, _ := t.PartInfos()
+	parts, _ := t.Books().PartInfos()
 	var sum int64
 	for _, p := range parts {
 		if p.Device == device {
@@ -43,7 +43,8 @@ func (t *Tracker) ReservedOn(device string) int64 {
 // 80 bytes a site, no walk of the live set, and holds each shard's lock only
 // to copy pointers. Each call of snapshot returns a snapshot of its own; it
 // is safe for concurrent use.
-func (t *Tracker) CopyCounts() (snapshot func() *Snapshot) {
+func (bk *Books) CopyCounts() (snapshot func() *Snapshot) {
+	t := (*Tracker)(bk)
 	c := t.counts()
 	return func() *Snapshot { return c.snapshot(Filter{LabelKeys: []string{}}) }
 }
@@ -87,7 +88,8 @@ type ClassStats struct {
 // LiveByClass returns the live figures of each device and kind that holds
 // live tensors, by device then kind, from counters: O(classes). Past 63
 // classes the rest count as kind "tensorlife.other".
-func (t *Tracker) LiveByClass() []ClassStats {
+func (bk *Books) LiveByClass() []ClassStats {
+	t := (*Tracker)(bk)
 	var out []ClassStats
 	t.liveByClassEach(func(device, kind string, count, bytes int64) {
 		out = append(out, ClassStats{Device: device, Kind: kind, LiveCount: count, LiveBytes: bytes})
@@ -104,7 +106,8 @@ type SiteFeed struct {
 }
 
 // NewSiteFeed returns a new feed of t's sites.
-func (t *Tracker) NewSiteFeed() *SiteFeed {
+func (bk *Books) NewSiteFeed() *SiteFeed {
+	t := (*Tracker)(bk)
 	f := &SiteFeed{feed: t.siteFeedOf()}
 	runtime.AddCleanup(f, (*siteFeed).close, f.feed)
 	return f
@@ -172,7 +175,8 @@ func (r *Record) NoteMisuse(m Misuse) {
 // MisuseSince returns the misuses t noted after sequence number seq, the
 // number lost past the bound of the latest 256, and the latest sequence
 // number: a test helper's cursor.
-func (t *Tracker) MisuseSince(seq uint64) (ms []Misuse, lost, latest uint64) {
+func (bk *Books) MisuseSince(seq uint64) (ms []Misuse, lost, latest uint64) {
+	t := (*Tracker)(bk)
 	return t.misuses.since(seq)
 }
 
@@ -232,11 +236,15 @@ type HandleFinder interface {
 }
 
 // FindHandlesWith makes f t's HandleFinder, unless t has one already.
-func (t *Tracker) FindHandlesWith(f HandleFinder) { t.handles.CompareAndSwap(nil, &f) }
+func (bk *Books) FindHandlesWith(f HandleFinder) {
+	t := (*Tracker)(bk)
+	t.handles.CompareAndSwap(nil, &f)
+}
 
 // LiveHandles returns what t's HandleFinder finds of the record id; nil
 // when t has none (no handle was made while retainer search was on).
-func (t *Tracker) LiveHandles(id uint64) []any {
+func (bk *Books) LiveHandles(id uint64) []any {
+	t := (*Tracker)(bk)
 	if f := t.handles.Load(); f != nil {
 		return (*f).LiveHandles(id)
 	}

@@ -45,7 +45,7 @@ func release(t testing.TB, tr *track.Tracker, rs ...*track.Record) {
 //go:noinline
 func recordA(tr *track.Tracker, ctx context.Context, bytes int64, kind string) *track.Record {
 	r := &track.Record{Bytes: bytes, Meta: track.InternMeta(kind, "host", "float32", []int{int(bytes / 4)})}
-	if err := tr.Record(ctx, r, 0); err != nil {
+	if err := tr.Books().Record(ctx, r, 0); err != nil {
 		panic(err)
 	}
 	return r
@@ -54,7 +54,7 @@ func recordA(tr *track.Tracker, ctx context.Context, bytes int64, kind string) *
 //go:noinline
 func recordB(tr *track.Tracker, ctx context.Context, bytes int64) *track.Record {
 	r := &track.Record{Bytes: bytes, Meta: track.InternMeta("mask", "host", "bool", []int{int(bytes)})}
-	if err := tr.Record(ctx, r, 0); err != nil {
+	if err := tr.Books().Record(ctx, r, 0); err != nil {
 		panic(err)
 	}
 	return r
@@ -110,13 +110,13 @@ func TestReleaseMisuse(t *testing.T) {
 	ctx := context.Background()
 	r := recordA(tr, ctx, 16, "tensor")
 
-	assert.ErrorIs(t, tr.Record(ctx, r, 0), track.ErrMisuse)
+	assert.ErrorIs(t, tr.Books().Record(ctx, r, 0), track.ErrMisuse)
 	require.NoError(t, r.Release())
 	assert.ErrorIs(t, r.Release(), track.ErrMisuse)
 	assert.ErrorIs(t, (&track.Record{}).Release(), track.ErrMisuse)
 	assert.ErrorIs(t, (*track.Record)(nil).Release(), track.ErrMisuse)
-	assert.ErrorIs(t, tr.Record(ctx, nil, 0), track.ErrMisuse)
-	assert.ErrorIs(t, tr.Record(ctx, &track.Record{Bytes: -1}, 0), track.ErrMisuse)
+	assert.ErrorIs(t, tr.Books().Record(ctx, nil, 0), track.ErrMisuse)
+	assert.ErrorIs(t, tr.Books().Record(ctx, &track.Record{Bytes: -1}, 0), track.ErrMisuse)
 	// A record that was never recorded has no tracker to count it.
 	assert.EqualValues(t, 4, tr.Totals().Misuse)
 	assert.EqualValues(t, 0, tr.Totals().LiveCount)
@@ -314,7 +314,7 @@ func TestSelectFiltersAsSnapshotOf(t *testing.T) {
 	var recs []*track.Record
 	for _, dev := range []string{"cuda:0", "cuda:1", "cuda:1"} {
 		r := &track.Record{Bytes: 64, Meta: track.InternMeta("mask", dev, "bool", []int{8, 8})}
-		require.NoError(t, tr.Record(ctx, r, 0))
+		require.NoError(t, tr.Books().Record(ctx, r, 0))
 		recs = append(recs, r)
 	}
 	for _, f := range []track.Filter{{Device: "cuda:1"}, {Kind: "mask"}, {Kind: "tensor"},
@@ -343,11 +343,11 @@ func TestLiveByClassKeepsListedClassesPastTheBound(t *testing.T) {
 		kind := fmt.Sprintf("kind%02d", k)
 		for range perKind {
 			r := &track.Record{Bytes: int64(k + 1), Meta: track.InternMeta(kind, "host", "uint8", []int{k + 1})}
-			require.NoError(t, tr.Record(context.Background(), r, 0))
+			require.NoError(t, tr.Books().Record(context.Background(), r, 0))
 			recs = append(recs, r)
 		}
 		byKind := map[string]track.ClassStats{}
-		for _, c := range tr.LiveByClass() {
+		for _, c := range tr.Books().LiveByClass() {
 			byKind[c.Kind] = c
 		}
 		for name, c := range seen {
@@ -358,7 +358,7 @@ func TestLiveByClassKeepsListedClassesPastTheBound(t *testing.T) {
 		seen = byKind
 	}
 
-	classes := tr.LiveByClass()
+	classes := tr.Books().LiveByClass()
 	require.Len(t, classes, listed+1)
 	// otherKind has no device, so it sorts first.
 	for k := range listed {
@@ -491,10 +491,10 @@ func TestLiveByClassIsBoundedPerTracker(t *testing.T) {
 	var recs []*track.Record
 	for k := range 5000 {
 		r := &track.Record{Bytes: 1, Meta: track.InternMeta(fmt.Sprintf("kind%04d", k), "host", "uint8", nil)}
-		require.NoError(t, tr.Record(context.Background(), r, 0))
+		require.NoError(t, tr.Books().Record(context.Background(), r, 0))
 		recs = append(recs, r)
 	}
-	classes := tr.LiveByClass()
+	classes := tr.Books().LiveByClass()
 	assert.Len(t, classes, 64)
 	var total int64
 	for _, c := range classes {
@@ -502,7 +502,7 @@ func TestLiveByClassIsBoundedPerTracker(t *testing.T) {
 	}
 	assert.Equal(t, int64(5000), total, "nothing is lost")
 	release(t, tr, recs...)
-	assert.Empty(t, tr.LiveByClass(), "classes with nothing live are not listed")
+	assert.Empty(t, tr.Books().LiveByClass(), "classes with nothing live are not listed")
 }
 
 // A leak callback is foreign code on the cleanup goroutine: its panic is

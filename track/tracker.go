@@ -130,7 +130,7 @@ type shardData struct {
 const maxClasses = 64
 
 // otherKind is the kind under which the live figures of classes past the
-// bound are counted (Tracker.LiveByClass): kinds are meant to be few.
+// bound are counted (Books.LiveByClass): kinds are meant to be few.
 const otherKind = "tensorlife.other"
 
 // otherClass is the id of the otherKind class.
@@ -200,7 +200,7 @@ func (sh *shardData) class(reg *classRegistry, device, kind string) uint16 {
 }
 
 // Record is one allocation in the registry, which an allocator embeds in
-// what it hands out, fills and passes to Tracker.Record. Packed to keep a
+// what it hands out, fills and passes to Books.Record. Packed to keep a
 // live tensor within 256 B, it never points back at what it tracks.
 type Record struct {
 	Bytes   int64 // device bytes the allocation holds
@@ -321,7 +321,8 @@ func (t *Tracker) Started() time.Time { return t.start }
 // in pprof.Profile.Add, every function it passes over //go:noinline.
 //
 //go:noinline
-func (t *Tracker) Record(ctx context.Context, r *Record, skip int) error {
+func (bk *Books) Record(ctx context.Context, r *Record, skip int) error {
+	t := (*Tracker)(bk)
 	if err := t.admitNew(r); err != nil {
 		return err
 	}
@@ -510,7 +511,8 @@ func (r *Record) SetLabels(l Labels) error {
 
 // Caller interns up to depth (<= 32) frames of the caller's stack, skip as in
 // Record: the site of an event that is not an allocation.
-func (t *Tracker) Caller(skip, depth int) *Site {
+func (bk *Books) Caller(skip, depth int) *Site {
+	t := (*Tracker)(bk)
 	var buf [maxDepth]uintptr
 	depth = max(1, min(depth, maxDepth))
 	n := runtime.Callers(skip+2, buf[:depth])
@@ -521,12 +523,14 @@ func (t *Tracker) Caller(skip, depth int) *Site {
 // Record): where an extra handle was made (Record.Hold).
 //
 //go:noinline
-func (t *Tracker) CallerSite(skip int) *Site {
+func (bk *Books) CallerSite(skip int) *Site {
+	t := (*Tracker)(bk)
 	return t.site(skip)
 }
 
 // Intern returns the Site of pcs, leaf first.
-func (t *Tracker) Intern(pcs []uintptr) *Site {
+func (bk *Books) Intern(pcs []uintptr) *Site {
+	t := (*Tracker)(bk)
 	if len(pcs) > maxDepth {
 		pcs = pcs[:maxDepth]
 	}
@@ -642,7 +646,7 @@ func (t *Tracker) Totals() Totals {
 
 // liveByClass calls f with the live figures of each device and kind that
 // holds live tensors, by device then kind, from counters; past 63 classes
-// the rest count as kind "tensorlife.other" (Tracker.LiveByClass).
+// the rest count as kind "tensorlife.other" (Books.LiveByClass).
 func (t *Tracker) liveByClassEach(f func(device, kind string, count, bytes int64)) {
 	var sums [maxClasses]liveCount
 	for i := range t.shards {
@@ -701,3 +705,16 @@ func (r *Record) time() time.Time {
 	}
 	return r.tracker.start.Add(time.Duration(r.born))
 }
+
+// Books is a tracker as the allocators and tools built on it see it: how
+// an allocation is recorded (Record, the call sites, free lines, notes of
+// misuse, panics and refusals) and the counters that reports, dumps,
+// watchers and test helpers read (HeldBy, the site feed, the copied
+// counts, the parts). A service needs none of it: *Tracker is its API.
+// Books keeps these apart by type, as log/slog keeps a Handler's API apart
+// from a Logger's; it is the same tracker, at no cost (Tracker.Books is a
+// conversion), and as safe for concurrent use.
+type Books Tracker
+
+// Books returns t's books: what an allocator or a tool calls.
+func (t *Tracker) Books() *Books { return (*Books)(t) }

@@ -141,7 +141,7 @@ func (b *backend) newBuffer(ctx context.Context, inner backends.Buffer, skip int
 	if err != nil {
 		return nil, err
 	}
-	if err := b.tr.Record(ctx, &s.own, skip+1); err != nil {
+	if err := b.tr.Books().Record(ctx, &s.own, skip+1); err != nil {
 		return nil, err // only a misuse of a fresh record: never
 	}
 	return b.hold(s, &s.own), nil
@@ -158,7 +158,7 @@ func (b *backend) newBufferAt(ctx context.Context, inner backends.Buffer, site *
 		s.site = site
 		return b.hold(s, pending), nil
 	}
-	if err := b.tr.RecordAt(ctx, &s.own, site); err != nil {
+	if err := b.tr.Books().RecordAt(ctx, &s.own, site); err != nil {
 		return nil, err // only a misuse of a fresh record: never
 	}
 	return b.hold(s, &s.own), nil
@@ -241,7 +241,7 @@ func (b *backend) BufferFinalize(buf backends.Buffer) error {
 	r := s.take()
 	if r == nil {
 		if gone := s.gone.Load(); gone != nil && !b.done.Load() {
-			gone.NoteMisuse(track.Misuse{Kind: track.EventDoubleFree, SecondFree: b.tr.CallerSite(1)})
+			gone.NoteMisuse(track.Misuse{Kind: track.EventDoubleFree, SecondFree: b.tr.Books().CallerSite(1)})
 		}
 		return fmt.Errorf("%w: BufferFinalize of a %s buffer", ErrFinalized, s.describe())
 	}

@@ -174,7 +174,7 @@ func TestDoubleFinalizeIsAnErrorAndAMisuse(t *testing.T) {
 	err = b.BufferFinalize(buf)
 	assert.ErrorIs(t, err, gomlxtrack.ErrFinalized)
 	assert.EqualValues(t, 1, tr.Totals().Misuse)
-	ms, _, _ := tr.MisuseSince(0)
+	ms, _, _ := tr.Books().MisuseSince(0)
 	require.Len(t, ms, 1)
 	assert.Equal(t, track.EventDoubleFree, ms[0].Kind)
 	assert.EqualValues(t, 8, ms[0].Bytes)

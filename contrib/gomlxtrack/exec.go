@@ -77,7 +77,7 @@ func rebook(ctx context.Context, t *tensors.Tensor) {
 	case nil:
 		return // finalized
 	case pending:
-		if b.tr.RecordAt(ctx, &s.own, s.site) != nil {
+		if b.tr.Books().RecordAt(ctx, &s.own, s.site) != nil {
 			return // only a misuse of a fresh record: never
 		}
 		b.live.add(s)
@@ -87,7 +87,7 @@ func rebook(ctx context.Context, t *tensors.Tensor) {
 		return
 	}
 	r := &track.Record{Bytes: s.own.Bytes, Meta: s.own.Meta}
-	if b.tr.Record(ctx, r, 2) != nil {
+	if b.tr.Books().Record(ctx, r, 2) != nil {
 		return // only a misuse of a fresh record: never
 	}
 	old := s.rec.Swap(r)

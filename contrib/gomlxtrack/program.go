@@ -42,7 +42,7 @@ func (x *builder) Compile(outputs []backends.Op, shardings []*backends.ShardingS
 	s := &slot{b: b, program: inner}
 	s.own.Bytes = x.constBytes
 	s.own.Meta = track.InternMeta(KindProgram, b.deviceName(0), "", nil)
-	if err := b.tr.Record(context.Background(), &s.own, 1); err != nil {
+	if err := b.tr.Books().Record(context.Background(), &s.own, 1); err != nil {
 		return nil, err // only a misuse of a fresh record: never
 	}
 	_ = s.own.HandOver(b.programs) // live and b's: no misuse
@@ -79,7 +79,7 @@ func (ex *executable) Execute(inputs []backends.Buffer, donate []bool, d backend
 	b := ex.s.b
 	// The caller's line, on the caller's goroutine, whichever goroutines
 	// the backend computes on.
-	site := b.tr.CallerSite(1)
+	site := b.tr.Books().CallerSite(1)
 	raw := make([]backends.Buffer, len(inputs))
 	var slotArr [8]*slot
 	slots := slotArr[:0]

@@ -75,7 +75,7 @@ func dropped(s *slot) {
 		// Dropped inside the Exec that made it (GoMLX drops the outputs of
 		// logged nodes it does not return): booked now, at its line, to
 		// be reported.
-		if s.b.tr.RecordAt(context.Background(), &s.own, s.site) != nil {
+		if s.b.tr.Books().RecordAt(context.Background(), &s.own, s.site) != nil {
 			return
 		}
 		r = &s.own

@@ -8,7 +8,7 @@
 // off again in a process. While it is off, the hooks cost one atomic load:
 //
 //   - package tensor registers every tracked handle it makes (its own
-//     registry, which track.Tracker.LiveHandles reads), so that a leaked
+//     registry, which track.Books.LiveHandles reads), so that a leaked
 //     record's id can be resolved to the handles a heap dump must find;
 //   - tensor/cuda brackets each driver call with EnterDevice and
 //     ExitDevice, so that HoldDevices can keep tensorlife's cgo calls out

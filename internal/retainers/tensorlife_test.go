@@ -31,7 +31,7 @@ func TestTensorlifeHoldsNoPathToAHandle(t *testing.T) {
 	res, id, err := findUnheldHandle(alloc)
 	require.NoError(t, err)
 	assert.False(t, res.Found[0], "a path from tensorlife's own state: %v", res.Paths[0])
-	assert.Empty(t, tr.LiveHandles(id), "the handle was freed after the search")
+	assert.Empty(t, tr.Books().LiveHandles(id), "the handle was freed after the search")
 }
 
 var trackers []*track.Tracker
@@ -46,7 +46,7 @@ func findUnheldHandle(alloc tensor.Allocator) (*Result, uint64, error) {
 		return nil, 0, err
 	}
 	id := x.ID()
-	hs := alloc.Tracker().LiveHandles(id)
+	hs := alloc.Tracker().Books().LiveHandles(id)
 	if len(hs) != 1 {
 		return nil, id, fmt.Errorf("the registry returned %d handles, not 1", len(hs))
 	}

@@ -47,7 +47,7 @@ func TestAdoptOwnsForeignMemory(t *testing.T) {
 	v, _ := x.Labels().Get("request")
 	assert.Equal(t, "r1", v)
 	assert.Equal(t, int64(1<<10), tr.ReservedOn("host"), "adopted memory is tensorlife's")
-	classes := tr.LiveByClass()
+	classes := tr.Books().LiveByClass()
 	require.Len(t, classes, 1)
 	assert.Equal(t, track.ClassStats{Device: "host", Kind: "adopted", LiveCount: 1, LiveBytes: 1 << 10}, classes[0])
 

@@ -18,7 +18,7 @@ import (
 // them (see the package doc).
 
 // callRelease calls release(p), returning its error or, if it panicked, a
-// *PanicError, which it counts on tr unless tr is nil (Tracker.NotePanic).
+// *PanicError, which it counts on tr unless tr is nil (Books.NotePanic).
 // A release that calls runtime.Goexit ends the calling goroutine, as it
 // would anywhere.
 func callRelease(tr *track.Tracker, release func(tensor.DevicePtr) error, p tensor.DevicePtr) (err error) {
@@ -28,7 +28,7 @@ func callRelease(tr *track.Tracker, release func(tensor.DevicePtr) error, p tens
 			err = &PanicError{Func: "Memory.Release", Value: v,
 				Stack: string(stack[:min(len(stack), maxPanicStack)])}
 			if tr != nil {
-				tr.NotePanic("foreign.Memory", "Release", v)
+				tr.Books().NotePanic("foreign.Memory", "Release", v)
 			}
 		}
 	}()

@@ -14,7 +14,7 @@ func Example() {
 	mux := http.NewServeMux()
 	httptrack.HandleFunc(mux, "POST /generate", func(w http.ResponseWriter, r *http.Request) {
 		kv := &track.Record{Bytes: 1 << 20, Meta: track.InternMeta("kv-cache", "host", "", nil)}
-		_ = tr.Record(r.Context(), kv, 0) // the request's KV cache
+		_ = tr.Books().Record(r.Context(), kv, 0) // the request's KV cache
 		_ = kv.Release()
 	})
 	mux.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/generate", nil))

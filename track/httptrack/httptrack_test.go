@@ -17,7 +17,7 @@ import (
 //go:noinline
 func record(t *testing.T, tr *track.Tracker, ctx context.Context, bytes int64) *track.Record {
 	r := &track.Record{Bytes: bytes, Meta: track.InternMeta("kv-cache", "host", "", nil)}
-	require.NoError(t, tr.Record(ctx, r, 0))
+	require.NoError(t, tr.Books().Record(ctx, r, 0))
 	return r
 }
 

@@ -147,7 +147,7 @@ func advanceCursor(tr *track.Tracker, latest uint64) {
 func (c *config) watchMisuse(tr *track.Tracker, scope scope, now bool) *misuseWatch {
 	w := &misuseWatch{tr: tr, scope: scope, allow: c.allowMisuse, now: now}
 	if now {
-		_, _, w.from = tr.MisuseSince(^uint64(0) - 1)
+		_, _, w.from = tr.Books().MisuseSince(^uint64(0) - 1)
 		return w
 	}
 	w.from = cursor(tr)
@@ -158,7 +158,7 @@ func (c *config) watchMisuse(tr *track.Tracker, scope scope, now bool) *misuseWa
 // allocation's labels, or nil. A watch that began at the last VerifyNone or
 // Find of tr marks them reported for the next one.
 func (w *misuseWatch) check() *MisuseError {
-	ms, lost, latest := w.tr.MisuseSince(w.from)
+	ms, lost, latest := w.tr.Books().MisuseSince(w.from)
 	if !w.now {
 		advanceCursor(w.tr, latest)
 	}

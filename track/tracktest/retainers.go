@@ -76,7 +76,7 @@ func (c *config) findRetainers(tr *track.Tracker, le *LeakError) {
 		if l.State != Live {
 			continue
 		}
-		hs := tr.LiveHandles(l.ID)
+		hs := tr.Books().LiveHandles(l.ID)
 		if len(hs) == 0 {
 			unregistered++
 		}

@@ -49,7 +49,7 @@ func TestMisuseCursorIsTheTrackers(t *testing.T) {
 	require.NoError(t, x.Free())
 	err, _ := invariants.Recover(x.Free) // a misuse of a's alone; it panics in an invariants build
 	require.Error(t, err)
-	_, _, latest := a.tr.MisuseSince(0)
+	_, _, latest := a.tr.Books().MisuseSince(0)
 	require.Positive(t, latest)
 	_ = tracktest.Find(a.tr, tracktest.AllowMisuse())
 	assert.Equal(t, latest, tracktest.Cursor(a.tr))

@@ -46,7 +46,7 @@ func newTickBench(b *testing.B, sites int) *tickBench {
 	for i := range sites {
 		via(i, 14, func() {
 			r := &track.Record{Bytes: 256, Meta: track.InternMeta("weights", "host", "", nil)}
-			if err := tr.Record(context.Background(), r, 0); err != nil {
+			if err := tr.Books().Record(context.Background(), r, 0); err != nil {
 				b.Fatal(err)
 			}
 		})
@@ -64,7 +64,7 @@ func newTickBench(b *testing.B, sites int) *tickBench {
 func (tb *tickBench) request(b *testing.B) {
 	ctx, end := track.WithRequest(context.Background())
 	r := &track.Record{Bytes: 256, Meta: track.InternMeta("mask", "host", "", nil)}
-	if err := tb.tr.Record(ctx, r, 0); err != nil {
+	if err := tb.tr.Books().Record(ctx, r, 0); err != nil {
 		b.Fatal(err)
 	}
 	end()
@@ -145,7 +145,7 @@ func newOwnerBench(b *testing.B, owners int) *ownerBench {
 	for range owners {
 		o := &track.Owner{Name: "session", MaxBytes: 1 << 20}
 		r := &track.Record{Bytes: 256, Meta: track.InternMeta("kv-cache", "host", "", nil)}
-		if err := tr.Record(context.Background(), r, 0); err != nil {
+		if err := tr.Books().Record(context.Background(), r, 0); err != nil {
 			b.Fatal(err)
 		}
 		if err := r.HandOver(o); err != nil {

@@ -14,7 +14,7 @@ import (
 //go:noinline
 func buildMask(tr *track.Tracker, ctx context.Context, tokens int) *track.Record {
 	mask := &track.Record{Bytes: int64(tokens * tokens), Meta: track.InternMeta("mask", "cuda:0", "bool", []int{tokens, tokens})}
-	if err := tr.Record(ctx, mask, 0); err != nil {
+	if err := tr.Books().Record(ctx, mask, 0); err != nil {
 		panic(err)
 	}
 	return mask

@@ -145,9 +145,9 @@ func (w *Watcher) headroom(device string) (left int64, of string, scale float64)
 	var free, held int64
 	haveFree := false
 	// Each part's answer is read through the tracker's seam and clamped
-	// (Tracker.PartInfos): one that panics is counted and left out, and the
+	// (Books.PartInfos): one that panics is counted and left out, and the
 	// forecast goes on without its figure.
-	parts, _ := w.tr.PartInfos()
+	parts, _ := w.tr.Books().PartInfos()
 	for _, p := range parts {
 		if p.Device != device {
 			continue
@@ -165,7 +165,7 @@ func (w *Watcher) headroom(device string) (left int64, of string, scale float64)
 	scale = 1
 	if of == HeadroomPoolBudget {
 		var tensors int64
-		for _, c := range w.tr.LiveByClass() {
+		for _, c := range w.tr.Books().LiveByClass() {
 			if c.Device == device {
 				tensors += c.LiveBytes
 			}

@@ -33,7 +33,7 @@ func longRun(n int) int {
 //go:noinline
 func record(t testing.TB, ctx context.Context, tr *track.Tracker, bytes int64) *track.Record {
 	r := &track.Record{Bytes: bytes, Meta: track.InternMeta("tensor", "cuda:0", "float16", []int{int(bytes / 2)})}
-	require.NoError(t, tr.Record(ctx, r, 1))
+	require.NoError(t, tr.Books().Record(ctx, r, 1))
 	return r
 }
 

@@ -130,7 +130,7 @@ func TestSuspectStaysWhileItsMemoryRanOut(t *testing.T) {
 //go:noinline
 func manyShapes(t *testing.T, tr *track.Tracker, ctx context.Context, i int) *track.Record {
 	r := &track.Record{Bytes: 8 << 10, Meta: track.InternMeta("mask", "cuda:3", "float32", []int{2048 + i})}
-	require.NoError(t, tr.Record(ctx, r, 0))
+	require.NoError(t, tr.Books().Record(ctx, r, 0))
 	return r
 }
 

@@ -161,7 +161,7 @@ func viaSites(t testing.TB, tr *track.Tracker, bits, n int) {
 	for i := range n {
 		via(i, bits, func() {
 			r := &track.Record{Bytes: 256, Meta: track.InternMeta("activations", "host", "", nil)}
-			require.NoError(t, tr.Record(ctx, r, 0))
+			require.NoError(t, tr.Books().Record(ctx, r, 0))
 			require.NoError(t, r.Release())
 		})
 	}
@@ -199,7 +199,7 @@ func TestWatcherMemoryIsPerSiteJudged(t *testing.T) {
 	for i := range sites {
 		via(i, 12, func() {
 			r := &track.Record{Bytes: 256, Meta: track.InternMeta("activations", "host", "", nil)}
-			require.NoError(t, tr.Record(context.Background(), r, 0))
+			require.NoError(t, tr.Books().Record(context.Background(), r, 0))
 			kept = append(kept, r)
 		})
 	}

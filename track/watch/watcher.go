@@ -307,7 +307,7 @@ func New(tr *track.Tracker, opts ...Option) (*Watcher, error) {
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
-	w := &Watcher{tr: tr, cfg: cfg, done: make(chan struct{}), feed: tr.NewSiteFeed(),
+	w := &Watcher{tr: tr, cfg: cfg, done: make(chan struct{}), feed: tr.Books().NewSiteFeed(),
 		sites: map[int]*siteHistory{}, levels: map[int]level{}, times: make([]time.Time, cfg.history+1)}
 	if cfg.onSuspect == nil {
 		logger, name := tr.Logger(), tr.Name()
@@ -407,7 +407,7 @@ func (w *Watcher) nameHolders(flagged []Suspect) {
 	for i := range flagged {
 		sites[i] = flagged[i].Site
 	}
-	for i, hs := range w.tr.HeldBy(sites, maxSuspectHolders) {
+	for i, hs := range w.tr.Books().HeldBy(sites, maxSuspectHolders) {
 		flagged[i].HeldBy = hs
 	}
 	w.mu.Lock()
@@ -785,21 +785,21 @@ func (w *Watcher) endWindow(fromLoop bool) {
 		if w.stopped.Load() {
 			return // nothing is reported after Stop has returned
 		}
-		w.tr.Note(track.EventLeakSuspect, s.Site, s.OutlivedBytes)
+		w.tr.Books().Note(track.EventLeakSuspect, s.Site, s.OutlivedBytes)
 		w.callOnSuspect(s)
 	}
 	for _, s := range ownerReports {
 		if w.stopped.Load() {
 			return
 		}
-		w.tr.Note(track.EventOwnerOverBound, s.Site, s.OutlivedBytes)
+		w.tr.Books().Note(track.EventOwnerOverBound, s.Site, s.OutlivedBytes)
 		w.callOnSuspect(s)
 	}
 	for _, s := range handleReports {
 		if w.stopped.Load() {
 			return
 		}
-		w.tr.Note(track.EventLeakSuspect, s.Site, s.OutlivedBytes)
+		w.tr.Books().Note(track.EventLeakSuspect, s.Site, s.OutlivedBytes)
 		w.callOnSuspect(s)
 	}
 }
@@ -983,7 +983,7 @@ func (w *Watcher) judge(h *siteHistory, st track.SiteStats, n uint64, now time.T
 	net := live - start
 
 	if s := h.suspect; s != nil {
-		ooms := w.tr.OutOfMemoryOn(s.Device)
+		ooms := w.tr.Books().OutOfMemoryOn(s.Device)
 		if s.Device != h.oomDevice { // named since the flag: counted from now on
 			h.oomDevice, h.oomLast, h.oomBase = s.Device, ooms, ooms
 		}
@@ -1039,7 +1039,7 @@ func (w *Watcher) judge(h *siteHistory, st track.SiteStats, n uint64, now time.T
 	}
 	h.peak, h.peakAt, h.longestGap, h.peakRate = live, n, 0, s.GrowthPerWindow
 	h.oomDevice = s.Device
-	h.oomLast = w.tr.OutOfMemoryOn(s.Device)
+	h.oomLast = w.tr.Books().OutOfMemoryOn(s.Device)
 	h.oomBase = h.oomLast
 	// The gaps of the growth that flagged it, as far as the ring reaches.
 	last := max(h.baseAt, n-min(n, uint64(w.cfg.history)))

@@ -35,7 +35,7 @@ func (d *siteDriver) setLive(t testing.TB, n int) {
 	t.Helper()
 	for len(d.recs) < n {
 		r := &track.Record{Bytes: d.bytes, Meta: track.InternMeta("mask", "host", "bool", []int{int(d.bytes)})}
-		require.NoError(t, d.tr.Record(context.Background(), r, 1))
+		require.NoError(t, d.tr.Books().Record(context.Background(), r, 1))
 		d.recs = append(d.recs, r)
 	}
 	for len(d.recs) > n {
@@ -501,7 +501,7 @@ func TestWatcherConcurrentTicks(t *testing.T) {
 		wg.Go(func() {
 			for i := range 200 {
 				r := &track.Record{Bytes: 128, Meta: track.InternMeta("tensor", "host", "", nil)}
-				if err := tr.Record(context.Background(), r, 0); err != nil {
+				if err := tr.Books().Record(context.Background(), r, 0); err != nil {
 					t.Error(err)
 					return
 				}
@@ -534,7 +534,7 @@ func agentRequest(t *testing.T, tr *track.Tracker, tokens int, keep func(step in
 	for step := 1; step <= tokens; step++ {
 		n := 128 + step
 		mask := &track.Record{Bytes: int64(n * n), Meta: track.InternMeta("mask", "cuda:0", "bool", []int{n, n})}
-		require.NoError(t, tr.Record(context.Background(), mask, 0))
+		require.NoError(t, tr.Books().Record(context.Background(), mask, 0))
 		if !keep(step, mask) {
 			require.NoError(t, mask.Release())
 		}
@@ -611,7 +611,7 @@ func TestEmptyWindowAllocatesNothing(t *testing.T) {
 	ctx, end := track.WithRequest(context.Background())
 	defer end()
 	r := &track.Record{Bytes: 256, Meta: track.InternMeta("mask", "host", "", nil)}
-	require.NoError(t, tr.Record(ctx, r, 0))
+	require.NoError(t, tr.Books().Record(ctx, r, 0))
 	w, err := watch.New(tr)
 	require.NoError(t, err)
 	require.NoError(t, w.Tick())

@@ -53,7 +53,7 @@ func newSiteFlip(b *testing.B) *siteFlip {
 func (sf *siteFlip) record(i int) *track.Record {
 	r := &track.Record{Bytes: 256, Meta: track.InternMeta("activations", "host", "", nil)}
 	sf.sites[i](func() {
-		if err := sf.tr.Record(sf.ended, r, 0); err != nil {
+		if err := sf.tr.Books().Record(sf.ended, r, 0); err != nil {
 			panic(err)
 		}
 	})
