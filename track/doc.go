@@ -79,6 +79,25 @@
 // error matching ErrPanic, counted in Totals.PartPanics and logged once per
 // part and method (NotePanic).
 //
+// # Errors for bad input
+//
+// Every entry point answers bad input with an error that errors.Is
+// matches, never a panic (TestBadInputGetsTypedErrors feeds each its own):
+//   - New and AdapterPackages: ErrInvalidOption, for an option or prefix
+//     that cannot be used (a zero MaxSites, an empty Name, a nil callback or
+//     logger, a nil option).
+//   - Tracker.SnapshotOf and Books.GroupsOf: ErrInvalidOption, for a Filter
+//     that cannot match (a negative MinAge, Outlived with InFlight, a
+//     Request context under no request).
+//   - Books.Record and RecordAt: ErrMisuse, for a nil record, negative
+//     bytes, or a record recorded already; the Record methods (Release,
+//     SetLabels, HandOver, HandBack, HandBackDropped): ErrMisuse, for a nil
+//     record, one never recorded, one released, a nil owner, or a hand-back
+//     of an owner that holds nothing.
+//   - Tracker.History: ErrHistoryOff, for a tracker made without KeepHistory.
+//   - Local.Of: ErrTooManyLocals, past MaxLocals Locals in one tracker.
+//   - Functions above track given a nil tracker: ErrNilTracker.
+//
 // # Costs
 //
 // Record and Release cost one frame-pointer walk, a lookup without a lock,
