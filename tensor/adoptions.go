@@ -22,14 +22,16 @@ type AdoptionKeeper interface {
 	Adoptions() *LiveAdoptions
 }
 
-// DroppedReleaser is an Allocator whose Release runs foreign code, which
-// must never run on the runtime's finalizer goroutine: when the garbage
-// collector finds such a tensor's last handle dropped, package tensor
-// calls QueueDropped instead of Release, and the allocator releases the
-// memory on a goroutine of its own. QueueDropped must not block.
+// DroppedReleaser is an Allocator that releases memory whose last handle
+// the garbage collector found dropped otherwise than memory freed: when
+// that happens package tensor calls ReleaseDropped instead of Release, on
+// its release queue's goroutine (never the runtime's finalizer goroutine),
+// under recover. Nobody is left to hand an error to, so the allocator keeps
+// what went wrong in figures of its own (tensor/foreign's adoptions count
+// their failed releases).
 type DroppedReleaser interface {
 	Allocator
-	QueueDropped(b Block)
+	ReleaseDropped(b Block)
 }
 
 // AdoptedSpan is the memory of one adoption: [Ptr, Ptr+Bytes).

@@ -123,25 +123,15 @@ func (q *releaseQueue) drain() {
 	}
 }
 
-// queueDropped hands a dropped block to its DroppedReleaser, from the
-// runtime's finalizer or cleanup goroutine, on a goroutine of its own that
-// it waits for, under recover: QueueDropped is an allocator's method, and
-// a runtime.Goexit in it must not end the runtime's goroutine (no
-// finalizer of the process would run again). QueueDropped must not block.
-func queueDropped(b *block, q DroppedReleaser) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = track.Guard(b.tracker(), q, "QueueDropped", func() { q.QueueDropped(b.mem) })
-	}()
-	<-done
-}
-
 // releaseDropped gives a dropped block's memory back to its allocator, on
-// a releaser. Nobody is left to hand an error to; a panic is recovered and
-// counted on the tensor's tracker (nil for an untracked one: only
-// recovered).
+// a releaser: ReleaseDropped for a DroppedReleaser, Release for any other.
+// Nobody is left to hand an error to; a panic is recovered and counted on
+// the tensor's tracker (nil for an untracked one: only recovered).
 func (b *block) releaseDropped() {
+	if d, ok := b.alloc.(DroppedReleaser); ok {
+		_ = track.Guard(b.tracker(), d, "ReleaseDropped", func() { d.ReleaseDropped(b.mem) })
+		return
+	}
 	_ = track.Guard(b.tracker(), b.alloc, "Release", func() { _ = b.alloc.Release(b.mem) })
 }
 

@@ -420,8 +420,8 @@ func (b *block) unref(gc bool, later *Releases) error {
 // release gives the record and the memory back. With gc set it runs on the
 // runtime's finalizer or cleanup goroutine, where no part's code may run
 // (see release.go): the record leaves the tracker here, and the memory is
-// queued for a releaser, or for the allocator's own goroutine when it is
-// a DroppedReleaser (tensor/foreign's). With later set, the memory's
+// queued for a releaser, which gives it back (ReleaseDropped for a
+// DroppedReleaser, tensor/foreign's). With later set, the memory's
 // release is added to it, for the caller to run (Releases.Run).
 func (b *block) release(gc bool, later *Releases) error {
 	var err error
@@ -430,11 +430,7 @@ func (b *block) release(gc bool, later *Releases) error {
 	}
 	if b.rec.Bytes > 0 {
 		if gc {
-			if q, ok := b.alloc.(DroppedReleaser); ok {
-				queueDropped(b, q)
-			} else {
-				releases.push(b)
-			}
+			releases.push(b)
 			return err
 		}
 		if later != nil {

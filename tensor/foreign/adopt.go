@@ -147,7 +147,6 @@ type adoption struct {
 	handed  atomic.Bool           // Allocate has handed the memory out
 	owned   atomic.Bool           // Adopt succeeded: Release must release
 	done    atomic.Bool           // Release has run
-	next    *adoption             // the next in the release queue, under its lock
 }
 
 // register adds a's memory to its device's live adoptions, or says why it
@@ -210,7 +209,18 @@ func (a *adoption) Release(b tensor.Block) error {
 	return &tensor.DeviceError{Op: "release adopted", Device: a.name, Bytes: a.mem.Bytes, Err: err}
 }
 
-// QueueDropped is how package tensor hands over a tensor whose last handle
-// the garbage collector found dropped, on the finalizer goroutine: the
-// Release is queued for a releaser (tensor.DroppedReleaser).
-func (a *adoption) QueueDropped(tensor.Block) { releases.push(a) }
+// ReleaseDropped runs the Release of an adoption whose last handle the
+// garbage collector found dropped, on package tensor's releaser
+// (tensor.DroppedReleaser): nobody is left to hand its error to, so it is
+// counted and kept in the books (Stats).
+func (a *adoption) ReleaseDropped(tensor.Block) {
+	b := a.books
+	if b != nil {
+		b.pending.Add(1)
+		defer b.pending.Add(-1) // also if Release ends the goroutine
+	}
+	err := a.Release(tensor.Block{Ptr: a.mem.Ptr})
+	if err != nil && b != nil {
+		b.lastDropped.Store(&err)
+	}
+}

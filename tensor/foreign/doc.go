@@ -44,18 +44,14 @@
 // the goroutine that called Free, which gets its error. After a dropped
 // handle it never runs on the runtime's finalizer goroutine: a blocking or
 // panicking release there would stall or kill every finalizer in the
-// process, every leak report among them. The finalizer only queues it, and
-// releaser goroutines drain the queue. tensorlife starts them only while
-// the queue holds work, and they end as soon as it is empty: there is
-// nothing to stop. At most four run at once, a new one starting only when
-// every running one is inside a release, so up to three release functions
-// that never return delay nothing but themselves; a fourth would delay the
-// queued releases behind it, never anything else. The errors of queued
-// releases, which nobody can be handed, are counted per tracker and device
-// in Adoptions.
+// process, every leak report among them. The finalizer only queues it on
+// package tensor's release queue, the one every allocator's dropped memory
+// goes through (tensor.DroppedReleaser, tensor.WaitReleases): releaser
+// goroutines that run only while the queue holds work, at most four at
+// once, so up to three release functions that never return delay nothing
+// but themselves. The errors of dropped releases, which nobody can be
+// handed, are counted per tracker and device in Adoptions.
 //
-// The queue is the package's one process-wide state, like the finalizer
-// goroutine it stands in for: it holds nothing while nothing waits. A
-// tracker's figures live in the tracker and a device's live adoptions in
-// the device.
+// The package keeps no process-wide state: a tracker's figures live in
+// the tracker and a device's live adoptions in the device.
 package foreign

@@ -1,5 +1,7 @@
 package foreign
 
+import "github.com/tensorlife/tensorlife/tensor"
+
 // WaitReleases blocks until every dropped adoption queued so far has been
-// released and no releaser runs: what a test waits on, instead of a clock.
-func WaitReleases() { releases.waitIdle() }
+// released: package tensor's release queue runs their Release.
+func WaitReleases() { tensor.WaitReleases() }

@@ -20,9 +20,9 @@ type Stats struct {
 	// outcome).
 	tensor.AllocatorStats
 	// Pending counts the adoptions whose last handle the garbage collector
-	// found dropped and whose Release is queued for, or running on, a
-	// releaser goroutine; a queued one's bytes stay in Reserved until its
-	// Release starts.
+	// found dropped and whose Release is running on a releaser goroutine
+	// (one still queued there is not counted); its bytes stay in Reserved
+	// until its Release starts.
 	Pending int64
 	// Failed counts the Release calls that returned an error, on any
 	// goroutine.
@@ -76,7 +76,7 @@ type books struct {
 	reserved      counter.Total
 	peak          atomic.Int64
 	allocs, frees atomic.Int64
-	// pending counts dropped adoptions whose Release is queued or running;
+	// pending counts dropped adoptions whose Release is running;
 	// failures counts the Release calls that returned an error, panics
 	// those that panicked.
 	pending, failures, panics atomic.Int64
