@@ -200,7 +200,7 @@ func (k *kindTable) ended(t *Tracker, q *request) {
 	kind := kindOf(k.keys, Labels{set: q.labels})
 	var dur int64
 	if b := q.entry.begun; b != 0 {
-		dur = max(t.start.Add(time.Duration(t.now())).UnixNano()-b, 0)
+		dur = max(t.unixAt(t.now())-b, 0)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode"
 
 	"github.com/tensorlife/tensorlife/internal/format"
@@ -20,8 +21,11 @@ type Labels struct {
 // and a hash of them: equal sets made by separate WithLabels calls are
 // different pointers with one hash, which is how snapshots group them.
 type labelSet struct {
-	kv        []string
-	hash      uint64
+	kv []string
+	// hashed is the hash of kv, made by the first reader that groups by
+	// labels (hash) rather than by every WithLabels: most sets are never
+	// grouped. 0 while not made yet.
+	hashed    atomic.Uint64
 	truncated bool // a value or key was cut, or keys were dropped (maxLabelKeys)
 	inline    [2 * inlineLabels]string
 }
@@ -134,7 +138,6 @@ func (l Labels) withInto(set *labelSet, kv []string) Labels {
 		}
 	}
 	set.kv, set.truncated = pairs, truncated
-	set.hash = hashLabels(pairs)
 	return Labels{set: set}
 }
 
@@ -175,7 +178,7 @@ func (l Labels) withMany(kv []string, truncated bool) Labels {
 
 // newLabelSet makes the set of pairs, sorted by key, keys unique.
 func newLabelSet(pairs []string, truncated bool) *labelSet {
-	return &labelSet{kv: pairs, truncated: truncated, hash: hashLabels(pairs)}
+	return &labelSet{kv: pairs, truncated: truncated}
 }
 
 // hashLabels hashes sorted pairs: equal sets hash alike.
@@ -194,10 +197,21 @@ var labelSeed = maphash.MakeSeed()
 
 // hash returns a hash of the labels' content; 0 for no labels.
 func (l Labels) hash() uint64 {
-	if l.set == nil {
+	if l.Len() == 0 {
 		return 0
 	}
-	return l.set.hash
+	return l.set.hash()
+}
+
+// hash returns the hash of the set's pairs (hashLabels), made once: racing
+// first readers store the same value.
+func (s *labelSet) hash() uint64 {
+	if h := s.hashed.Load(); h != 0 {
+		return h
+	}
+	h := hashLabels(s.kv) | 1 // never 0, which means not made yet; labelHash marks its own alike
+	s.hashed.Store(h)
+	return h
 }
 
 // Len returns the number of labels.

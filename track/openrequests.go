@@ -84,7 +84,7 @@ func (t *Tracker) OpenRequests(n int) OpenRequests {
 	for {
 		out, largest, oldest, over := b.read(n)
 		if len(over) == 0 {
-			now := t.start.Add(time.Duration(t.now())).UnixNano()
+			now := t.unixAt(t.now())
 			if out.Count > 0 {
 				out.OldestAge = time.Duration(max(now-oldest[0].begun, 0))
 			}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/tensorlife/tensorlife/internal/counter"
 )
@@ -272,7 +271,7 @@ func (q *request) join(t *Tracker, r *Record) *request {
 	}
 	begun := q.entry.begun // when it was first listed, in another tracker
 	if q.entry.book == nil {
-		begun = t.start.Add(time.Duration(r.born)).UnixNano() // the tracker's clock: r's birth
+		begun = t.unixAt(r.born) // the tracker's clock: r's birth
 	}
 	same, after := b.add(q, begun)
 	if same != q {
@@ -398,9 +397,11 @@ func (q *request) endLocked() {
 			e.site.outlived(e.bytes, e.count)
 		}
 	}
-	for _, e := range q.more {
-		if e.count != 0 {
-			e.site.outlived(e.bytes, e.count)
+	if q.more != nil {
+		for _, e := range q.more {
+			if e.count != 0 {
+				e.site.outlived(e.bytes, e.count)
+			}
 		}
 	}
 	q.sites, q.more = nil, nil

@@ -336,7 +336,7 @@ func (gr *grouper) labelHash(l Labels) uint64 {
 	case 0:
 		return 0
 	case len(kv) / 2:
-		return l.set.hash
+		return l.set.hash()
 	}
 	var h maphash.Hash
 	h.SetSeed(labelSeed)
@@ -348,7 +348,7 @@ func (gr *grouper) labelHash(l Labels) uint64 {
 			h.WriteByte(0)
 		}
 	}
-	return h.Sum64()
+	return h.Sum64() | 1 // as labelSet.hash marks its own
 }
 
 // sameLabels reports whether a group's labels are l's, as groups see them.
