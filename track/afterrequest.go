@@ -2,6 +2,8 @@ package track
 
 import (
 	"context"
+	"log/slog"
+	"runtime/debug"
 	"sync/atomic"
 )
 
@@ -18,19 +20,28 @@ import (
 // pool), so a server's request end releases its reservation at once.
 //
 // f must not block: it runs on the ending goroutine, after the request's
-// books are closed and with no lock of tensorlife's held.
+// books are closed and with no lock of tensorlife's held. On the ending
+// goroutine a panic or runtime.Goexit in f reaches the end function's
+// caller only after every other f of the request has run (a pool's
+// reservation is released whatever a neighbour does); on the context's
+// goroutine, which no caller can recover on, a panic is recovered and
+// noted on the request's tracker (Books.NotePanic; the default logger's
+// when it recorded in none). A nil f is nothing to run: stop reports
+// false.
 func AfterRequest(ctx context.Context, f func()) (stop func() bool) {
+	if f == nil {
+		return func() bool { return false }
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	a := &requestAfter{f: f}
-	a.ctxStop = context.AfterFunc(ctx, a.run)
-	q := scopeOf(ctx).req
+	a := &requestAfter{f: f, q: scopeOf(ctx).req.same()}
+	// a.q is set before the context's goroutine can start (at once, for a
+	// context already done); that goroutine reads no ctxStop (runDone).
+	a.ctxStop = context.AfterFunc(ctx, a.runDone)
+	q := a.q
 	if q == nil {
 		return a.stop
-	}
-	if c := q.canon.Load(); c != nil {
-		q = c
 	}
 	q.mu.Lock()
 	if q.ended.Load() {
@@ -38,8 +49,10 @@ func AfterRequest(ctx context.Context, f func()) (stop func() bool) {
 		a.run()
 		return a.stop
 	}
-	a.q, a.next = q, q.afters
-	q.afters = a
+	if a.state.Load() == afterArmed { // not run by a context already done
+		a.next = q.afters
+		q.afters = a
+	}
 	q.mu.Unlock()
 	return a.stop
 }
@@ -49,7 +62,7 @@ type requestAfter struct {
 	f       func()
 	state   atomic.Int32 // afterArmed, then afterRan or afterStopped
 	ctxStop func() bool  // stops the context.AfterFunc
-	q       *request     // the request whose afters list holds it; nil if none
+	q       *request     // the request whose afters list may hold it; nil if none
 	next    *requestAfter
 }
 
@@ -66,6 +79,44 @@ func (a *requestAfter) run() {
 		a.unlist()
 		a.f()
 	}
+}
+
+// runDone is run for a context found done, on the goroutine
+// context.AfterFunc starts, which may start before AfterFunc returns its
+// stop: it stops nothing. f's panic is recovered there, or it would end
+// the process.
+func (a *requestAfter) runDone() {
+	if !a.state.CompareAndSwap(afterArmed, afterRan) {
+		return
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			a.notePanic(v)
+		}
+	}()
+	a.unlist()
+	a.f()
+}
+
+// notePanic notes v, recovered from f on the context's goroutine, on the
+// tracker the request recorded in first, or logs it through the default
+// logger when there is none.
+func (a *requestAfter) notePanic(v any) {
+	var t *Tracker
+	if q := a.q; q != nil {
+		q.mu.Lock()
+		if b := q.entry.book; b != nil {
+			t = b.tracker
+		}
+		q.mu.Unlock()
+	}
+	if t != nil {
+		t.Books().NotePanic("track.AfterRequest", "f", v)
+		return
+	}
+	defer func() { _ = recover() }() // nor a logger's panic
+	slog.Error("tensorlife: a function given to track.AfterRequest panicked", slog.String("panic", panicText(v)),
+		slog.String("stack", string(debug.Stack())))
 }
 
 // stop stops f from running; true if it had not run.
@@ -104,9 +155,16 @@ func (q *request) endBy() {
 	list := q.afters
 	q.afters = nil
 	q.mu.Unlock()
-	for a := list; a != nil; { // off the list now: no unlist touches them
-		next := a.next
-		a.run()
-		a = next
+	runAll(list) // off the list now: no unlist touches them
+}
+
+// runAll runs a and those after it in turn; each one's run is deferred
+// behind the one before it, so that a panic or a runtime.Goexit in one f
+// stops none of the others, and reaches the caller once they have run.
+func runAll(a *requestAfter) {
+	if a == nil {
+		return
 	}
+	defer runAll(a.next)
+	a.run()
 }

@@ -2,6 +2,10 @@ package track_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -101,4 +105,62 @@ func TestAfterRequestRacingEndsAndStops(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A hostile function given to AfterRequest (nil, one that panics, one that
+// calls runtime.Goexit) stops none of the request's others: on the end
+// function's goroutine every other one runs before the panic or Goexit
+// reaches the end's caller; on the context's goroutine a panic is
+// recovered and noted on the request's tracker, and the process goes on.
+func TestAfterRequestSurvivesHostileFunctions(t *testing.T) {
+	hostile := map[string]func(){
+		"panics": func() { panic("after request") },
+		"exits":  runtime.Goexit,
+	}
+	for name, f := range hostile {
+		t.Run("end function/"+name, func(t *testing.T) {
+			ctx, end := track.BeginRequest(context.Background())
+			var ran atomic.Int32
+			track.AfterRequest(ctx, func() { ran.Add(1) })
+			track.AfterRequest(ctx, f)
+			track.AfterRequest(ctx, func() { ran.Add(1) })
+			assert.False(t, track.AfterRequest(ctx, nil)(), "nil: nothing to stop")
+			var panicked any
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				defer func() { panicked = recover() }()
+				end()
+			}()
+			<-done
+			assert.EqualValues(t, 2, ran.Load(), "both neighbours ran")
+			if name == "panics" {
+				assert.Equal(t, "after request", panicked, "the panic reaches the end's caller")
+			}
+		})
+	}
+	t.Run("context's goroutine", func(t *testing.T) {
+		var logged strings.Builder
+		def := slog.Default()
+		slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+		defer slog.SetDefault(def)
+		synctest.Test(t, func(t *testing.T) {
+			tr := newTracker(t, track.Logger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+			parent, cancel := context.WithCancel(context.Background())
+			ctx := track.WithLabels(parent, "request", "r1")
+			r := &track.Record{Bytes: 64}
+			require.NoError(t, tr.Books().Record(ctx, r, 0))
+			var ran atomic.Int32
+			track.AfterRequest(ctx, func() { panic("after request") })
+			track.AfterRequest(ctx, func() { ran.Add(1) })
+			track.AfterRequest(parent, func() { panic("no request") }) // the default logger's
+			cancel()
+			synctest.Wait()
+			assert.EqualValues(t, 1, ran.Load())
+			assert.EqualValues(t, 1, tr.Totals().PartPanics, "noted on the request's tracker")
+			require.NoError(t, r.Release())
+		})
+		assert.Contains(t, logged.String(), "track.AfterRequest panicked", "with no tracker, the default logger")
+		assert.Contains(t, logged.String(), "no request")
+	})
 }
