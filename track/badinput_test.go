@@ -62,3 +62,25 @@ func TestBadInputGetsTypedErrors(t *testing.T) {
 		})
 	}
 }
+
+// A nil function given where tensorlife would call it is nothing to call:
+// no entry point panics on it, then or later.
+func TestNilFunctionsAreNothingToCall(t *testing.T) {
+	tr := newTracker(t)
+	bk := tr.Books()
+	assert.Nil(t, track.Read[track.Part](tr, "PartInfo", nil), "a nil read reads nothing")
+	assert.Nil(t, track.Read(nil, "PartInfo", func(track.Part) { t.Fatal("read a nil tracker's part") }))
+	track.NewLabels("a", "1").Range(nil)
+	bk.FindHandlesWith(nil)
+	assert.Nil(t, bk.LiveHandles(1), "no finder: no handles")
+	assert.False(t, track.AfterRequest(context.Background(), nil)(), "nothing armed, nothing stopped")
+	for name, l := range map[string]*track.Local[int]{
+		"nil maker":    track.NewLocal[int](nil),
+		"maker of nil": track.NewLocal(func() *int { return nil }),
+	} {
+		v, err := l.Of(tr)
+		require.NoError(t, err, name)
+		require.NotNil(t, v, name)
+		assert.Zero(t, *v, name)
+	}
+}

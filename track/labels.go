@@ -237,7 +237,7 @@ func (l Labels) Get(key string) (string, bool) {
 
 // Range calls f for each label in key order until f returns false.
 func (l Labels) Range(f func(key, value string) bool) {
-	if l.set == nil {
+	if l.set == nil || f == nil {
 		return
 	}
 	for i := 0; i < len(l.set.kv); i += 2 {

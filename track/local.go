@@ -59,10 +59,13 @@ var localCount struct {
 }
 
 // NewLocal returns a Local whose value in a tracker is made by mk, once per
-// tracker (a second value made by a race is dropped unused). mk may read
-// other Locals of the tracker, never its own: Of panics, naming the
-// Local, when it does.
+// tracker (a second value made by a race is dropped unused); a nil mk, or
+// one that returns nil, makes new(T). mk may read other Locals of the
+// tracker, never its own: Of panics, naming the Local, when it does.
 func NewLocal[T any](mk func() *T) *Local[T] {
+	if mk == nil {
+		mk = func() *T { return new(T) }
+	}
 	made := "an unknown line"
 	if _, file, line, ok := runtime.Caller(1); ok {
 		made = fmt.Sprintf("%s:%d", file, line)
@@ -112,5 +115,8 @@ func (l *Local[T]) make() *T {
 		panic(fmt.Sprintf("track: the maker of the Local of %T made at %s reads its own Local: a maker may read other Locals only", (*T)(nil), l.made))
 	}
 	defer l.making.Add(-1)
-	return l.mk()
+	if v := l.mk(); v != nil {
+		return v
+	}
+	return new(T) // Of never returns a nil value with a nil error
 }

@@ -203,8 +203,11 @@ func (t *Tracker) attached() []Part {
 // read calls, for the log and the error), and returned among skipped as a
 // *PanicError matching ErrPanic; the reading goes on with the next part.
 // A runtime.Goexit in read ends the calling goroutine, as it would
-// anywhere.
+// anywhere. A nil t (an untracked reader's) or a nil read reads nothing.
 func Read[P any](t *Tracker, method string, read func(P)) (skipped []error) {
+	if t == nil || read == nil {
+		return nil
+	}
 	for _, a := range t.attached() {
 		p, ok := a.(P)
 		if !ok {

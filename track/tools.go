@@ -235,8 +235,12 @@ type HandleFinder interface {
 	LiveHandles(id uint64) []any
 }
 
-// FindHandlesWith makes f t's HandleFinder, unless t has one already.
+// FindHandlesWith makes f t's HandleFinder, unless t has one already or f
+// is nil.
 func (bk *Books) FindHandlesWith(f HandleFinder) {
+	if f == nil {
+		return
+	}
 	t := (*Tracker)(bk)
 	t.handles.CompareAndSwap(nil, &f)
 }
