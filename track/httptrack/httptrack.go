@@ -51,10 +51,16 @@ func Route(h http.Handler) http.Handler {
 	})
 }
 
-// Handle registers Route(h) for pattern on mux.
+// Handle registers Route(h) for pattern on mux. As mux.Handle, it panics
+// on a pattern the mux cannot parse or has registered already: a
+// registration is the program's, fixed where it is written.
 func Handle(mux *http.ServeMux, pattern string, h http.Handler) { mux.Handle(pattern, Route(h)) }
 
-// HandleFunc registers Route(f) for pattern on mux.
+// HandleFunc registers Route(f) for pattern on mux, as Handle; a nil f is
+// http.NotFound.
 func HandleFunc(mux *http.ServeMux, pattern string, f func(http.ResponseWriter, *http.Request)) {
+	if f == nil {
+		f = http.NotFound
+	}
 	mux.Handle(pattern, Route(http.HandlerFunc(f)))
 }

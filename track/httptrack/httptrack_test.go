@@ -67,7 +67,7 @@ func TestRouteBeginsAndEndsRequests(t *testing.T) {
 }
 
 // Outside a mux there is no pattern: the request is begun and ended, with
-// no route label; a nil handler is NotFound.
+// no route label; a nil handler, or a nil func registered, is NotFound.
 func TestRouteOutsideAMux(t *testing.T) {
 	tr, err := track.New()
 	require.NoError(t, err)
@@ -83,4 +83,10 @@ func TestRouteOutsideAMux(t *testing.T) {
 	rec := httptest.NewRecorder()
 	httptrack.Route(nil).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 	assert.Equal(t, http.StatusNotFound, rec.Code)
+
+	mux := http.NewServeMux()
+	httptrack.HandleFunc(mux, "GET /nil", nil)
+	rec = httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/nil", nil))
+	assert.Equal(t, http.StatusNotFound, rec.Code, "a nil func registered is NotFound too")
 }
