@@ -169,7 +169,10 @@ func newDense(ctx context.Context, e *Engine, dt gorgonia.Dtype, dims []int, zer
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if dt.Type == nil || hasPointers(dt.Type) {
+	if dt.Type == nil { // a zero Dtype, whose String panics
+		return nil, nil, fmt.Errorf("%w: gorgoniatrack: the zero Dtype", tensor.ErrInvalidDType)
+	}
+	if hasPointers(dt.Type) {
 		return nil, nil, fmt.Errorf("%w: gorgoniatrack: dtype %v holds Go pointers, which the collector cannot see in device memory", tensor.ErrInvalidDType, dt)
 	}
 	elems := int64(1)
@@ -208,7 +211,7 @@ func newDense(ctx context.Context, e *Engine, dt gorgonia.Dtype, dims []int, zer
 		err = bound.hold(d, b)
 	}
 	if err != nil {
-		return nil, nil, errors.Join(err, e.live.free(b.Uintptr(), bytes))
+		return nil, nil, errors.Join(err, e.live.free(b.Uintptr(), bytes, nil))
 	}
 	return d, b.mem, nil
 }

@@ -146,16 +146,21 @@ func (e *Engine) Alloc(size int64) (gorgonia.Memory, error) {
 // (never allocated by it, freed already, or a view of a Dense) is an error
 // matching tensor.ErrInvalidPointer; a size other than the allocation's is
 // an error matching tensor.ErrSizeMismatch, and frees nothing. Empty memory
-// frees nothing and succeeds. A Dense must not be used after its Free: its
-// memory may be another's by then.
+// frees nothing and succeeds. What Alloc returned, freed a second time, is
+// an error matching tensor.ErrDoubleFree, and frees nothing. A Dense must
+// not be used after its Free: its memory may be another's by then.
 func (e *Engine) Free(mem gorgonia.Memory, size int64) error {
 	if mem == nil {
 		return fmt.Errorf("%w: gorgoniatrack: Free(nil)", tensor.ErrInvalidPointer)
 	}
+	b, _ := mem.(*block)
+	if b != nil && b.freed {
+		return fmt.Errorf("%w: gorgoniatrack: Free of memory Alloc returned, freed already", tensor.ErrDoubleFree)
+	}
 	if mem.MemSize() == 0 {
 		return nil // empty memory: gorgonia's Uintptr would index it
 	}
-	return e.live.free(mem.Uintptr(), size)
+	return e.live.free(mem.Uintptr(), size, b)
 }
 
 // Memset sets every element of mem (a Dense) to val, as gorgonia's StdEng.
@@ -222,6 +227,10 @@ type block struct {
 	weakHandle weak.Pointer[tensor.Tensor]
 	mem        []byte
 	dims       [1]int // the shape an Alloc records: uint8[size]
+	// freed marks a block freed through itself, the Memory Alloc returned,
+	// which its caller still holds: it is never reused, so a second Free
+	// of it is told apart from the Free of a newer allocation.
+	freed bool
 }
 
 // Uintptr returns the address of the block's first byte.
@@ -282,8 +291,9 @@ func (l *liveTable) hostBytes(t *tensor.Tensor, bytes int64) ([]byte, error) {
 	return mem, nil
 }
 
-// free frees the allocation at addr, of size bytes.
-func (l *liveTable) free(addr uintptr, size int64) error {
+// free frees the allocation at addr, of size bytes; via is the block the
+// caller freed it through (the Memory Alloc returned), nil for a Dense.
+func (l *liveTable) free(addr uintptr, size int64, via *block) error {
 	s := l.shard(addr)
 	s.mu.Lock()
 	b := s.m[addr]
@@ -299,11 +309,17 @@ func (l *liveTable) free(addr uintptr, size int64) error {
 	delete(s.m, addr)
 	s.mu.Unlock()
 	h := b.handle
-	if h == nil {
+	switch {
+	case h == nil:
 		h = b.weakHandle.Value()
-	} else {
-		// Never watched, so nothing refers to b but the Memory gorgonia
-		// was handed, which it dropped: b serves the next allocation.
+	case via == b:
+		// Its caller holds b still: b stays freed, never reused.
+		*b = block{freed: true}
+	default:
+		// Never watched and freed by address (a Dense's Free), so nothing
+		// refers to b but the Memory gorgonia was handed, which it
+		// dropped (Dense.makeArray keeps only the address): b serves the
+		// next allocation.
 		*b = block{}
 		blocks.Put(b)
 	}

@@ -107,6 +107,28 @@ func TestFreeRefusesWhatTheEngineDoesNotHold(t *testing.T) {
 	assert.ErrorIs(t, gorgoniatrack.Watch(d), tensor.ErrInvalidPointer, "a freed Dense cannot be watched")
 }
 
+// What Alloc returned and was freed through itself stays freed: a second
+// Free of it is a double free, not the Free of whatever the engine
+// allocated since, however often the engine has allocated meanwhile.
+func TestFreeOfAllocatedMemoryTwiceIsADoubleFree(t *testing.T) {
+	e := newEnv(t, 1<<20)
+	defer tracktest.VerifyNone(t, e.tr)
+	m, err := e.eng.Alloc(64)
+	require.NoError(t, err)
+	require.NoError(t, e.eng.Free(m, 64))
+	var later []gorgonia.Memory
+	for range 16 { // allocations that might have reused what m was
+		n, err := e.eng.Alloc(64)
+		require.NoError(t, err)
+		later = append(later, n)
+	}
+	assert.ErrorIs(t, e.eng.Free(m, 64), tensor.ErrDoubleFree)
+	assert.Equal(t, 16, e.eng.Live(), "the second Free freed none of the later ones")
+	for _, n := range later {
+		require.NoError(t, e.eng.Free(n, 64))
+	}
+}
+
 // What the constructors refuse, they refuse before allocating, with the
 // core's sentinels.
 func TestConstructorsRefuseBadInput(t *testing.T) {
@@ -143,6 +165,7 @@ func TestEmptyAndScalarDenses(t *testing.T) {
 
 	s, err := gorgoniatrack.New(ctx, e.eng, gorgonia.Dtype{})
 	assert.ErrorIs(t, err, tensor.ErrInvalidDType, "a zero Dtype")
+	assert.NotContains(t, err.Error(), "PANIC", "named without formatting it")
 	assert.Nil(t, s)
 	s, err = gorgoniatrack.New(ctx, e.eng, gorgonia.Int64)
 	require.NoError(t, err)
