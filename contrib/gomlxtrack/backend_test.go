@@ -163,6 +163,8 @@ func TestForeignBuffersAreTypedErrors(t *testing.T) {
 	_, err = gomlxtrack.Exec(context.Background(), e, donated, []float32{1, 2})
 	assert.ErrorIs(t, err, gomlxtrack.ErrForeignBuffer, "a program given another backend's buffer")
 	assert.EqualValues(t, 0, tr.Totals().Misuse)
+	_, err = gomlxtrack.Exec(context.Background(), nil, []float32{1, 2})
+	assert.ErrorIs(t, err, gomlxtrack.ErrNilExec, "no program, no panic")
 }
 
 func TestDoubleFinalizeIsAnErrorAndAMisuse(t *testing.T) {

@@ -14,6 +14,8 @@ var (
 	// ErrFinalized is matched by the error returned for a buffer used after
 	// BufferFinalize, or after it was donated to an execution.
 	ErrFinalized = errors.New("gomlxtrack: buffer finalized or donated")
+	// ErrNilExec is matched by the error Exec returns for a nil program.
+	ErrNilExec = errors.New("gomlxtrack: nil *graph.Exec")
 )
 
 // ForeignBufferError is the error a wrapped backend returns for a buffer it

@@ -18,10 +18,14 @@ import (
 //
 // The values Exec converts to buffers for the call (Go values) are booked
 // at that line too, until the program takes them. An e on a backend Wrap
-// did not make runs untracked. Exec is safe for concurrent use as e is.
+// did not make runs untracked; a nil e is an error matching ErrNilExec.
+// Exec is safe for concurrent use as e is.
 //
 //go:noinline
 func Exec(ctx context.Context, e *graph.Exec, args ...any) ([]*tensors.Tensor, error) {
+	if e == nil {
+		return nil, ErrNilExec
+	}
 	// A local tensor gets a device copy of its own in the call, which
 	// stays with it: booked under ctx like the outputs. (One that is
 	// neither local nor on the device fails the call.)
