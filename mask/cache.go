@@ -199,9 +199,16 @@ func (c *Cache) Put(key string, t *tensor.Tensor) (err error) {
 	if t == nil {
 		return fmt.Errorf("mask: Cache.Put %s: %w", quoteKey(key), ErrNilMask)
 	}
+	_, err = c.store(key, t)
+	return err
+}
+
+// store is Put's work once its arguments are checked; it reports whether
+// the cache kept t.
+func (c *Cache) store(key string, t *tensor.Tensor) (kept bool, err error) {
 	own, err := t.RetainFor(CacheOwner)
 	if err != nil {
-		return fmt.Errorf("mask: Cache.Put %s: %w", quoteKey(key), err)
+		return false, fmt.Errorf("mask: Cache.Put %s: %w", quoteKey(key), err)
 	}
 	// A view keeps its whole parent allocation alive: the budget counts what
 	// the cached handle holds, not the bytes it shows.
@@ -210,11 +217,11 @@ func (c *Cache) Put(key string, t *tensor.Tensor) (err error) {
 	// allocator after it, also if something panics in between.
 	var later tensor.Releases
 	defer func() { err = errors.Join(err, later.Run()) }()
-	kept, err := c.put(key, own, bytes, &later)
+	kept, err = c.put(key, own, bytes, &later)
 	if kept {
 		c.attach(own)
 	}
-	return err
+	return kept, err
 }
 
 // put is Put's work under c.mu: own is the cache's handle on the mask, of
@@ -285,10 +292,12 @@ func (c *Cache) attach(t *tensor.Tensor) {
 
 // GetOrBuild returns the caller's own handle on the mask cached under key,
 // building it with build (under ctx) and caching it on a miss. The caller
-// frees the result. A hit's handle is taken under ctx's request
-// (tensor.Tensor.RetainContext): one still held when the request ends has
-// outlived it, and a growth watcher names the line that called GetOrBuild,
-// while the cache still keeps the mask. A build error is returned as is and nothing is cached.
+// frees the result. The handle, a hit's or a miss's once the cache keeps
+// the mask, is taken under ctx's request (tensor.Tensor.RetainContext):
+// one still held when the request ends has outlived it, and a growth
+// watcher names the line that called GetOrBuild, while the cache still
+// keeps the mask. A mask the cache did not keep is returned as build made
+// it, the request's own. A build error is returned as is and nothing is cached.
 // Concurrent misses on one key may each build; the last to finish stays
 // cached, and every caller gets a correct mask.
 //
@@ -320,7 +329,8 @@ func (c *Cache) GetOrBuild(ctx context.Context, key string, build func(context.C
 	if t == nil {
 		return nil, fmt.Errorf("mask: Cache.GetOrBuild %s: %w", quoteKey(key), ErrNilMask)
 	}
-	if err := c.Put(key, t); err != nil && !errors.Is(err, ErrCacheClosed) {
+	kept, err := c.store(key, t)
+	if err != nil && !errors.Is(err, ErrCacheClosed) {
 		// Closed while building: the mask is still correct, only not
 		// shared. Anything else means t is unusable.
 		if t.Freed() {
@@ -328,7 +338,21 @@ func (c *Cache) GetOrBuild(ctx context.Context, key string, build func(context.C
 		}
 		return nil, joinFree(err, t)
 	}
-	return t, nil
+	if !kept {
+		return t, nil // the request's own tensor, judged as any it makes
+	}
+	// The cache keeps the mask now: the caller's handle on it is taken
+	// under ctx's request, as a hit's is, so that one the request forgets
+	// is named when the request ends, while the cache still holds the
+	// mask, rather than once an eviction leaves it to grow.
+	r, err := t.RetainContext(ctx)
+	if err != nil {
+		return t, nil
+	}
+	if err := t.Free(); err != nil {
+		return nil, joinFree(err, r)
+	}
+	return r, nil
 }
 
 // Purge drops every entry, freeing the cache's handles; the cache stays

@@ -128,6 +128,32 @@ func TestHandleThatOutlivedItsRequestIsNamedAtItsEnd(t *testing.T) {
 	runtime.KeepAlive(pc.p)
 }
 
+// The request that built the mask, a miss, and forgot its handle is named
+// as a hit's would be: at the first window after its end, at the line that
+// called GetOrBuild, while the cache keeps the mask.
+func TestHandleForgottenOnAMissIsNamedAtItsEnd(t *testing.T) {
+	pc := newPromptCache(t)
+	var forgotten *tensor.Tensor
+	pc.request(t, func(ctx context.Context) { forgotten = pc.forgetsAHandle(t, ctx) })
+	require.Len(t, pc.log.all(), 1, "named at the first window after the request's end")
+	s := pc.log.all()[0]
+	assert.True(t, s.IsHandle())
+	assert.Equal(t, int64(1), s.Handles)
+	assert.Contains(t, s.Site.Location().Function, "promptCache).prompt", "the line that took it: GetOrBuild's caller")
+	assert.Contains(t, s.Site.Stack(""), "forgetsAHandle", "on the path that forgot it")
+	assert.Equal(t, int64(1), pc.cache.Stats().Entries, "the cache still keeps the mask")
+	assert.Equal(t, int64(1), pc.cache.Stats().Misses)
+
+	for range 10 { // hits, each freed: nothing new
+		pc.request(t, func(ctx context.Context) { require.NoError(t, pc.prompt(t, ctx).Free()) })
+	}
+	assert.Len(t, pc.log.all(), 1)
+	require.NoError(t, forgotten.Free())
+	require.NoError(t, pc.w.Tick())
+	assert.Zero(t, pc.w.SuspectCount(), "freed: cleared at once")
+	runtime.KeepAlive(pc.p)
+}
+
 // A handle taken under no request (Get) states no lifetime, and nothing
 // is judged; one taken after its request ended has outlived it at once.
 func TestHandleUnderNoRequestIsNotJudged(t *testing.T) {
