@@ -188,11 +188,21 @@ func (sm *siteMetas) slots(f func(c *metaCount, k *slotKey)) {
 // records made during its three loads.
 const maxReadTries = 16
 
+// betweenReads, set by tests of this package only, is called by a slot's
+// and the other shapes' read, with the made counter being read, between
+// their first load of it and their load of released: where a reader may
+// be paused, so that a test can make and release records there. nil (one
+// load) in every program.
+var betweenReads atomic.Pointer[func(made *atomic.Int64)]
+
 // read returns c's made, released and moved records at one moment (see
 // maxReadTries).
 func (c *metaCount) read() (allocs, frees, moved int64) {
 	for range maxReadTries {
 		allocs = c.allocs.Load()
+		if f := betweenReads.Load(); f != nil {
+			(*f)(&c.allocs)
+		}
 		frees, moved = c.frees.Load(), c.moved.Load()
 		if c.allocs.Load() == allocs {
 			return allocs, frees, moved
@@ -205,6 +215,9 @@ func (c *metaCount) read() (allocs, frees, moved int64) {
 func (o *otherCount) read() (allocs, allocBytes, frees, freedBytes, moved, movedBytes int64) {
 	for range maxReadTries {
 		allocs, allocBytes = o.allocs.Load(), o.allocBytes.Load()
+		if f := betweenReads.Load(); f != nil {
+			(*f)(&o.allocs)
+		}
 		frees, freedBytes = o.frees.Load(), o.freedBytes.Load()
 		moved, movedBytes = o.moved.Load(), o.movedBytes.Load()
 		if o.allocBytes.Load() == allocBytes && o.allocs.Load() == allocs {
