@@ -166,6 +166,7 @@ func TestALeakCallbackThatEndsItsGoroutineLeavesTheFinalizersRunning(t *testing.
 		dropOne(t, a)
 		collect() // returns: the finalizer goroutine still runs finalizers
 		tensor.WaitReleases()
+		tr.Books().WaitLeaks()
 		assert.EqualValues(t, 2, calls.Load())
 		assert.EqualValues(t, 2, tr.Totals().GCLeaks)
 		assert.Zero(t, host.Used(), "both reclaimed")

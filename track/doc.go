@@ -28,8 +28,12 @@
 // and, on request, each allocation with the handles that hold it. Totals,
 // SiteTotals, TopSites and the default profile's snapshot (no filter, no
 // label) read counters only, so they cost the same at any live count. A
-// handle the collector finds unreachable without Free is reported (OnLeak);
-// double frees and uses after free count as misuse, which tracktest fails
+// handle the collector finds unreachable without Free is counted at once
+// and reported (OnLeak, WatchLeaks) on a goroutine of tensorlife's, never
+// on the runtime's cleanup goroutine, so a callback that blocks, panics or
+// calls runtime.Goexit stalls no finalizer of the process;
+// Books.WaitLeaks waits until the reports made so far are delivered.
+// Double frees and uses after free count as misuse, which tracktest fails
 // tests on.
 //
 // A Tracker is safe for concurrent use. A nil receiver of any type is a bug,
@@ -69,7 +73,8 @@
 // through Books: CopyCounts (the default
 // profile's snapshot, copied for later), History (the events, KeepHistory),
 // LiveByClass, ReservedOn, HeldBy, a SiteFeed (the sites whose outlived
-// figures changed, what a watcher reads each window) and WatchLeaks. A
+// figures changed, what a watcher reads each window), WatchLeaks and
+// WaitLeaks. A
 // tool that writes each group as it reads it (a profile's encoder) takes
 // them apart from their snapshot with GroupsOf, and holds none of them.
 //

@@ -70,10 +70,17 @@ func MaxSites(n int) Option {
 	return optionFunc(option.Within("MaxSites", n, 1, maxSitesLimit, func(c *config, n int) { c.maxSites = n }))
 }
 
-// OnLeak sets what reports a dropped handle; it runs under recover, on a
-// goroutine of its own that the runtime's cleanup goroutine waits for (so
-// a panic or a runtime.Goexit in it ends nothing of the runtime's), and
-// must not block.
+// OnLeak sets what reports a dropped handle (default: a warning through
+// the tracker's Logger). The collector finds the handle on the runtime's
+// cleanup goroutine, which never runs f nor waits for it: the report is
+// queued, and f is called with each in order on a goroutine of
+// tensorlife's, under recover (a panic is counted in Totals.PartPanics and
+// logged the first time; a runtime.Goexit ends nothing but that call). An
+// f that blocks holds back its own reports only: once 4096 wait for it, a
+// further report is not given to it, and is counted in
+// Totals.LeakReportsLost and logged once; every leak is counted
+// (Totals.GCLeaks) all the same. Books.WaitLeaks waits until the reports
+// made so far are delivered.
 func OnLeak(f func(LeakReport)) Option {
 	return optionFunc(option.NotNil("OnLeak", f, func(c *config, f func(LeakReport)) { c.onLeak = f }))
 }

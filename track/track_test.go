@@ -515,7 +515,9 @@ func TestLeakCallbackPanicIsRecovered(t *testing.T) {
 	defer stop()
 	r := recordA(tr, context.Background(), 8, "tensor")
 	assert.NotPanics(t, func() { r.ReportDropped(nil, "") })
+	tr.Books().WaitLeaks()
 	assert.Equal(t, []uint64{r.ID()}, seen, "the other callbacks still hear of it")
+	assert.EqualValues(t, 1, tr.Totals().PartPanics, "the panic is counted")
 	assert.Equal(t, int64(1), tr.Totals().GCLeaks)
 	release(t, tr, r)
 }

@@ -259,6 +259,8 @@ type Tracker struct {
 	feeds        *feedSet
 	classes      classRegistry // liveByClass
 	leakWatchers watchers
+	onLeak       leakQueue                    // the OnLeak callback's reports (leak.go)
+	leaksLost    atomic.Int64                 // reports not delivered to a callback too far behind
 	parts        partRegistry                 // what was made with the tracker (parts.go)
 	locals       locals                       // what packages above track keep per tracker (Local)
 	misuses      misuseLog                    // the latest misuses, for tests (NoteMisuse)
@@ -305,6 +307,7 @@ func New(opts ...Option) (*Tracker, error) {
 	if t.cfg.onLeak == nil {
 		t.cfg.onLeak = t.logLeak
 	}
+	t.onLeak = leakQueue{t: t, f: t.cfg.onLeak}
 	return t, nil
 }
 
@@ -566,7 +569,8 @@ type Totals struct {
 	StackUncached    int64 // captures past a full walk cache, served by runtime.Callers
 	FreeLinesLost    int64 // frees whose line the full free-line table lost
 	HelpersUnmatched int   // HelperFunctions names no stack has matched yet
-	PartPanics       int64 // calls into code tensorlife does not own that panicked, recovered (NotePanic)
+	PartPanics       int64 // calls into code tensorlife does not own that panicked, recovered (NotePanic), leak callbacks' included
+	LeakReportsLost  int64 // leak reports a callback 4096 reports behind was not given (OnLeak); the leaks are counted all the same
 	events           [numEventKinds]int64
 }
 
@@ -635,6 +639,7 @@ func (t *Tracker) Totals() Totals {
 
 		HelpersUnmatched: t.cfg.helpers.unmatched(),
 		PartPanics:       t.panics.count.Load(),
+		LeakReportsLost:  t.leaksLost.Load(),
 	}
 	// Summed from the sites when asked, not kept tracker-wide: a shared
 	// counter would be one more contended cache line on the record path.

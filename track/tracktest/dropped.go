@@ -35,8 +35,9 @@ func (c *config) watchDrops(tr *track.Tracker, scope scope) *dropLog {
 	return d
 }
 
-// add runs on the runtime's cleanup goroutine: it filters and appends,
-// holding the lock only for the append.
+// add runs on the tracker's delivery goroutine for this watch, never on
+// the runtime's: it filters and appends, holding the lock only for the
+// append.
 func (d *dropLog) add(r track.LeakReport) {
 	if !d.scope.holds(&r.Allocation) {
 		return
@@ -60,11 +61,12 @@ func (d *dropLog) add(r track.LeakReport) {
 	}
 }
 
-// stop ends the watch and returns the handles logged, one Leak each, and how many more
-// were found beyond maxDropped. A report that the tracker had begun to
-// deliver before stop may reach add after it and is left out: the tracker
-// reclaims a tensor only once its report is delivered, so that tensor was
-// live at the check's last look and is reported from there.
+// stop ends the watch and returns the handles logged, one Leak each, and
+// how many more were found beyond maxDropped. The tracker's stop waits
+// until add has been given every report found before it: a tensor the
+// tracker reclaimed before the check's last look was reported before it,
+// so it is logged here; one found after is live at that look and is
+// reported from there.
 func (d *dropLog) stop() (leaks []Leak, more int) {
 	d.stopW()
 	d.mu.Lock()
