@@ -174,7 +174,15 @@ func (t *Tracker) listBorrower(q *request) *request {
 // records of bytes that outlived their request at s, the line that took
 // them, and tells the feeds.
 func (s *Site) handlesOutlived(bytes, count int64) {
-	s.outlivedHandleBytes.Add(bytes)
-	s.outlivedHandles.Add(count)
+	if wide(bytes) { // see wideRecord
+		w := s.wideOf()
+		w.mu.Lock()
+		w.outlivedHandleBytes.Add(bytes)
+		s.outlivedHandles.Add(count)
+		w.mu.Unlock()
+	} else {
+		s.outlivedHandleBytes.Add(bytes)
+		s.outlivedHandles.Add(count)
+	}
 	s.feeds.changed(s)
 }

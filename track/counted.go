@@ -68,6 +68,7 @@ type siteMetas struct {
 	more   atomic.Pointer[[maxSiteMetas - inlineMetas]metaCount]
 	index  atomic.Pointer[map[slotKey]int] // the keys of more: replaced whole, under mu
 	mu     sync.Mutex                      // claims past the inline slots
+	wide   atomic.Pointer[siteWide]        // byte sums of records of wideRecord bytes or more (site.go)
 }
 
 // matches reports whether c is the slot of m and bytes, claiming it when
@@ -227,21 +228,47 @@ func (o *otherCount) read() (allocs, allocBytes, frees, freedBytes, moved, moved
 	return allocs, allocBytes, frees, freedBytes, moved, movedBytes
 }
 
+// otherFigures returns the other shapes' made, released and moved
+// records and bytes at one moment (otherCount.read, under the wide part's
+// lock), the bytes exact.
+func (sm *siteMetas) otherFigures() (allocs, frees, moved int64, made, freed, movedBytes counter.Sum) {
+	sm.readWide(func(w *siteWide) {
+		var ab, fb, mb int64
+		allocs, ab, frees, fb, moved, mb = sm.other.read()
+		made, freed, movedBytes = counter.Sum{}, counter.Sum{}, counter.Sum{}
+		made.AddUint(uint64(ab)) // below 2^64: see wideRecord
+		freed.AddUint(uint64(fb))
+		movedBytes.AddUint(uint64(mb))
+		if w != nil {
+			made.AddSum(w.otherMade)
+			freed.AddSum(w.otherFreed)
+			movedBytes.AddSum(w.otherMoved)
+		}
+	})
+	return allocs, frees, moved, made, freed, movedBytes
+}
+
 // figures returns the site's made and released records and bytes, each
 // slot's read at one moment (metaCount.read), so that a live figure read
 // this way is never negative and never counts what was made during the
-// read.
-func (sm *siteMetas) figures() (allocs, allocBytes, frees, freedBytes int64) {
-	allocs, allocBytes, frees, freedBytes, _, _ = sm.other.read()
+// read; the bytes are exact (a slot's count × its size in 128 bits).
+func (sm *siteMetas) figures() (allocs, frees int64, allocBytes, freedBytes counter.Sum) {
+	allocs, frees, _, allocBytes, freedBytes, _ = sm.otherFigures()
 	sm.slots(func(c *metaCount, _ *slotKey) {
 		a, f, _ := c.read()
 		size := c.size.Load()
 		allocs += a
-		allocBytes += a * size
+		allocBytes.AddMul(a, size)
 		frees += f
-		freedBytes += f * size
+		freedBytes.AddMul(f, size)
 	})
-	return allocs, allocBytes, frees, freedBytes
+	return allocs, frees, allocBytes, freedBytes
+}
+
+// live returns made - freed held in [0, MaxInt64].
+func live(made, freed counter.Sum) int64 {
+	made.SubSum(freed)
+	return max(made.Load(), 0)
 }
 
 // allocated reports the records ever made at the site.
@@ -254,6 +281,14 @@ func (sm *siteMetas) allocated() int64 {
 // made counts a record of bytes made in slot i.
 func (sm *siteMetas) made(i int, bytes int64) {
 	if i == otherSlot {
+		if wide(bytes) {
+			w := sm.wideOf()
+			w.mu.Lock()
+			sm.other.allocs.Add(1)
+			w.otherMade.Add(bytes)
+			w.mu.Unlock()
+			return
+		}
 		sm.other.allocs.Add(1)
 		sm.other.allocBytes.Add(bytes)
 		return
@@ -265,6 +300,18 @@ func (sm *siteMetas) made(i int, bytes int64) {
 // was counted as moved.
 func (sm *siteMetas) released(i int, bytes int64, special bool) {
 	if i == otherSlot {
+		if wide(bytes) {
+			w := sm.wideOf()
+			w.mu.Lock()
+			if special {
+				sm.other.moved.Add(-1)
+				w.otherMoved.Add(-bytes)
+			}
+			sm.other.frees.Add(1)
+			w.otherFreed.Add(bytes)
+			w.mu.Unlock()
+			return
+		}
 		if special {
 			sm.other.moved.Add(-1)
 			sm.other.movedBytes.Add(-bytes)
@@ -304,8 +351,17 @@ func (t *Tracker) makeSpecial(r *Record) {
 	}
 	r.word.Or(specialFlag)
 	if i := r.slot(); i == otherSlot {
-		r.site.metas.other.moved.Add(1)
-		r.site.metas.other.movedBytes.Add(r.Bytes)
+		sm := &r.site.metas
+		if wide(r.Bytes) {
+			w := sm.wideOf()
+			w.mu.Lock()
+			sm.other.moved.Add(1)
+			w.otherMoved.Add(r.Bytes)
+			w.mu.Unlock()
+		} else {
+			sm.other.moved.Add(1)
+			sm.other.movedBytes.Add(r.Bytes)
+		}
 	} else {
 		r.site.metas.at(i).moved.Add(1)
 	}
@@ -358,19 +414,21 @@ func (t *Tracker) counts() *counts {
 	c.sites = make([]countedSite, 0, len(sites))
 	c.slots = make([]countedSlot, 0, len(sites)+1)
 	for _, s := range sites {
-		cs := countedSite{site: s, gcLeaks: s.gcLeaks.Load(), outlivedCount: counter.Held(s.outlivedCount.Load()),
-			outlivedBytes: counter.Held(s.outlivedBytes.Load())}
+		outlivedCount, outlivedBytes, _, _ := s.outlivedFigures()
+		cs := countedSite{site: s, gcLeaks: s.gcLeaks.Load(), outlivedCount: counter.Held(outlivedCount),
+			outlivedBytes: outlivedBytes.Load()}
 		first := len(c.slots)
 		add := func(m *Meta, n, bytes int64) {
 			for i := first; i < len(c.slots) && m != nil; i++ { // one Meta in slots of several sizes: one group
 				if c.slots[i].meta == m {
 					c.slots[i].count += n
-					c.slots[i].bytes += bytes
+					c.slots[i].bytes = counter.AddSat(c.slots[i].bytes, bytes)
 					return
 				}
 			}
 			c.slots = append(c.slots, countedSlot{meta: m, count: n, bytes: bytes})
 		}
+		var allocBytes counter.Sum
 		// One pass: each slot read at one moment (metaCount.read).
 		for i := range maxSiteMetas {
 			sl := s.metas.at(i)
@@ -383,18 +441,21 @@ func (t *Tracker) counts() *counts {
 			}
 			allocs, frees, moved := sl.read()
 			cs.allocs += allocs
-			cs.allocBytes += allocs * k.bytes
+			allocBytes.AddMul(allocs, k.bytes)
 			if n := allocs - frees - moved; n > 0 {
-				add(k.meta, n, n*k.bytes)
+				var b counter.Sum
+				b.AddMul(n, k.bytes)
+				add(k.meta, n, b.Load())
 			}
 		}
-		o := &s.metas.other
-		allocs, allocBytes, frees, freed, moved, movedBytes := o.read()
+		allocs, frees, moved, made, freed, movedBytes := s.metas.otherFigures()
 		cs.allocs += allocs
-		cs.allocBytes += allocBytes
+		allocBytes.AddSum(made)
 		if n := allocs - frees - moved; n > 0 {
-			add(nil, n, counter.Live(allocBytes, freed+movedBytes))
+			freed.AddSum(movedBytes)
+			add(nil, n, live(made, freed))
 		}
+		cs.allocBytes = allocBytes.Load()
 		if cs.allocs == 0 {
 			continue
 		}
@@ -421,7 +482,7 @@ func (c *counts) snapshot(f Filter) *Snapshot {
 		first := len(groups)
 		for _, sl := range slots[:cs.slots] {
 			st.LiveCount += sl.count
-			st.LiveBytes += sl.bytes
+			st.LiveBytes = counter.AddSat(st.LiveBytes, sl.bytes)
 			g := Group{Site: cs.site, Count: sl.count, Bytes: sl.bytes, OtherShapes: sl.meta == nil}
 			if m := sl.meta; m != nil {
 				g.Kind, g.Device, g.DType, g.Shape = m.Kind, m.Device, m.DType, m.Shape
@@ -440,7 +501,7 @@ func (c *counts) snapshot(f Filter) *Snapshot {
 			if i, ok := index[g.Site]; ok {
 				st := &stats[i] // outlived figures are the site's counters already
 				st.LiveCount += g.Count
-				st.LiveBytes += g.Bytes
+				st.LiveBytes = counter.AddSat(st.LiveBytes, g.Bytes)
 				if st.Oldest.IsZero() || g.Oldest.Before(st.Oldest) {
 					st.Oldest = g.Oldest
 				}

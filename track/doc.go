@@ -128,4 +128,14 @@
 // these costs: a site counts at most 64 (Meta, size) pairs apart, the rest in
 // one group marked Group.OtherShapes; it counts at most 16 holders apart, the
 // rest as handles made at other sites.
+//
+// No figure wraps, however large the records: every byte figure reads the
+// exact sum, or MaxInt64 past it. A site counts a (Meta, size) pair's
+// records, read as count × size in 128 bits; its other byte sums keep a
+// record below 2^32 bytes in atomic int64 sums (which 2^32 such records live
+// at one site, hundreds of GiB of host memory for the records alone, would
+// be needed to wrap) and a record of 2^32 bytes or more in 128-bit sums
+// under a lock of the site's, which a reader holds while it reads both
+// parts, so that they are of one moment. A record below 2^32 bytes pays a
+// compare for it; only records of 4 GiB or more take the lock.
 package track

@@ -212,9 +212,10 @@ func (f *siteFeed) close() {
 
 // Stats reads the site's counters, O(shapes); Oldest is not filled.
 func (s *Site) Stats() SiteStats {
-	allocs, allocBytes, frees, freed := s.metas.figures()
-	return SiteStats{Site: s, LiveCount: counter.Live(allocs, frees), LiveBytes: counter.Live(allocBytes, freed),
-		AllocCount: counter.Held(allocs), AllocBytes: counter.Held(allocBytes), GCLeaks: s.gcLeaks.Load(),
-		OutlivedCount: counter.Held(s.outlivedCount.Load()), OutlivedBytes: counter.Held(s.outlivedBytes.Load()),
-		OutlivedHandles: counter.Held(s.outlivedHandles.Load()), OutlivedHandleBytes: counter.Held(s.outlivedHandleBytes.Load())}
+	allocs, frees, allocBytes, freed := s.metas.figures()
+	outlived, outlivedBytes, handles, handleBytes := s.outlivedFigures()
+	return SiteStats{Site: s, LiveCount: counter.Live(allocs, frees), LiveBytes: live(allocBytes, freed),
+		AllocCount: counter.Held(allocs), AllocBytes: allocBytes.Load(), GCLeaks: s.gcLeaks.Load(),
+		OutlivedCount: counter.Held(outlived), OutlivedBytes: max(outlivedBytes.Load(), 0),
+		OutlivedHandles: counter.Held(handles), OutlivedHandleBytes: max(handleBytes.Load(), 0)}
 }

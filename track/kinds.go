@@ -225,7 +225,7 @@ func (k *kindTable) ended(t *Tracker, q *request) {
 		}
 	}
 	s.requests++
-	s.outlived = counter.AddSat(s.outlived, counter.Held(q.inFlight))
+	s.outlived = counter.AddSat(s.outlived, max(q.inFlight.Load(), 0))
 	s.peaks.Add(q.peak)
 	s.durations.Add(dur)
 }

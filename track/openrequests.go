@@ -215,14 +215,14 @@ func rowsStats(rows []openRow, now int64) []RequestStats {
 		q.mu.Lock()
 		s.Labels, s.Device = Labels{set: q.labels}, q.device()
 		s.PeakBytes = max(q.peak, r.bytes)
-		for _, e := range q.sites {
-			if e.bytes > s.TopSiteBytes {
-				s.TopSite, s.TopSiteBytes = e.site, e.bytes
+		for i := range q.sites {
+			if e := &q.sites[i]; e.bytes.load() > s.TopSiteBytes {
+				s.TopSite, s.TopSiteBytes = e.site, e.bytes.load()
 			}
 		}
 		for _, e := range q.more {
-			if e.bytes > s.TopSiteBytes {
-				s.TopSite, s.TopSiteBytes = e.site, e.bytes
+			if e.bytes.load() > s.TopSiteBytes {
+				s.TopSite, s.TopSiteBytes = e.site, e.bytes.load()
 			}
 		}
 		q.mu.Unlock()

@@ -43,7 +43,8 @@ type request struct {
 	// the sites, under mu: plain integers, so that the record path pays
 	// nothing for them beyond the lock it takes anyway (an atomic store is
 	// an exchange on amd64, two of which cost Record+Release a tenth).
-	inFlight, tensors int64
+	inFlight counter.Sum // exact past MaxInt64 (records near it add up), read held there
+	tensors  int64
 
 	parent *request  // the request it was begun under, for scopes
 	sites  []reqSite // what is in flight, by site; starts in first
@@ -72,8 +73,9 @@ type request struct {
 
 // reqSite is what a request holds in flight at one site.
 type reqSite struct {
-	site         *Site
-	bytes, count int64
+	site  *Site
+	bytes recordBytes // split as the site's sums are (wideRecord)
+	count int64
 }
 
 // maxListedSites is how many sites a request lists before it indexes them
@@ -83,9 +85,9 @@ const maxListedSites = 16
 // addLocked counts bytes and count (negative to take them back) in flight
 // at site. Called with q.mu held.
 func (q *request) addLocked(site *Site, bytes, count int64) {
-	q.inFlight += bytes // exact modulo 2^64: read through counter.Held
+	q.inFlight.Add(bytes)
 	q.tensors += count
-	q.peak = max(q.peak, counter.Held(q.inFlight))
+	q.peak = max(q.peak, q.inFlight.Load())
 	if !q.entry.dirty {
 		q.entry.queue() // the books learn of it at their next read
 	}
@@ -94,13 +96,13 @@ func (q *request) addLocked(site *Site, bytes, count int64) {
 	}
 	for i := range q.sites {
 		if e := &q.sites[i]; e.site == site {
-			e.bytes += bytes
+			e.bytes.add(bytes)
 			e.count += count
 			return
 		}
 	}
 	if e := q.more[site]; e != nil {
-		e.bytes += bytes
+		e.bytes.add(bytes)
 		e.count += count
 		return
 	}
@@ -108,13 +110,16 @@ func (q *request) addLocked(site *Site, bytes, count int64) {
 		if q.sites == nil {
 			q.sites = q.first[:0]
 		}
-		q.sites = append(q.sites, reqSite{site: site, bytes: bytes, count: count})
+		q.sites = append(q.sites, reqSite{site: site, count: count})
+		q.sites[len(q.sites)-1].bytes.add(bytes)
 		return
 	}
 	if q.more == nil {
 		q.more = make(map[*Site]*reqSite)
 	}
-	q.more[site] = &reqSite{site: site, bytes: bytes, count: count}
+	e := &reqSite{site: site, count: count}
+	e.bytes.add(bytes)
+	q.more[site] = e
 }
 
 // isDone reports whether q's context is done: one non-blocking receive.
@@ -392,15 +397,15 @@ func (q *request) endLocked() {
 		return
 	}
 	q.ended.Store(true)
-	for _, e := range q.sites {
-		if e.count != 0 {
-			e.site.outlived(e.bytes, e.count)
+	for i := range q.sites {
+		if e := &q.sites[i]; e.count != 0 {
+			e.site.outlivedAll(&e.bytes, e.count)
 		}
 	}
 	if q.more != nil {
 		for _, e := range q.more {
 			if e.count != 0 {
-				e.site.outlived(e.bytes, e.count)
+				e.site.outlivedAll(&e.bytes, e.count)
 			}
 		}
 	}

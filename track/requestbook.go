@@ -327,7 +327,7 @@ func (sh *bookData) drain() {
 		q := e.q
 		q.mu.Lock()
 		e.dirty = false
-		reads = append(reads, entryRead{e: e, bytes: counter.Held(q.inFlight), tensors: q.tensors})
+		reads = append(reads, entryRead{e: e, bytes: max(q.inFlight.Load(), 0), tensors: q.tensors})
 		q.mu.Unlock()
 	}
 	sh.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/tensorlife/tensorlife/internal/counter"
 	"github.com/tensorlife/tensorlife/internal/fpstack"
 	"github.com/tensorlife/tensorlife/internal/intern"
 )
@@ -57,12 +58,150 @@ type Site struct {
 	head    atomic.Uint64
 }
 
-// outlived counts bytes and count (negative to take them back) of
-// allocations that outlived their request.
+// A site's byte figures are sums of its records' bytes, and a sum of
+// int64s can pass MaxInt64: five records near MaxInt64 bytes live at one
+// line would wrap an int64 sum into nonsense. The record path keeps them
+// exact by size:
+//
+//   - a slot counts records of one size, and its bytes are read as count ×
+//     size in 128 bits (counter.Sum.AddMul): nothing to wrap;
+//   - the other byte sums (the other shapes', the outlived bytes, the
+//     outlived handles' bytes) keep records below wideRecord bytes in
+//     atomic int64 sums, as before, and those of wideRecord bytes or more
+//     in the site's wide part (siteWide), 128-bit sums under a lock, made
+//     at the site's first such record. The atomic part of a sum cannot
+//     wrap while fewer than 2^32 records below wideRecord are counted in
+//     it: 2^32 records would take over 2^32 × unsafe.Sizeof(Record) bytes
+//     of host memory, hundreds of GiB, before a byte of device memory.
+//
+// A reader holds the wide part's lock while it reads the atomic part, so
+// that the two are of one moment (a record of wideRecord bytes or more
+// changes both under that lock), adds them in 128 bits, and holds the sum
+// at MaxInt64. A record below wideRecord pays one compare for it.
+
+// wideRecord is the size from which a record's bytes are counted in its
+// site's wide part.
+const wideRecord = 1 << 32
+
+// wide reports whether a record of bytes (or a change of -bytes) is
+// counted in the wide part.
+func wide(bytes int64) bool { return bytes >= wideRecord || bytes <= -wideRecord }
+
+// siteWide are a site's byte sums of records of wideRecord bytes or more,
+// exact, under mu; the counts of those records are in the site's atomic
+// counters, changed under mu too.
+type siteWide struct {
+	mu                                 sync.Mutex
+	otherMade, otherFreed, otherMoved  counter.Sum // the other shapes' (otherCount)
+	outlivedBytes, outlivedHandleBytes counter.Sum
+}
+
+// wideOf returns s's wide part, made at its first use.
+func (s *Site) wideOf() *siteWide { return s.metas.wideOf() }
+
+func (sm *siteMetas) wideOf() *siteWide {
+	if w := sm.wide.Load(); w != nil {
+		return w
+	}
+	sm.wide.CompareAndSwap(nil, new(siteWide))
+	return sm.wide.Load()
+}
+
+// readWide calls f with the site's wide part locked (nil if it has none),
+// so that no record of wideRecord bytes changes the site's counters until
+// f returns: what f reads of the atomic part and of the wide part is of
+// one moment. f may run twice; its last run's reading stands.
+func (sm *siteMetas) readWide(f func(w *siteWide)) {
+	for {
+		w := sm.wide.Load()
+		if w != nil {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			f(w)
+			return
+		}
+		f(nil)
+		if sm.wide.Load() == nil {
+			return // no wide record began before f's last load: it read one moment
+		}
+		// A wide record's update began meanwhile: read again, under its lock.
+	}
+}
+
+// recordBytes is a sum of records' bytes kept by one owner under its lock
+// (what a request holds in flight at a site), split as a site's sums are:
+// records below wideRecord bytes in small, exact modulo 2^64 (and below
+// 2^64 while fewer than 2^32 of them are counted), the others in wide.
+// The zero value is 0.
+type recordBytes struct {
+	small int64
+	wide  counter.Sum
+}
+
+// add counts bytes (negative to take them back) of one record.
+func (b *recordBytes) add(bytes int64) {
+	if wide(bytes) {
+		b.wide.Add(bytes)
+		return
+	}
+	b.small += bytes
+}
+
+// load returns b held in [0, MaxInt64].
+func (b *recordBytes) load() int64 {
+	s := b.wide
+	s.AddUint(uint64(b.small))
+	return max(s.Load(), 0)
+}
+
+// outlived counts one record of bytes (negative, with count -1, to take
+// it back) that outlived its request.
 func (s *Site) outlived(bytes, count int64) {
-	s.outlivedBytes.Add(bytes)
-	s.outlivedCount.Add(count)
+	if wide(bytes) {
+		w := s.wideOf()
+		w.mu.Lock()
+		w.outlivedBytes.Add(bytes)
+		s.outlivedCount.Add(count)
+		w.mu.Unlock()
+	} else {
+		s.outlivedBytes.Add(bytes)
+		s.outlivedCount.Add(count)
+	}
 	s.feeds.changed(s)
+}
+
+// outlivedAll counts count records of b bytes in all that outlived their
+// request at once (a request's end).
+func (s *Site) outlivedAll(b *recordBytes, count int64) {
+	if b.wide != (counter.Sum{}) {
+		w := s.wideOf()
+		w.mu.Lock()
+		w.outlivedBytes.AddSum(b.wide)
+		s.outlivedBytes.Add(b.small)
+		s.outlivedCount.Add(count)
+		w.mu.Unlock()
+	} else {
+		s.outlivedBytes.Add(b.small)
+		s.outlivedCount.Add(count)
+	}
+	s.feeds.changed(s)
+}
+
+// outlivedFigures returns the records that outlived their request at s
+// and their bytes, read at one moment and held at MaxInt64; and the
+// handles taken at s that outlived theirs, with their records' bytes.
+func (s *Site) outlivedFigures() (count int64, bytes counter.Sum, handles int64, handleBytes counter.Sum) {
+	s.metas.readWide(func(w *siteWide) {
+		count, handles = s.outlivedCount.Load(), s.outlivedHandles.Load()
+		bytes, handleBytes = counter.Sum{}, counter.Sum{}
+		bytes.AddUint(uint64(s.outlivedBytes.Load()))
+		handleBytes.AddUint(uint64(s.outlivedHandleBytes.Load()))
+		if w != nil {
+			bytes.AddSum(w.outlivedBytes)
+			handleBytes.AddSum(w.outlivedHandleBytes)
+		}
+	})
+	return count, bytes, handles, handleBytes
 }
 
 // Frame is one symbolized frame of a Site.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tensorlife/tensorlife/internal/counter"
 	"github.com/tensorlife/tensorlife/internal/grouping"
 )
 
@@ -434,7 +435,7 @@ func (gr *grouper) count(e *groupEntry, count, bytes, leaked int64, born time.Ti
 		e.oldest = at
 	}
 	e.count += count
-	e.bytes += bytes
+	e.bytes = counter.AddSat(e.bytes, bytes) // records near MaxInt64 bytes saturate the group
 	e.leaked += leaked
 }
 
@@ -629,7 +630,9 @@ func (t *Tracker) startSnapshot(f Filter, now time.Time, allocs []Allocation) (*
 func (t *Tracker) endSnapshot(snap *Snapshot, bySite map[*Site]*SiteStats) {
 	snap.Sites = make([]SiteStats, 0, len(bySite))
 	for s, st := range bySite {
-		st.AllocCount, st.AllocBytes, _, _ = s.metas.figures()
+		var allocBytes counter.Sum
+		st.AllocCount, _, allocBytes, _ = s.metas.figures()
+		st.AllocBytes = allocBytes.Load()
 		st.GCLeaks = s.gcLeaks.Load()
 		snap.Sites = append(snap.Sites, *st)
 	}
@@ -704,10 +707,10 @@ func (s *Snapshot) Select(f Filter) (*Snapshot, error) {
 // add counts g's live figures in st.
 func (st *SiteStats) add(g *Group) {
 	st.LiveCount += g.Count
-	st.LiveBytes += g.Bytes
+	st.LiveBytes = counter.AddSat(st.LiveBytes, g.Bytes)
 	if g.Outlived {
 		st.OutlivedCount += g.Count
-		st.OutlivedBytes += g.Bytes
+		st.OutlivedBytes = counter.AddSat(st.OutlivedBytes, g.Bytes)
 	}
 	if st.Oldest.IsZero() || g.Oldest.Before(st.Oldest) {
 		st.Oldest = g.Oldest

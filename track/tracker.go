@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -100,17 +101,20 @@ type shard struct {
 	_ [counter.CacheLine - unsafe.Sizeof(shardData{})%counter.CacheLine]byte // no false sharing
 }
 
-// liveCount is a shard's live figures of one class.
-type liveCount struct{ count, bytes int64 }
+// liveCount is a shard's live figures of one class, its bytes exact.
+type liveCount struct {
+	count int64
+	bytes counter.Sum
+}
 
 type shardData struct {
 	mu         sync.Mutex
 	head       *Record
 	allocs     int64
-	allocBytes int64
 	frees      int64
-	freedBytes int64
-	peakBytes  int64  // the highest allocBytes - freedBytes
+	allocBytes counter.Sum // exact, past MaxInt64 too, as liveBytes
+	liveBytes  counter.Sum
+	peakBytes  int64  // the highest liveBytes, held at MaxInt64
 	nextID     uint64 // a spread shard's next id; ids left in its batch:
 	idsLeft    int
 	special    map[*Record]struct{}  // records counted apart from their site's slots (counted.go)
@@ -379,7 +383,12 @@ func (t *Tracker) insert(ctx context.Context, r *Record, site *Site) {
 	if !spread {
 		r.id = t.nextID.Add(1)
 		i = uint32(r.id % shardCount)
-		if v := t.liveBytes.Load(); t.liveBytes.CompareAndSwap(v, v+r.Bytes) {
+		if v := t.liveBytes.Load(); v > math.MaxInt64-r.Bytes {
+			// Past MaxInt64 live: the peak is held there, and this
+			// record is left out of the uncontended sum, which cannot
+			// wrap, and whose peak it can no longer raise.
+			counter.RaisePeak(&t.peakBytes, math.MaxInt64)
+		} else if t.liveBytes.CompareAndSwap(v, v+r.Bytes) {
 			counter.RaisePeak(&t.peakBytes, v+r.Bytes)
 			counted = totalFlag
 		} else {
@@ -399,13 +408,14 @@ func (t *Tracker) insert(ctx context.Context, r *Record, site *Site) {
 	}
 	sh.head = r
 	sh.allocs++
-	sh.allocBytes += r.Bytes
-	sh.peakBytes = max(sh.peakBytes, sh.allocBytes-sh.freedBytes)
+	sh.allocBytes.Add(r.Bytes)
+	sh.liveBytes.Add(r.Bytes)
+	sh.peakBytes = max(sh.peakBytes, sh.liveBytes.Load())
 	class := sh.class(&t.classes, m.Device, m.Kind)
 	r.word.Or(uint32(class)<<classShift | uint32(slot)<<slotShift | counted)
 	c := &sh.classes[class]
 	c.count++
-	c.bytes += r.Bytes
+	c.bytes.Add(r.Bytes)
 	if t.cfg.historyEvents > 0 {
 		sh.history.add(r.event(EventAlloc, r.born))
 	}
@@ -484,10 +494,10 @@ func (r *Record) Release() error {
 		delete(sh.special, r)
 	}
 	sh.frees++
-	sh.freedBytes += r.Bytes
+	sh.liveBytes.Add(-r.Bytes)
 	c := &sh.classes[w>>classShift]
 	c.count--
-	c.bytes -= r.Bytes
+	c.bytes.Add(-r.Bytes)
 	if t.cfg.historyEvents > 0 {
 		sh.history.add(r.event(EventFree, at))
 	}
@@ -601,18 +611,17 @@ func (t *Tracker) Totals() Totals {
 	t.sweep()
 	var tt Totals
 	var shardPeak int64
-	// A shard's byte figures are cumulative sums that wrap: each shard's
-	// live bytes are exact modulo 2^64, and the sums over shards are kept
-	// in 128 bits (counter), so that no total wraps.
+	// A shard's byte figures are exact in 128 bits (counter.Sum), and so
+	// are their sums over shards, so that no total wraps.
 	var allocBytes, liveBytes counter.Sum
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		tt.Allocs += sh.allocs
-		allocBytes.AddUint(uint64(sh.allocBytes))
-		liveBytes.AddUint(uint64(sh.allocBytes) - uint64(sh.freedBytes))
+		allocBytes.AddSum(sh.allocBytes)
+		liveBytes.AddSum(sh.liveBytes)
 		tt.Frees += sh.frees
-		shardPeak = max(shardPeak, counter.Held(sh.peakBytes))
+		shardPeak = max(shardPeak, sh.peakBytes)
 		sh.mu.Unlock()
 	}
 	tt.LiveCount = tt.Allocs - tt.Frees
@@ -645,10 +654,11 @@ func (t *Tracker) Totals() Totals {
 	// counter would be one more contended cache line on the record path.
 	var outlivedCount, outlivedBytes counter.Sum
 	for _, s := range t.stacks.sites() {
-		outlivedCount.AddUint(uint64(s.outlivedCount.Load()))
-		outlivedBytes.AddUint(uint64(s.outlivedBytes.Load()))
+		n, bytes, _, _ := s.outlivedFigures()
+		outlivedCount.AddUint(uint64(n))
+		outlivedBytes.AddSum(bytes)
 	}
-	tt.OutlivedCount, tt.OutlivedBytes = outlivedCount.Load(), outlivedBytes.Load()
+	tt.OutlivedCount, tt.OutlivedBytes = outlivedCount.Load(), max(outlivedBytes.Load(), 0)
 	for i := range tt.events {
 		tt.events[i] = t.events[i].Load()
 	}
@@ -668,7 +678,7 @@ func (t *Tracker) liveByClassEach(f func(device, kind string, count, bytes int64
 		sh.mu.Lock()
 		for id, c := range sh.classes {
 			sums[id].count += c.count
-			sums[id].bytes += c.bytes
+			sums[id].bytes.AddSum(c.bytes)
 		}
 		sh.mu.Unlock()
 	}
@@ -679,8 +689,8 @@ func (t *Tracker) liveByClassEach(f func(device, kind string, count, bytes int64
 	}
 	var out []class
 	for id, c := range sums {
-		if c.count != 0 || c.bytes != 0 {
-			out = append(out, class{t.classes.name(id), c.count, c.bytes})
+		if c.count != 0 || c.bytes != (counter.Sum{}) {
+			out = append(out, class{t.classes.name(id), c.count, max(c.bytes.Load(), 0)})
 		}
 	}
 	slices.SortFunc(out, func(a, b class) int {

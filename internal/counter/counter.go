@@ -70,7 +70,13 @@ func AddSat(a, b int64) int64 {
 //   - a running sum on the record path, kept by atomic adds, which wrap: it is
 //     exact modulo 2^64, and read through Live (of two cumulative sums, made
 //     and freed) or Held (of one sum that cannot be negative), which read a
-//     sum past MaxInt64 as MaxInt64, never as a negative.
+//     sum past MaxInt64 as MaxInt64, never as a negative. Such a sum is the
+//     truth only while the truth is below 2^64, so where records of any size
+//     add up (a site's bytes) the record path counts a record of 2^32 bytes
+//     or more in a Sum under a lock instead, and keeps the atomic sum for
+//     smaller ones, which would need 2^32 of them live to pass 2^64; a reader
+//     adds the two parts in a Sum (AddSum, AddUint) and a count of records
+//     of one size is read as bytes with AddMul, which cannot wrap either.
 //
 // A figure that cannot be negative is never shown negative.
 
@@ -97,6 +103,46 @@ func (s *Sum) AddUint(n uint64) {
 	var carry uint64
 	s.lo, carry = bits.Add64(s.lo, n, 0)
 	s.hi += int64(carry)
+}
+
+// AddSum adds o.
+func (s *Sum) AddSum(o Sum) {
+	var carry uint64
+	s.lo, carry = bits.Add64(s.lo, o.lo, 0)
+	s.hi += o.hi + int64(carry)
+}
+
+// SubSum subtracts o.
+func (s *Sum) SubSum(o Sum) {
+	var borrow uint64
+	s.lo, borrow = bits.Sub64(s.lo, o.lo, 0)
+	s.hi -= o.hi + int64(borrow)
+}
+
+// AddMul adds n × size, exactly for any n and size of int64 (the product
+// of two int64 fits in 127 bits): a count of records of one size, read as
+// bytes, with no product that wraps.
+func (s *Sum) AddMul(n, size int64) {
+	neg := (n < 0) != (size < 0)
+	hi, lo := bits.Mul64(abs(n), abs(size))
+	if neg { // two's complement of the 128-bit product
+		lo = ^lo + 1
+		hi = ^hi
+		if lo == 0 {
+			hi++
+		}
+	}
+	var carry uint64
+	s.lo, carry = bits.Add64(s.lo, lo, 0)
+	s.hi += int64(hi) + int64(carry)
+}
+
+// abs returns |n| as a uint64, exact for math.MinInt64 too.
+func abs(n int64) uint64 {
+	if n < 0 {
+		return uint64(-n) // -MinInt64 wraps to itself, whose uint64 is 2^63
+	}
+	return uint64(n)
 }
 
 // Load returns the sum, held at math.MaxInt64 and math.MinInt64.

@@ -3,6 +3,7 @@ package counter_test
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -109,4 +110,60 @@ func TestTotalIsExactPastTheRange(t *testing.T) {
 			assert.Equal(t, tc.after, tot.Load())
 		})
 	}
+}
+
+// AddMul and AddSum are exact in 128 bits whatever the signs: checked
+// against math/big over products near the int64 bounds, and Load holds the
+// result at them.
+func TestSumAddMulAndAddSumAreExact(t *testing.T) {
+	vals := []int64{0, 1, -1, 2, 1 << 32, -(1 << 32), math.MaxInt64, math.MaxInt64 - 1, math.MinInt64, math.MinInt64 + 1, 12345}
+	clamp := func(b *big.Int) int64 {
+		switch {
+		case b.Cmp(big.NewInt(math.MaxInt64)) > 0:
+			return math.MaxInt64
+		case b.Cmp(big.NewInt(math.MinInt64)) < 0:
+			return math.MinInt64
+		}
+		return b.Int64()
+	}
+	for _, start := range vals {
+		for _, n := range vals {
+			for _, size := range vals {
+				var s counter.Sum
+				s.Add(start)
+				s.AddMul(n, size)
+				want := new(big.Int).Mul(big.NewInt(n), big.NewInt(size))
+				want.Add(want, big.NewInt(start))
+				assert.Equal(t, clamp(want), s.Load(), "%d + %d × %d", start, n, size)
+
+				// Taking the product back off leaves start: nothing wrapped.
+				var neg counter.Sum
+				neg.AddSum(s)
+				if n != math.MinInt64 {
+					neg.AddMul(-n, size)
+					assert.Equal(t, start, neg.Load(), "%d + %d × %d − %d × %d", start, n, size, n, size)
+				}
+			}
+		}
+	}
+	var five, one counter.Sum
+	one.Add(math.MaxInt64)
+	for range 5 {
+		five.AddMul(1, math.MaxInt64)
+	}
+	four := five
+	four.SubSum(one)
+	four.SubSum(one)
+	four.SubSum(one)
+	assert.EqualValues(t, math.MaxInt64, four.Load(), "two near MaxInt64 saturate too")
+	four.SubSum(one)
+	assert.EqualValues(t, math.MaxInt64, four.Load(), "one is MaxInt64 exactly")
+	four.AddSum(one)
+	four.SubSum(five)
+	assert.EqualValues(t, math.MinInt64, four.Load(), "below the bounds, held at MinInt64")
+	assert.EqualValues(t, math.MaxInt64, five.Load(), "five records near MaxInt64 saturate")
+	for range 5 {
+		five.AddMul(-1, math.MaxInt64)
+	}
+	assert.Zero(t, five.Load(), "and come back to 0 when released")
 }
