@@ -187,3 +187,25 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// A callback may end its own subscription, or wait for the leaks, from
+// inside a report: neither waits on itself.
+func TestALeakCallbackMayStopItsWatchAndWait(t *testing.T) {
+	tr := newTracker(t, track.OnLeak(func(track.LeakReport) {}))
+	var stop func()
+	var got []uint64
+	stop = tr.WatchLeaks(func(l track.LeakReport) {
+		got = append(got, l.ID)
+		tr.Books().WaitLeaks()
+		stop()
+	})
+	a := recordA(tr, context.Background(), 8, "tensor")
+	b := recordA(tr, context.Background(), 8, "tensor")
+	a.ReportDropped(nil, "")
+	tr.Books().WaitLeaks()
+	b.ReportDropped(nil, "")
+	stop() // already stopped by the callback: returns
+	tr.Books().WaitLeaks()
+	assert.Equal(t, []uint64{a.ID()}, got, "stopped after its first report")
+	release(t, tr, a, b)
+}
