@@ -56,7 +56,8 @@ type metaCount struct {
 	claiming             atomic.Bool // set by the one goroutine claiming it
 }
 
-// otherCount are a site's records past its slots, of any Meta and size.
+// otherCount are a site's records past its slots, of any Meta and size:
+// the bytes of those below wideRecord, the counts of all (site.go).
 type otherCount struct {
 	allocs, allocBytes, frees, freedBytes, moved, movedBytes atomic.Int64
 }

@@ -31,6 +31,9 @@ type Site struct {
 	gcLeaks atomic.Int64
 	// outlivedBytes and outlivedCount are the live allocations that
 	// outlived their request (see WithRequest): what a watcher judges.
+	// outlivedBytes, like outlivedHandleBytes and the other shapes'
+	// bytes, counts records below wideRecord bytes; metas.wide the rest
+	// (outlivedFigures reads both).
 	outlivedBytes atomic.Int64
 	outlivedCount atomic.Int64
 	// outlivedHandles and outlivedHandleBytes are the handles taken here
