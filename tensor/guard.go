@@ -37,8 +37,8 @@ func (t *Tensor) onDevice(method, op string, bytes int64, f func(Device) error) 
 	b := t.blk()
 	tr := b.tracker()
 	name := ""
-	if b.rec.Meta != nil {
-		name = b.rec.Meta.Device
+	if m := b.meta(); m != nil {
+		name = m.Device
 	}
 	var dev Device
 	if perr := track.Guard(tr, b.alloc, "Device", func() { dev = b.alloc.Device() }); perr != nil {

@@ -21,7 +21,7 @@ func (t *Tensor) SetLabels(l track.Labels) error {
 	if tr == nil {
 		return nil
 	}
-	return (&t.blk().rec).SetLabels(l)
+	return t.blk().record().SetLabels(l)
 }
 
 // HandTo gives the tensor's allocation to owner through this handle: the
@@ -42,7 +42,7 @@ func (t *Tensor) HandTo(owner *track.Owner) error {
 	tr := t.blk().tracker()
 	if owner == nil {
 		if tr != nil {
-			return (&t.blk().rec).HandOver(nil) // the misuse, counted as such
+			return t.blk().record().HandOver(nil) // the misuse, counted as such
 		}
 		return fmt.Errorf("%w: tensor %d: HandTo a nil owner", track.ErrMisuse, t.ID())
 	}
@@ -56,12 +56,12 @@ func (t *Tensor) HandTo(owner *track.Owner) error {
 	}
 	if tr != nil {
 		if x.owner != nil {
-			if err := (&t.blk().rec).HandBack(x.owner); err != nil {
+			if err := t.blk().record().HandBack(x.owner); err != nil {
 				return err
 			}
 			x.owner = nil
 		}
-		if err := (&t.blk().rec).HandOver(owner); err != nil {
+		if err := t.blk().record().HandOver(owner); err != nil {
 			return err
 		}
 		t.watchDropWithCleanup()
@@ -105,7 +105,7 @@ func (t *Tensor) HandBack() error {
 		x.ticket.setOwner(nil)
 	}
 	if tr := t.blk().tracker(); tr != nil {
-		return (&t.blk().rec).HandBack(owner)
+		return t.blk().record().HandBack(owner)
 	}
 	return nil
 }

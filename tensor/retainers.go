@@ -54,7 +54,7 @@ func noteHandle(t *Tensor) {
 	if h == nil {
 		return
 	}
-	id := b.rec.ID()
+	id := b.ident()
 	w := weak.Make(t)
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -137,7 +137,9 @@ func (t *Tensor) blk() *block {
 }
 
 // ownedTensor is an untracked tensor as New makes it: the handle New
-// returns, then its block, in one allocation, with one finalizer for both.
+// returns, then its block, then what a tracked tensor keeps in its record
+// (its byte count and Meta) and the id an untracked tensor is numbered by,
+// in one allocation of 112 B, with one finalizer for all.
 //
 // A tracked tensor cannot be laid out so: its tracker's registry holds the
 // record in the block, so a handle in the same allocation would never
@@ -148,10 +150,11 @@ func (t *Tensor) blk() *block {
 // handle and every Retain or View handle (each points into the object, and
 // carries a finalizer of its own) are unreachable, and the last owner's
 // Free takes it off. Half the allocations and finalizers of a
-// handle-and-block pair make an untracked New+Free about as cheap as any
-// GC-watched handle can be. The price: if the handle New returned is
-// dropped without Free, the memory returns once no handle of the tensor is
-// reachable, freed or not, rather than when the others are freed.
+// handle-and-block pair, and no tracker record it would never fill, make
+// an untracked New+Free about as cheap as any GC-watched handle can be.
+// The price: if the handle New returned is dropped without Free, the
+// memory returns once no handle of the tensor is reachable, freed or not,
+// rather than when the others are freed.
 //
 // The own handle cannot point at its block: a pointer from an object to
 // itself would keep its finalizer from ever running. It finds the block by
@@ -159,9 +162,18 @@ func (t *Tensor) blk() *block {
 // Tensor must never be copied by value (go vet's copylocks check reports
 // such copies).
 type ownedTensor struct {
-	own Tensor // first: a pointer to it is a pointer to the ownedTensor
-	b   block
+	own   Tensor // first: a pointer to it is a pointer to the ownedTensor
+	b     block
+	bytes int64       // device bytes the tensor holds
+	meta  *track.Meta // its kind, device, dtype and shape
+	// id is the tensor's process-wide number, taken the first time it is
+	// asked for (ident).
+	id atomic.Uint64
 }
+
+// An untracked tensor fits the 112-byte size class: this fails to compile
+// otherwise.
+var _ = [1]struct{}{}[(unsafe.Sizeof(ownedTensor{})-1)/112]
 
 // ownerOf returns the ownedTensor holding b, an untracked tensor's block.
 func ownerOf(b *block) *ownedTensor {
@@ -228,38 +240,71 @@ type window struct {
 	shape      Shape
 }
 
-// block is the memory and record shared by every handle of one tensor. It
-// never points at a handle, so handles stay collectable. It holds nothing
-// twice: kind and shape are in the record's shared Meta, the byte count in
-// the record, so that a live tensor (block, handle, finalizer) stays within
+// block is the memory shared by every handle of one tensor. It never
+// points at a handle, so handles stay collectable. It is the head of one
+// of two objects: a trackedBlock, whose record its tracker's registry
+// holds, or an ownedTensor, an untracked tensor's handle and block in one;
+// tracked says which. It holds nothing twice: kind and shape are in the
+// shared Meta, the byte count beside it (in the record of a tracked
+// tensor), so that a live tensor (block, handle, finalizer) stays within
 // 256 B of host memory.
 type block struct {
-	rec   track.Record // first: it is what the tracker's registry holds
 	alloc Allocator
 	mem   Block
 	// extra counts the owners beyond one: zero, its initial value, while
 	// one owner is left.
-	extra atomic.Int32
-	dtype DType
-	// id is an untracked tensor's process-wide number, taken the first
-	// time it is asked for (ident); a tracked one's is its record's.
-	id atomic.Uint64
+	extra   atomic.Int32
+	dtype   DType
+	tracked bool // the block heads a trackedBlock; else an ownedTensor
+}
+
+// trackedBlock is a tracked tensor's block: the block, then the record its
+// tracker's registry holds.
+type trackedBlock struct {
+	block // first: a pointer to it is a pointer to the trackedBlock
+	rec   track.Record
+}
+
+// record returns a tracked tensor's record; nil for an untracked one.
+func (b *block) record() *track.Record {
+	if !b.tracked {
+		return nil
+	}
+	return &(*trackedBlock)(unsafe.Pointer(b)).rec
+}
+
+// bytes returns the device bytes the tensor holds.
+func (b *block) bytes() int64 {
+	if b.tracked {
+		return (*trackedBlock)(unsafe.Pointer(b)).rec.Bytes
+	}
+	return ownerOf(b).bytes
+}
+
+// meta returns the tensor's shared Meta; nil before New set it.
+func (b *block) meta() *track.Meta {
+	if b.tracked {
+		return (*trackedBlock)(unsafe.Pointer(b)).rec.Meta
+	}
+	return ownerOf(b).meta
 }
 
 // untrackedIDs numbers untracked tensors, in the order their ids are
 // first asked for: no allocation pays for an id nobody reads.
 var untrackedIDs atomic.Uint64
 
-// ident returns the tensor's id.
+// ident returns the tensor's id: its record's, or for an untracked tensor
+// a process-wide number.
 func (b *block) ident() uint64 {
-	if b.tracker() != nil {
-		return b.rec.ID()
+	if r := b.record(); r != nil {
+		return r.ID()
 	}
-	if id := b.id.Load(); id != 0 {
+	o := ownerOf(b)
+	if id := o.id.Load(); id != 0 {
 		return id
 	}
-	b.id.CompareAndSwap(0, untrackedIDs.Add(1))
-	return b.id.Load()
+	o.id.CompareAndSwap(0, untrackedIDs.Add(1))
+	return o.id.Load()
 }
 
 // New makes a tensor of dtype dt and shape dims from alloc. The tensor is
@@ -297,17 +342,19 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 	}
 	tr := alloc.Tracker()
 	var o *ownedTensor // an untracked tensor: handle and block in one
+	var tb *trackedBlock
 	var b *block
 	var t *Tensor
 	if tr == nil {
-		o = &ownedTensor{own: Tensor{inline: true}}
+		o = &ownedTensor{own: Tensor{inline: true}, bytes: bytes}
 		b, t = &o.b, &o.own
 	} else {
-		b = &block{}
+		tb = &trackedBlock{block: block{tracked: true}}
+		tb.rec.Bytes = bytes
+		b = &tb.block
 		t = &Tensor{b: b}
 	}
 	b.alloc, b.dtype = alloc, dt
-	b.rec.Bytes = bytes
 	if bytes > 0 {
 		if ca, ok := alloc.(ContextAllocator); ok {
 			b.mem, err = ca.AllocateContext(ctx, bytes)
@@ -332,14 +379,16 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 		return nil, err
 	}
 	// The shape is copied here, once per distinct value: shared after.
-	b.rec.Meta = internMeta(kind, name, dt, shape)
+	meta := internMeta(kind, name, dt, shape)
 	if o != nil {
+		o.meta = meta
 		if bytes > 0 {
 			runtime.SetFinalizer(o, (*ownedTensor).collected)
 		}
 		return t, nil
 	}
-	if err := tr.Books().Record(ctx, &b.rec, skip+1); err != nil {
+	tb.rec.Meta = meta
+	if err := tr.Books().Record(ctx, &tb.rec, skip+1); err != nil {
 		if bytes > 0 {
 			err = errors.Join(err, alloc.Release(b.mem))
 		}
@@ -373,7 +422,12 @@ func newHandleExt(b *block, site *track.Site, x *handleExt, how uint8) *Tensor {
 }
 
 // tracker returns the tracker that recorded the tensor; nil if untracked.
-func (b *block) tracker() *track.Tracker { return b.rec.Tracker() }
+func (b *block) tracker() *track.Tracker {
+	if !b.tracked {
+		return nil
+	}
+	return (*trackedBlock)(unsafe.Pointer(b)).rec.Tracker()
+}
 
 // dropped runs when a handle other than an untracked tensor's own became
 // unreachable without Free: its tracker reports it, at the line that made
@@ -391,11 +445,11 @@ func (t *Tensor) dropped() {
 // unreachable without Free, whose owner's hold (heldFor, zero if none)
 // ends with it, and gives its ownership up unless the tracker keeps leaks.
 func dropHandle(b *block, site *track.Site, how uint8, heldFor weak.Pointer[track.Owner]) {
-	if tr := b.tracker(); tr != nil {
+	if r := b.record(); r != nil && r.Tracker() != nil {
 		if heldFor != (weak.Pointer[track.Owner]{}) {
-			_ = b.rec.HandBackDropped(heldFor) // the owner let go by dropping its handle
+			_ = r.HandBackDropped(heldFor) // the owner let go by dropping its handle
 		}
-		if !b.rec.ReportDropped(site, howName(how)) {
+		if !r.ReportDropped(site, howName(how)) {
 			return // the tracker keeps the memory; the handle is counted dropped
 		}
 	}
@@ -411,7 +465,7 @@ func (b *block) unref(gc bool, later *Releases) error {
 	if b.extra.Load() != 0 && b.extra.Add(-1) >= 0 {
 		return nil
 	}
-	if b.tracker() == nil && b.rec.Bytes > 0 {
+	if !b.tracked && ownerOf(b).bytes > 0 {
 		runtime.SetFinalizer(ownerOf(b), nil) // nothing left for it to give back
 	}
 	return b.release(gc, later)
@@ -425,10 +479,10 @@ func (b *block) unref(gc bool, later *Releases) error {
 // release is added to it, for the caller to run (Releases.Run).
 func (b *block) release(gc bool, later *Releases) error {
 	var err error
-	if tr := b.tracker(); tr != nil {
-		err = b.rec.Release()
+	if r := b.record(); r != nil && r.Tracker() != nil {
+		err = r.Release()
 	}
-	if b.rec.Bytes > 0 {
+	if b.bytes() > 0 {
 		if gc {
 			releases.push(b)
 			return err
@@ -488,13 +542,14 @@ func (t *Tensor) free(later *Releases) error {
 		// The line names the first free in a misuse report: a short
 		// capture, numbered once per distinct line, keeps Free cheap.
 		t.state.Store(freedUnknown + tr.Books().FreeLine(2)) // from Free's caller
-		(&b.rec).Unhold(t.site, howName(t.how))
+		r := b.record()
+		r.Unhold(t.site, howName(t.how))
 		if x != nil {
 			x.borrow.Return() // freed: no longer its request's, or outlived
 			x.borrow = nil
 		}
 		if x != nil && x.owner != nil { // the owner lets go with its handle
-			err = b.rec.HandBack(x.owner)
+			err = r.HandBack(x.owner)
 		}
 	}
 	if x != nil {
@@ -518,7 +573,7 @@ func (t *Tensor) doubleFree() error {
 		// as the first free is.
 		m.SecondFree, m.SecondDeferred = tr.Books().FreeSite(tr.Books().FreeLine(3))
 		err.SecondFree, err.SecondDeferred = m.SecondFree, m.SecondDeferred
-		(&t.blk().rec).NoteMisuse(m)
+		b.record().NoteMisuse(m)
 	}
 	if invariants.Enabled {
 		panic(err)
@@ -554,7 +609,7 @@ func (t *Tensor) RetainContext(ctx context.Context) (*Tensor, error) {
 		return newHandle(b, nil, t.viewOf(), howRetain), nil
 	}
 	site := tr.Books().CallerSite(1) // RetainContext's caller
-	x := &handleExt{view: t.viewOf(), borrow: (&b.rec).HoldUnder(ctx, site, howName(howRetain))}
+	x := &handleExt{view: t.viewOf(), borrow: b.record().HoldUnder(ctx, site, howName(howRetain))}
 	return newHandleExt(b, site, x, howRetain), nil
 }
 
@@ -598,7 +653,7 @@ func (t *Tensor) holdSite(how uint8, skip int) *track.Site {
 		return nil
 	}
 	site := tr.Books().CallerSite(skip)
-	(&b.rec).Hold(site, howName(how))
+	b.record().Hold(site, howName(how))
 	return site
 }
 
@@ -661,14 +716,14 @@ func (t *Tensor) useAfterFree() {
 	}
 	m := t.misuse(tr, track.EventUseAfterFree)
 	m.Use = tr.Books().Caller(2, 16)
-	(&t.blk().rec).NoteMisuse(m)
+	t.blk().record().NoteMisuse(m)
 }
 
 // misuse describes a misuse of kind of this freed handle, which tr
 // recorded: the tensor, where it was made and where it was first freed.
 // The caller adds the line of the misuse.
 func (t *Tensor) misuse(tr *track.Tracker, kind track.EventKind) track.Misuse {
-	m := track.Misuse{Kind: kind, Allocated: t.blk().rec.Site()}
+	m := track.Misuse{Kind: kind, Allocated: t.blk().record().Site()}
 	m.FirstFree, m.FirstDeferred = tr.Books().FreeSite(t.state.Load() - freedUnknown)
 	return m
 }
@@ -686,7 +741,7 @@ func (t *Tensor) shapeRef() Shape {
 	if v := t.viewOf(); v != nil {
 		return v.shape
 	}
-	if m := t.blk().rec.Meta; m != nil {
+	if m := t.blk().meta(); m != nil {
 		return m.Shape
 	}
 	return nil
@@ -722,17 +777,17 @@ func (t *Tensor) Bytes() int64 {
 	if v := t.viewOf(); v != nil {
 		return v.bytes
 	}
-	return t.blk().rec.Bytes
+	return t.blk().bytes()
 }
 
 // HeldBytes returns the bytes of device memory this handle keeps alive:
 // Bytes for a tensor, the whole parent allocation for a View. A cache that
 // bounds what it holds counts these.
-func (t *Tensor) HeldBytes() int64 { return t.blk().rec.Bytes }
+func (t *Tensor) HeldBytes() int64 { return t.blk().bytes() }
 
 // Kind returns the kind the tensor was made with.
 func (t *Tensor) Kind() string {
-	if m := t.blk().rec.Meta; m != nil {
+	if m := t.blk().meta(); m != nil {
 		return m.Kind
 	}
 	return ""
@@ -750,7 +805,7 @@ func (t *Tensor) Site() *track.Site {
 	if b.tracker() == nil {
 		return nil
 	}
-	return b.rec.Site()
+	return b.record().Site()
 }
 
 // HandleSite returns the call site that made this handle: the allocation's
@@ -765,12 +820,17 @@ func (t *Tensor) HandleSite() *track.Site {
 	case t.site != nil:
 		return t.site
 	default:
-		return b.rec.Site()
+		return b.record().Site()
 	}
 }
 
 // Labels returns the labels the tensor was made under.
-func (t *Tensor) Labels() track.Labels { return t.blk().rec.Labels() }
+func (t *Tensor) Labels() track.Labels {
+	if r := t.blk().record(); r != nil {
+		return r.Labels()
+	}
+	return track.Labels{}
+}
 
 // Ptr returns the device address of the first byte; 0 for an empty tensor.
 // The address is valid while the handle is owned and reachable: keep t
