@@ -194,14 +194,23 @@ func (p *Pool) allocate(bytes int64, a *Admission) (tensor.Block, error) {
 		return tensor.Block{}, fmt.Errorf("%w: allocate %d bytes: more than any device holds", tensor.ErrInvalidSize, bytes)
 	}
 	var h uint32 // the goroutine's shard: 0 until goroutines are seen to contend
+	var block uint64
 	sh := p.shard0
 	if p.spread.Load() {
-		h = procHint() & p.shardMask
-		sh = p.shard(h)
+		block = stackBlock()
+		hint, ok := goroutineHint(block)
+		if !ok {
+			hint = refreshHint(block)
+		}
+		h = hint & p.shardMask % maxShards
+		// p.shard(h), which is past the inliner's budget.
+		if sh = p.shards[h].Load(); sh == nil {
+			sh = p.makeShard(h)
+		}
 	}
 	cs := &sh.classes[c]
 	if !cs.mu.TryLock() { // see lockContended
-		p.lockContended(cs)
+		h, sh, cs = p.lockHinted(h, sh, c, block)
 	}
 	if n := len(cs.idle); n > 0 {
 		i := cs.idle[n-1]
