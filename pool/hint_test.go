@@ -91,7 +91,7 @@ func TestSpreadPoolAllocatesFromTheShardOfTheGoroutinesHint(t *testing.T) {
 			if !assert.NoError(t, err) {
 				return
 			}
-			home = homeShard(p.slots.get(uint32(blk.Tag)>>genBits).home.Load())
+			home = homeShard(p.slots.get(uint32(blk.Tag) >> genBits).home.Load())
 			assert.NoError(t, p.Release(blk))
 		}()
 		<-done
