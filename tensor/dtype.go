@@ -89,6 +89,9 @@ func (s Shape) Elements() (int64, error) {
 // Bytes returns the bytes a tensor of this shape and dtype holds, checked for
 // overflow.
 func (s Shape) Bytes(dt DType) (int64, error) {
+	if n, ok := s.smallBytes(dt); ok {
+		return n, nil
+	}
 	if !dt.Valid() {
 		return 0, fmt.Errorf("%w: %v", ErrInvalidDType, dt)
 	}
@@ -101,6 +104,24 @@ func (s Shape) Bytes(dt DType) (int64, error) {
 		return 0, fmt.Errorf("%w: %s of %v overflows int64 bytes", ErrInvalidShape, s.String(), dt)
 	}
 	return int64(lo), nil
+}
+
+// smallBytes returns Bytes for a valid dtype and a shape whose product
+// needs no overflow check: every dimension in [0, 2^31) and the product
+// before each multiply below 2^32, so that none passes 2^63. ok is false
+// for every other shape, which Bytes checks with a full multiply.
+func (s Shape) smallBytes(dt DType) (n int64, ok bool) {
+	if !dt.Valid() {
+		return 0, false
+	}
+	p := uint64(dtypeInfo[dt].size)
+	for _, d := range s {
+		if uint64(d) >= 1<<31 || p >= 1<<32 {
+			return 0, false
+		}
+		p *= uint64(d)
+	}
+	return int64(p), true
 }
 
 // Clone returns a copy of s.

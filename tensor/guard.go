@@ -47,17 +47,25 @@ func (t *Tensor) onDevice(method, op string, bytes int64, f func(Device) error) 
 	return deviceCall(tr, dev, method, op, name, bytes, func() error { return f(dev) })
 }
 
+// ownDeviceName returns the name of alloc's device if alloc is one of
+// tensorlife's own allocators (DeviceAllocator, pool.Pool), which read it
+// once, under recover, when they were made: from its mark, with no call
+// into the allocator. Small enough to be inlined in New.
+func ownDeviceName(alloc Allocator) (name string, ok bool) {
+	if m, marked := alloc.(ownalloc.Marked[Allocator]); marked {
+		return ownalloc.DeviceName(alloc, m)
+	}
+	return "", false
+}
+
 // allocDeviceName returns the name of alloc's device for New, which holds
-// mem, bytes bytes of alloc's: from the mark of one of tensorlife's own
-// allocators (DeviceAllocator, pool.Pool), which read it once, under
-// recover, when they were made; else it reads it, both calls under
-// recover. A call that ends the goroutine (runtime.Goexit) gives mem back
-// on its way out, as New gives it back after an error.
+// mem, bytes bytes of alloc's: from its mark if it is one of tensorlife's
+// own (ownDeviceName); else it reads it, both calls under recover. A call
+// that ends the goroutine (runtime.Goexit) gives mem back on its way out,
+// as New gives it back after an error.
 func allocDeviceName(tr *track.Tracker, alloc Allocator, mem Block, bytes int64) (name string, err error) {
-	if m, ok := alloc.(ownalloc.Marked[Allocator]); ok {
-		if name, ok := ownalloc.DeviceName(alloc, m); ok {
-			return name, nil
-		}
+	if name, ok := ownDeviceName(alloc); ok {
+		return name, nil
 	}
 	returned := false
 	defer func() {

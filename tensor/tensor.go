@@ -333,9 +333,12 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 	if invariants.IsNil(alloc) {
 		return nil, ErrNilAllocator
 	}
-	bytes, err := shape.Bytes(dt)
-	if err != nil {
-		return nil, err
+	var err error
+	bytes, ok := shape.smallBytes(dt) // inlined: Bytes is not
+	if !ok {
+		if bytes, err = shape.Bytes(dt); err != nil {
+			return nil, err
+		}
 	}
 	if kind == "" {
 		kind = DefaultKind
@@ -371,7 +374,10 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 			return nil, err
 		}
 	}
-	name, err := allocDeviceName(tr, alloc, b.mem, bytes) // foreign code, under recover (guard.go)
+	name, own := ownDeviceName(alloc)
+	if !own {
+		name, err = allocDeviceName(tr, alloc, b.mem, bytes) // foreign code, under recover (guard.go)
+	}
 	if err != nil {
 		if bytes > 0 {
 			err = errors.Join(err, alloc.Release(b.mem))
@@ -491,9 +497,18 @@ func (b *block) release(gc bool, later *Releases) error {
 			later.blocks = append(later.blocks, b)
 			return err
 		}
-		err = errors.Join(err, b.alloc.Release(b.mem))
+		err = join(err, b.alloc.Release(b.mem))
 	}
 	return err
+}
+
+// join is errors.Join of two errors, without a call for the common case,
+// where the first is nil: then it is the second as it is.
+func join(err, next error) error {
+	if err == nil {
+		return next
+	}
+	return errors.Join(err, next)
 }
 
 // Free gives up this handle's ownership; the memory returns to its allocator
@@ -555,7 +570,7 @@ func (t *Tensor) free(later *Releases) error {
 	if x != nil {
 		x.owner = nil
 	}
-	return errors.Join(err, b.unref(false, later))
+	return join(err, b.unref(false, later))
 }
 
 // A freed handle's state is freedUnknown plus the number of the line that
