@@ -53,13 +53,23 @@ var classSizes = func() [numClasses]int64 {
 	return s
 }()
 
+// smallClassOf is classOf for a request of at most smallMax bytes, small
+// enough to be inlined in the warm path, where classOf is not; ok is
+// false for a larger one.
+func smallClassOf(n int64) (class int, size int64, ok bool) {
+	if n > smallMax {
+		return 0, 0, false
+	}
+	c := int((n + smallStep - 1) / smallStep)
+	return c - 1, int64(c) * smallStep, true
+}
+
 // classOf returns the size class of a request of n bytes (n > 0) and the
 // block size that serves it. Requests above largeMax get hugeClass and n
 // rounded up to hugeStep; ok is false above maxRequest.
 func classOf(n int64) (class int, size int64, ok bool) {
-	if n <= smallMax {
-		c := int((n + smallStep - 1) / smallStep)
-		return c - 1, int64(c) * smallStep, true
+	if c, size, ok := smallClassOf(n); ok {
+		return c, size, true
 	}
 	if n > largeMax {
 		if n > maxRequest {

@@ -189,9 +189,11 @@ func (p *Pool) allocate(bytes int64, a *Admission) (tensor.Block, error) {
 	if p.closed.Load() {
 		return tensor.Block{}, fmt.Errorf("%w: pool on %s", tensor.ErrClosed, p.name)
 	}
-	c, size, ok := classOf(bytes)
+	c, size, ok := smallClassOf(bytes)
 	if !ok {
-		return tensor.Block{}, fmt.Errorf("%w: allocate %d bytes: more than any device holds", tensor.ErrInvalidSize, bytes)
+		if c, size, ok = classOf(bytes); !ok {
+			return tensor.Block{}, fmt.Errorf("%w: allocate %d bytes: more than any device holds", tensor.ErrInvalidSize, bytes)
+		}
 	}
 	var h uint32 // the goroutine's shard: 0 until goroutines are seen to contend
 	var block uint64
@@ -518,7 +520,7 @@ func (p *Pool) Release(b tensor.Block) error {
 	// Close sets closed before it empties each class under its lock, so a
 	// block is either cached before Close empties its class or not at all.
 	keep := c < numClasses && !p.closed.Load()
-	refilled := !keep || p.refillBeside(adm, drawn)
+	refilled := !keep || adm == nil || p.refillBeside(adm, drawn) // most blocks were drawn under no admission: no call
 	if keep && refilled && p.cacheRoom(b.Size) {
 		cs.idle = append(cs.idle, i)
 		cs.mu.Unlock()
