@@ -162,10 +162,13 @@ func (t *Tensor) blk() *block {
 // Tensor must never be copied by value (go vet's copylocks check reports
 // such copies).
 type ownedTensor struct {
-	own   Tensor // first: a pointer to it is a pointer to the ownedTensor
+	own Tensor // first: a pointer to it is a pointer to the ownedTensor
+	// meta is the tensor's kind, device, dtype and shape: with the
+	// pointers first (the handle's, meta, the block's allocator), the
+	// collector reads 56 bytes of the 112.
+	meta  *track.Meta
 	b     block
-	bytes int64       // device bytes the tensor holds
-	meta  *track.Meta // its kind, device, dtype and shape
+	bytes int64 // device bytes the tensor holds
 	// id is the tensor's process-wide number, taken the first time it is
 	// asked for (ident).
 	id atomic.Uint64
