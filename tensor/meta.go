@@ -48,7 +48,7 @@ type metaHint struct {
 var _ = [1]struct{}{}[unsafe.Sizeof(metaHint{})-64]
 
 // same reports whether h is the hint of this key. shape has at most
-// metaHintDims dimensions, each within int32 (hintable).
+// metaHintDims dimensions, each within int32.
 func (h *metaHint) same(kind, device string, dt DType, shape Shape) bool {
 	if h.kind != unsafe.StringData(kind) || h.device != unsafe.StringData(device) ||
 		h.klen != uint32(len(kind)) || h.dlen != uint32(len(device)) || h.dt != dt || int(h.ndim) != len(shape) {
@@ -62,29 +62,22 @@ func (h *metaHint) same(kind, device string, dt DType, shape Shape) bool {
 	return true
 }
 
-// hintable reports whether a key fits a metaHint.
-func hintable(kind, device string, shape Shape) bool {
-	if len(shape) > metaHintDims || uint64(len(kind)) > math.MaxUint32 || uint64(len(device)) > math.MaxUint32 {
-		return false
-	}
-	for _, d := range shape {
-		if d != int(int32(d)) {
-			return false
-		}
-	}
-	return true
-}
-
 // internMeta returns the shared Meta of a tensor.
 func internMeta(kind, device string, dt DType, shape Shape) *track.Meta {
-	if !hintable(kind, device, shape) {
+	if len(shape) > metaHintDims || uint64(len(kind)) > math.MaxUint32 || uint64(len(device)) > math.MaxUint32 {
 		return track.InternMeta(kind, device, dt.String(), shape)
 	}
-	h := intern.NewHash().
+	hash := intern.NewHash().
 		Word(uint64(uintptr(unsafe.Pointer(unsafe.StringData(kind))))).
 		Word(uint64(uintptr(unsafe.Pointer(unsafe.StringData(device))))).
-		Word(uint64(len(kind))<<32 | uint64(len(device))<<8 | uint64(dt)).
-		Ints(shape).Sum()
+		Word(uint64(len(kind))<<32 | uint64(len(device))<<8 | uint64(dt))
+	for _, d := range shape {
+		if d != int(int32(d)) { // not a hint's
+			return track.InternMeta(kind, device, dt.String(), shape)
+		}
+		hash = hash.Word(uint64(d))
+	}
+	h := hash.Sum()
 	same := func(m *metaHint) bool { return m.same(kind, device, dt, shape) }
 	if m, ok := metaHints.Lookup(h, same); ok {
 		return m.meta
