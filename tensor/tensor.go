@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -333,7 +334,7 @@ func Make(ctx context.Context, alloc Allocator, spec Spec) (*Tensor, error) {
 //
 //go:noinline
 func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind string, skip int) (*Tensor, error) {
-	if invariants.IsNil(alloc) {
+	if nilAllocator(alloc) {
 		return nil, ErrNilAllocator
 	}
 	var err error
@@ -408,6 +409,22 @@ func newTensor(ctx context.Context, alloc Allocator, dt DType, shape Shape, kind
 		noteHandle(t)
 	}
 	return t, nil
+}
+
+// nilAllocator is invariants.IsNil for New's allocator, without its
+// reflect.Value for the allocator nearly every call passes, a non-nil
+// pointer: an interface holding a pointer holds it as its data word, so a
+// data word that is not nil with a type of kind Pointer is a non-nil
+// pointer. Anything else (a nil pointer, a map, a func, a nil slice boxed
+// behind a non-nil data word) is IsNil's to judge.
+func nilAllocator(alloc Allocator) bool {
+	if alloc == nil {
+		return true
+	}
+	if words := (*[2]unsafe.Pointer)(unsafe.Pointer(&alloc)); words[1] != nil && reflect.TypeOf(alloc).Kind() == reflect.Pointer {
+		return false
+	}
+	return invariants.IsNil(alloc)
 }
 
 // newHandle makes a further handle on b, with a finalizer that reports it
