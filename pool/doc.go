@@ -152,7 +152,7 @@
 // allocator keeps a cache per P: once goroutines are seen to contend, each
 // allocates from its P's shard, found by the hint its P gave it, which the
 // goroutine keeps in a slot named by its stack (a hit of a spread pool
-// costs 1.05–1.15× one before it spread). An allocation the cache serves
+// costs 1.05–1.2× one before it spread). An allocation the cache serves
 // takes one lock of its class in that shard (held for a slice pop and a
 // few field reads) and one atomic add to that shard's active bytes; a
 // release takes the lock of the block's shard (the checks above and a
@@ -165,7 +165,7 @@
 // sampled, at every device allocation and every Stats call, not at every
 // hit: a peak reached only by cache hits between two samples is not seen.
 // The pool-wide lock is taken only when a miss needs a new descriptor. The
-// hit path allocates no Go memory and costs 0.15× the cheapest GC-watched
-// handle (BenchmarkPoolHitRatio). Stats reads atomics and each class's
+// hit path allocates no Go memory and costs 0.155–0.17× the cheapest
+// GC-watched handle (BenchmarkPoolHitRatio). Stats reads atomics and each class's
 // lock in each shard in turn.
 package pool

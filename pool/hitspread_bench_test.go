@@ -12,9 +12,10 @@ import (
 // life once goroutines contended for a class lock, against a hit of a pool
 // that never spread, in alternating rounds (goal: x-spread <= 1.1, a hit no
 // dearer once the pool has spread). On a loaded 2-core machine it reads
-// 1.05–1.15 (22–37 ns the hit before spreading): the goroutine reads its
-// P's hint from its stack's slot of goroutineHints. Asking the sync.Pool
-// of hints at every hit, as the pool did before, read 1.52.
+// 1.05–1.2, most runs 1.06–1.09 (20–38 ns the hit before spreading): the
+// goroutine reads its P's hint from its stack's slot of goroutineHints.
+// Asking the sync.Pool of hints at every hit, as the pool did before,
+// read 1.47–1.64 in the same runs.
 func BenchmarkPoolHitSpreadRatio(b *testing.B) {
 	newPool := func() *Pool {
 		host, err := tensor.NewHostDevice(64 << 20)

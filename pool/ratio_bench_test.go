@@ -61,15 +61,16 @@ func noteDropped(int) {}
 //
 //   - /floor: the floor of any owned, GC-watched handle, one 64 B
 //     allocation with runtime.AddCleanup, then Stop (goal: x-newfree <=
-//     1.5). On a loaded 2-core machine it reads 1.42–1.46 (250–265 ns
-//     against 180–190); it read 1.76–1.77 while an untracked tensor was a
-//     192 B object with an unused tracker record and its metadata hint
-//     compared the Meta's strings and shape.
+//     1.5). On a loaded 2-core machine it reads 1.38–1.49 (200–335 ns
+//     against 150–225); it read 1.66–1.78 in the same runs while an
+//     untracked tensor was a 192 B object with an unused tracker record,
+//     its metadata hint compared the Meta's strings and shape, and New
+//     made a reflect.Value of its allocator.
 //   - /floor+hit: the floor plus the pool's own hit path
 //     (Allocate+Release of a cached block), which an untracked tensor
 //     cannot skip and the floor does not do: what the tensor layer adds
-//     over the cheapest handle on memory from the same pool (1.14–1.17,
-//     was 1.43–1.46).
+//     over the cheapest handle on memory from the same pool (1.14–1.22,
+//     was 1.34–1.50).
 func BenchmarkUntrackedNewFreeRatio(b *testing.B) {
 	p := benchPool(b, pool.Untracked())
 	measured := warmNewFree(b, p)
@@ -108,8 +109,8 @@ func floor() {
 // BenchmarkPoolHitRatio compares the pool's own hit path, Allocate+Release
 // of a cached block, with the same floor: the part of an untracked
 // New+Free that is the pool's, not the tensor's (goal: no dearer than
-// before; it reads 0.15, was 0.21 before its class and refill checks were
-// inlined). BenchmarkPoolHitSpreadRatio measures the same hit once the
+// before; it reads 0.155–0.17, was 0.18–0.24 in the same runs before its
+// class and refill checks were inlined). BenchmarkPoolHitSpreadRatio measures the same hit once the
 // pool has spread over its shards.
 func BenchmarkPoolHitRatio(b *testing.B) {
 	p := benchPool(b, pool.Untracked())

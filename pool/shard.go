@@ -32,8 +32,8 @@ import (
 // stack took the slot since, and when the goroutine finds its shard's
 // class lock held, which is what a goroutine moved to another P since it
 // asked sees once the goroutines of its old P allocate beside it. A hit on
-// a spread pool costs 1.05–1.15× a hit before it spread
-// (BenchmarkPoolHitSpreadRatio; 1.52× with a Get and a Put each hit).
+// a spread pool costs 1.05–1.2× a hit before it spread
+// (BenchmarkPoolHitSpreadRatio; 1.47–1.64× with a Get and a Put each hit).
 //
 // It is only a hint: a goroutine moved to another P whose old P's
 // goroutines allocate while its shard's lock is free, a sync.Pool emptied

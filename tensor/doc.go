@@ -71,11 +71,11 @@
 //
 // Through a warm pool, a tracked New+Free costs about 0.4× one
 // runtime.Callers over the same frames (pool's
-// BenchmarkTrackedNewFreeRatio); an untracked one 1.4–1.5× the cheapest
-// GC-watched handle, a 64 B allocation with runtime.AddCleanup and Stop,
-// of which the pool's hit is 0.15× and the handle's allocation and
-// finalizer about 1.0× (BenchmarkUntrackedNewFreeRatio). The rest is a
+// BenchmarkTrackedNewFreeRatio); an untracked one 1.38–1.49× the
+// cheapest GC-watched handle, a 64 B allocation with runtime.AddCleanup
+// and Stop, of which the pool's hit is 0.16× and the handle's allocation
+// and finalizer about 1.0× (BenchmarkUntrackedNewFreeRatio). The rest is a
 // hash and one cache line for the metadata (a hint keyed by the identity
-// of the kind and device strings), the byte count and the device name
+// of the kind and device strings), the byte count, and the device name
 // read from the allocator's mark.
 package tensor
