@@ -36,6 +36,13 @@ func AfterRequest(ctx context.Context, f func()) (stop func() bool) {
 		ctx = context.Background()
 	}
 	a := &requestAfter{f: f, q: scopeOf(ctx).req.same()}
+	if a.q != nil && a.q.ended.Load() {
+		// Ended already (ended is never unset): f runs here, before
+		// AfterRequest returns, and no context goroutine races it.
+		a.state.Store(afterRan)
+		f()
+		return a.stop
+	}
 	// a.q is set before the context's goroutine can start (at once, for a
 	// context already done); that goroutine reads no ctxStop (runDone).
 	a.ctxStop = context.AfterFunc(ctx, a.runDone)
