@@ -114,7 +114,7 @@ func (b *requestBook) read(n int) (out OpenRequests, largest, oldest []openRow, 
 	var cands []*bookEntry
 	var rows []openRow
 	var front []int32
-	var inFlight counter.Sum // exact: each shard's sum is exact modulo 2^64
+	var inFlight counter.Sum // exact: each shard's sum is
 	for i := range b.shards {
 		sh := &b.shards[i]
 		if sh.listed.Load() == 0 {
@@ -124,7 +124,7 @@ func (b *requestBook) read(n int) (out OpenRequests, largest, oldest []openRow, 
 		cands, rows = cands[:0], rows[:0]
 		sh.mu.Lock()
 		out.Count += len(sh.open)
-		inFlight.AddUint(uint64(sh.bytes))
+		inFlight.AddSum(sh.bytes)
 		out.InFlightTensors += sh.tensors
 		cands, front = sh.topLargest(cands, front, n)
 		for e, k := sh.oldest, 0; e != nil && k < max(n, 1); e, k = e.next, k+1 {

@@ -85,8 +85,11 @@ type bookData struct {
 	// largest is a heap of open by what the book last read of them: the
 	// most bytes in flight first (ties: the oldest first).
 	largest []*bookEntry
-	// bytes and tensors sum what the book last read of open.
-	bytes, tensors int64
+	// bytes and tensors sum what the book last read of open: bytes in
+	// 128 bits, since requests of near MaxInt64 bytes each would wrap an
+	// int64.
+	bytes   counter.Sum
+	tensors int64
 	// dirty are the entries whose request changed since the book last
 	// read it, each once (bookEntry.dirty).
 	dirty []*bookEntry
@@ -261,7 +264,7 @@ func (sh *bookData) unlist(e *bookEntry) {
 	e.prev, e.next = nil, nil
 	sh.removeHeap(int(e.heap))
 	e.at, e.heap = -1, -1
-	sh.bytes -= e.bytes
+	sh.bytes.Add(-e.bytes)
 	sh.tensors -= e.tensors
 	if e.q.labelled {
 		sh.labelled.remove(e.q)
@@ -336,7 +339,7 @@ func (sh *bookData) drain() {
 		if !e.listed.Load() {
 			continue // ended since: its end took it out
 		}
-		sh.bytes += r.bytes - e.bytes
+		sh.bytes.Add(r.bytes - e.bytes) // both in [0, MaxInt64]: no wrap
 		sh.tensors += r.tensors - e.tensors
 		grew := r.bytes > e.bytes
 		e.bytes, e.tensors = r.bytes, r.tensors
