@@ -3,6 +3,8 @@ package track
 import (
 	"context"
 	"sync"
+
+	"github.com/tensorlife/tensorlife/internal/counter"
 )
 
 // Borrow is a handle on a record taken under a request (Record.HoldUnder):
@@ -174,15 +176,6 @@ func (t *Tracker) listBorrower(q *request) *request {
 // records of bytes that outlived their request at s, the line that took
 // them, and tells the feeds.
 func (s *Site) handlesOutlived(bytes, count int64) {
-	if wide(bytes) { // see wideRecord
-		w := s.wideOf()
-		w.mu.Lock()
-		w.outlivedHandleBytes.Add(bytes)
-		s.outlivedHandles.Add(count)
-		w.mu.Unlock()
-	} else {
-		s.outlivedHandleBytes.Add(bytes)
-		s.outlivedHandles.Add(count)
-	}
-	s.feeds.changed(s)
+	s.addPair(bytes, count, &s.outlivedHandleBytes, &s.outlivedHandles,
+		func(w *siteWide) *counter.Sum { return &w.outlivedHandleBytes })
 }

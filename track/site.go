@@ -160,15 +160,23 @@ func (b *recordBytes) load() int64 {
 // outlived counts one record of bytes (negative, with count -1, to take
 // it back) that outlived its request.
 func (s *Site) outlived(bytes, count int64) {
+	s.addPair(bytes, count, &s.outlivedBytes, &s.outlivedCount, func(w *siteWide) *counter.Sum { return &w.outlivedBytes })
+}
+
+// addPair adds bytes and count to one of the site's byte and count pairs,
+// and tells the feeds: the bytes of a wide record (see wideRecord) to
+// their sum in the wide part, wideBytes of it, under its lock with the
+// count, so that a reader reads both at one moment; others to small.
+func (s *Site) addPair(bytes, count int64, small, n *atomic.Int64, wideBytes func(*siteWide) *counter.Sum) {
 	if wide(bytes) {
 		w := s.wideOf()
 		w.mu.Lock()
-		w.outlivedBytes.Add(bytes)
-		s.outlivedCount.Add(count)
+		wideBytes(w).Add(bytes)
+		n.Add(count)
 		w.mu.Unlock()
 	} else {
-		s.outlivedBytes.Add(bytes)
-		s.outlivedCount.Add(count)
+		small.Add(bytes)
+		n.Add(count)
 	}
 	s.feeds.changed(s)
 }

@@ -70,6 +70,22 @@ func (pc *promptCache) forgetsAHandle(t *testing.T, ctx context.Context) *tensor
 	return pc.prompt(t, ctx)
 }
 
+// namedForgotten asserts that the one suspect named so far is the
+// forgotten handle, named by the line that took it on the path that
+// forgot it while the cache keeps the mask, and returns it.
+func (pc *promptCache) namedForgotten(t *testing.T, forgotten *tensor.Tensor) watch.Suspect {
+	t.Helper()
+	require.Len(t, pc.log.all(), 1, "named at the first window after the request's end")
+	s := pc.log.all()[0]
+	assert.True(t, s.IsHandle())
+	assert.Equal(t, int64(1), s.Handles)
+	assert.Contains(t, s.Site.Location().Function, "promptCache).prompt", "the line that took it: GetOrBuild's caller")
+	assert.Contains(t, s.Site.Stack(""), "forgetsAHandle", "on the path that forgot it")
+	assert.Equal(t, forgotten.HeldBytes(), s.OutlivedBytes)
+	assert.Equal(t, int64(1), pc.cache.Stats().Entries, "the cache still keeps the mask")
+	return s
+}
+
 // request serves one request that uses the prompt's mask through serve,
 // then ends it and the window.
 func (pc *promptCache) request(t *testing.T, serve func(ctx context.Context)) {
@@ -94,15 +110,8 @@ func TestHandleThatOutlivedItsRequestIsNamedAtItsEnd(t *testing.T) {
 
 	var forgotten *tensor.Tensor
 	pc.request(t, func(ctx context.Context) { forgotten = pc.forgetsAHandle(t, ctx) })
-	require.Len(t, pc.log.all(), 1, "named at the first window after the request's end")
-	s := pc.log.all()[0]
-	assert.True(t, s.IsHandle())
-	assert.Equal(t, int64(1), s.Handles)
-	assert.Contains(t, s.Site.Location().Function, "promptCache).prompt", "the line that took it: GetOrBuild's caller")
-	assert.Contains(t, s.Site.Stack(""), "forgetsAHandle", "on the path that forgot it")
+	s := pc.namedForgotten(t, forgotten)
 	assert.Equal(t, uint64(21), s.SinceWindow)
-	assert.Equal(t, forgotten.HeldBytes(), s.OutlivedBytes)
-	assert.Equal(t, int64(1), pc.cache.Stats().Entries, "the cache still keeps the mask")
 	assert.Equal(t, 1, pc.w.SuspectCount())
 	assert.Equal(t, int64(1), pc.tr.Totals().Event(track.EventLeakSuspect))
 	assert.Contains(t, pc.logText.String(), "promptCache).prompt")
@@ -135,13 +144,7 @@ func TestHandleForgottenOnAMissIsNamedAtItsEnd(t *testing.T) {
 	pc := newPromptCache(t)
 	var forgotten *tensor.Tensor
 	pc.request(t, func(ctx context.Context) { forgotten = pc.forgetsAHandle(t, ctx) })
-	require.Len(t, pc.log.all(), 1, "named at the first window after the request's end")
-	s := pc.log.all()[0]
-	assert.True(t, s.IsHandle())
-	assert.Equal(t, int64(1), s.Handles)
-	assert.Contains(t, s.Site.Location().Function, "promptCache).prompt", "the line that took it: GetOrBuild's caller")
-	assert.Contains(t, s.Site.Stack(""), "forgetsAHandle", "on the path that forgot it")
-	assert.Equal(t, int64(1), pc.cache.Stats().Entries, "the cache still keeps the mask")
+	pc.namedForgotten(t, forgotten)
 	assert.Equal(t, int64(1), pc.cache.Stats().Misses)
 
 	for range 10 { // hits, each freed: nothing new
