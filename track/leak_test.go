@@ -139,27 +139,41 @@ func TestALeakCallbackThatBlocksPanicsOrGoexitsHoldsNothingElse(t *testing.T) {
 // A callback that falls behind is given at most 4096 waiting reports:
 // past them a report is not given to it, but counted and logged once;
 // every leak is counted exactly, the reports it is given come in order,
-// and a callback beside it is given every report.
+// and a callback beside it is given every report: the test waits for each
+// to reach it, which a callback held back by the blocked one never would.
 func TestALeakCallbackFarBehindLosesReportsButNoLeak(t *testing.T) {
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	unblock := make(chan struct{})
+	entered := make(chan struct{}, 1)
 	var got []uint64
 	tr := newTracker(t, track.Logger(slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, nil))),
 		track.OnLeak(func(l track.LeakReport) {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
 			<-unblock
 			got = append(got, l.ID)
 		}))
-	var watched int
-	stop := tr.WatchLeaks(func(track.LeakReport) { watched++ })
+	seen := make(chan struct{})
+	watched := 0
+	stop := tr.WatchLeaks(func(track.LeakReport) {
+		watched++
+		seen <- struct{}{}
+	})
 	const n = 5000
 	recs := make([]*track.Record, n)
 	for i := range recs {
 		recs[i] = recordA(tr, context.Background(), 64, "tensor")
 		recs[i].ReportDropped(nil, "")
+		<-seen // the watcher has it: nothing the blocked callback does holds it back
+		if i == 0 {
+			<-entered // the first report is inside the blocked callback
+		}
 	}
 	stop()
-	assert.Equal(t, n, watched, "the watcher beside it keeps up")
+	assert.Equal(t, n, watched, "the watcher beside it kept up")
 	tt := tr.Totals()
 	assert.EqualValues(t, n, tt.GCLeaks, "every leak is counted")
 	// One report is inside the callback and 4096 wait for it.
