@@ -180,8 +180,28 @@ func kindOf(t *testing.T, p *pool.Pool, kind string) pool.AdmissionKind {
 func TestAdmitSizedConcurrent(t *testing.T) {
 	p, _, dev := newKindPool(t, 32<<20)
 	const kind = "route=/gen"
-	var wg sync.WaitGroup
 	var admitted, refused atomic.Int64
+	// The kind's history first, one request at a time at 64 KiB a unit:
+	// past AdmitHistory of them it reserves its line, which the requests
+	// below that hold 96 KiB a unit go past, whatever order they run in.
+	for i := range pool.AdmitHistory + 4 {
+		units := int64(1 + i%8)
+		ctx, a, err := p.AdmitSized(context.Background(), kind, units, units*256<<10)
+		require.NoError(t, err)
+		admitted.Add(1)
+		var held []*tensor.Tensor
+		for range units {
+			x, err := tensor.New(ctx, p, tensor.Uint8, 64<<10)
+			require.NoError(t, err)
+			held = append(held, x)
+		}
+		for _, x := range held {
+			require.NoError(t, x.Free())
+		}
+		a.End()
+	}
+	require.Less(t, kindOf(t, p, kind).PerUnit, float64(96<<10), "learned below what the heavy requests hold")
+	var wg sync.WaitGroup
 	for g := range 12 {
 		wg.Go(func() {
 			for i := range 40 {
