@@ -18,6 +18,7 @@ type instruments struct {
 	suspects, flags, windows, stackFallbacks              metric.Int64Observable
 	stackUncached, freeLinesLost, runsOutIn               metric.Int64Observable
 	ownerUsage, ownerLimit, ownerTensors, partPanics      metric.Int64Observable
+	leakReportsLost                                       metric.Int64Observable
 	requestsOpen, requestsInFlight                        metric.Int64Observable
 	requestOldestAge, requestLargest                      metric.Int64Observable
 	requestPeakP50, requestPeakP99, requestPeakMax        metric.Int64Observable
@@ -79,6 +80,7 @@ func (in *instruments) create(meter metric.Meter) ([]metric.Observable, error) {
 		{&in.stackFallbacks, counter, "tensorlife.stack.fallbacks", "{capture}", "Stack captures the frame-pointer walk could not serve, taken by runtime.Callers."},
 		{&in.stackUncached, counter, "tensorlife.stack.uncached", "{capture}", "Stack captures taken by runtime.Callers because the full walk cache could not keep their walk."},
 		{&in.partPanics, counter, "tensorlife.part.panics", "{call}", "Calls into code tensorlife does not own (a part's or a device's method, a foreign release) that panicked; each was recovered, and its figure left out."},
+		{&in.leakReportsLost, counter, "tensorlife.tensor.leak_reports_lost", "{report}", "Reports of dropped tensors a leak callback 4096 reports behind was not given; the leaks are counted in tensorlife.tensor.leaks all the same."},
 		{&in.freeLinesLost, counter, "tensorlife.tensor.free_lines_lost", "{free}", "Frees whose line the full free-line table could not keep: a double-free report cannot name them."},
 		// The open requests: facts, never judged (in flight is no leak).
 		{&in.requestsOpen, upDown, "tensorlife.request.open", "{request}", "Requests open now that have recorded a tensor."},

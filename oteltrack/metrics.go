@@ -39,6 +39,7 @@
 //	tensorlife.tensor.allocations      {allocation}  Counter
 //	tensorlife.tensor.frees            {free}        Counter
 //	tensorlife.tensor.leaks            {tensor}      Counter        tensors the garbage collector found without Free
+//	tensorlife.tensor.leak_reports_lost {report}   Counter        leak reports a callback 4096 behind was not given
 //	tensorlife.tensor.double_frees     {free}        Counter
 //	tensorlife.tensor.oom_errors       {error}       Counter        allocations refused for lack of memory
 //	tensorlife.mask.rebuilds           {mask}        Counter        masks built again where they should have grown
@@ -349,6 +350,7 @@ func (m *Metrics) observe(ctx context.Context, o metric.Observer) error {
 	o.ObserveInt64(in.allocs, tt.Allocs)
 	o.ObserveInt64(in.frees, tt.Frees)
 	o.ObserveInt64(in.leaks, tt.GCLeaks)
+	o.ObserveInt64(in.leakReportsLost, tt.LeakReportsLost)
 	o.ObserveInt64(in.doubleFrees, tt.Event(track.EventDoubleFree))
 	o.ObserveInt64(in.ooms, tt.Event(track.EventOOM))
 	o.ObserveInt64(in.maskRebuilds, tt.Event(track.EventMaskRebuilt))

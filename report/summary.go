@@ -167,6 +167,9 @@ func writeTotals(b *strings.Builder, t track.Totals) {
 		t.StackFallbacks, t.StackMismatches, t.StackUncached))
 	row("free lines lost", fmt.Sprintf("%d (frees a double-free report cannot name)", t.FreeLinesLost))
 	row("labels truncated", fmt.Sprintf("%d tensors (labels are cut at 16 keys of 256 bytes)", t.LabelsTruncated))
+	if t.LeakReportsLost > 0 {
+		row("leak reports lost", fmt.Sprintf("%d (a leak callback fell 4096 reports behind; the leaks are counted above)", t.LeakReportsLost))
+	}
 	if t.PartPanics > 0 {
 		row("part panics", fmt.Sprintf("%d (calls into code tensorlife does not own, recovered)", t.PartPanics))
 	}
