@@ -34,21 +34,29 @@ func sumPoints(t *testing.T, m metricdata.Metrics) map[string]int64 {
 	return out
 }
 
-// Admission is on the metrics: admitted and refused requests by kind, the
-// admitted that ran out of memory, and the open admissions' reserved and
-// promised bytes, which an End takes out of the next collection.
-func TestMetricsAdmission(t *testing.T) {
+// admissionPool is an 8 MiB pool on a host device, recording in a tracker
+// of the test's own whose metrics collect reads.
+func admissionPool(t *testing.T) (*pool.Pool, func() map[string]metricdata.Metrics) {
+	t.Helper()
 	tr, err := track.New(track.Name(t.Name()))
 	require.NoError(t, err)
 	host, err := tensor.NewHostDevice(64 << 20)
 	require.NoError(t, err)
 	p, err := pool.New(host, pool.Tracker(tr), pool.Budget(8<<20))
 	require.NoError(t, err)
-	defer func() { require.NoError(t, p.Close()) }()
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
 	mp, collect := metricsReader(t)
 	m, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(mp))
 	require.NoError(t, err)
-	defer func() { require.NoError(t, m.Stop()) }()
+	t.Cleanup(func() { require.NoError(t, m.Stop()) })
+	return p, collect
+}
+
+// Admission is on the metrics: admitted and refused requests by kind, the
+// admitted that ran out of memory, and the open admissions' reserved and
+// promised bytes, which an End takes out of the next collection.
+func TestMetricsAdmission(t *testing.T) {
+	p, collect := admissionPool(t)
 
 	got := collect()
 	assert.NotContains(t, got, "tensorlife.pool.admissions", "no series before the first Admit")
@@ -87,17 +95,7 @@ func TestMetricsAdmission(t *testing.T) {
 // valid UTF-8 of at most pool.MaxKindBytes: a kind from a hostile label
 // makes neither a series per request nor an attribute an exporter rejects.
 func TestMetricsAdmissionKindsBounded(t *testing.T) {
-	tr, err := track.New(track.Name(t.Name()))
-	require.NoError(t, err)
-	host, err := tensor.NewHostDevice(64 << 20)
-	require.NoError(t, err)
-	p, err := pool.New(host, pool.Tracker(tr), pool.Budget(8<<20))
-	require.NoError(t, err)
-	defer func() { require.NoError(t, p.Close()) }()
-	mp, collect := metricsReader(t)
-	m, err := oteltrack.Register(tr, oteltrack.WithMeterProvider(mp))
-	require.NoError(t, err)
-	defer func() { require.NoError(t, m.Stop()) }()
+	p, collect := admissionPool(t)
 
 	for i := range 200 {
 		kind := fmt.Sprintf("route=/%d/\xff", i) + strings.Repeat("x", 1000+i)
